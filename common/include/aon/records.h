@@ -1,0 +1,256 @@
+// Record types: the fixed-width events that AON captures, one struct per kind.
+//
+// These structs are the unit of everything downstream: the agent fills them from
+// CUPTI/NVTX/NCCL callbacks, the per-rank HDF5 file stores one compound dataset per
+// kind whose members are exactly the fields listed in each kind's schema below, and
+// the merge adds a rank column in front (Merged<T>). Rules:
+//   * fixed-width fields only, no pointers; strings are ids into the file's string
+//     table (0 is the empty string);
+//   * timestamps are nanoseconds on the rank's host timebase (see clock fields in
+//     RankMetadata): CLOCK_MONOTONIC unless the file says otherwise;
+//   * every struct is trivially copyable, its size pinned by static_assert; adding
+//     a field means a new minor format version and a schema entry (readers match
+//     compound members by name, so older files still read).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace aon {
+
+enum class RecordKind : uint8_t {
+  kKernel = 0,
+  kMemcpy,
+  kMemset,
+  kSync,
+  kApi,
+  kNvtx,
+  kNccl,
+  kExternalCorrelation,
+  kCount,
+};
+inline constexpr size_t kRecordKindCount = static_cast<size_t>(RecordKind::kCount);
+
+// Dataset names under /records, also the names used by --kinds and in drop counters.
+const char* RecordKindName(RecordKind kind);
+// Inverse of RecordKindName; false if `name` is not a kind.
+bool ParseRecordKind(std::string_view name, RecordKind* kind);
+
+struct KernelRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t graph_node_id;  // 0 unless launched from a CUDA graph
+  uint32_t correlation_id;
+  uint32_t device_id;
+  uint32_t context_id;
+  uint32_t stream_id;
+  uint32_t name_id;  // demangled kernel name in the string table
+  uint32_t graph_id;
+  int32_t grid_x, grid_y, grid_z;
+  int32_t block_x, block_y, block_z;
+  uint32_t registers_per_thread;
+  uint32_t static_shared_bytes;
+  uint32_t dynamic_shared_bytes;
+  uint32_t padding_;  // not stored
+};
+static_assert(sizeof(KernelRecord) == 88);
+
+// Values of MemcpyRecord::copy_kind follow CUpti_ActivityMemcpyKind (1 = HtoD,
+// 2 = DtoH, 8 = DtoD, 10 = PtoP, ...); src/dst kinds follow CUpti_ActivityMemoryKind
+// (1 = pageable, 2 = pinned, 3 = device, ...). Documented in docs/trace-format.md.
+struct MemcpyRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t bytes;
+  uint32_t correlation_id;
+  uint32_t device_id;
+  uint32_t context_id;
+  uint32_t stream_id;
+  uint32_t src_device_id;  // peer copies: source and destination devices
+  uint32_t dst_device_id;
+  uint8_t copy_kind;
+  uint8_t src_kind;
+  uint8_t dst_kind;
+  uint8_t flags;  // bit 0: asynchronous
+  uint32_t padding_;
+};
+static_assert(sizeof(MemcpyRecord) == 56);
+
+struct MemsetRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t bytes;
+  uint32_t correlation_id;
+  uint32_t device_id;
+  uint32_t context_id;
+  uint32_t stream_id;
+  uint32_t value;
+  uint8_t memory_kind;
+  uint8_t flags;
+  uint16_t padding_;
+};
+static_assert(sizeof(MemsetRecord) == 48);
+
+// sync_type follows CUpti_ActivitySynchronizationType (1 event sync, 2 stream wait
+// event, 3 stream sync, 4 context sync).
+struct SyncRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint32_t correlation_id;
+  uint32_t context_id;
+  uint32_t stream_id;  // UINT32_MAX when not stream-related
+  uint32_t event_id;
+  uint32_t sync_type;
+  uint32_t padding_;
+};
+static_assert(sizeof(SyncRecord) == 40);
+
+enum class ApiDomain : uint8_t { kRuntime = 1, kDriver = 2 };
+
+struct ApiRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint32_t correlation_id;
+  uint32_t callback_id;  // CUPTI runtime or driver cbid
+  uint32_t thread_id;    // OS thread id (gettid)
+  int32_t return_value;
+  uint32_t name_id;  // function name ("cudaLaunchKernel")
+  uint8_t domain;    // ApiDomain
+  uint8_t padding_[3];
+};
+static_assert(sizeof(ApiRecord) == 40);
+
+enum class NvtxType : uint8_t { kPushPop = 1, kStartEnd = 2, kMark = 3 };
+
+struct NvtxRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;  // == start_ns for marks
+  uint32_t thread_id;  // thread that started the range (or marked)
+  uint32_t domain_id;  // domain name, 0 for the default domain
+  uint32_t name_id;
+  uint32_t category;
+  uint32_t color;  // ARGB, 0 if none
+  uint16_t depth;  // push/pop nesting depth at push, 0 = outermost
+  uint8_t type;    // NvtxType
+  uint8_t padding_;
+};
+static_assert(sizeof(NvtxRecord) == 40);
+
+// NCCL operations. Schema reserved by format v1; filled by the NCCL capture.
+enum class NcclEventType : uint8_t { kColl = 1, kP2p = 2, kKernelCh = 3, kGroup = 4 };
+
+struct NcclRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t comm_hash;
+  uint64_t seq_number;
+  uint64_t count;
+  uint64_t bytes;
+  uint32_t func_id;  // "AllReduce", "Send", ... in the string table
+  uint32_t algo_id;
+  uint32_t proto_id;
+  uint32_t datatype_id;
+  int32_t root;
+  int32_t peer;
+  uint32_t n_channels;
+  uint32_t n_warps;
+  uint32_t stream_id;
+  int32_t channel_id;  // KernelCh events; -1 otherwise
+  uint8_t event_type;  // NcclEventType
+  uint8_t padding_[7];
+};
+static_assert(sizeof(NcclRecord) == 96);
+
+struct ExternalCorrelationRecord {
+  uint64_t external_id;
+  uint32_t correlation_id;
+  uint32_t external_kind;  // CUpti_ExternalCorrelationKind
+};
+static_assert(sizeof(ExternalCorrelationRecord) == 16);
+
+// ---- Schemas: which fields are stored, with names and types -------------------
+
+enum class FieldType : uint8_t { kU8, kU16, kU32, kI32, kU64, kI64, kF64 };
+
+struct Field {
+  const char* name;
+  size_t offset;
+  FieldType type;
+};
+
+// A table of fixed-width records: dataset name, in-memory record size and fields.
+struct TableSchema {
+  std::string name;
+  size_t record_size = 0;
+  std::vector<Field> fields;
+  // The field named `name`, or nullptr.
+  const Field* Find(std::string_view field_name) const;
+};
+
+template <typename T>
+struct RecordTraits;  // kind and schema of each record type (records.cc)
+
+#define AON_DECLARE_RECORD_TRAITS_(Type, Kind)        \
+  template <>                                         \
+  struct RecordTraits<Type> {                         \
+    static constexpr RecordKind kKind = RecordKind::Kind; \
+    static const TableSchema& Schema();               \
+  }
+AON_DECLARE_RECORD_TRAITS_(KernelRecord, kKernel);
+AON_DECLARE_RECORD_TRAITS_(MemcpyRecord, kMemcpy);
+AON_DECLARE_RECORD_TRAITS_(MemsetRecord, kMemset);
+AON_DECLARE_RECORD_TRAITS_(SyncRecord, kSync);
+AON_DECLARE_RECORD_TRAITS_(ApiRecord, kApi);
+AON_DECLARE_RECORD_TRAITS_(NvtxRecord, kNvtx);
+AON_DECLARE_RECORD_TRAITS_(NcclRecord, kNccl);
+AON_DECLARE_RECORD_TRAITS_(ExternalCorrelationRecord, kExternalCorrelation);
+#undef AON_DECLARE_RECORD_TRAITS_
+
+// A record of the merged cluster timeline: the rank that produced it, then the
+// record itself with timestamps on the timeline's clock and ids in the unified
+// string table.
+template <typename T>
+struct Merged {
+  uint32_t rank;
+  uint32_t padding_;
+  T record;
+};
+
+// Schema of Merged<T>: "rank" followed by T's fields.
+const TableSchema& MergedSchema(const TableSchema& base);
+template <typename T>
+const TableSchema& MergedSchemaOf() {
+  static const TableSchema& schema = MergedSchema(RecordTraits<T>::Schema());
+  return schema;
+}
+
+// Calls f(KernelRecord{}), f(MemcpyRecord{}), ... : one call per record type, for
+// code that handles every kind the same way.
+template <typename F>
+void ForEachRecordType(F&& f) {
+  f(KernelRecord{});
+  f(MemcpyRecord{});
+  f(MemsetRecord{});
+  f(SyncRecord{});
+  f(ApiRecord{});
+  f(NvtxRecord{});
+  f(NcclRecord{});
+  f(ExternalCorrelationRecord{});
+}
+
+// Start time of any record (ExternalCorrelationRecord has none: 0).
+template <typename T>
+uint64_t StartOf(const T& r) {
+  if constexpr (std::is_same_v<T, ExternalCorrelationRecord>) {
+    return 0;
+  } else {
+    return r.start_ns;
+  }
+}
+
+}  // namespace aon

@@ -1,0 +1,130 @@
+// Writer and reader of AON trace files (per-rank traces and merged timelines).
+// The layout is described in trace_format.h and docs/trace-format.md.
+//
+// Writing is crash-consistent at the file level: a writer creates "<path>.partial"
+// (mode 0600) and only Finish() renames it to <path>, so a file under its final
+// name is always complete. Nothing here throws; HDF5's own error printing is
+// silenced and its innermost message is folded into the returned Status.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aon/records.h"
+#include "aon/status.h"
+#include "aon/string_table.h"
+#include "aon/trace_format.h"
+
+namespace aon {
+
+struct WriteOptions {
+  int deflate_level = 4;          // 0 disables compression
+  uint64_t chunk_records = 16384; // records per HDF5 chunk
+};
+
+class TraceWriter {
+ public:
+  static StatusOr<std::unique_ptr<TraceWriter>> Create(const std::string& path, FileKind kind,
+                                                       const WriteOptions& options = {});
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  Status WriteRankMetadata(const RankMetadata& metadata);
+  // Attributes of /meta, for metadata other than RankMetadata (timelines).
+  Status SetMetaAttribute(std::string_view name, std::string_view value);
+  Status SetMetaAttribute(std::string_view name, int64_t value);
+  Status SetMetaAttribute(std::string_view name, uint64_t value);
+  Status SetMetaAttribute(std::string_view name, double value);
+
+  // Appends `count` records laid out as `schema` says to the dataset
+  // <group>/<schema.name>, creating it on first use.
+  Status AppendTable(const TableSchema& schema, const void* records, uint64_t count,
+                     std::string_view group = "records");
+  template <typename T>
+  Status Append(std::span<const T> records) {
+    return AppendTable(RecordTraits<T>::Schema(), records.data(), records.size());
+  }
+  template <typename T>
+  Status AppendMerged(std::span<const Merged<T>> records) {
+    return AppendTable(MergedSchemaOf<T>(), records.data(), records.size());
+  }
+
+  Status WriteStrings(const StringTable& strings);
+
+  // Creates every /records dataset not yet written (empty), closes the file and
+  // renames it to its final path. After an error the .partial file stays.
+  Status Finish();
+
+ private:
+  TraceWriter(std::string path, FileKind kind, WriteOptions options, int64_t file);
+  Status EnsureGroup(std::string_view group, int64_t* id);
+
+  std::string path_;
+  FileKind kind_;
+  WriteOptions options_;
+  int64_t file_ = -1;  // hid_t
+  bool finished_ = false;
+  bool merged_records_ = false;  // timelines hold Merged<T> records
+};
+
+class TraceReader {
+ public:
+  // Opens and validates the header: HDF5 signature, aon_format_major,
+  // aon_file_kind. Errors name the path.
+  static StatusOr<std::unique_ptr<TraceReader>> Open(const std::string& path);
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  FileKind kind() const { return kind_; }
+  int format_major() const { return major_; }
+  int format_minor() const { return minor_; }
+
+  StatusOr<RankMetadata> ReadRankMetadata() const;
+  StatusOr<StringTable> ReadStrings() const;
+  StatusOr<std::string> GetMetaString(std::string_view name) const;
+  StatusOr<int64_t> GetMetaInt(std::string_view name) const;
+  StatusOr<double> GetMetaDouble(std::string_view name) const;
+
+  // Number of records in <group>/<schema.name>.
+  StatusOr<uint64_t> TableSize(const TableSchema& schema, std::string_view group = "records") const;
+  // Reads records [first, first + count) into `out` (count * schema.record_size bytes).
+  Status ReadTable(const TableSchema& schema, uint64_t first, uint64_t count, void* out,
+                   std::string_view group = "records") const;
+
+  template <typename T>
+  StatusOr<std::vector<T>> ReadAll() const {
+    return ReadAllOf<T>(RecordTraits<T>::Schema());
+  }
+  template <typename T>
+  StatusOr<std::vector<Merged<T>>> ReadAllMerged() const {
+    return ReadAllOf<Merged<T>>(MergedSchemaOf<T>());
+  }
+  template <typename R>
+  StatusOr<std::vector<R>> ReadAllOf(const TableSchema& schema,
+                                     std::string_view group = "records") const {
+    AON_ASSIGN_OR_RETURN(uint64_t n, TableSize(schema, group));
+    std::vector<R> out(n);
+    AON_RETURN_IF_ERROR(ReadTable(schema, 0, n, out.data(), group));
+    return out;
+  }
+
+ private:
+  TraceReader(std::string path, int64_t file) : path_(std::move(path)), file_(file) {}
+
+  std::string path_;
+  int64_t file_ = -1;
+  FileKind kind_ = FileKind::kRank;
+  int major_ = 0;
+  int minor_ = 0;
+};
+
+}  // namespace aon

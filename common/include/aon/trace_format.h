@@ -1,0 +1,106 @@
+// AON trace format v1: what a per-rank trace file and a merged timeline hold.
+//
+// Both are HDF5 files (docs/trace-format.md is the full description):
+//
+//   /                     attrs aon_format_major, aon_format_minor, aon_file_kind
+//   /meta                 attrs: the RankMetadata fields (rank files), or the
+//                         timeline's own (merged files); notes as one string
+//   /meta/devices         DeviceInfo table (rank files)
+//   /meta/ranks           RankSummary table (timelines)
+//   /strings/data         uint8: every string, each NUL-terminated, in id order
+//   /strings/offsets      uint64: byte offset of string i in data
+//   /records/<kind>       one chunked, shuffle+deflate compressed compound dataset
+//                         per RecordKind (records.h), always present, maybe empty
+//
+// Versioning: a reader accepts any minor version of its major version and refuses
+// a different major version with an error naming the file and both versions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aon/records.h"
+
+namespace aon {
+
+inline constexpr int kFormatMajor = 1;
+inline constexpr int kFormatMinor = 0;
+
+enum class FileKind : uint8_t { kRank, kTimeline };
+const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
+
+// One GPU seen by a rank.
+struct DeviceInfo {
+  uint32_t device_id;
+  uint32_t uuid_id;  // "GPU-xxxxxxxx-..." in the string table
+  uint32_t name_id;  // "NVIDIA H200"
+  uint32_t sm_count;
+  uint64_t global_memory_bytes;
+  uint32_t compute_major;
+  uint32_t compute_minor;
+};
+static_assert(sizeof(DeviceInfo) == 32);
+const TableSchema& DeviceInfoSchema();
+
+// Everything a rank file says about its rank, besides records.
+struct RankMetadata {
+  // Identity.
+  std::string job_id;
+  int32_t rank = -1;
+  int32_t local_rank = -1;
+  int32_t world_size = -1;
+  int32_t local_size = -1;
+  std::string host;
+  int64_t pid = 0;
+  std::string launcher;  // where the identity came from: "openmpi", "slurm", "torchrun", "pmix", "none"
+
+  // Clock: timestamps are ns of `clock_domain`; anchor pairs the two clocks
+  // read back to back, so wall time = t - anchor_clock_ns + anchor_realtime_ns.
+  std::string clock_domain = "CLOCK_MONOTONIC";
+  uint64_t anchor_clock_ns = 0;
+  uint64_t anchor_realtime_ns = 0;
+  // Correction onto the job's reference clock (filled by clock sync; 0 = none).
+  int64_t clock_offset_ns = 0;
+  double clock_drift_ppm = 0.0;
+  int64_t clock_error_bound_ns = -1;  // -1: unknown (not synchronized)
+  bool clock_synchronized = false;
+
+  // Capture.
+  std::string source;  // "cupti", "synthetic", "none"
+  std::string kinds;   // comma-separated record kinds enabled
+  uint64_t memory_cap_bytes = 0;
+  std::string agent_version;
+  uint64_t start_ns = 0;  // capture window on the host timebase
+  uint64_t end_ns = 0;
+  std::string end_reason;  // "exit", "signal SIGTERM", ...
+  std::array<uint64_t, kRecordKindCount> dropped{};  // per RecordKind
+  std::vector<std::string> notes;  // degradations, each said once ("CUPTI unavailable: ...")
+
+  std::vector<DeviceInfo> devices;
+};
+
+// One row per rank in a merged timeline.
+enum class RankStatus : uint8_t { kOk = 0, kMissing = 1, kCorrupt = 2, kTruncated = 3, kUnsupported = 4 };
+const char* RankStatusName(RankStatus status);
+
+struct RankSummary {
+  uint32_t rank;
+  uint32_t host_id;     // string table
+  uint32_t message_id;  // why a rank is not ok, string table
+  uint32_t local_rank;
+  int64_t pid;
+  uint64_t records;
+  uint64_t dropped;
+  uint64_t first_ns;  // on the timeline clock
+  uint64_t last_ns;
+  int64_t clock_offset_ns;
+  int64_t clock_error_bound_ns;
+  uint8_t status;  // RankStatus
+  uint8_t padding_[7];
+};
+static_assert(sizeof(RankSummary) == 80);
+const TableSchema& RankSummarySchema();
+
+}  // namespace aon

@@ -1,0 +1,679 @@
+// HDF5 implementation of TraceWriter / TraceReader (serial HDF5 C API).
+#include "aon/trace_file.h"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+namespace aon {
+namespace {
+
+// ---- HDF5 plumbing --------------------------------------------------------------
+
+void SilenceHdf5() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+herr_t CollectError(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* out = static_cast<std::string*>(data);
+  // Walking downward: the first entry is the innermost, most specific error.
+  if (n == 0 && err->desc != nullptr) *out = err->desc;
+  return 0;
+}
+
+// Text of the innermost error on HDF5's stack, then clears the stack.
+std::string Hdf5Error() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, CollectError, &text);
+  H5Eclear2(H5E_DEFAULT);
+  return text.empty() ? "HDF5 error" : text;
+}
+
+// Owns one HDF5 identifier.
+class Hid {
+ public:
+  Hid() = default;
+  Hid(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Hid(Hid&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Hid& operator=(Hid&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      id_ = o.id_;
+      close_ = o.close_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
+  ~Hid() { Reset(); }
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void Reset() {
+    if (id_ >= 0 && close_ != nullptr) close_(id_);
+    id_ = -1;
+  }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+Hid Group(hid_t id) { return Hid(id, H5Gclose); }
+Hid Dataset(hid_t id) { return Hid(id, H5Dclose); }
+Hid Space(hid_t id) { return Hid(id, H5Sclose); }
+Hid Type(hid_t id) { return Hid(id, H5Tclose); }
+Hid Plist(hid_t id) { return Hid(id, H5Pclose); }
+Hid Attr(hid_t id) { return Hid(id, H5Aclose); }
+
+hid_t NativeType(FieldType t) {
+  switch (t) {
+    case FieldType::kU8: return H5T_NATIVE_UINT8;
+    case FieldType::kU16: return H5T_NATIVE_UINT16;
+    case FieldType::kU32: return H5T_NATIVE_UINT32;
+    case FieldType::kI32: return H5T_NATIVE_INT32;
+    case FieldType::kU64: return H5T_NATIVE_UINT64;
+    case FieldType::kI64: return H5T_NATIVE_INT64;
+    case FieldType::kF64: return H5T_NATIVE_DOUBLE;
+  }
+  return H5T_NATIVE_UINT8;
+}
+
+hid_t FileType(FieldType t) {
+  switch (t) {
+    case FieldType::kU8: return H5T_STD_U8LE;
+    case FieldType::kU16: return H5T_STD_U16LE;
+    case FieldType::kU32: return H5T_STD_U32LE;
+    case FieldType::kI32: return H5T_STD_I32LE;
+    case FieldType::kU64: return H5T_STD_U64LE;
+    case FieldType::kI64: return H5T_STD_I64LE;
+    case FieldType::kF64: return H5T_IEEE_F64LE;
+  }
+  return H5T_STD_U8LE;
+}
+
+size_t FieldSize(FieldType t) {
+  switch (t) {
+    case FieldType::kU8: return 1;
+    case FieldType::kU16: return 2;
+    case FieldType::kU32:
+    case FieldType::kI32: return 4;
+    case FieldType::kU64:
+    case FieldType::kI64:
+    case FieldType::kF64: return 8;
+  }
+  return 1;
+}
+
+// In-memory compound type: the struct's own layout.
+Hid MemoryType(const TableSchema& schema) {
+  Hid type = Type(H5Tcreate(H5T_COMPOUND, schema.record_size));
+  for (const Field& f : schema.fields) H5Tinsert(type.get(), f.name, f.offset, NativeType(f.type));
+  return type;
+}
+
+// On-disk compound type: the same members, packed, little-endian.
+Hid DiskType(const TableSchema& schema) {
+  size_t size = 0;
+  for (const Field& f : schema.fields) size += FieldSize(f.type);
+  Hid type = Type(H5Tcreate(H5T_COMPOUND, size));
+  size_t offset = 0;
+  for (const Field& f : schema.fields) {
+    H5Tinsert(type.get(), f.name, offset, FileType(f.type));
+    offset += FieldSize(f.type);
+  }
+  return type;
+}
+
+std::string Join(std::string_view a, std::string_view b) {
+  std::string s(a);
+  s += '/';
+  s += b;
+  return s;
+}
+
+Status WriteStringAttribute(hid_t obj, std::string_view name, std::string_view value) {
+  std::string n(name);
+  if (H5Aexists(obj, n.c_str()) > 0) H5Adelete(obj, n.c_str());
+  Hid type = Type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), value.size() + 1);
+  H5Tset_strpad(type.get(), H5T_STR_NULLTERM);
+  Hid space = Space(H5Screate(H5S_SCALAR));
+  Hid attr = Attr(H5Acreate2(obj, n.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  std::string buf(value);
+  if (!attr.valid() || H5Awrite(attr.get(), type.get(), buf.c_str()) < 0) {
+    return IoError("writing attribute '" + n + "': " + Hdf5Error());
+  }
+  return Status::Ok();
+}
+
+Status WriteScalarAttribute(hid_t obj, std::string_view name, hid_t mem_type, hid_t file_type,
+                            const void* value) {
+  std::string n(name);
+  if (H5Aexists(obj, n.c_str()) > 0) H5Adelete(obj, n.c_str());
+  Hid space = Space(H5Screate(H5S_SCALAR));
+  Hid attr = Attr(H5Acreate2(obj, n.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!attr.valid() || H5Awrite(attr.get(), mem_type, value) < 0) {
+    return IoError("writing attribute '" + n + "': " + Hdf5Error());
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> ReadStringAttribute(hid_t obj, std::string_view name) {
+  std::string n(name);
+  if (H5Aexists(obj, n.c_str()) <= 0) return NotFound("attribute '" + n + "' is missing");
+  Hid attr = Attr(H5Aopen(obj, n.c_str(), H5P_DEFAULT));
+  Hid type = Type(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_STRING) return DataLoss("attribute '" + n + "' is not a string");
+  if (H5Tis_variable_str(type.get()) > 0) {
+    char* value = nullptr;
+    Hid mem = Type(H5Tcopy(H5T_C_S1));
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    if (H5Aread(attr.get(), mem.get(), &value) < 0) return DataLoss("reading '" + n + "': " + Hdf5Error());
+    std::string s = value ? value : "";
+    H5free_memory(value);
+    return s;
+  }
+  size_t size = H5Tget_size(type.get());
+  std::string buf(size + 1, '\0');
+  Hid mem = Type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(mem.get(), size + 1);
+  H5Tset_strpad(mem.get(), H5T_STR_NULLTERM);
+  if (H5Aread(attr.get(), mem.get(), buf.data()) < 0) return DataLoss("reading '" + n + "': " + Hdf5Error());
+  buf.resize(std::strlen(buf.c_str()));
+  return buf;
+}
+
+template <typename V>
+StatusOr<V> ReadNumberAttribute(hid_t obj, std::string_view name, hid_t mem_type) {
+  std::string n(name);
+  if (H5Aexists(obj, n.c_str()) <= 0) return NotFound("attribute '" + n + "' is missing");
+  Hid attr = Attr(H5Aopen(obj, n.c_str(), H5P_DEFAULT));
+  Hid type = Type(H5Aget_type(attr.get()));
+  H5T_class_t cls = H5Tget_class(type.get());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) return DataLoss("attribute '" + n + "' is not a number");
+  V v{};
+  if (H5Aread(attr.get(), mem_type, &v) < 0) return DataLoss("reading '" + n + "': " + Hdf5Error());
+  return v;
+}
+
+// Writes a 1-D array dataset of a plain type (string table pieces).
+Status WriteArray(hid_t group, const char* name, hid_t mem_type, hid_t file_type, const void* data,
+                  uint64_t n, int deflate) {
+  hsize_t dims[1] = {n};
+  Hid space = Space(H5Screate_simple(1, dims, nullptr));
+  Hid dcpl = Plist(H5Pcreate(H5P_DATASET_CREATE));
+  if (n > 0) {
+    hsize_t chunk[1] = {std::min<hsize_t>(n, 1 << 20)};
+    H5Pset_chunk(dcpl.get(), 1, chunk);
+    if (deflate > 0) {
+      H5Pset_shuffle(dcpl.get());
+      H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate));
+    }
+  }
+  Hid ds = Dataset(H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+  if (!ds.valid()) return IoError(std::string("creating dataset '") + name + "': " + Hdf5Error());
+  if (n > 0 && H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+    return IoError(std::string("writing dataset '") + name + "': " + Hdf5Error());
+  }
+  return Status::Ok();
+}
+
+template <typename V>
+StatusOr<std::vector<V>> ReadArray(hid_t file, const std::string& name, hid_t mem_type) {
+  if (H5Lexists(file, "/strings", H5P_DEFAULT) <= 0 || H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
+    return NotFound("dataset '" + name + "' is missing");
+  Hid ds = Dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  if (!ds.valid()) return DataLoss("opening '" + name + "': " + Hdf5Error());
+  Hid space = Space(H5Dget_space(ds.get()));
+  if (H5Sget_simple_extent_ndims(space.get()) != 1) return DataLoss("'" + name + "' is not 1-D");
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
+  std::vector<V> out(n);
+  if (n > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    return DataLoss("reading '" + name + "': " + Hdf5Error());
+  return out;
+}
+
+std::string FormatContext(const std::string& path) { return "trace file '" + path + "'"; }
+
+}  // namespace
+
+const char* FileKindName(FileKind kind) {
+  return kind == FileKind::kRank ? "aon-rank-trace" : "aon-timeline";
+}
+
+const char* RankStatusName(RankStatus status) {
+  switch (status) {
+    case RankStatus::kOk: return "ok";
+    case RankStatus::kMissing: return "missing";
+    case RankStatus::kCorrupt: return "corrupt";
+    case RankStatus::kTruncated: return "truncated";
+    case RankStatus::kUnsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+#define AON_F(Type, member, ftype) Field{#member, offsetof(Type, member), FieldType::ftype}
+
+const TableSchema& DeviceInfoSchema() {
+  using T = DeviceInfo;
+  static const TableSchema s{"devices", sizeof(T),
+                             {AON_F(T, device_id, kU32), AON_F(T, uuid_id, kU32),
+                              AON_F(T, name_id, kU32), AON_F(T, sm_count, kU32),
+                              AON_F(T, global_memory_bytes, kU64), AON_F(T, compute_major, kU32),
+                              AON_F(T, compute_minor, kU32)}};
+  return s;
+}
+
+const TableSchema& RankSummarySchema() {
+  using T = RankSummary;
+  static const TableSchema s{
+      "ranks", sizeof(T),
+      {AON_F(T, rank, kU32), AON_F(T, host_id, kU32), AON_F(T, message_id, kU32),
+       AON_F(T, local_rank, kU32), AON_F(T, pid, kI64), AON_F(T, records, kU64),
+       AON_F(T, dropped, kU64), AON_F(T, first_ns, kU64), AON_F(T, last_ns, kU64),
+       AON_F(T, clock_offset_ns, kI64), AON_F(T, clock_error_bound_ns, kI64),
+       AON_F(T, status, kU8)}};
+  return s;
+}
+
+#undef AON_F
+
+// ---- TraceWriter ----------------------------------------------------------------
+
+TraceWriter::TraceWriter(std::string path, FileKind kind, WriteOptions options, int64_t file)
+    : path_(std::move(path)), kind_(kind), options_(options), file_(file),
+      merged_records_(kind == FileKind::kTimeline) {}
+
+TraceWriter::~TraceWriter() {
+  if (file_ >= 0) H5Fclose(static_cast<hid_t>(file_));
+}
+
+StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, FileKind kind,
+                                                           const WriteOptions& options) {
+  SilenceHdf5();
+  const std::string partial = path + ".partial";
+  // Create the file ourselves: owner-only mode, never through a symlink.
+  struct stat st {};
+  if (lstat(partial.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) return InvalidArgument("'" + partial + "' exists and is not a regular file");
+    unlink(partial.c_str());
+  }
+  int fd = open(partial.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus("cannot create " + FormatContext(partial), errno);
+  close(fd);
+  hid_t file = H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) {
+    unlink(partial.c_str());
+    return IoError("cannot create " + FormatContext(partial) + ": " + Hdf5Error());
+  }
+  std::unique_ptr<TraceWriter> w(new TraceWriter(path, kind, options, file));
+  int64_t major = kFormatMajor, minor = kFormatMinor;
+  AON_RETURN_IF_ERROR(WriteScalarAttribute(file, "aon_format_major", H5T_NATIVE_INT64, H5T_STD_I64LE, &major));
+  AON_RETURN_IF_ERROR(WriteScalarAttribute(file, "aon_format_minor", H5T_NATIVE_INT64, H5T_STD_I64LE, &minor));
+  AON_RETURN_IF_ERROR(WriteStringAttribute(file, "aon_file_kind", FileKindName(kind)));
+  return w;
+}
+
+Status TraceWriter::EnsureGroup(std::string_view group, int64_t* id) {
+  std::string name = "/" + std::string(group);
+  hid_t f = static_cast<hid_t>(file_);
+  hid_t g = H5Lexists(f, name.c_str(), H5P_DEFAULT) > 0
+                ? H5Gopen2(f, name.c_str(), H5P_DEFAULT)
+                : H5Gcreate2(f, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (g < 0) return IoError("creating group " + name + " in " + FormatContext(path_) + ": " + Hdf5Error());
+  *id = g;
+  return Status::Ok();
+}
+
+Status TraceWriter::SetMetaAttribute(std::string_view name, std::string_view value) {
+  int64_t g = -1;
+  AON_RETURN_IF_ERROR(EnsureGroup("meta", &g));
+  Hid group = Group(static_cast<hid_t>(g));
+  return WriteStringAttribute(group.get(), name, value).WithContext(FormatContext(path_));
+}
+Status TraceWriter::SetMetaAttribute(std::string_view name, int64_t value) {
+  int64_t g = -1;
+  AON_RETURN_IF_ERROR(EnsureGroup("meta", &g));
+  Hid group = Group(static_cast<hid_t>(g));
+  return WriteScalarAttribute(group.get(), name, H5T_NATIVE_INT64, H5T_STD_I64LE, &value)
+      .WithContext(FormatContext(path_));
+}
+Status TraceWriter::SetMetaAttribute(std::string_view name, uint64_t value) {
+  int64_t g = -1;
+  AON_RETURN_IF_ERROR(EnsureGroup("meta", &g));
+  Hid group = Group(static_cast<hid_t>(g));
+  return WriteScalarAttribute(group.get(), name, H5T_NATIVE_UINT64, H5T_STD_U64LE, &value)
+      .WithContext(FormatContext(path_));
+}
+Status TraceWriter::SetMetaAttribute(std::string_view name, double value) {
+  int64_t g = -1;
+  AON_RETURN_IF_ERROR(EnsureGroup("meta", &g));
+  Hid group = Group(static_cast<hid_t>(g));
+  return WriteScalarAttribute(group.get(), name, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, &value)
+      .WithContext(FormatContext(path_));
+}
+
+Status TraceWriter::WriteRankMetadata(const RankMetadata& m) {
+  AON_RETURN_IF_ERROR(SetMetaAttribute("job_id", m.job_id));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("rank", int64_t{m.rank}));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("local_rank", int64_t{m.local_rank}));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("world_size", int64_t{m.world_size}));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("local_size", int64_t{m.local_size}));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("host", m.host));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("pid", m.pid));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("launcher", m.launcher));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_domain", m.clock_domain));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("anchor_clock_ns", m.anchor_clock_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("anchor_realtime_ns", m.anchor_realtime_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_offset_ns", m.clock_offset_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_drift_ppm", m.clock_drift_ppm));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_error_bound_ns", m.clock_error_bound_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_synchronized", int64_t{m.clock_synchronized ? 1 : 0}));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("source", m.source));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("kinds", m.kinds));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("memory_cap_bytes", m.memory_cap_bytes));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("agent_version", m.agent_version));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("start_ns", m.start_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("end_ns", m.end_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("end_reason", m.end_reason));
+  for (size_t i = 0; i < kRecordKindCount; ++i) {
+    AON_RETURN_IF_ERROR(SetMetaAttribute(
+        std::string("dropped_") + RecordKindName(static_cast<RecordKind>(i)), m.dropped[i]));
+  }
+  std::string notes;
+  for (const std::string& n : m.notes) {
+    if (!notes.empty()) notes += '\n';
+    notes += n;
+  }
+  AON_RETURN_IF_ERROR(SetMetaAttribute("notes", notes));
+  return AppendTable(DeviceInfoSchema(), m.devices.data(), m.devices.size(), "meta");
+}
+
+Status TraceWriter::AppendTable(const TableSchema& schema, const void* records, uint64_t count,
+                                std::string_view group) {
+  int64_t g = -1;
+  AON_RETURN_IF_ERROR(EnsureGroup(group, &g));
+  Hid grp = Group(static_cast<hid_t>(g));
+  const std::string ctx = FormatContext(path_) + ", dataset /" + Join(group, schema.name);
+  Hid ds;
+  if (H5Lexists(grp.get(), schema.name.c_str(), H5P_DEFAULT) > 0) {
+    ds = Dataset(H5Dopen2(grp.get(), schema.name.c_str(), H5P_DEFAULT));
+  } else {
+    hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED};
+    Hid space = Space(H5Screate_simple(1, dims, maxdims));
+    Hid dcpl = Plist(H5Pcreate(H5P_DATASET_CREATE));
+    hsize_t chunk[1] = {std::max<hsize_t>(1, options_.chunk_records)};
+    H5Pset_chunk(dcpl.get(), 1, chunk);
+    if (options_.deflate_level > 0) {
+      H5Pset_shuffle(dcpl.get());
+      H5Pset_deflate(dcpl.get(), static_cast<unsigned>(options_.deflate_level));
+    }
+    Hid disk = DiskType(schema);
+    ds = Dataset(H5Dcreate2(grp.get(), schema.name.c_str(), disk.get(), space.get(), H5P_DEFAULT,
+                            dcpl.get(), H5P_DEFAULT));
+  }
+  if (!ds.valid()) return IoError(ctx + ": " + Hdf5Error());
+  if (count == 0) return Status::Ok();
+
+  Hid space = Space(H5Dget_space(ds.get()));
+  hsize_t old_size = 0;
+  H5Sget_simple_extent_dims(space.get(), &old_size, nullptr);
+  hsize_t new_size[1] = {old_size + count};
+  if (H5Dset_extent(ds.get(), new_size) < 0) return IoError(ctx + ": " + Hdf5Error());
+  Hid file_space = Space(H5Dget_space(ds.get()));
+  hsize_t start[1] = {old_size}, n[1] = {count};
+  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, n, nullptr);
+  Hid mem_space = Space(H5Screate_simple(1, n, nullptr));
+  Hid mem = MemoryType(schema);
+  if (H5Dwrite(ds.get(), mem.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, records) < 0) {
+    return IoError(ctx + ": " + Hdf5Error());
+  }
+  return Status::Ok();
+}
+
+Status TraceWriter::WriteStrings(const StringTable& strings) {
+  std::vector<uint8_t> data;
+  std::vector<uint64_t> offsets;
+  data.reserve(strings.bytes() + strings.size());
+  offsets.reserve(strings.size());
+  for (const std::string& s : strings.strings()) {
+    offsets.push_back(data.size());
+    data.insert(data.end(), s.begin(), s.end());
+    data.push_back(0);
+  }
+  int64_t g = -1;
+  AON_RETURN_IF_ERROR(EnsureGroup("strings", &g));
+  Hid grp = Group(static_cast<hid_t>(g));
+  const std::string ctx = FormatContext(path_);
+  AON_RETURN_IF_ERROR(WriteArray(grp.get(), "data", H5T_NATIVE_UINT8, H5T_STD_U8LE, data.data(),
+                                 data.size(), options_.deflate_level)
+                          .WithContext(ctx));
+  return WriteArray(grp.get(), "offsets", H5T_NATIVE_UINT64, H5T_STD_U64LE, offsets.data(),
+                    offsets.size(), options_.deflate_level)
+      .WithContext(ctx);
+}
+
+Status TraceWriter::Finish() {
+  if (finished_) return Status::Ok();
+  Status st;
+  ForEachRecordType([&](auto tag) {
+    using T = decltype(tag);
+    if (!st.ok()) return;
+    const TableSchema& schema = merged_records_ ? MergedSchemaOf<T>() : RecordTraits<T>::Schema();
+    st = AppendTable(schema, nullptr, 0);
+  });
+  AON_RETURN_IF_ERROR(st);
+  hid_t f = static_cast<hid_t>(file_);
+  file_ = -1;
+  if (H5Fclose(f) < 0) return IoError("closing " + FormatContext(path_ + ".partial") + ": " + Hdf5Error());
+  if (std::rename((path_ + ".partial").c_str(), path_.c_str()) != 0) {
+    return ErrnoStatus("renaming " + path_ + ".partial to its final name", errno);
+  }
+  finished_ = true;
+  return Status::Ok();
+}
+
+// ---- TraceReader ----------------------------------------------------------------
+
+TraceReader::~TraceReader() {
+  if (file_ >= 0) H5Fclose(static_cast<hid_t>(file_));
+}
+
+StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path) {
+  SilenceHdf5();
+  const std::string ctx = FormatContext(path);
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return ErrnoStatus("cannot open " + ctx, errno);
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(ctx + " is not a regular file");
+  htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return DataLoss(ctx + " is not an HDF5 file (corrupt, truncated or another format)");
+  }
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) return DataLoss("cannot open " + ctx + " (corrupt or truncated): " + Hdf5Error());
+  std::unique_ptr<TraceReader> r(new TraceReader(path, file));
+
+  auto major = ReadNumberAttribute<int64_t>(file, "aon_format_major", H5T_NATIVE_INT64);
+  if (!major.ok()) return DataLoss(ctx + " is not an AON trace: " + major.status().message());
+  auto minor = ReadNumberAttribute<int64_t>(file, "aon_format_minor", H5T_NATIVE_INT64);
+  if (!minor.ok()) return DataLoss(ctx + ": " + minor.status().message());
+  r->major_ = static_cast<int>(*major);
+  r->minor_ = static_cast<int>(*minor);
+  if (r->major_ != kFormatMajor) {
+    std::ostringstream msg;
+    msg << ctx << " has trace format " << r->major_ << "." << r->minor_
+        << "; this AON reads format " << kFormatMajor << ".x";
+    if (r->major_ > kFormatMajor) msg << " (the file is newer: upgrade AON to read it)";
+    return Unimplemented(msg.str());
+  }
+  auto kind = ReadStringAttribute(file, "aon_file_kind");
+  if (!kind.ok()) return DataLoss(ctx + ": " + kind.status().message());
+  if (*kind == FileKindName(FileKind::kRank)) {
+    r->kind_ = FileKind::kRank;
+  } else if (*kind == FileKindName(FileKind::kTimeline)) {
+    r->kind_ = FileKind::kTimeline;
+  } else {
+    return DataLoss(ctx + " has unknown aon_file_kind '" + *kind + "'");
+  }
+  return r;
+}
+
+StatusOr<std::string> TraceReader::GetMetaString(std::string_view name) const {
+  hid_t f = static_cast<hid_t>(file_);
+  if (H5Lexists(f, "/meta", H5P_DEFAULT) <= 0) return DataLoss(FormatContext(path_) + " has no /meta group");
+  Hid g = Group(H5Gopen2(f, "/meta", H5P_DEFAULT));
+  auto v = ReadStringAttribute(g.get(), name);
+  if (!v.ok()) return v.status().WithContext(FormatContext(path_) + " /meta");
+  return v;
+}
+
+StatusOr<int64_t> TraceReader::GetMetaInt(std::string_view name) const {
+  hid_t f = static_cast<hid_t>(file_);
+  if (H5Lexists(f, "/meta", H5P_DEFAULT) <= 0) return DataLoss(FormatContext(path_) + " has no /meta group");
+  Hid g = Group(H5Gopen2(f, "/meta", H5P_DEFAULT));
+  auto v = ReadNumberAttribute<int64_t>(g.get(), name, H5T_NATIVE_INT64);
+  if (!v.ok()) return v.status().WithContext(FormatContext(path_) + " /meta");
+  return v;
+}
+
+StatusOr<double> TraceReader::GetMetaDouble(std::string_view name) const {
+  hid_t f = static_cast<hid_t>(file_);
+  if (H5Lexists(f, "/meta", H5P_DEFAULT) <= 0) return DataLoss(FormatContext(path_) + " has no /meta group");
+  Hid g = Group(H5Gopen2(f, "/meta", H5P_DEFAULT));
+  auto v = ReadNumberAttribute<double>(g.get(), name, H5T_NATIVE_DOUBLE);
+  if (!v.ok()) return v.status().WithContext(FormatContext(path_) + " /meta");
+  return v;
+}
+
+StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
+  RankMetadata m;
+  AON_ASSIGN_OR_RETURN(m.job_id, GetMetaString("job_id"));
+  AON_ASSIGN_OR_RETURN(int64_t rank, GetMetaInt("rank"));
+  AON_ASSIGN_OR_RETURN(int64_t local_rank, GetMetaInt("local_rank"));
+  AON_ASSIGN_OR_RETURN(int64_t world_size, GetMetaInt("world_size"));
+  AON_ASSIGN_OR_RETURN(int64_t local_size, GetMetaInt("local_size"));
+  m.rank = static_cast<int32_t>(rank);
+  m.local_rank = static_cast<int32_t>(local_rank);
+  m.world_size = static_cast<int32_t>(world_size);
+  m.local_size = static_cast<int32_t>(local_size);
+  AON_ASSIGN_OR_RETURN(m.host, GetMetaString("host"));
+  AON_ASSIGN_OR_RETURN(m.pid, GetMetaInt("pid"));
+  AON_ASSIGN_OR_RETURN(m.launcher, GetMetaString("launcher"));
+  AON_ASSIGN_OR_RETURN(m.clock_domain, GetMetaString("clock_domain"));
+  AON_ASSIGN_OR_RETURN(int64_t anchor_clock, GetMetaInt("anchor_clock_ns"));
+  AON_ASSIGN_OR_RETURN(int64_t anchor_real, GetMetaInt("anchor_realtime_ns"));
+  m.anchor_clock_ns = static_cast<uint64_t>(anchor_clock);
+  m.anchor_realtime_ns = static_cast<uint64_t>(anchor_real);
+  AON_ASSIGN_OR_RETURN(m.clock_offset_ns, GetMetaInt("clock_offset_ns"));
+  AON_ASSIGN_OR_RETURN(m.clock_drift_ppm, GetMetaDouble("clock_drift_ppm"));
+  AON_ASSIGN_OR_RETURN(m.clock_error_bound_ns, GetMetaInt("clock_error_bound_ns"));
+  AON_ASSIGN_OR_RETURN(int64_t synced, GetMetaInt("clock_synchronized"));
+  m.clock_synchronized = synced != 0;
+  AON_ASSIGN_OR_RETURN(m.source, GetMetaString("source"));
+  AON_ASSIGN_OR_RETURN(m.kinds, GetMetaString("kinds"));
+  AON_ASSIGN_OR_RETURN(int64_t cap, GetMetaInt("memory_cap_bytes"));
+  m.memory_cap_bytes = static_cast<uint64_t>(cap);
+  AON_ASSIGN_OR_RETURN(m.agent_version, GetMetaString("agent_version"));
+  AON_ASSIGN_OR_RETURN(int64_t start, GetMetaInt("start_ns"));
+  AON_ASSIGN_OR_RETURN(int64_t end, GetMetaInt("end_ns"));
+  m.start_ns = static_cast<uint64_t>(start);
+  m.end_ns = static_cast<uint64_t>(end);
+  AON_ASSIGN_OR_RETURN(m.end_reason, GetMetaString("end_reason"));
+  for (size_t i = 0; i < kRecordKindCount; ++i) {
+    auto d = GetMetaInt(std::string("dropped_") + RecordKindName(static_cast<RecordKind>(i)));
+    m.dropped[i] = d.ok() ? static_cast<uint64_t>(*d) : 0;  // kinds added in later minors
+  }
+  AON_ASSIGN_OR_RETURN(std::string notes, GetMetaString("notes"));
+  size_t pos = 0;
+  while (pos < notes.size()) {
+    size_t nl = notes.find('\n', pos);
+    if (nl == std::string::npos) nl = notes.size();
+    m.notes.push_back(notes.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  AON_ASSIGN_OR_RETURN(m.devices, ReadAllOf<DeviceInfo>(DeviceInfoSchema(), "meta"));
+  return m;
+}
+
+StatusOr<StringTable> TraceReader::ReadStrings() const {
+  hid_t f = static_cast<hid_t>(file_);
+  const std::string ctx = FormatContext(path_);
+  auto data = ReadArray<uint8_t>(f, "/strings/data", H5T_NATIVE_UINT8);
+  if (!data.ok()) return data.status().WithContext(ctx);
+  auto offsets = ReadArray<uint64_t>(f, "/strings/offsets", H5T_NATIVE_UINT64);
+  if (!offsets.ok()) return offsets.status().WithContext(ctx);
+  StringTable table;
+  const std::vector<uint8_t>& d = *data;
+  const std::vector<uint64_t>& off = *offsets;
+  // Never trust offsets: each must start inside the data, after the previous
+  // string's terminator, and end with a NUL.
+  uint64_t next_min = 0;
+  for (size_t i = 0; i < off.size(); ++i) {
+    if (off[i] < next_min || off[i] >= d.size()) {
+      return DataLoss(ctx + ": string table offset " + std::to_string(i) + " is out of bounds");
+    }
+    const auto* begin = reinterpret_cast<const char*>(d.data() + off[i]);
+    size_t max_len = d.size() - off[i];
+    size_t len = strnlen(begin, max_len);
+    if (len == max_len) return DataLoss(ctx + ": string " + std::to_string(i) + " is not terminated");
+    uint32_t id = table.Intern(std::string_view(begin, len));
+    // Ids must be dense and in order; a duplicate string would break that.
+    if (id != i && !(i == 0 && len == 0)) {
+      return DataLoss(ctx + ": string table has a duplicate or misplaced entry at " + std::to_string(i));
+    }
+    next_min = off[i] + len + 1;
+  }
+  return table;
+}
+
+StatusOr<uint64_t> TraceReader::TableSize(const TableSchema& schema, std::string_view group) const {
+  std::string name = "/" + Join(group, schema.name);
+  hid_t f = static_cast<hid_t>(file_);
+  std::string grp = "/" + std::string(group);
+  if (H5Lexists(f, grp.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0) {
+    return NotFound(FormatContext(path_) + " has no dataset " + name);
+  }
+  Hid ds = Dataset(H5Dopen2(f, name.c_str(), H5P_DEFAULT));
+  if (!ds.valid()) return DataLoss(FormatContext(path_) + ", " + name + ": " + Hdf5Error());
+  Hid space = Space(H5Dget_space(ds.get()));
+  hsize_t n = 0;
+  if (H5Sget_simple_extent_ndims(space.get()) != 1 || H5Sget_simple_extent_dims(space.get(), &n, nullptr) < 0) {
+    return DataLoss(FormatContext(path_) + ", " + name + " is not a 1-D table");
+  }
+  return static_cast<uint64_t>(n);
+}
+
+Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_t count, void* out,
+                              std::string_view group) const {
+  if (count == 0) return Status::Ok();
+  std::string name = "/" + Join(group, schema.name);
+  const std::string ctx = FormatContext(path_) + ", dataset " + name;
+  hid_t f = static_cast<hid_t>(file_);
+  Hid ds = Dataset(H5Dopen2(f, name.c_str(), H5P_DEFAULT));
+  if (!ds.valid()) return DataLoss(ctx + ": " + Hdf5Error());
+  Hid disk = Type(H5Dget_type(ds.get()));
+  if (H5Tget_class(disk.get()) != H5T_COMPOUND) return DataLoss(ctx + " is not a compound table");
+  Hid file_space = Space(H5Dget_space(ds.get()));
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(file_space.get(), &n, nullptr);
+  if (first + count > n) return InvalidArgument(ctx + ": reading past the end");
+  hsize_t start[1] = {first}, cnt[1] = {count};
+  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr);
+  Hid mem_space = Space(H5Screate_simple(1, cnt, nullptr));
+  Hid mem = MemoryType(schema);
+  std::memset(out, 0, count * schema.record_size);
+  if (H5Dread(ds.get(), mem.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, out) < 0) {
+    return DataLoss(ctx + " (corrupt or truncated): " + Hdf5Error());
+  }
+  return Status::Ok();
+}
+
+}  // namespace aon
