@@ -1,0 +1,129 @@
+// aon-synthetic-app: an MPI "training loop" on a SYNTHETIC GPU, for machines
+// without one (CI, laptops, the demo). Not a GPU workload and never presented
+// as one: its rank files say source = "synthetic".
+//
+// It plays the CUDA driver's part in AON's injection: it dlopens
+// CUDA_INJECTION64_PATH and calls InitializeInjection, as cuInit would, then
+// drives the agent's synthetic device (rank_agent/include/aon/synthetic_device.h)
+// and emits real NVTX ranges through nvtx3, which reach the agent through
+// NVTX_INJECTION64_PATH exactly as in a real application. The MPI all-reduce is
+// real. Every operation is counted where it is issued, and each rank prints
+//   AON_EXPECT rank=R kernels=K memcpy=C memset=M nvtx=V sync=S
+// which the tests compare with the rank's trace.
+#include <dlfcn.h>
+#include <mpi.h>
+#include <nvtx3/nvToolsExt.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "aon/synthetic_device.h"
+
+namespace {
+
+struct Counts {
+  int kernels = 0, memcpy = 0, memset = 0, nvtx = 0, sync = 0;
+};
+
+const AonSyntheticDeviceV1* LoadFakeDriver(int rank) {
+  const char* path = std::getenv("CUDA_INJECTION64_PATH");
+  if (path == nullptr || *path == '\0') {
+    if (rank == 0) std::printf("aon-synthetic-app: CUDA_INJECTION64_PATH not set: running without AON\n");
+    return nullptr;
+  }
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::fprintf(stderr, "aon-synthetic-app: cannot load %s: %s\n", path, dlerror());
+    return nullptr;
+  }
+  using InitFn = int (*)();
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "InitializeInjection"));
+  auto get = reinterpret_cast<AonGetSyntheticDeviceFn>(dlsym(lib, "aonSyntheticDeviceV1"));
+  if (init == nullptr || get == nullptr || init() == 0) {
+    std::fprintf(stderr, "aon-synthetic-app: %s is not an AON agent with a synthetic device\n", path);
+    return nullptr;
+  }
+  return get();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = 20;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
+      iterations = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--help") == 0) {
+      std::printf("usage: aon-synthetic-app [--iterations N]\n"
+                  "An MPI loop on a SYNTHETIC (fake) GPU to demonstrate AON without a GPU.\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "aon-synthetic-app: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (iterations < 0) iterations = 0;
+  // This program is the synthetic GPU: the agent must use its synthetic source.
+  setenv("AON_SOURCE", "synthetic", 1);
+
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const AonSyntheticDeviceV1* gpu = LoadFakeDriver(rank);
+  if (rank == 0) {
+    std::printf("aon-synthetic-app: SYNTHETIC workload, %d ranks, %d iterations (no real GPU)\n", size,
+                iterations);
+  }
+
+  Counts c;
+  constexpr uint32_t kCompute = 7, kCopy = 13;
+  // A planted imbalance: higher ranks compute a little longer.
+  const uint64_t gemm_ns = 200000 + 20000ull * static_cast<uint64_t>(rank);
+  float local = static_cast<float>(rank + 1), global = 0.0f;
+  for (int it = 0; it < iterations; ++it) {
+    std::string label = "iteration " + std::to_string(it);
+    nvtxRangePushA(label.c_str());
+    ++c.nvtx;
+
+    nvtxRangePushA("compute");
+    ++c.nvtx;
+    if (gpu) {
+      gpu->memcpy(kCopy, 1, 4u << 20, 0), ++c.memcpy;  // batch in: synchronous, pageable
+      gpu->memset(kCompute, 1u << 20, 1), ++c.memset;
+      gpu->launch_kernel(kCompute, "synthetic_gemm_kernel", gemm_ns, 1024, 256), ++c.kernels;
+      gpu->launch_kernel(kCompute, "synthetic_elementwise_kernel", 50000, 4096, 256), ++c.kernels;
+      gpu->launch_kernel(kCompute, "synthetic_reduce_kernel", 20000, 128, 512), ++c.kernels;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // host work
+    nvtxRangePop();
+
+    nvtxRangePushA("communicate");
+    ++c.nvtx;
+    if (gpu) gpu->synchronize(kCompute), ++c.sync;
+    MPI_Allreduce(&local, &global, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (gpu) gpu->memcpy(kCopy, 2, 64u << 10, 1), ++c.memcpy;  // results out: async, pinned
+    nvtxRangePop();
+
+    nvtxMarkA("step end");
+    ++c.nvtx;
+    if (gpu) gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS), ++c.sync;
+    nvtxRangePop();
+  }
+  const float expected = static_cast<float>(size) * static_cast<float>(size + 1) / 2.0f;
+  if (iterations > 0 && global != expected) {
+    std::fprintf(stderr, "aon-synthetic-app: rank %d: all-reduce gave %g, expected %g\n", rank, global,
+                 expected);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::printf("AON_EXPECT rank=%d kernels=%d memcpy=%d memset=%d nvtx=%d sync=%d\n", rank, c.kernels,
+              c.memcpy, c.memset, c.nvtx, c.sync);
+  std::fflush(stdout);
+  MPI_Finalize();
+  return 0;
+}

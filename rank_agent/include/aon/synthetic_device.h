@@ -1,0 +1,40 @@
+// The synthetic device: a clearly labeled fake GPU for machines without one.
+//
+// It is the one narrow interface behind which the GPU is faked (CI and the demo
+// on CPU-only machines). A "fake driver" program (examples/synthetic/) loads the
+// agent exactly as the CUDA driver would (dlopen of CUDA_INJECTION64_PATH, then
+// InitializeInjection) and, with AON_SOURCE=synthetic, gets this table from the
+// agent. Every call records what the CUDA runtime would: one API record on the
+// calling thread and one activity record on a simulated per-stream GPU
+// timeline, through the same record path as CUPTI data. Rank files say
+// source = "synthetic" and the device is named "AON synthetic GPU (not real)".
+#pragma once
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AON_SYNTHETIC_ALL_STREAMS 0xffffffffu
+
+typedef struct AonSyntheticDeviceV1 {
+  uint32_t struct_size;
+  // Queues a kernel of `duration_ns` on `stream` (asynchronous, like a launch).
+  int (*launch_kernel)(uint32_t stream, const char* name, uint64_t duration_ns, int grid_x,
+                       int block_x);
+  // copy_kind as CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD); a
+  // synchronous copy returns when its simulated transfer is done.
+  int (*memcpy)(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async);
+  int (*memset)(uint32_t stream, uint64_t bytes, int async);
+  // Waits for `stream` (or AON_SYNTHETIC_ALL_STREAMS: the device).
+  int (*synchronize)(uint32_t stream);
+} AonSyntheticDeviceV1;
+
+// NULL unless the agent runs with AON_SOURCE=synthetic.
+typedef const AonSyntheticDeviceV1* (*AonGetSyntheticDeviceFn)(void);
+const AonSyntheticDeviceV1* aonSyntheticDeviceV1(void);
+
+#ifdef __cplusplus
+}
+#endif

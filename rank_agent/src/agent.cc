@@ -1,0 +1,226 @@
+#include "agent.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "aon/trace_file.h"
+
+namespace aon::agent {
+namespace {
+
+constexpr const char* kAgentVersion = "0.1.0";
+
+// Self-pipe from the signal handler to the agent's thread. Written only with
+// write(2), which is async-signal-safe.
+int g_signal_pipe[2] = {-1, -1};
+constexpr int kHandledSignals[] = {SIGTERM, SIGINT, SIGHUP};
+
+void OnSignal(int sig) {
+  unsigned char b = static_cast<unsigned char>(sig);
+  int saved = errno;
+  if (g_signal_pipe[1] >= 0) (void)!write(g_signal_pipe[1], &b, 1);
+  errno = saved;
+}
+
+void* SignalThread(void*) {
+  unsigned char sig = 0;
+  while (true) {
+    ssize_t n = read(g_signal_pipe[0], &sig, 1);
+    if (n == 1) break;
+    if (n < 0 && errno == EINTR) continue;
+    return nullptr;
+  }
+  char reason[64];
+  snprintf(reason, sizeof(reason), "signal %s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+  Agent::Get().Finish(reason);
+  // Now die the way the signal meant to.
+  signal(sig, SIG_DFL);
+  kill(getpid(), sig);
+  return nullptr;
+}
+
+void AtExit() { Agent::Get().Finish("exit"); }
+
+}  // namespace
+
+Agent& Agent::Get() {
+  // Leaked on purpose: CUPTI and NVTX may call in during static destruction.
+  static Agent* agent = new Agent();
+  return *agent;
+}
+
+Agent::Agent() {
+  pid_ = getpid();
+  anchor_ = TakeRealtimeAnchor();
+  start_ns_ = anchor_.timebase_ns;
+  identity_ = DetectRankIdentity();
+  auto config = LoadAgentConfig();
+  if (config.ok()) {
+    config_ = *config;
+    config_ok_ = true;
+  } else {
+    // A bad setting disables capture, never the application.
+    fprintf(stderr, "[aon] rank %d: capture disabled: %s\n", identity_.rank,
+            config.status().message().c_str());
+    notes_.push_back("capture disabled: " + config.status().message());
+  }
+  if (!config_.job_id.empty()) identity_.job_id = config_.job_id;
+  store_ = std::make_unique<RecordStore>(config_.memory_cap_bytes);
+  if (config_.output_dir.empty()) {
+    Note("AON_OUTPUT_DIR is not set: the trace of this process will not be written");
+  }
+  InstallExitHooks();
+  Log("agent started: rank %d/%d (local %d) on %s, launcher %s, kinds %s, cap %llu bytes",
+      identity_.rank, identity_.world_size, identity_.local_rank, identity_.host.c_str(),
+      identity_.launcher.c_str(), config_.KindsString().c_str(),
+      static_cast<unsigned long long>(config_.memory_cap_bytes));
+}
+
+void Agent::InstallExitHooks() {
+  atexit(AtExit);
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    Note(std::string("no signal hook (pipe: ") + strerror(errno) + "): a SIGTERM loses the trace");
+    return;
+  }
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // The thread must not receive the application's signals itself.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&thread, &attr, SignalThread, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    Note(std::string("no signal hook (thread: ") + strerror(rc) + "): a SIGTERM loses the trace");
+    return;
+  }
+  pthread_setname_np(thread, "aon-signal");
+  for (int sig : kHandledSignals) {
+    struct sigaction current {};
+    sigaction(sig, nullptr, &current);
+    // Only where the application keeps the default (termination): an
+    // application's own handler usually ends in exit(), which atexit covers.
+    if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL) {
+      struct sigaction sa {};
+      sa.sa_handler = OnSignal;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      sigaction(sig, &sa, nullptr);
+    }
+  }
+}
+
+void Agent::Note(const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(meta_mu_);
+    for (const std::string& n : notes_) {
+      if (n == text) return;
+    }
+    notes_.push_back(text);
+  }
+  fprintf(stderr, "[aon] rank %d: %s\n", identity_.rank, text.c_str());
+}
+
+void Agent::Log(const char* fmt, ...) {
+  if (config_.verbose <= 0) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "[aon] rank %d: %s\n", identity_.rank, buf);
+}
+
+void Agent::SetSource(const std::string& source) {
+  std::lock_guard<std::mutex> lock(meta_mu_);
+  source_ = source;
+}
+
+void Agent::AddDevice(const DeviceInfo& device) {
+  std::lock_guard<std::mutex> lock(meta_mu_);
+  for (const DeviceInfo& d : devices_) {
+    if (d.device_id == device.device_id) return;
+  }
+  devices_.push_back(device);
+}
+
+std::string Agent::RankFilePath() const {
+  char name[64];
+  snprintf(name, sizeof(name), "rank-%05d.h5", identity_.rank);
+  std::string path = config_.output_dir + "/" + name;
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    // Another process of this job already wrote this rank (a launcher process
+    // that also loaded the agent, or a reused directory): keep both.
+    snprintf(name, sizeof(name), "rank-%05d.pid%d.h5", identity_.rank, static_cast<int>(getpid()));
+    path = config_.output_dir + "/" + name;
+  }
+  return path;
+}
+
+void Agent::Finish(const char* reason) {
+  if (getpid() != pid_) return;  // forked child: the parent owns this rank's file
+  std::call_once(finish_once_, [&] {
+    if (FlushHook hook = flush_hook_.load()) hook();
+    store_->Close();
+    if (config_.output_dir.empty()) return;
+    uint64_t end_ns = TimebaseNowNs();
+
+    RankMetadata m;
+    m.job_id = identity_.job_id;
+    m.rank = identity_.rank;
+    m.local_rank = identity_.local_rank;
+    m.world_size = identity_.world_size;
+    m.local_size = identity_.local_size;
+    m.host = identity_.host;
+    m.pid = pid_;
+    m.launcher = identity_.launcher;
+    m.clock_domain = kTimebaseName;
+    m.anchor_clock_ns = anchor_.timebase_ns;
+    m.anchor_realtime_ns = anchor_.realtime_ns;
+    m.kinds = config_.KindsString();
+    m.memory_cap_bytes = config_.memory_cap_bytes;
+    m.agent_version = kAgentVersion;
+    m.start_ns = start_ns_;
+    m.end_ns = end_ns;
+    m.end_reason = reason;
+    m.dropped = store_->Dropped();
+    {
+      std::lock_guard<std::mutex> lock(meta_mu_);
+      m.source = source_;
+      m.notes = notes_;
+      m.devices = devices_;
+    }
+
+    if (mkdir(config_.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      fprintf(stderr, "[aon] rank %d: cannot create output directory '%s': %s; trace lost\n",
+              identity_.rank, config_.output_dir.c_str(), strerror(errno));
+      return;
+    }
+    std::string path = RankFilePath();
+    auto writer = TraceWriter::Create(path, FileKind::kRank);
+    Status st = writer.ok() ? Status::Ok() : writer.status();
+    if (st.ok()) st = (*writer)->WriteRankMetadata(m);
+    if (st.ok()) st = store_->WriteTo(**writer);
+    if (st.ok()) st = (*writer)->Finish();
+    if (!st.ok()) {
+      fprintf(stderr, "[aon] rank %d: writing the trace failed: %s\n", identity_.rank,
+              st.message().c_str());
+      return;
+    }
+    Log("wrote %s (%s)", path.c_str(), reason);
+  });
+}
+
+}  // namespace aon::agent

@@ -1,0 +1,80 @@
+// The per-rank agent: one per process, created by whichever entry point the
+// process reaches first (CUDA's InitializeInjection, NVTX's
+// InitializeInjectionNvtx2, the synthetic device) and never destroyed, so late
+// callbacks during process teardown always find valid state.
+//
+// Lifecycle:
+//   Get() -> config + identity + store; atexit and signal hooks installed.
+//   sources (CUPTI, NVTX, synthetic) push records into store().
+//   Finish(reason) exactly once: stop sources, flush CUPTI, write
+//   <AON_OUTPUT_DIR>/rank-NNNNN.h5. Triggered by exit() from any thread (atexit),
+//   or SIGTERM/SIGINT/SIGHUP when the application left them at their default
+//   (the handler only wakes the agent's thread; that thread writes, then
+//   re-raises the signal with its default action).
+// Every failure is reported once on stderr with the "[aon]" prefix and recorded
+// in the file's notes; the application is never stopped by the agent.
+#pragma once
+
+#include <atomic>
+#include <sys/types.h>
+
+#include <cstdarg>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "aon/config.h"
+#include "aon/rank_identity.h"
+#include "aon/timebase.h"
+#include "aon/trace_format.h"
+#include "record_store.h"
+
+namespace aon::agent {
+
+class Agent {
+ public:
+  // The process's agent (created on first call; thread-safe).
+  static Agent& Get();
+
+  const AgentConfig& config() const { return config_; }
+  const RankIdentity& identity() const { return identity_; }
+  RecordStore& store() { return *store_; }
+  bool enabled(RecordKind k) const { return config_ok_ && config_.enabled(k); }
+
+  // A degradation, said once: printed with the [aon] prefix and kept for the file.
+  void Note(const std::string& text);
+  void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));  // only with AON_VERBOSE
+  void SetSource(const std::string& source);
+  void AddDevice(const DeviceInfo& device);
+
+  // Hooks a source registers so Finish can stop/flush it before writing.
+  using FlushHook = void (*)();
+  void SetFlushHook(FlushHook hook) { flush_hook_.store(hook); }
+
+  // Stops capture and writes the rank file, once; later calls return at once.
+  void Finish(const char* reason);
+
+ private:
+  Agent();
+  void InstallExitHooks();
+  std::string RankFilePath() const;
+
+  AgentConfig config_;
+  bool config_ok_ = false;
+  RankIdentity identity_;
+  std::unique_ptr<RecordStore> store_;
+  RealtimeAnchor anchor_;
+  pid_t pid_ = 0;  // a forked child must not write its parent's rank file
+  uint64_t start_ns_ = 0;
+
+  std::mutex meta_mu_;  // guards notes_, source_, devices_
+  std::vector<std::string> notes_;
+  std::string source_ = "none";
+  std::vector<DeviceInfo> devices_;
+
+  std::atomic<FlushHook> flush_hook_{nullptr};
+  std::once_flag finish_once_;
+};
+
+}  // namespace aon::agent

@@ -1,0 +1,411 @@
+// CUPTI activity capture.
+//
+// Buffers: CUPTI asks for buffers on application threads (request callback), so
+// they come from a pool allocated up front; a new one is allocated only while
+// the pool plus the records stay under the memory cap, otherwise CUPTI gets no
+// buffer and drops (and counts) the records itself, which we read back from
+// cuptiActivityGetNumDroppedRecords. Completed buffers are parsed on CUPTI's
+// worker thread into fixed-width records and returned to the pool.
+#include "cupti_source.h"
+
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "agent.h"
+#include "aon/timebase.h"
+
+namespace aon::agent {
+namespace {
+
+constexpr size_t kBufferBytes = 4u << 20;  // CUPTI recommends 1-10 MB
+constexpr size_t kPreallocatedBuffers = 4;
+constexpr uint32_t kFlushPeriodMs = 500;
+
+class BufferPool {
+ public:
+  void Preallocate(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t* b = Allocate();
+      if (b == nullptr) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      free_.push_back(b);
+    }
+  }
+  uint8_t* Take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        uint8_t* b = free_.back();
+        free_.pop_back();
+        return b;
+      }
+    }
+    return Allocate();  // rare: the pool ran dry under a burst
+  }
+  void Give(uint8_t* b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(b);
+  }
+
+ private:
+  uint8_t* Allocate() {
+    if (!Agent::Get().store().ReserveExternal(kBufferBytes)) return nullptr;
+    auto* b = static_cast<uint8_t*>(std::aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, kBufferBytes));
+    if (b == nullptr) Agent::Get().store().ReleaseExternal(kBufferBytes);
+    return b;
+  }
+  std::mutex mu_;
+  std::vector<uint8_t*> free_;
+};
+
+BufferPool* g_pool = nullptr;
+CUpti_SubscriberHandle g_subscriber = nullptr;
+uint64_t g_cupti_dropped = 0;  // only touched on CUPTI's buffer thread and at Finish
+
+// Kernel names: CUPTI's name pointers are stable per function, so demangle once.
+std::mutex g_names_mu;
+std::unordered_map<const char*, uint32_t>& KernelNameCache() {
+  static auto* cache = new std::unordered_map<const char*, uint32_t>();
+  return *cache;
+}
+
+uint32_t KernelNameId(const char* mangled) {
+  if (mangled == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(g_names_mu);
+  auto& cache = KernelNameCache();
+  if (auto it = cache.find(mangled); it != cache.end()) return it->second;
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  uint32_t id = Agent::Get().store().Intern(status == 0 && demangled ? demangled : mangled,
+                                            RecordKind::kKernel);
+  std::free(demangled);
+  cache.emplace(mangled, id);
+  return id;
+}
+
+uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<uint64_t, uint32_t>();
+  uint64_t key = (static_cast<uint64_t>(domain) << 32) | cbid;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  const char* name = nullptr;
+  uint32_t id = 0;
+  if (cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr) {
+    id = Agent::Get().store().Intern(name, RecordKind::kApi);
+  }
+  cache->emplace(key, id);
+  return id;
+}
+
+std::string UuidString(const CUuuid& u) {
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    auto b = static_cast<uint8_t>(u.bytes[i]);
+    s += hex[b >> 4];
+    s += hex[b & 15];
+    if (i == 3 || i == 5 || i == 7 || i == 9) s += '-';
+  }
+  return s;
+}
+
+void Convert(const CUpti_Activity* rec) {
+  Agent& agent = Agent::Get();
+  RecordStore& store = agent.store();
+  switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+      if (k->start == 0 && k->end == 0) return;  // incomplete record (see notes/cupti.md)
+      KernelRecord r{};
+      r.start_ns = k->start;
+      r.end_ns = k->end;
+      r.graph_node_id = k->graphNodeId;
+      r.correlation_id = k->correlationId;
+      r.device_id = k->deviceId;
+      r.context_id = k->contextId;
+      r.stream_id = k->streamId;
+      r.name_id = KernelNameId(k->name);
+      r.graph_id = k->graphId;
+      r.grid_x = k->gridX;
+      r.grid_y = k->gridY;
+      r.grid_z = k->gridZ;
+      r.block_x = k->blockX;
+      r.block_y = k->blockY;
+      r.block_z = k->blockZ;
+      r.registers_per_thread = k->registersPerThread;
+      r.static_shared_bytes = static_cast<uint32_t>(k->staticSharedMemory);
+      r.dynamic_shared_bytes = static_cast<uint32_t>(k->dynamicSharedMemory);
+      store.Push(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+      MemcpyRecord r{};
+      r.start_ns = m->start;
+      r.end_ns = m->end;
+      r.bytes = m->bytes;
+      r.correlation_id = m->correlationId;
+      r.device_id = m->deviceId;
+      r.context_id = m->contextId;
+      r.stream_id = m->streamId;
+      r.src_device_id = m->deviceId;
+      r.dst_device_id = m->deviceId;
+      r.copy_kind = m->copyKind;
+      r.src_kind = m->srcKind;
+      r.dst_kind = m->dstKind;
+      r.flags = m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC ? 1 : 0;
+      store.Push(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(rec);
+      MemcpyRecord r{};
+      r.start_ns = m->start;
+      r.end_ns = m->end;
+      r.bytes = m->bytes;
+      r.correlation_id = m->correlationId;
+      r.device_id = m->deviceId;
+      r.context_id = m->contextId;
+      r.stream_id = m->streamId;
+      r.src_device_id = m->srcDeviceId;
+      r.dst_device_id = m->dstDeviceId;
+      r.copy_kind = m->copyKind;
+      r.src_kind = m->srcKind;
+      r.dst_kind = m->dstKind;
+      r.flags = m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC ? 1 : 0;
+      store.Push(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+      MemsetRecord r{};
+      r.start_ns = m->start;
+      r.end_ns = m->end;
+      r.bytes = m->bytes;
+      r.correlation_id = m->correlationId;
+      r.device_id = m->deviceId;
+      r.context_id = m->contextId;
+      r.stream_id = m->streamId;
+      r.value = m->value;
+      r.memory_kind = static_cast<uint8_t>(m->memoryKind);
+      r.flags = m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC ? 1 : 0;
+      store.Push(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(rec);
+      SyncRecord r{};
+      r.start_ns = s->start;
+      r.end_ns = s->end;
+      r.correlation_id = s->correlationId;
+      r.context_id = s->contextId;
+      r.stream_id = s->streamId;
+      r.event_id = s->cudaEventId;
+      r.sync_type = static_cast<uint32_t>(s->type);
+      store.Push(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
+      bool runtime = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+      ApiRecord r{};
+      r.start_ns = a->start;
+      r.end_ns = a->end;
+      r.correlation_id = a->correlationId;
+      r.callback_id = a->cbid;
+      r.thread_id = a->threadId;
+      r.return_value = static_cast<int32_t>(a->returnValue);
+      r.name_id = ApiNameId(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid);
+      r.domain = static_cast<uint8_t>(runtime ? ApiDomain::kRuntime : ApiDomain::kDriver);
+      store.Push(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(rec);
+      ExternalCorrelationRecord r{};
+      r.external_id = e->externalId;
+      r.correlation_id = e->correlationId;
+      r.external_kind = static_cast<uint32_t>(e->externalKind);
+      store.Push(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_DEVICE: {
+      const auto* d = reinterpret_cast<const CUpti_ActivityDevice5*>(rec);
+      DeviceInfo info{};
+      info.device_id = d->id;
+      info.uuid_id = store.Intern(UuidString(d->uuid), RecordKind::kKernel);
+      info.name_id = store.Intern(d->name ? d->name : "", RecordKind::kKernel);
+      info.sm_count = d->numMultiprocessors;
+      info.global_memory_bytes = d->globalMemorySize;
+      info.compute_major = d->computeCapabilityMajor;
+      info.compute_minor = d->computeCapabilityMinor;
+      agent.AddDevice(info);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *max_records = 0;  // as many as fit
+  uint8_t* b = g_pool ? g_pool->Take() : nullptr;
+  *buffer = b;
+  *size = b ? kBufferBytes : 0;  // no buffer: CUPTI drops and counts
+}
+
+void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+                                size_t valid_size) {
+  CUpti_Activity* rec = nullptr;
+  while (valid_size > 0 && cuptiActivityGetNextRecord(buffer, valid_size, &rec) == CUPTI_SUCCESS) {
+    Convert(rec);
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+    g_cupti_dropped += dropped;
+  }
+  if (buffer != nullptr && g_pool != nullptr) g_pool->Give(buffer);
+}
+
+uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
+
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+std::string ResultText(CUptiResult r) {
+  const char* s = nullptr;
+  cuptiGetResultString(r, &s);
+  return std::string(s ? s : "unknown CUPTI error") + " (" + std::to_string(static_cast<int>(r)) + ")";
+}
+
+// Runtime calls that carry no timing information and are called constantly by
+// frameworks (device/stream queries, error polling).
+bool IsNoisyRuntimeApi(const char* name) {
+  static const char* const kNoisy[] = {
+      "cudaGetDevice", "cudaSetDevice", "cudaGetLastError", "cudaPeekAtLastError",
+      "cudaGetDeviceCount", "cudaGetDeviceProperties", "cudaDeviceGetAttribute",
+      "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaPointerGetAttributes",
+      "cudaFuncGetAttributes", "cudaGetFuncBySymbol", "cudaDriverGetVersion",
+      "cudaRuntimeGetVersion", "cudaStreamQuery", "cudaEventQuery", "cudaGetDriverEntryPoint",
+      "cudaThreadExchangeStreamCaptureMode", "cudaStreamGetPriority", "cudaStreamGetFlags",
+      "cudaDeviceGetStreamPriorityRange", "cudaGetExportTable", "cudaGetErrorString",
+      "cudaGetErrorName", "cudaDeviceCanAccessPeer", "cudaStreamGetId", "cudaStreamGetDevice",
+      "cudaCtxResetPersistingL2Cache", "cudaGetDriverEntryPointByVersion"};
+  for (const char* n : kNoisy) {
+    if (std::strncmp(name, n, std::strlen(n)) == 0 &&
+        (name[std::strlen(n)] == '\0' || name[std::strlen(n)] == '_')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Driver calls worth a record: those that put work on the GPU or wait for it.
+// Libraries such as NCCL and cuBLAS launch through the driver directly; the
+// rest of the driver API mirrors runtime calls that are recorded already.
+bool IsTracedDriverApi(const char* name) {
+  static const char* const kPrefixes[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset",
+                                          "cuStreamSynchronize", "cuCtxSynchronize",
+                                          "cuEventSynchronize", "cuStreamWaitEvent"};
+  for (const char* p : kPrefixes) {
+    if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
+  }
+  return false;
+}
+
+void ConfigureApiFilters(Agent& agent) {
+  for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+    if (IsNoisyRuntimeApi(name)) cuptiActivityEnableRuntimeApi(cbid, 0);
+  }
+  int traced = 0;
+  for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+    if (IsTracedDriverApi(name) && cuptiActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS) ++traced;
+  }
+  agent.Log("CUPTI: %d driver API calls traced (launch/copy/memset/sync)", traced);
+}
+
+void FlushAtFinish() {
+  // Stop producing, then hand back every buffer, complete or not.
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (g_cupti_dropped > 0) {
+    Agent::Get().Note("CUPTI dropped " + std::to_string(g_cupti_dropped) +
+                      " activity records (no buffer under the memory cap)");
+  }
+}
+
+}  // namespace
+
+bool StartCuptiSource() {
+  Agent& agent = Agent::Get();
+  CUptiResult r = cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    agent.Note("CUPTI is already in use by another profiler (Nsight, compute-sanitizer, "
+               "torch.profiler...): GPU activity is not captured; NVTX still is");
+    return false;
+  }
+  if (r != CUPTI_SUCCESS) {
+    agent.Note("CUPTI unavailable: " + ResultText(r) + ": GPU activity is not captured");
+    return false;
+  }
+  // Must precede enabling any kind (re-registering later corrupts timestamps).
+  r = cuptiActivityRegisterTimestampCallback(Timestamp);
+  if (r != CUPTI_SUCCESS) {
+    agent.Note("CUPTI: cannot set the timestamp clock (" + ResultText(r) +
+               "): GPU timestamps stay on CUPTI's default clock (CLOCK_REALTIME)");
+  }
+  g_pool = new BufferPool();
+  g_pool->Preallocate(kPreallocatedBuffers);
+  r = cuptiActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted);
+  if (r != CUPTI_SUCCESS) {
+    agent.Note("CUPTI: cannot register activity buffers: " + ResultText(r));
+    cuptiUnsubscribe(g_subscriber);
+    return false;
+  }
+
+  struct KindSwitch {
+    CUpti_ActivityKind cupti;
+    RecordKind ours;
+  };
+  const KindSwitch kinds[] = {
+      {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, RecordKind::kKernel},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, RecordKind::kMemcpy},
+      {CUPTI_ACTIVITY_KIND_MEMCPY2, RecordKind::kMemcpy},
+      {CUPTI_ACTIVITY_KIND_MEMSET, RecordKind::kMemset},
+      {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, RecordKind::kSync},
+      {CUPTI_ACTIVITY_KIND_RUNTIME, RecordKind::kApi},
+      {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, RecordKind::kExternalCorrelation},
+  };
+  int enabled = 0;
+  for (const KindSwitch& k : kinds) {
+    if (!agent.enabled(k.ours)) continue;
+    r = cuptiActivityEnable(k.cupti);
+    if (r == CUPTI_SUCCESS) {
+      ++enabled;
+    } else {
+      agent.Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) + " activity: " +
+                 ResultText(r));
+    }
+  }
+  cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);  // GPU names and UUIDs for the metadata
+  if (agent.enabled(RecordKind::kApi)) ConfigureApiFilters(agent);
+  cuptiActivityFlushPeriod(kFlushPeriodMs);
+  agent.SetFlushHook(FlushAtFinish);
+  agent.SetSource("cupti");
+  agent.Log("CUPTI capture started (%d activity kinds)", enabled);
+  return enabled > 0;
+}
+
+}  // namespace aon::agent

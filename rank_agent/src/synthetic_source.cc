@@ -1,0 +1,198 @@
+// Simulated GPU behind aon/synthetic_device.h. Timing model, per stream: an
+// operation starts when both the host has issued it (+ a launch latency) and
+// the stream is idle, and lasts its duration (copies: bytes at a fixed PCIe-like
+// bandwidth). Synchronous calls sleep until the simulated work is done, so host
+// and "GPU" records interleave as they would on a real device.
+#include "synthetic_source.h"
+
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "agent.h"
+#include "aon/synthetic_device.h"
+#include "aon/timebase.h"
+
+namespace aon::agent {
+namespace {
+
+constexpr uint64_t kLaunchLatencyNs = 4000;
+constexpr double kCopyBytesPerNs = 25.0;  // ~25 GB/s
+constexpr uint64_t kCopyFixedNs = 2000;
+constexpr uint32_t kDeviceId = 0;
+constexpr uint32_t kContextId = 1;
+
+// Runtime callback ids as CUPTI numbers them, so records look like real ones.
+constexpr uint32_t kCbidMemcpy = 31, kCbidMemcpyAsync = 41, kCbidMemset = 46, kCbidMemsetAsync = 51,
+                   kCbidDeviceSynchronize = 165, kCbidStreamSynchronize = 131, kCbidLaunchKernel = 211;
+
+std::atomic<bool> g_enabled{false};
+std::atomic<uint32_t> g_next_correlation{1};
+std::mutex g_streams_mu;
+std::map<uint32_t, uint64_t>& StreamBusyUntil() {
+  static auto* m = new std::map<uint32_t, uint64_t>();
+  return *m;
+}
+
+uint32_t ThreadId() {
+  thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+// Reserves [start, end) on `stream` for work issued now; returns start.
+uint64_t Schedule(uint32_t stream, uint64_t issued_ns, uint64_t duration_ns, uint64_t* end_ns) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  uint64_t& busy = StreamBusyUntil()[stream];
+  uint64_t start = std::max(issued_ns + kLaunchLatencyNs, busy);
+  busy = start + duration_ns;
+  *end_ns = busy;
+  return start;
+}
+
+void SleepUntil(uint64_t t_ns) {
+  timespec ts{static_cast<time_t>(t_ns / 1000000000ull), static_cast<long>(t_ns % 1000000000ull)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+void PushApi(uint64_t start, uint32_t correlation, uint32_t cbid, const char* name) {
+  Agent& agent = Agent::Get();
+  if (!agent.enabled(RecordKind::kApi)) return;
+  ApiRecord r{};
+  r.start_ns = start;
+  r.end_ns = TimebaseNowNs();
+  r.correlation_id = correlation;
+  r.callback_id = cbid;
+  r.thread_id = ThreadId();
+  r.name_id = agent.store().Intern(name, RecordKind::kApi);
+  r.domain = static_cast<uint8_t>(ApiDomain::kRuntime);
+  agent.store().Push(r);
+}
+
+int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int grid_x, int block_x) {
+  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  Agent& agent = Agent::Get();
+  uint64_t now = TimebaseNowNs();
+  uint32_t corr = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  KernelRecord k{};
+  k.start_ns = Schedule(stream, now, duration_ns, &k.end_ns);
+  k.correlation_id = corr;
+  k.device_id = kDeviceId;
+  k.context_id = kContextId;
+  k.stream_id = stream;
+  k.name_id = agent.store().Intern(name ? name : "synthetic_kernel", RecordKind::kKernel);
+  k.grid_x = grid_x;
+  k.grid_y = k.grid_z = 1;
+  k.block_x = block_x;
+  k.block_y = k.block_z = 1;
+  k.registers_per_thread = 32;
+  if (agent.enabled(RecordKind::kKernel)) agent.store().Push(k);
+  PushApi(now, corr, kCbidLaunchKernel, "cudaLaunchKernel");
+  return 0;
+}
+
+int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
+  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  Agent& agent = Agent::Get();
+  uint64_t now = TimebaseNowNs();
+  uint32_t corr = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  MemcpyRecord m{};
+  auto duration = kCopyFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) / kCopyBytesPerNs);
+  m.start_ns = Schedule(stream, now, duration, &m.end_ns);
+  m.bytes = bytes;
+  m.correlation_id = corr;
+  m.device_id = m.src_device_id = m.dst_device_id = kDeviceId;
+  m.context_id = kContextId;
+  m.stream_id = stream;
+  m.copy_kind = copy_kind;
+  // Host side pinned for async copies, pageable for synchronous ones; device memory = 3.
+  uint8_t host_kind = async ? 2 : 1;
+  m.src_kind = copy_kind == 1 ? host_kind : 3;
+  m.dst_kind = copy_kind == 2 ? host_kind : 3;
+  m.flags = async ? 1 : 0;
+  if (agent.enabled(RecordKind::kMemcpy)) agent.store().Push(m);
+  if (!async) SleepUntil(m.end_ns);
+  PushApi(now, corr, async ? kCbidMemcpyAsync : kCbidMemcpy, async ? "cudaMemcpyAsync" : "cudaMemcpy");
+  return 0;
+}
+
+int Memset(uint32_t stream, uint64_t bytes, int async) {
+  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  Agent& agent = Agent::Get();
+  uint64_t now = TimebaseNowNs();
+  uint32_t corr = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  MemsetRecord m{};
+  m.start_ns = Schedule(stream, now, 1000 + bytes / 200, &m.end_ns);
+  m.bytes = bytes;
+  m.correlation_id = corr;
+  m.device_id = kDeviceId;
+  m.context_id = kContextId;
+  m.stream_id = stream;
+  m.memory_kind = 3;
+  m.flags = async ? 1 : 0;
+  if (agent.enabled(RecordKind::kMemset)) agent.store().Push(m);
+  if (!async) SleepUntil(m.end_ns);
+  PushApi(now, corr, async ? kCbidMemsetAsync : kCbidMemset, async ? "cudaMemsetAsync" : "cudaMemset");
+  return 0;
+}
+
+int Synchronize(uint32_t stream) {
+  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  Agent& agent = Agent::Get();
+  uint64_t now = TimebaseNowNs();
+  uint32_t corr = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  uint64_t until = now;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    for (const auto& [s, busy] : StreamBusyUntil()) {
+      if (stream == AON_SYNTHETIC_ALL_STREAMS || s == stream) until = std::max(until, busy);
+    }
+  }
+  SleepUntil(until);
+  bool device = stream == AON_SYNTHETIC_ALL_STREAMS;
+  SyncRecord s{};
+  s.start_ns = now;
+  s.end_ns = TimebaseNowNs();
+  s.correlation_id = corr;
+  s.context_id = kContextId;
+  s.stream_id = device ? UINT32_MAX : stream;
+  s.event_id = UINT32_MAX;
+  s.sync_type = device ? 4 : 3;  // context sync / stream sync
+  if (agent.enabled(RecordKind::kSync)) agent.store().Push(s);
+  PushApi(now, corr, device ? kCbidDeviceSynchronize : kCbidStreamSynchronize,
+          device ? "cudaDeviceSynchronize" : "cudaStreamSynchronize");
+  return 0;
+}
+
+const AonSyntheticDeviceV1 kDevice = {sizeof(AonSyntheticDeviceV1), LaunchKernel, Memcpy, Memset,
+                                      Synchronize};
+
+}  // namespace
+
+bool StartSyntheticSource() {
+  Agent& agent = Agent::Get();
+  RecordStore& store = agent.store();
+  DeviceInfo d{};
+  d.device_id = kDeviceId;
+  d.uuid_id = store.Intern("SYNTHETIC-" + agent.identity().host + "-rank" +
+                               std::to_string(agent.identity().rank),
+                           RecordKind::kKernel);
+  d.name_id = store.Intern("AON synthetic GPU (not real)", RecordKind::kKernel);
+  d.sm_count = 0;
+  agent.AddDevice(d);
+  agent.SetSource("synthetic");
+  agent.Note("SYNTHETIC source: GPU activity in this trace is simulated, not measured");
+  g_enabled.store(true, std::memory_order_release);
+  return true;
+}
+
+}  // namespace aon::agent
+
+extern "C" __attribute__((visibility("default"))) const AonSyntheticDeviceV1* aonSyntheticDeviceV1(void) {
+  return aon::agent::g_enabled.load(std::memory_order_acquire) ? &aon::agent::kDevice : nullptr;
+}
