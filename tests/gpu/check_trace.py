@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Compares an AON job directory with what the example programs say they did.
+
+usage: check_trace.py cuda|ddp LOG JOB_DIR
+
+LOG holds the program's AON_EXPECT lines; JOB_DIR its rank-*.h5 files and
+timeline.h5. Prints one row per rank and exits 1 on any mismatch. Reads the
+HDF5 files directly (h5py) so the check does not trust AON's own reader.
+"""
+import glob
+import os
+import re
+import sys
+
+import h5py
+
+
+def strings(f):
+    data = f["strings/data"][:].tobytes()
+    offsets = f["strings/offsets"][:]
+    return [data[o:data.index(b"\0", o)].decode("utf-8", "replace") for o in offsets]
+
+
+def expectations(log):
+    out = {}
+    for line in open(log, errors="replace"):
+        m = re.search(r"AON_EXPECT (.*)", line)
+        if not m:
+            continue
+        fields = dict(kv.split("=", 1) for kv in m.group(1).split())
+        out[int(fields["rank"])] = fields
+    return out
+
+
+def rank_files(job):
+    files = {}
+    for path in sorted(glob.glob(os.path.join(job, "rank-*.h5"))):
+        with h5py.File(path, "r") as f:
+            files[int(f["meta"].attrs["rank"])] = path
+    return files
+
+
+def ids_list(text):
+    return {int(x) for x in text.split(",") if x != ""}
+
+
+def check_cuda(exp, path):
+    """Exact counts of the example's own work; NCCL's own kernels/copies counted apart."""
+    problems = []
+    with h5py.File(path, "r") as f:
+        names = strings(f)
+        rec = f["records"]
+        kernels = rec["kernels"][:]
+        own_names = exp["kernel_names"].split(",")
+        kname = [names[i] for i in kernels["name_id"]]
+        own = sum(1 for n in kname if any(n == k or n.startswith(k + "(") for k in own_names))
+        nccl = sum(1 for n in kname if "nccl" in n.lower())
+        streams = ids_list(exp.get("streams", ""))
+        memcpy = rec["memcpy"][:]
+        memset = rec["memset"][:]
+        mc = sum(1 for s in memcpy["stream_id"] if not streams or int(s) in streams)
+        ms = sum(1 for s in memset["stream_id"] if not streams or int(s) in streams)
+        nvtx = rec["nvtx"][:]
+        nv = int((nvtx["domain_id"] == 0).sum())
+        meta = f["meta"].attrs
+        row = dict(rank=int(meta["rank"]), kernels=own, nccl_kernels=nccl, memcpy=mc, memset=ms,
+                   nvtx=nv, api=len(rec["api"]), all_kernels=len(kernels),
+                   all_memcpy=len(memcpy), all_memset=len(memset),
+                   source=meta["source"].decode() if isinstance(meta["source"], bytes) else meta["source"],
+                   devices=len(f["meta/devices"]), bytes=os.path.getsize(path))
+    for key, want in (("kernels", "kernels"), ("memcpy", "memcpy"), ("memset", "memset"), ("nvtx", "nvtx")):
+        if row[key] != int(exp[want]):
+            problems.append(f"{key}: trace {row[key]} != program {exp[want]}")
+    if "nccl_allreduce" in exp and row["nccl_kernels"] < int(exp["nccl_allreduce"]):
+        problems.append(f"nccl kernels {row['nccl_kernels']} < all-reduces {exp['nccl_allreduce']}")
+    if row["source"] != "cupti":
+        problems.append(f"source is {row['source']}, not cupti")
+    if row["devices"] < 1:
+        problems.append("no GPU in /meta/devices")
+    return row, problems
+
+
+def check_ddp(exp, path):
+    problems = []
+    with h5py.File(path, "r") as f:
+        names = strings(f)
+        nvtx = f["records/nvtx"][:]
+        steps = sum(1 for i, d in zip(nvtx["name_id"], nvtx["domain_id"])
+                    if d == 0 and re.fullmatch(r"step \d+", names[i]))
+        kernels = f["records/kernels"][:]
+        nccl = sum(1 for i in kernels["name_id"] if "nccl" in names[i].lower())
+        meta = f["meta"].attrs
+        row = dict(rank=int(meta["rank"]), step_ranges=steps, kernels=len(kernels), nccl_kernels=nccl,
+                   memcpy=len(f["records/memcpy"]), api=len(f["records/api"]), nvtx=len(nvtx),
+                   bytes=os.path.getsize(path))
+    if steps != int(exp["nvtx_step_ranges"]):
+        problems.append(f"step ranges: trace {steps} != program {exp['nvtx_step_ranges']}")
+    if row["kernels"] == 0 or nccl == 0:
+        problems.append("no kernels or no NCCL kernels captured")
+    return row, problems
+
+
+def check_timeline(job, rank_rows):
+    path = os.path.join(job, "timeline.h5")
+    if not os.path.exists(path):
+        return ["no timeline.h5"]
+    problems = []
+    with h5py.File(path, "r") as f:
+        ranks = f["meta/ranks"][:]
+        kern = f["records/kernels"][:]
+        for r in rank_rows:
+            n = int((kern["rank"] == r["rank"]).sum())
+            want = r.get("all_kernels", r["kernels"])
+            if n != want:
+                problems.append(f"timeline rank {r['rank']}: {n} kernels != rank file {want}")
+        bad = [int(x["rank"]) for x in ranks if int(x["status"]) != 0]
+        if bad:
+            problems.append(f"timeline marks ranks {bad} as not ok")
+        starts = kern["start_ns"]
+        if len(starts) > 1 and (starts[1:] < starts[:-1]).any():
+            problems.append("timeline kernels not time-ordered")
+    return problems
+
+
+def main():
+    mode, log, job = sys.argv[1:4]
+    exp = expectations(log)
+    files = rank_files(job)
+    check = check_cuda if mode == "cuda" else check_ddp
+    problems, rows = [], []
+    if not exp:
+        problems.append(f"no AON_EXPECT lines in {log}")
+    for rank, e in sorted(exp.items()):
+        if rank not in files:
+            problems.append(f"rank {rank}: no rank file in {job}")
+            continue
+        row, p = check(e, files[rank])
+        rows.append(row)
+        problems += [f"rank {rank}: {x}" for x in p]
+    problems += check_timeline(job, rows)
+    for row in rows:
+        print(f"[{mode}] " + " ".join(f"{k}={v}" for k, v in row.items()))
+    for p in problems:
+        print(f"[{mode}] FAIL {p}")
+    print(f"[{mode}] {'PASS' if not problems else 'FAIL'}: {len(rows)} ranks checked")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# GPU checks for AON: run on a GPU host from the repository root.
+#   bash tests/gpu/run_gpu_checks.sh        (OUT=dir keeps logs and job dirs)
+# Builds the project, runs the CUDA+MPI+NCCL example and the PyTorch DDP script
+# under aon-run on up to 2 GPUs, FAILS unless every rank's trace holds exactly
+# what the programs say they did (tests/gpu/check_trace.py) and the merged
+# timeline holds every rank, and times each program with and without AON.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+# NVLink multicast can take shared GPUs out of service: keep it off everywhere.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/aon-gpu-checks}
+BUILD=${BUILD:-build-gpu}
+ITERS=${ITERS:-50}
+STEPS=${STEPS:-40}
+mkdir -p "$OUT"
+rm -rf "$OUT"/job-*
+
+log() { printf '\n=== %s\n' "$*"; }
+now() { date +%s.%N; }
+secs() { python3 -c "print(f'{$2-$1:.2f}')"; }
+
+log "build ($BUILD)"
+nvidia-smi -L
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAON_BUILD_TESTS=OFF \
+  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build "$BUILD" -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+BIN=$PWD/$BUILD/bin
+
+NGPU=$(nvidia-smi -L | grep -c '^GPU')
+NP=$(( NGPU < 2 ? NGPU : 2 ))
+MPI=(mpirun --allow-run-as-root --bind-to none -np "$NP" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST
+     -x NVSHMEM_DISABLE_NVLS -x PYTHONUNBUFFERED)
+status=0
+declare -A T
+
+log "CUDA example without AON"
+t0=$(now); "${MPI[@]}" "$BIN/aon-example-cuda" --iterations "$ITERS" > "$OUT/cuda-plain.log" 2>&1 || status=1
+T[cuda_plain]=$(secs "$t0" "$(now)"); tail -3 "$OUT/cuda-plain.log"
+
+log "CUDA example under aon-run"
+t0=$(now); "$BIN/aon-run" -o "$OUT/job-cuda" "${MPI[@]}" "$BIN/aon-example-cuda" --iterations "$ITERS" \
+  > "$OUT/cuda-aon.log" 2>&1 || status=1
+T[cuda_aon]=$(secs "$t0" "$(now)"); tail -15 "$OUT/cuda-aon.log"
+python3 tests/gpu/check_trace.py cuda "$OUT/cuda-aon.log" "$OUT/job-cuda" | tee "$OUT/check-cuda.txt" || status=1
+
+log "PyTorch DDP without AON"
+t0=$(now); "${MPI[@]}" python3 examples/pytorch_ddp.py --steps "$STEPS" > "$OUT/ddp-plain.log" 2>&1 || status=1
+T[ddp_plain]=$(secs "$t0" "$(now)"); grep -E "AON_STEP_TIME|Error|error" "$OUT/ddp-plain.log" | head -5
+
+log "PyTorch DDP under aon-run"
+t0=$(now); "$BIN/aon-run" -o "$OUT/job-ddp" "${MPI[@]}" python3 examples/pytorch_ddp.py --steps "$STEPS" \
+  > "$OUT/ddp-aon.log" 2>&1 || status=1
+T[ddp_aon]=$(secs "$t0" "$(now)"); tail -12 "$OUT/ddp-aon.log"
+python3 tests/gpu/check_trace.py ddp "$OUT/ddp-aon.log" "$OUT/job-ddp" | tee "$OUT/check-ddp.txt" || status=1
+
+step_ms() { grep -h AON_STEP_TIME "$1" | sed 's/.*mean_ms=//' | python3 -c "import sys; v=[float(x) for x in sys.stdin if x.strip()]; print(f'{sum(v)/len(v):.2f}' if v else 'n/a')"; }
+
+log "summary"
+printf '%-28s %10s %10s\n' "what" "plain" "aon-run"
+printf '%-28s %10s %10s\n' "cuda example wall (s)" "${T[cuda_plain]}" "${T[cuda_aon]}"
+printf '%-28s %10s %10s\n' "ddp wall (s)" "${T[ddp_plain]}" "${T[ddp_aon]}"
+printf '%-28s %10s %10s\n' "ddp mean step (ms)" "$(step_ms "$OUT/ddp-plain.log")" "$(step_ms "$OUT/ddp-aon.log")"
+for j in job-cuda job-ddp; do
+  [ -d "$OUT/$j" ] && ls -l "$OUT/$j" | awk -v j="$j" 'NR>1 {printf "%-28s %10s %s\n", j, $5, $9}'
+done
+grep -h -E "PASS|FAIL" "$OUT"/check-*.txt
+echo "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
+exit $status
