@@ -71,6 +71,9 @@ Agent::Agent() {
     fprintf(stderr, "[aon] rank %d: capture disabled: %s\n", identity_.rank,
             config.status().message().c_str());
     notes_.push_back("capture disabled: " + config.status().message());
+    // Still write the (empty) trace, so the reason reaches the job directory.
+    if (const char* dir = getenv("AON_OUTPUT_DIR")) config_.output_dir = dir;
+    if (const char* job = getenv("AON_JOB_ID")) config_.job_id = job;
   }
   if (!config_.job_id.empty()) identity_.job_id = config_.job_id;
   store_ = std::make_unique<RecordStore>(config_.memory_cap_bytes);
