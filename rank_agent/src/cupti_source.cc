@@ -99,7 +99,14 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   const char* name = nullptr;
   uint32_t id = 0;
   if (cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr) {
-    id = Agent::Get().store().Intern(name, RecordKind::kApi);
+    // "cudaMemcpyAsync_v3020" -> "cudaMemcpyAsync": the suffix is the API
+    // version CUPTI keys on, not what users call (callback_id keeps it exact).
+    std::string_view n(name);
+    if (size_t v = n.rfind("_v"); v != std::string_view::npos && v + 2 < n.size() &&
+        n.find_first_not_of("0123456789", v + 2) == std::string_view::npos) {
+      n = n.substr(0, v);
+    }
+    id = Agent::Get().store().Intern(n, RecordKind::kApi);
   }
   cache->emplace(key, id);
   return id;
@@ -299,7 +306,8 @@ bool IsNoisyRuntimeApi(const char* name) {
       "cudaThreadExchangeStreamCaptureMode", "cudaStreamGetPriority", "cudaStreamGetFlags",
       "cudaDeviceGetStreamPriorityRange", "cudaGetExportTable", "cudaGetErrorString",
       "cudaGetErrorName", "cudaDeviceCanAccessPeer", "cudaStreamGetId", "cudaStreamGetDevice",
-      "cudaCtxResetPersistingL2Cache", "cudaGetDriverEntryPointByVersion"};
+      "cudaCtxResetPersistingL2Cache", "cudaGetDriverEntryPointByVersion",
+      "cudaDeviceGetPCIBusId", "cudaDeviceGetByPCIBusId"};
   for (const char* n : kNoisy) {
     if (std::strncmp(name, n, std::strlen(n)) == 0 &&
         (name[std::strlen(n)] == '\0' || name[std::strlen(n)] == '_')) {

@@ -324,3 +324,14 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
   agent.Log("NVTX injection installed in a module");
   return ok ? 1 : 0;
 }
+
+// NVTX looks these up with dlsym on our handle, which also searches our
+// dependencies: without our own definitions it would find libcupti's, and
+// CUPTI's NVTX extension entry crashes when CUPTI is not the NVTX tool (seen
+// with NCCL 2.28, whose payload schemas use the extension API). Returning 0
+// tells NVTX the extension (or the legacy v1 interface) is not offered, so
+// those calls become no-ops in the application.
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtxExtension(void*) {
+  return 0;
+}
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx(void*) { return 0; }

@@ -40,10 +40,6 @@ def rank_files(job):
     return files
 
 
-def ids_list(text):
-    return {int(x) for x in text.split(",") if x != ""}
-
-
 def check_cuda(exp, path):
     """Exact counts of the example's own work; NCCL's own kernels/copies counted apart."""
     problems = []
@@ -55,17 +51,37 @@ def check_cuda(exp, path):
         kname = [names[i] for i in kernels["name_id"]]
         own = sum(1 for n in kname if any(n == k or n.startswith(k + "(") for k in own_names))
         nccl = sum(1 for n in kname if "nccl" in n.lower())
-        streams = ids_list(exp.get("streams", ""))
         memcpy = rec["memcpy"][:]
         memset = rec["memset"][:]
-        mc = sum(1 for s in memcpy["stream_id"] if not streams or int(s) in streams)
-        ms = sum(1 for s in memset["stream_id"] if not streams or int(s) in streams)
         nvtx = rec["nvtx"][:]
+        # The example's own copies/memsets: those whose API call (same
+        # correlation id) was made inside one of its top-level NVTX ranges
+        # (default domain) on the same thread. NCCL's own copies and memsets,
+        # made during communicator setup, fall outside them.
+        api = rec["api"][:]
+        api_by_corr = {int(a["correlation_id"]): a for a in api}
+        top = [(int(n["start_ns"]), int(n["end_ns"]), int(n["thread_id"])) for n in nvtx
+               if n["domain_id"] == 0 and n["depth"] == 0 and n["type"] == 1]
+
+        def own_work(records):
+            count = 0
+            for r in records:
+                a = api_by_corr.get(int(r["correlation_id"]))
+                if a is None:
+                    continue
+                t, tid = int(a["start_ns"]), int(a["thread_id"])
+                count += any(s <= t <= e and tid == th for s, e, th in top)
+            return count
+
+        mc = own_work(memcpy)
+        ms = own_work(memset)
+        unmatched = sum(1 for r in list(memcpy) + list(memset) + list(kernels)
+                        if int(r["correlation_id"]) not in api_by_corr)
         nv = int((nvtx["domain_id"] == 0).sum())
         meta = f["meta"].attrs
         row = dict(rank=int(meta["rank"]), kernels=own, nccl_kernels=nccl, memcpy=mc, memset=ms,
                    nvtx=nv, api=len(rec["api"]), all_kernels=len(kernels),
-                   all_memcpy=len(memcpy), all_memset=len(memset),
+                   all_memcpy=len(memcpy), all_memset=len(memset), no_api_record=unmatched,
                    source=meta["source"].decode() if isinstance(meta["source"], bytes) else meta["source"],
                    devices=len(f["meta/devices"]), bytes=os.path.getsize(path))
     for key, want in (("kernels", "kernels"), ("memcpy", "memcpy"), ("memset", "memset"), ("nvtx", "nvtx")):

@@ -1,0 +1,497 @@
+// aon-example-cuda: a small CUDA + MPI + NCCL + NVTX program that AON is demonstrated
+// and checked with. One MPI rank per GPU.
+//
+//   aon-example-cuda [--iterations N] [--no-nccl]
+//   mpirun -np 2 aon-example-cuda             (plain)
+//   aon-run mpirun -np 2 aon-example-cuda     (profiled)
+//
+// Every GPU operation the program issues is counted next to the call that issues it, and
+// at the end each rank prints exactly one line
+//
+//   AON_EXPECT rank=R kernels=K memcpy=C memset=S nvtx=V nccl_allreduce=A kernel_names=n1,n2,n3
+//
+// followed by `AON_EXAMPLE_OK rank=R`. A checker compares these numbers with what the
+// profiler recorded for that rank:
+//   kernels         launches of this program's OWN kernels (NCCL's kernels, named
+//                   ncclDevKernel_* / ncclKernel_*, are not included)
+//   memcpy          cudaMemcpy + cudaMemcpyAsync calls made by this program
+//   memset          cudaMemset + cudaMemsetAsync calls made by this program
+//   nvtx            nvtxRangePushA calls + nvtxMarkA calls (default NVTX domain only; NCCL
+//                   emits its own ranges in its "NCCL" domain, not counted here)
+//   nccl_allreduce  ncclAllReduce calls (0 with --no-nccl)
+//   kernel_names    this program's kernels that were launched, in order of first launch
+//
+// NCCL makes copies/memsets of its own (communicator setup in ncclCommInitRank and, with
+// NCCL_RUNTIME_CONNECT=1, lazy connection setup in the first collective), on its own
+// internal streams. Those are not counted above. So that a checker can tell them apart:
+//  - NCCL_RUNTIME_CONNECT defaults to 0 here, so NCCL connects inside ncclCommInitRank;
+//  - every counted operation is issued by the main thread inside one of the default-domain
+//    NVTX ranges "nccl_warmup" (one all-reduce + one memset, before the first iteration)
+//    or "iteration <i>"; ncclCommInitRank and ncclCommFinalize/Destroy run outside them;
+//  - the program's own copies/memsets/kernels use only the legacy default stream and two
+//    streams it creates; NCCL's kernels run on the all-reduce stream.
+//
+// Kernel names: the kernels are declared extern "C", so their symbol is not mangled and
+// CUPTI reports exactly "aon_tiny_kernel", "aon_saxpy_kernel", "aon_heavy_kernel" (no
+// parameter list), whether or not the consumer demangles.
+//
+// Nothing here makes hidden copies, memsets or kernels (no cudaMemcpyToSymbol, thrust,
+// cub, managed memory): the counts are exact for the program's own calls.
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+// ---------------------------------------------------------------------------------------
+// Error checking: every CUDA/NCCL/MPI call is checked; a failure prints file:line and
+// aborts the whole job (MPI_Abort), so no rank hangs waiting for a dead peer.
+
+namespace {
+
+int g_rank = -1;
+
+[[noreturn]] void die(const char* file, int line, const char* what, const char* detail) {
+  std::fprintf(stderr, "FAIL rank=%d %s:%d: %s: %s\n", g_rank, file, line, what, detail);
+  std::fflush(stderr);
+  std::fflush(stdout);
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+}  // namespace
+
+#define CUDA_CHECK(call)                                                   \
+  do {                                                                     \
+    cudaError_t aon_err_ = (call);                                         \
+    if (aon_err_ != cudaSuccess)                                           \
+      die(__FILE__, __LINE__, #call, cudaGetErrorString(aon_err_));        \
+  } while (0)
+
+// After a kernel launch: catches bad launch configurations immediately.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+#define NCCL_CHECK(call)                                                   \
+  do {                                                                     \
+    ncclResult_t aon_res_ = (call);                                        \
+    if (aon_res_ != ncclSuccess)                                           \
+      die(__FILE__, __LINE__, #call, ncclGetErrorString(aon_res_));        \
+  } while (0)
+
+#define MPI_CHECK(call)                                                    \
+  do {                                                                     \
+    int aon_mpi_rc_ = (call);                                              \
+    if (aon_mpi_rc_ != MPI_SUCCESS) {                                      \
+      char aon_msg_[MPI_MAX_ERROR_STRING] = {0};                           \
+      int aon_len_ = 0;                                                    \
+      MPI_Error_string(aon_mpi_rc_, aon_msg_, &aon_len_);                  \
+      die(__FILE__, __LINE__, #call, aon_msg_);                            \
+    }                                                                      \
+  } while (0)
+
+#define VERIFY(cond, ...)                                                  \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      char aon_buf_[512];                                                  \
+      std::snprintf(aon_buf_, sizeof aon_buf_, __VA_ARGS__);               \
+      die(__FILE__, __LINE__, "verification failed: " #cond, aon_buf_);    \
+    }                                                                      \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------
+// Kernels. extern "C": CUPTI reports these exact names (see the header comment).
+
+// Tiny: one warp. Thread 0 writes the scale factor the saxpy kernel reads, so the saxpy
+// check on the host also checks that this kernel ran.
+extern "C" __global__ void aon_tiny_kernel(float* params, float scale) {
+  const unsigned t = threadIdx.x;
+  params[t] = (t == 0) ? scale : static_cast<float>(t);
+}
+
+// Medium: elementwise y = a * x + y over 1M floats, a read from device memory.
+extern "C" __global__ void aon_saxpy_kernel(const float* __restrict__ params,
+                                            const float* __restrict__ x,
+                                            float* __restrict__ y, int n) {
+  const float a = params[0];
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] = fmaf(a, x[i], y[i]);
+}
+
+// Heavy: a chain of `rounds` dependent FMAs per element (a few hundred microseconds on an
+// H200 with 1M elements and 8192 rounds). Explicitly rounded operations only, so the host
+// can recompute sampled elements bit for bit with std::fmaf.
+extern "C" __global__ void aon_heavy_kernel(const float* __restrict__ in,
+                                            float* __restrict__ out, int n, int rounds) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const float d = __fmul_rn(in[i], 1.0e-3f);
+    float acc = 0.0f;
+    for (int r = 0; r < rounds; ++r) acc = __fmaf_rn(acc, 0.999f, d);
+    out[i] = acc;
+  }
+}
+
+namespace {
+
+constexpr const char* kKernelNames[] = {"aon_tiny_kernel", "aon_saxpy_kernel",
+                                        "aon_heavy_kernel"};
+enum KernelId { kTiny = 0, kSaxpy = 1, kHeavy = 2, kNumKernels = 3 };
+
+constexpr int kN = 1 << 20;            // elements of the compute buffers (4 MiB)
+constexpr int kCommN = 1 << 18;        // elements of the all-reduce (1 MiB)
+constexpr int kHeavyRounds = 8192;     // FMAs per element in aon_heavy_kernel
+constexpr int kBlock = 256;
+constexpr int kHeavySamples = 64;      // elements of the heavy output checked on the host
+
+// Counted as we go: each counter is incremented next to the call it counts.
+struct Counts {
+  long kernels = 0;
+  long memcpy = 0;
+  long memset = 0;
+  long nvtx = 0;
+  long nccl_allreduce = 0;
+  int launch_order[kNumKernels] = {-1, -1, -1};  // kernel ids in order of first launch
+  int distinct = 0;
+
+  void launched(KernelId id) {
+    ++kernels;
+    for (int i = 0; i < distinct; ++i)
+      if (launch_order[i] == id) return;
+    launch_order[distinct++] = id;
+  }
+};
+
+struct Options {
+  long iterations = 20;
+  bool use_nccl = true;
+};
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: aon-example-cuda [--iterations N] [--no-nccl]\n"
+               "  --iterations N  iterations to run (default 20, 1..1000000)\n"
+               "  --no-nccl       do the all-reduce with MPI on the host instead of NCCL\n");
+}
+
+// Returns 0 on success, 1 for --help, 2 for a bad command line.
+int parse_args(int argc, char** argv, Options& opt) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return 1;
+    if (arg == "--no-nccl") {
+      opt.use_nccl = false;
+    } else if (arg == "--iterations" || arg.rfind("--iterations=", 0) == 0) {
+      const char* value = nullptr;
+      if (arg == "--iterations") {
+        if (i + 1 >= argc) {
+          std::fprintf(stderr, "aon-example-cuda: --iterations needs a value\n");
+          return 2;
+        }
+        value = argv[++i];
+      } else {
+        value = argv[i] + std::strlen("--iterations=");
+      }
+      char* end = nullptr;
+      errno = 0;
+      const long n = std::strtol(value, &end, 10);
+      if (errno != 0 || end == value || *end != '\0' || n < 1 || n > 1000000) {
+        std::fprintf(stderr, "aon-example-cuda: bad --iterations value '%s' (1..1000000)\n",
+                     value);
+        return 2;
+      }
+      opt.iterations = n;
+    } else {
+      std::fprintf(stderr, "aon-example-cuda: unknown argument '%s'\n", arg.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
+
+// Local rank: launcher environment first (Open MPI, Slurm, MPICH/PMI), else the rank in
+// the MPI shared-memory communicator. The communicator is always built (it is collective,
+// so every rank must take part whatever its environment says).
+int local_rank() {
+  MPI_Comm node_comm;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                                &node_comm));
+  int node_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(node_comm, &node_rank));
+  MPI_CHECK(MPI_Comm_free(&node_comm));
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                           "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    errno = 0;
+    const long r = std::strtol(v, &end, 10);
+    if (errno == 0 && end != v && *end == '\0' && r >= 0 && r < 1000000)
+      return static_cast<int>(r);
+  }
+  return node_rank;
+}
+
+// Values the ranks contribute to the all-reduce; sums of small integers, exact in float.
+float comm_value(int rank, long iter, int j) {
+  return static_cast<float>((rank + 1) * (j % 7 + 1)) + static_cast<float>(iter % 64);
+}
+float comm_expected(int world, long iter, int j) {
+  return static_cast<float>((j % 7 + 1) * world * (world + 1) / 2) +
+         static_cast<float>(world * (iter % 64));
+}
+
+float saxpy_scale(long iter) { return 0.5f * static_cast<float>(iter % 4 + 1); }
+float compute_input(long iter, int j) {
+  return static_cast<float>(j % 1000) * 0.25f + static_cast<float>(iter % 16);
+}
+
+float heavy_reference(float in, int rounds) {
+  const float d = in * 1.0e-3f;
+  float acc = 0.0f;
+  for (int r = 0; r < rounds; ++r) acc = std::fmaf(acc, 0.999f, d);
+  return acc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // GPU.md: NVLink multicast (NVLS) must stay off. The launch environment sets it; this is
+  // the default if it did not. Before any NCCL call, which reads the environment once.
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  // Connect NCCL's channels inside ncclCommInitRank (before any NVTX range) rather than
+  // lazily in the first collective, so NCCL's own setup copies stay out of the ranges that
+  // hold the counted work. Only a default: the environment wins.
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+
+  MPI_CHECK(MPI_Init(&argc, &argv));
+  int world = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  const int rank = g_rank;
+
+  Options opt;
+  const int parsed = parse_args(argc, argv, opt);
+  if (parsed != 0) {
+    if (rank == 0) usage(parsed == 1 ? stdout : stderr);
+    MPI_CHECK(MPI_Finalize());
+    return parsed == 1 ? 0 : 2;
+  }
+
+  // ---- device selection: one rank per GPU ------------------------------------------
+  const int lrank = local_rank();  // collective: before anything that can fail alone
+  int device_count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  VERIFY(device_count > 0, "no CUDA device visible to rank %d", rank);
+  const int device = lrank % device_count;
+  CUDA_CHECK(cudaSetDevice(device));
+  if (lrank >= device_count && opt.use_nccl)
+    std::fprintf(stderr,
+                 "aon-example-cuda rank %d: local rank %d shares GPU %d (only %d GPUs); "
+                 "NCCL needs one GPU per rank, use --no-nccl\n",
+                 rank, lrank, device, device_count);
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  if (rank == 0)
+    std::printf("aon-example-cuda: %d ranks, %ld iterations, %s, rank 0 on GPU %d (%s)\n",
+                world, opt.iterations, opt.use_nccl ? "NCCL all-reduce" : "MPI all-reduce",
+                device, prop.name);
+  std::fflush(stdout);
+
+  Counts counts;
+
+  // ---- buffers and streams -----------------------------------------------------------
+  // Blocking streams (cudaStreamCreate): work on them is ordered after earlier work on the
+  // legacy default stream, which the synchronous cudaMemcpy/cudaMemset calls use.
+  cudaStream_t compute_stream = nullptr;
+  cudaStream_t comm_stream = nullptr;
+  CUDA_CHECK(cudaStreamCreate(&compute_stream));
+  CUDA_CHECK(cudaStreamCreate(&comm_stream));
+
+  float* d_params = nullptr;  // 32 floats written by aon_tiny_kernel
+  float* d_x = nullptr;
+  float* d_y = nullptr;
+  float* d_heavy = nullptr;
+  float* d_send = nullptr;
+  float* d_recv = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_params, 32 * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&d_x, kN * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&d_y, kN * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&d_heavy, kN * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&d_send, kCommN * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&d_recv, kCommN * sizeof(float)));
+
+  std::vector<float> h_x(kN);      // pageable
+  std::vector<float> h_heavy(kN);  // pageable
+  float* h_y = nullptr;            // pinned
+  float* h_send = nullptr;         // pinned
+  float* h_recv = nullptr;         // pinned
+  CUDA_CHECK(cudaMallocHost(&h_y, kN * sizeof(float)));
+  CUDA_CHECK(cudaMallocHost(&h_send, kCommN * sizeof(float)));
+  CUDA_CHECK(cudaMallocHost(&h_recv, kCommN * sizeof(float)));
+
+  int sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+  const int grid = std::min((kN + kBlock - 1) / kBlock, sm_count * 32);
+
+  // ---- NCCL communicator over MPI_COMM_WORLD ------------------------------------------
+  ncclComm_t comm = nullptr;
+  if (opt.use_nccl) {
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD));
+    NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));
+
+    // Warm-up all-reduce: NCCL connects its channels lazily on the first collective and
+    // makes copies of its own then; keep that out of the iteration ranges.
+    nvtxRangePushA("nccl_warmup");
+    ++counts.nvtx;
+    CUDA_CHECK(cudaMemset(d_send, 0, kCommN * sizeof(float)));
+    ++counts.memset;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    NCCL_CHECK(ncclAllReduce(d_send, d_recv, kCommN, ncclFloat, ncclSum, comm, comm_stream));
+    ++counts.nccl_allreduce;
+    CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+    nvtxRangePop();
+  }
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+
+  // ---- iterations --------------------------------------------------------------------
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long it = 0; it < opt.iterations; ++it) {
+    const std::string iter_name = "iteration " + std::to_string(it);
+    nvtxRangePushA(iter_name.c_str());
+    ++counts.nvtx;
+    nvtxMarkA(("begin " + iter_name).c_str());
+    ++counts.nvtx;
+
+    // -- compute: three kernels, pageable + pinned copies, memsets --
+    nvtxRangePushA("compute");
+    ++counts.nvtx;
+    for (int j = 0; j < kN; ++j) h_x[j] = compute_input(it, j);
+    CUDA_CHECK(cudaMemcpy(d_x, h_x.data(), kN * sizeof(float), cudaMemcpyHostToDevice));
+    ++counts.memcpy;
+    CUDA_CHECK(cudaMemsetAsync(d_y, 0, kN * sizeof(float), compute_stream));
+    ++counts.memset;
+    const float scale = saxpy_scale(it);
+    aon_tiny_kernel<<<1, 32, 0, compute_stream>>>(d_params, scale);
+    CUDA_CHECK_LAUNCH();
+    counts.launched(kTiny);
+    aon_saxpy_kernel<<<grid, kBlock, 0, compute_stream>>>(d_params, d_x, d_y, kN);
+    CUDA_CHECK_LAUNCH();
+    counts.launched(kSaxpy);
+    aon_heavy_kernel<<<grid, kBlock, 0, compute_stream>>>(d_y, d_heavy, kN, kHeavyRounds);
+    CUDA_CHECK_LAUNCH();
+    counts.launched(kHeavy);
+    CUDA_CHECK(cudaMemcpyAsync(h_y, d_y, kN * sizeof(float), cudaMemcpyDeviceToHost,
+                               compute_stream));
+    ++counts.memcpy;
+    CUDA_CHECK(cudaStreamSynchronize(compute_stream));
+    // Pageable D2H on the legacy default stream, which waits for the blocking compute
+    // stream's work (the heavy kernel).
+    CUDA_CHECK(cudaMemcpy(h_heavy.data(), d_heavy, kN * sizeof(float),
+                          cudaMemcpyDeviceToHost));
+    ++counts.memcpy;
+
+    for (int j = 0; j < kN; ++j) {
+      const float want = scale * h_x[j];
+      VERIFY(h_y[j] == want, "iteration %ld: saxpy y[%d] = %.9g, expected %.9g", it, j,
+             static_cast<double>(h_y[j]), static_cast<double>(want));
+    }
+    for (int s = 0; s < kHeavySamples; ++s) {
+      const int j = static_cast<int>((static_cast<long long>(s) * 16411 + it * 131) % kN);
+      const float want = heavy_reference(h_y[j], kHeavyRounds);
+      VERIFY(h_heavy[j] == want, "iteration %ld: heavy out[%d] = %.9g, expected %.9g", it,
+             j, static_cast<double>(h_heavy[j]), static_cast<double>(want));
+    }
+    nvtxRangePop();  // compute
+
+    // -- communicate: one all-reduce (sum of floats) on its own stream --
+    nvtxRangePushA("communicate");
+    ++counts.nvtx;
+    for (int j = 0; j < kCommN; ++j) h_send[j] = comm_value(rank, it, j);
+    CUDA_CHECK(cudaMemcpyAsync(d_send, h_send, kCommN * sizeof(float),
+                               cudaMemcpyHostToDevice, comm_stream));
+    ++counts.memcpy;
+    CUDA_CHECK(cudaMemset(d_recv, 0xff, kCommN * sizeof(float)));  // NaNs until overwritten
+    ++counts.memset;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (opt.use_nccl) {
+      NCCL_CHECK(ncclAllReduce(d_send, d_recv, kCommN, ncclFloat, ncclSum, comm,
+                               comm_stream));
+      ++counts.nccl_allreduce;
+      CUDA_CHECK(cudaMemcpyAsync(h_recv, d_recv, kCommN * sizeof(float),
+                                 cudaMemcpyDeviceToHost, comm_stream));
+      ++counts.memcpy;
+      CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+    } else {
+      CUDA_CHECK(cudaMemcpyAsync(h_recv, d_send, kCommN * sizeof(float),
+                                 cudaMemcpyDeviceToHost, comm_stream));
+      ++counts.memcpy;
+      CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h_recv, kCommN, MPI_FLOAT, MPI_SUM,
+                              MPI_COMM_WORLD));
+    }
+    for (int j = 0; j < kCommN; ++j) {
+      const float want = comm_expected(world, it, j);
+      VERIFY(h_recv[j] == want, "iteration %ld: all-reduce sum[%d] = %.9g, expected %.9g",
+             it, j, static_cast<double>(h_recv[j]), static_cast<double>(want));
+    }
+    nvtxRangePop();  // communicate
+
+    CUDA_CHECK(cudaDeviceSynchronize());
+    nvtxRangePop();  // iteration
+  }
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+          .count();
+
+  // ---- clean up ----------------------------------------------------------------------
+  CUDA_CHECK(cudaDeviceSynchronize());
+  if (comm != nullptr) {
+    NCCL_CHECK(ncclCommFinalize(comm));
+    NCCL_CHECK(ncclCommDestroy(comm));
+  }
+  CUDA_CHECK(cudaFreeHost(h_recv));
+  CUDA_CHECK(cudaFreeHost(h_send));
+  CUDA_CHECK(cudaFreeHost(h_y));
+  CUDA_CHECK(cudaFree(d_recv));
+  CUDA_CHECK(cudaFree(d_send));
+  CUDA_CHECK(cudaFree(d_heavy));
+  CUDA_CHECK(cudaFree(d_y));
+  CUDA_CHECK(cudaFree(d_x));
+  CUDA_CHECK(cudaFree(d_params));
+  CUDA_CHECK(cudaStreamDestroy(comm_stream));
+  CUDA_CHECK(cudaStreamDestroy(compute_stream));
+
+  std::string names;
+  for (int i = 0; i < counts.distinct; ++i) {
+    if (i > 0) names += ',';
+    names += kKernelNames[counts.launch_order[i]];
+  }
+  if (rank == 0)
+    std::printf("aon-example-cuda: %ld iterations in %.1f ms (%.3f ms/iteration)\n",
+                opt.iterations, elapsed_ms, elapsed_ms / static_cast<double>(opt.iterations));
+  std::printf("AON_EXPECT rank=%d kernels=%ld memcpy=%ld memset=%ld nvtx=%ld "
+              "nccl_allreduce=%ld kernel_names=%s\n",
+              rank, counts.kernels, counts.memcpy, counts.memset, counts.nvtx,
+              counts.nccl_allreduce, names.c_str());
+  std::printf("AON_EXAMPLE_OK rank=%d\n", rank);
+  std::fflush(stdout);
+
+  MPI_CHECK(MPI_Finalize());
+  return 0;
+}
