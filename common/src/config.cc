@@ -4,8 +4,8 @@
 
 namespace aon {
 
-const std::array<ConfigVariable, 6>& AgentConfigVariables() {
-  static const std::array<ConfigVariable, 6> vars = {{
+const std::array<ConfigVariable, 7>& AgentConfigVariables() {
+  static const std::array<ConfigVariable, 7> vars = {{
       {"AON_OUTPUT_DIR", "", "directory for the per-rank trace files (set by aon-run / srun --aon)"},
       {"AON_KINDS", "default",
        "record kinds to capture: all, default, or a list of kernels,memcpy,memset,sync,api,nvtx,nccl"},
@@ -13,6 +13,9 @@ const std::array<ConfigVariable, 6>& AgentConfigVariables() {
       {"AON_SOURCE", "cupti", "GPU activity source: cupti (real GPUs) or synthetic (labeled fake GPU for CPU-only demos and tests)"},
       {"AON_VERBOSE", "0", "1 prints the agent's progress to stderr"},
       {"AON_JOB_ID", "", "job id written into every rank file (default: from Slurm/Open MPI)"},
+      {"AON_LAUNCHER_PARENT_PID", "",
+       "set by aon-run for launchers such as torchrun: a process whose parent has this pid is the "
+       "launcher itself, not a rank, and records nothing"},
   }};
   return vars;
 }
@@ -60,9 +63,10 @@ StatusOr<uint64_t> ParseSize(std::string_view text) {
   size_t i = 0;
   uint64_t v = 0;
   while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-    uint64_t next = v * 10 + static_cast<uint64_t>(text[i] - '0');
-    if (next < v) return InvalidArgument("size '" + std::string(text) + "' overflows");
-    v = next;
+    const auto digit = static_cast<uint64_t>(text[i] - '0');
+    // Checked before multiplying: a wrapped product can still compare >= v.
+    if (v > (UINT64_MAX - digit) / 10) return InvalidArgument("size '" + std::string(text) + "' overflows");
+    v = v * 10 + digit;
     ++i;
   }
   if (i == 0) return InvalidArgument("size '" + std::string(text) + "' does not start with a number");
@@ -100,6 +104,7 @@ StatusOr<AgentConfig> LoadAgentConfig(const EnvLookupFn& lookup) {
     c.source = src;
   }
   if (std::string v = get("AON_VERBOSE"); !v.empty()) c.verbose = std::atoi(v.c_str());
+  if (std::string v = get("AON_LAUNCHER_PARENT_PID"); !v.empty()) c.launcher_parent_pid = std::atol(v.c_str());
   return c;
 }
 

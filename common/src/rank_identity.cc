@@ -37,10 +37,14 @@ RankIdentity DetectRankIdentity(const EnvLookup& lookup) {
     if (ParseInt(env("SLURM_LOCALID"), &v)) id.local_rank = v;
     const char* tpn = env("SLURM_STEP_TASKS_PER_NODE");
     if (ParseInt(tpn, &v)) id.local_size = v;
-  } else if (ParseInt(env("RANK"), &v) && ParseInt(env("WORLD_SIZE"), &id.world_size) &&
+  } else if (int32_t torch_world = 0;
+             ParseInt(env("RANK"), &v) && ParseInt(env("WORLD_SIZE"), &torch_world) &&
              (env("TORCHELASTIC_RUN_ID") != nullptr || env("MASTER_ADDR") != nullptr)) {
+    // Parsed into a local: a stray WORLD_SIZE without torchrun must not leak into
+    // the identity of a lone process.
     id.launcher = "torchrun";
     id.rank = v;
+    id.world_size = torch_world;
     if (ParseInt(env("LOCAL_RANK"), &v)) id.local_rank = v;
     if (ParseInt(env("LOCAL_WORLD_SIZE"), &v)) id.local_size = v;
   } else if (ParseInt(env("PMIX_RANK"), &v)) {

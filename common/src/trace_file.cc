@@ -23,8 +23,10 @@ void SilenceHdf5() {
 
 herr_t CollectError(unsigned n, const H5E_error2_t* err, void* data) {
   auto* out = static_cast<std::string*>(data);
-  // Walking downward: the first entry is the innermost, most specific error.
-  if (n == 0 && err->desc != nullptr) *out = err->desc;
+  // Walking downward goes from the API call to the innermost, most specific
+  // error: keep the last entry.
+  (void)n;
+  if (err->desc != nullptr) *out = err->desc;
   return 0;
 }
 

@@ -1,0 +1,644 @@
+// Timeline -> Chrome trace-event JSON, streamed kind by kind from the timeline
+// file. Events need not be in time order: both viewers sort on load.
+#include "aon/merge/chrome_trace.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "aon/records.h"
+#include "aon/string_table.h"
+#include "aon/trace_file.h"
+#include "aon/trace_format.h"
+#include "output_file.h"
+
+namespace aon::merge {
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  auto cont = [&](size_t i) { return i < n && (p[i] & 0xC0) == 0x80; };
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      switch (c) {
+        case '"':
+          out->append("\\\"");
+          break;
+        case '\\':
+          out->append("\\\\");
+          break;
+        case '\n':
+          out->append("\\n");
+          break;
+        case '\r':
+          out->append("\\r");
+          break;
+        case '\t':
+          out->append("\\t");
+          break;
+        case '\b':
+          out->append("\\b");
+          break;
+        case '\f':
+          out->append("\\f");
+          break;
+        default:
+          if (c < 0x20) {
+            out->append("\\u00");
+            out->push_back(kHex[c >> 4]);
+            out->push_back(kHex[c & 0xF]);
+          } else {
+            out->push_back(static_cast<char>(c));
+          }
+      }
+      ++i;
+      continue;
+    }
+    // Length of a well-formed UTF-8 sequence starting here (RFC 3629: no
+    // overlong forms, no surrogates, nothing above U+10FFFF), or 0.
+    size_t len = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = cont(i + 1) ? 2 : 0;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80;
+      const unsigned char hi = c == 0xED ? 0x9F : 0xBF;
+      len = (i + 1 < n && p[i + 1] >= lo && p[i + 1] <= hi && cont(i + 2)) ? 3 : 0;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned char lo = c == 0xF0 ? 0x90 : 0x80;
+      const unsigned char hi = c == 0xF4 ? 0x8F : 0xBF;
+      len = (i + 1 < n && p[i + 1] >= lo && p[i + 1] <= hi && cont(i + 2) && cont(i + 3)) ? 4 : 0;
+    }
+    if (len == 0) {
+      out->append("\xEF\xBF\xBD");  // U+FFFD for the one bad byte
+      ++i;
+    } else {
+      out->append(reinterpret_cast<const char*>(p + i), len);
+      i += len;
+    }
+  }
+  out->push_back('"');
+}
+
+namespace {
+
+// Synthetic track ids start above any Linux thread id (pid_max <= 2^22).
+constexpr int64_t kFirstTrackTid = int64_t{1} << 30;
+constexpr uint64_t kChunkRecords = 1 << 16;
+constexpr size_t kFlushBytes = 1 << 20;
+
+const char* MemcpyName(uint8_t copy_kind) {
+  switch (copy_kind) {
+    case 1:
+      return "Memcpy HtoD";
+    case 2:
+      return "Memcpy DtoH";
+    case 3:
+      return "Memcpy HtoA";
+    case 4:
+      return "Memcpy AtoH";
+    case 5:
+      return "Memcpy AtoA";
+    case 6:
+      return "Memcpy AtoD";
+    case 7:
+      return "Memcpy DtoA";
+    case 8:
+      return "Memcpy DtoD";
+    case 9:
+      return "Memcpy HtoH";
+    case 10:
+      return "Memcpy PtoP";
+    default:
+      return "Memcpy";
+  }
+}
+
+const char* SyncName(uint32_t sync_type) {
+  switch (sync_type) {
+    case 1:
+      return "Sync: event";
+    case 2:
+      return "Sync: stream wait event";
+    case 3:
+      return "Sync: stream";
+    case 4:
+      return "Sync: context";
+    default:
+      return "Sync";
+  }
+}
+
+const char* NcclTypeName(uint8_t type) {
+  switch (type) {
+    case 1:
+      return "coll";
+    case 2:
+      return "p2p";
+    case 3:
+      return "kernel channel";
+    case 4:
+      return "group";
+    default:
+      return "unknown";
+  }
+}
+
+// Just the two columns the flow pass needs; the reader matches members by name.
+struct RankCorrelation {
+  uint32_t rank;
+  uint32_t correlation_id;
+};
+
+TableSchema RankCorrelationSchema(const std::string& table) {
+  return TableSchema{
+      table,
+      sizeof(RankCorrelation),
+      {Field{"rank", offsetof(RankCorrelation, rank), FieldType::kU32},
+       Field{"correlation_id", offsetof(RankCorrelation, correlation_id), FieldType::kU32}}};
+}
+
+uint64_t FlowKey(uint32_t rank, uint32_t correlation_id) {
+  return (uint64_t{rank} << 32) | correlation_id;
+}
+
+// Calls f(const Merged<T>&) for every record of the timeline's T table, reading
+// a bounded chunk at a time.
+template <typename T, typename F>
+Status ForEachMerged(const TraceReader& reader, F&& f) {
+  AON_ASSIGN_OR_RETURN(uint64_t n, reader.TableSize(MergedSchemaOf<T>()));
+  std::vector<Merged<T>> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
+  for (uint64_t first = 0; first < n; first += kChunkRecords) {
+    const uint64_t count = std::min(kChunkRecords, n - first);
+    AON_RETURN_IF_ERROR(reader.ReadTable(MergedSchemaOf<T>(), first, count, chunk.data()));
+    for (uint64_t i = 0; i < count; ++i) f(chunk[i]);
+  }
+  return Status::Ok();
+}
+
+Status CollectKeys(const TraceReader& reader, const std::string& table,
+                   std::vector<uint64_t>* keys) {
+  const TableSchema schema = RankCorrelationSchema(table);
+  AON_ASSIGN_OR_RETURN(uint64_t n, reader.TableSize(schema));
+  std::vector<RankCorrelation> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
+  for (uint64_t first = 0; first < n; first += kChunkRecords) {
+    const uint64_t count = std::min(kChunkRecords, n - first);
+    AON_RETURN_IF_ERROR(reader.ReadTable(schema, first, count, chunk.data()));
+    for (uint64_t i = 0; i < count; ++i) {
+      if (chunk[i].correlation_id != 0)
+        keys->push_back(FlowKey(chunk[i].rank, chunk[i].correlation_id));
+    }
+  }
+  return Status::Ok();
+}
+
+void SortUnique(std::vector<uint64_t>* v) {
+  std::sort(v->begin(), v->end());
+  v->erase(std::unique(v->begin(), v->end()), v->end());
+}
+
+class TraceJsonWriter {
+ public:
+  TraceJsonWriter(AtomicTextFile* file, const StringTable* strings, uint64_t t0)
+      : file_(file), strings_(strings), t0_(t0) {}
+
+  const std::string& Str(uint32_t id) const { return strings_->Get(id); }
+
+  // {"ph":..,"name":..,"cat":..,"pid":..,"tid":..  (closed by End()).
+  void Begin(char ph, std::string_view name, std::string_view cat, uint32_t pid, int64_t tid) {
+    if (events_ > 0) buf_ += ",\n";
+    ++events_;
+    buf_ += "{\"ph\":\"";
+    buf_.push_back(ph);
+    buf_ += "\",\"name\":";
+    AppendJsonString(&buf_, name);
+    if (!cat.empty()) {
+      buf_ += ",\"cat\":";
+      AppendJsonString(&buf_, cat);
+    }
+    buf_ += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
+    args_open_ = false;
+  }
+  void Ts(uint64_t t) {
+    buf_ += ",\"ts\":";
+    AppendMicros(t >= t0_ ? t - t0_ : 0, t < t0_ ? t0_ - t : 0);
+  }
+  void Dur(uint64_t start, uint64_t end) {
+    buf_ += ",\"dur\":";
+    AppendMicros(end > start ? end - start : 0, 0);
+  }
+  void Raw(std::string_view key, std::string_view json_value) {
+    buf_ += ",\"";
+    buf_ += key;
+    buf_ += "\":";
+    buf_ += json_value;
+  }
+  void ArgU(std::string_view key, uint64_t v) {
+    ArgKey(key);
+    buf_ += std::to_string(v);
+  }
+  void ArgI(std::string_view key, int64_t v) {
+    ArgKey(key);
+    buf_ += std::to_string(v);
+  }
+  void ArgS(std::string_view key, std::string_view v) {
+    ArgKey(key);
+    AppendJsonString(&buf_, v);
+  }
+  void ArgDim3(std::string_view key, int32_t x, int32_t y, int32_t z) {
+    ArgKey(key);
+    buf_ += "[" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "]";
+  }
+  void End() {
+    if (args_open_) buf_ += "}";
+    buf_ += "}";
+    if (buf_.size() >= kFlushBytes) Flush();
+  }
+
+  void Metadata(std::string_view what, uint32_t pid, int64_t tid, std::string_view name) {
+    Begin('M', what, "", pid, tid);
+    ArgS("name", name);
+    End();
+  }
+  void SortIndex(std::string_view what, uint32_t pid, int64_t tid, int64_t index) {
+    Begin('M', what, "", pid, tid);
+    ArgI("sort_index", index);
+    End();
+  }
+
+  void Text(std::string_view s) { buf_ += s; }
+  void Flush() {
+    file_->Write(buf_);
+    buf_.clear();
+  }
+  uint64_t events() const { return events_; }
+
+ private:
+  void ArgKey(std::string_view key) {
+    buf_ += args_open_ ? "," : ",\"args\":{";
+    args_open_ = true;
+    AppendJsonString(&buf_, key);
+    buf_ += ":";
+  }
+  // Exact decimal microseconds from nanoseconds: no floating-point rounding.
+  void AppendMicros(uint64_t after_ns, uint64_t before_ns) {
+    const uint64_t v = after_ns > 0 ? after_ns : before_ns;
+    char text[48];
+    std::snprintf(text, sizeof(text), "%s%" PRIu64 ".%03u", before_ns > 0 ? "-" : "", v / 1000,
+                  static_cast<unsigned>(v % 1000));
+    buf_ += text;
+  }
+
+  AtomicTextFile* file_;
+  const StringTable* strings_;
+  uint64_t t0_;
+  std::string buf_;
+  uint64_t events_ = 0;
+  bool args_open_ = false;
+};
+
+class Exporter {
+ public:
+  Exporter(const TraceReader& reader, TraceJsonWriter& out, std::vector<RankSummary> ranks)
+      : reader_(reader), out_(out), ranks_(std::move(ranks)) {}
+
+  Status Run(ChromeTraceStats* stats) {
+    AON_RETURN_IF_ERROR(CollectFlows());
+    AON_RETURN_IF_ERROR(ForEachMerged<KernelRecord>(reader_, [&](const auto& m) { Kernel(m); }));
+    AON_RETURN_IF_ERROR(ForEachMerged<MemcpyRecord>(reader_, [&](const auto& m) { Memcpy(m); }));
+    AON_RETURN_IF_ERROR(ForEachMerged<MemsetRecord>(reader_, [&](const auto& m) { Memset(m); }));
+    AON_RETURN_IF_ERROR(ForEachMerged<SyncRecord>(reader_, [&](const auto& m) { Sync(m); }));
+    AON_RETURN_IF_ERROR(ForEachMerged<ApiRecord>(reader_, [&](const auto& m) { Api(m); }));
+    AON_RETURN_IF_ERROR(ForEachMerged<NvtxRecord>(reader_, [&](const auto& m) { Nvtx(m); }));
+    AON_RETURN_IF_ERROR(ForEachMerged<NcclRecord>(reader_, [&](const auto& m) { Nccl(m); }));
+    if (stats != nullptr) stats->flows = flows_;
+    return Status::Ok();
+  }
+
+ private:
+  // An API call gets an arrow to its GPU work only when both ends are in the
+  // timeline: a dangling flow end clutters viewers and bloats the file.
+  Status CollectFlows() {
+    std::vector<uint64_t> api, gpu;
+    AON_RETURN_IF_ERROR(CollectKeys(reader_, RecordKindName(RecordKind::kApi), &api));
+    for (RecordKind k : {RecordKind::kKernel, RecordKind::kMemcpy, RecordKind::kMemset}) {
+      AON_RETURN_IF_ERROR(CollectKeys(reader_, RecordKindName(k), &gpu));
+    }
+    SortUnique(&api);
+    SortUnique(&gpu);
+    std::set_intersection(api.begin(), api.end(), gpu.begin(), gpu.end(),
+                          std::back_inserter(linked_));
+    return Status::Ok();
+  }
+  bool Linked(uint32_t rank, uint32_t correlation_id) const {
+    return correlation_id != 0 &&
+           std::binary_search(linked_.begin(), linked_.end(), FlowKey(rank, correlation_id));
+  }
+  void Flow(char ph, uint32_t rank, int64_t tid, uint64_t ts, uint32_t correlation_id) {
+    out_.Begin(ph, "launch", "flow", rank, tid);
+    out_.Raw("id", std::to_string(FlowKey(rank, correlation_id)));
+    if (ph == 'f') {
+      out_.Raw("bp", "\"e\"");
+    } else {
+      ++flows_;
+    }
+    out_.Ts(ts);
+    out_.End();
+  }
+
+  int64_t NewTrack(uint32_t rank, const std::string& name) {
+    const int64_t tid = next_track_tid_++;
+    out_.Metadata("thread_name", rank, tid, name);
+    out_.SortIndex("thread_sort_index", rank, tid, tid);
+    return tid;
+  }
+  int64_t GpuTrack(uint32_t rank, uint32_t device, uint32_t stream) {
+    auto key = std::make_tuple(rank, device, stream);
+    auto it = gpu_tracks_.find(key);
+    if (it != gpu_tracks_.end()) return it->second;
+    std::string name = device == UINT32_MAX
+                           ? "GPU stream " + std::to_string(stream)
+                           : "GPU " + std::to_string(device) + " stream " + std::to_string(stream);
+    stream_device_.emplace(std::make_pair(rank, stream), device);
+    return gpu_tracks_.emplace(key, NewTrack(rank, name)).first->second;
+  }
+  int64_t NamedTrack(uint32_t rank, const std::string& name) {
+    auto key = std::make_pair(rank, name);
+    auto it = named_tracks_.find(key);
+    if (it != named_tracks_.end()) return it->second;
+    return named_tracks_.emplace(key, NewTrack(rank, name)).first->second;
+  }
+  int64_t CpuThread(uint32_t rank, uint32_t tid) {
+    if (cpu_threads_.insert(std::make_pair(rank, tid)).second) {
+      const bool main = rank < ranks_.size() && ranks_[rank].pid == static_cast<int64_t>(tid);
+      out_.Metadata("thread_name", rank, tid,
+                    (main ? "main thread " : "thread ") + std::to_string(tid));
+    }
+    return tid;
+  }
+
+  void Kernel(const Merged<KernelRecord>& m) {
+    const KernelRecord& r = m.record;
+    const int64_t tid = GpuTrack(m.rank, r.device_id, r.stream_id);
+    const std::string& name = out_.Str(r.name_id);
+    out_.Begin('X', name.empty() ? "kernel" : name, "kernel", m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    out_.ArgU("correlation_id", r.correlation_id);
+    out_.ArgU("device", r.device_id);
+    out_.ArgU("context", r.context_id);
+    out_.ArgU("stream", r.stream_id);
+    out_.ArgDim3("grid", r.grid_x, r.grid_y, r.grid_z);
+    out_.ArgDim3("block", r.block_x, r.block_y, r.block_z);
+    out_.ArgU("registers_per_thread", r.registers_per_thread);
+    out_.ArgU("static_shared_bytes", r.static_shared_bytes);
+    out_.ArgU("dynamic_shared_bytes", r.dynamic_shared_bytes);
+    if (r.graph_id != 0 || r.graph_node_id != 0) {
+      out_.ArgU("graph_id", r.graph_id);
+      out_.ArgU("graph_node_id", r.graph_node_id);
+    }
+    out_.End();
+    if (Linked(m.rank, r.correlation_id)) Flow('f', m.rank, tid, r.start_ns, r.correlation_id);
+  }
+
+  void Memcpy(const Merged<MemcpyRecord>& m) {
+    const MemcpyRecord& r = m.record;
+    const int64_t tid = GpuTrack(m.rank, r.device_id, r.stream_id);
+    out_.Begin('X', MemcpyName(r.copy_kind), "memcpy", m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    out_.ArgU("bytes", r.bytes);
+    out_.ArgU("copy_kind", r.copy_kind);
+    out_.ArgU("src_kind", r.src_kind);
+    out_.ArgU("dst_kind", r.dst_kind);
+    out_.ArgU("src_device", r.src_device_id);
+    out_.ArgU("dst_device", r.dst_device_id);
+    out_.ArgU("async", r.flags & 1u);
+    out_.ArgU("correlation_id", r.correlation_id);
+    out_.ArgU("device", r.device_id);
+    out_.ArgU("context", r.context_id);
+    out_.ArgU("stream", r.stream_id);
+    out_.End();
+    if (Linked(m.rank, r.correlation_id)) Flow('f', m.rank, tid, r.start_ns, r.correlation_id);
+  }
+
+  void Memset(const Merged<MemsetRecord>& m) {
+    const MemsetRecord& r = m.record;
+    const int64_t tid = GpuTrack(m.rank, r.device_id, r.stream_id);
+    out_.Begin('X', "Memset", "memset", m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    out_.ArgU("bytes", r.bytes);
+    out_.ArgU("value", r.value);
+    out_.ArgU("memory_kind", r.memory_kind);
+    out_.ArgU("async", r.flags & 1u);
+    out_.ArgU("correlation_id", r.correlation_id);
+    out_.ArgU("device", r.device_id);
+    out_.ArgU("context", r.context_id);
+    out_.ArgU("stream", r.stream_id);
+    out_.End();
+    if (Linked(m.rank, r.correlation_id)) Flow('f', m.rank, tid, r.start_ns, r.correlation_id);
+  }
+
+  void Sync(const Merged<SyncRecord>& m) {
+    const SyncRecord& r = m.record;
+    int64_t tid = 0;
+    if (r.stream_id == UINT32_MAX) {
+      tid = NamedTrack(m.rank, "sync");
+    } else {
+      // Sync records carry no device: use the one this stream's work ran on.
+      auto it = stream_device_.find(std::make_pair(m.rank, r.stream_id));
+      tid = GpuTrack(m.rank, it != stream_device_.end() ? it->second : UINT32_MAX, r.stream_id);
+    }
+    out_.Begin('X', SyncName(r.sync_type), "sync", m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    out_.ArgU("sync_type", r.sync_type);
+    out_.ArgU("event_id", r.event_id);
+    if (r.stream_id != UINT32_MAX) out_.ArgU("stream", r.stream_id);
+    out_.ArgU("context", r.context_id);
+    out_.ArgU("correlation_id", r.correlation_id);
+    out_.End();
+  }
+
+  void Api(const Merged<ApiRecord>& m) {
+    const ApiRecord& r = m.record;
+    const int64_t tid = CpuThread(m.rank, r.thread_id);
+    const std::string& name = out_.Str(r.name_id);
+    const bool driver = r.domain == static_cast<uint8_t>(ApiDomain::kDriver);
+    out_.Begin('X', name.empty() ? "cuda api" : name, driver ? "cuda_driver" : "cuda_runtime",
+               m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    out_.ArgU("correlation_id", r.correlation_id);
+    out_.ArgU("callback_id", r.callback_id);
+    out_.ArgI("return_value", r.return_value);
+    out_.ArgS("domain", driver ? "driver" : "runtime");
+    out_.End();
+    if (Linked(m.rank, r.correlation_id)) Flow('s', m.rank, tid, r.start_ns, r.correlation_id);
+  }
+
+  void Nvtx(const Merged<NvtxRecord>& m) {
+    const NvtxRecord& r = m.record;
+    const int64_t tid = CpuThread(m.rank, r.thread_id);
+    const std::string& domain = out_.Str(r.domain_id);
+    const std::string cat = "nvtx:" + (domain.empty() ? std::string("default") : domain);
+    const std::string& name = out_.Str(r.name_id);
+    const std::string_view shown = name.empty() ? std::string_view("nvtx range") : name;
+    auto args = [&] {
+      out_.ArgU("category", r.category);
+      char color[16];
+      std::snprintf(color, sizeof(color), "#%08x", r.color);
+      if (r.color != 0) out_.ArgS("color", color);
+      out_.ArgU("depth", r.depth);
+      out_.ArgS("domain", domain.empty() ? "default" : domain);
+    };
+    if (r.type == static_cast<uint8_t>(NvtxType::kMark)) {
+      out_.Begin('i', name.empty() ? "nvtx mark" : shown, cat, m.rank, tid);
+      out_.Raw("s", "\"t\"");
+      out_.Ts(r.start_ns);
+      args();
+      out_.End();
+    } else if (r.type == static_cast<uint8_t>(NvtxType::kStartEnd)) {
+      // Start/end ranges may cross threads and overlap: async slices.
+      const std::string id = std::to_string(++async_ids_);
+      out_.Begin('b', shown, cat, m.rank, tid);
+      out_.Raw("id", id);
+      out_.Ts(r.start_ns);
+      args();
+      out_.End();
+      out_.Begin('e', shown, cat, m.rank, tid);
+      out_.Raw("id", id);
+      out_.Ts(std::max(r.start_ns, r.end_ns));
+      out_.End();
+    } else {
+      out_.Begin('X', shown, cat, m.rank, tid);
+      out_.Ts(r.start_ns);
+      out_.Dur(r.start_ns, r.end_ns);
+      args();
+      out_.End();
+    }
+  }
+
+  void Nccl(const Merged<NcclRecord>& m) {
+    const NcclRecord& r = m.record;
+    const int64_t tid = NamedTrack(m.rank, "NCCL");
+    const std::string& func = out_.Str(r.func_id);
+    out_.Begin('X', func.empty() ? "NCCL" : func, "nccl", m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    char hash[24];
+    std::snprintf(hash, sizeof(hash), "0x%016" PRIx64, r.comm_hash);
+    out_.ArgS("comm_hash", hash);
+    out_.ArgU("seq_number", r.seq_number);
+    out_.ArgU("count", r.count);
+    out_.ArgU("bytes", r.bytes);
+    out_.ArgS("func", func);
+    out_.ArgS("algo", out_.Str(r.algo_id));
+    out_.ArgS("proto", out_.Str(r.proto_id));
+    out_.ArgS("datatype", out_.Str(r.datatype_id));
+    out_.ArgI("root", r.root);
+    out_.ArgI("peer", r.peer);
+    out_.ArgU("n_channels", r.n_channels);
+    out_.ArgU("n_warps", r.n_warps);
+    out_.ArgU("stream", r.stream_id);
+    out_.ArgI("channel_id", r.channel_id);
+    out_.ArgS("event_type", NcclTypeName(r.event_type));
+    out_.End();
+  }
+
+  const TraceReader& reader_;
+  TraceJsonWriter& out_;
+  std::vector<RankSummary> ranks_;  // indexed by rank
+  std::vector<uint64_t> linked_;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, int64_t> gpu_tracks_;
+  std::map<std::pair<uint32_t, std::string>, int64_t> named_tracks_;
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> stream_device_;
+  std::set<std::pair<uint32_t, uint32_t>> cpu_threads_;
+  int64_t next_track_tid_ = kFirstTrackTid;
+  uint64_t async_ids_ = 0;
+  uint64_t flows_ = 0;
+};
+
+std::string MetaStringOr(const TraceReader& r, std::string_view name) {
+  auto v = r.GetMetaString(name);
+  return v.ok() ? *v : std::string();
+}
+
+}  // namespace
+
+Status ExportChromeTrace(const std::string& timeline_path, const std::string& json_path,
+                         ChromeTraceStats* stats) {
+  AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
+  if (reader->kind() != FileKind::kTimeline) {
+    return InvalidArgument("'" + timeline_path + "' is a rank trace, not a merged timeline");
+  }
+  AON_ASSIGN_OR_RETURN(StringTable strings, reader->ReadStrings());
+  AON_ASSIGN_OR_RETURN(int64_t t0, reader->GetMetaInt("start_ns"));
+  AON_ASSIGN_OR_RETURN(std::vector<RankSummary> rows,
+                       reader->ReadAllOf<RankSummary>(RankSummarySchema(), "meta"));
+  std::set<uint32_t> synthetic;
+  {
+    const std::string list = MetaStringOr(*reader, "synthetic_ranks");
+    size_t pos = 0;
+    while (pos < list.size()) {
+      size_t comma = list.find(',', pos);
+      if (comma == std::string::npos) comma = list.size();
+      synthetic.insert(
+          static_cast<uint32_t>(std::strtoul(list.substr(pos, comma - pos).c_str(), nullptr, 10)));
+      pos = comma + 1;
+    }
+  }
+  // Rows are written in rank order, one per rank; index them by rank anyway.
+  std::vector<RankSummary> by_rank;
+  for (const RankSummary& row : rows) {
+    if (row.rank >= by_rank.size()) by_rank.resize(row.rank + 1, RankSummary{});
+    by_rank[row.rank] = row;
+  }
+
+  AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(json_path));
+  TraceJsonWriter out(file.get(), &strings, static_cast<uint64_t>(t0));
+  out.Text("{\"traceEvents\":[\n");
+  for (const RankSummary& row : rows) {
+    if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
+    std::string name = "rank " + std::to_string(row.rank);
+    if (!strings.Get(row.host_id).empty()) name += " @ " + strings.Get(row.host_id);
+    if (synthetic.count(row.rank) > 0) name += " [SYNTHETIC]";
+    out.Metadata("process_name", row.rank, 0, name);
+    out.SortIndex("process_sort_index", row.rank, 0, row.rank);
+  }
+  Exporter exporter(*reader, out, std::move(by_rank));
+  AON_RETURN_IF_ERROR(exporter.Run(stats).WithContext("exporting '" + timeline_path + "'"));
+
+  // displayTimeUnit after the events: some older Perfetto builds read it from the
+  // start of the file and then took ts as nanoseconds.
+  std::string tail = "\n],\"displayTimeUnit\":\"ns\",\"metadata\":{\"generator\":\"aon-merge\"";
+  auto add = [&](const char* key, const std::string& value) {
+    tail += ",\"";
+    tail += key;
+    tail += "\":";
+    AppendJsonString(&tail, value);
+  };
+  add("timeline", timeline_path);
+  add("job_id", MetaStringOr(*reader, "job_id"));
+  add("source", MetaStringOr(*reader, "source"));
+  add("clock_note", MetaStringOr(*reader, "clock_note"));
+  add("start_ns", std::to_string(t0));
+  add("time_origin", "ts 0 = start_ns on the timeline clock; ts and dur in microseconds");
+  tail += "}}\n";
+  out.Text(tail);
+  out.Flush();
+  if (stats != nullptr) stats->events = out.events();
+  return file->Commit();
+}
+
+}  // namespace aon::merge

@@ -1,0 +1,30 @@
+// aon-inspect FILE [--json]: what a rank trace or a merged timeline holds.
+// Exit status: 0 printed, 1 the file could not be read (the message names it),
+// 2 bad command line.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "aon/merge/inspect.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"aon-inspect: show what an AON rank trace or merged timeline holds"};
+  std::string path;
+  bool json = false;
+  app.add_option("file", path, "rank-NNNNN.h5 or timeline.h5")->required();
+  app.add_flag("--json", json, "machine-readable output (fields: merge/README.md)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  auto inspection = aon::merge::InspectFile(path);
+  if (!inspection.ok()) {
+    std::fprintf(stderr, "aon-inspect: error: %s\n", inspection.status().message().c_str());
+    return 1;
+  }
+  const std::string text =
+      json ? aon::merge::InspectionToJson(*inspection) : aon::merge::InspectionToText(*inspection);
+  std::fputs(text.c_str(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}

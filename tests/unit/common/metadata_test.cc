@@ -1,0 +1,239 @@
+// RankMetadata and StringTable round trips through real files.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "aon/string_table.h"
+#include "aon/trace_file.h"
+#include "trace_test_util.h"
+
+namespace aon {
+namespace {
+
+using testing::TempDir;
+
+RankMetadata FullMetadata() {
+  RankMetadata m;
+  m.job_id = "1234.0";
+  m.rank = 5;
+  m.local_rank = 1;
+  m.world_size = 16;
+  m.local_size = 4;
+  m.host = "gpu-node-07";
+  m.pid = 987654;
+  m.launcher = "slurm";
+  m.clock_domain = "CLOCK_MONOTONIC_RAW";
+  m.anchor_clock_ns = 123'456'789'012;
+  m.anchor_realtime_ns = 1'790'000'000'123'456'789;
+  m.clock_offset_ns = -45'678;
+  m.clock_drift_ppm = 1.25;
+  m.clock_error_bound_ns = 900;
+  m.clock_synchronized = true;
+  m.source = "synthetic";
+  m.kinds = "kernels,memcpy,api";
+  m.memory_cap_bytes = 64ull << 20;
+  m.agent_version = "0.1.0-test";
+  m.start_ns = 123'000'000'000;
+  m.end_ns = 129'000'000'000;
+  m.end_reason = "signal SIGTERM";
+  for (size_t i = 0; i < kRecordKindCount; ++i) m.dropped[i] = 1000 * i + 3;
+  m.notes = {"CUPTI unavailable: another profiler holds the subscriber", "memory cap reached",
+             "ünïcödé note ✓"};
+  m.devices = {DeviceInfo{0, 1, 2, 132, 150'000'000'000, 9, 0},
+               DeviceInfo{1, 3, 2, 132, 150'000'000'000, 9, 0}};
+  return m;
+}
+
+void ExpectSameMetadata(const RankMetadata& a, const RankMetadata& b) {
+  EXPECT_EQ(a.job_id, b.job_id);
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.local_rank, b.local_rank);
+  EXPECT_EQ(a.world_size, b.world_size);
+  EXPECT_EQ(a.local_size, b.local_size);
+  EXPECT_EQ(a.host, b.host);
+  EXPECT_EQ(a.pid, b.pid);
+  EXPECT_EQ(a.launcher, b.launcher);
+  EXPECT_EQ(a.clock_domain, b.clock_domain);
+  EXPECT_EQ(a.anchor_clock_ns, b.anchor_clock_ns);
+  EXPECT_EQ(a.anchor_realtime_ns, b.anchor_realtime_ns);
+  EXPECT_EQ(a.clock_offset_ns, b.clock_offset_ns);
+  EXPECT_EQ(a.clock_drift_ppm, b.clock_drift_ppm);
+  EXPECT_EQ(a.clock_error_bound_ns, b.clock_error_bound_ns);
+  EXPECT_EQ(a.clock_synchronized, b.clock_synchronized);
+  EXPECT_EQ(a.source, b.source);
+  EXPECT_EQ(a.kinds, b.kinds);
+  EXPECT_EQ(a.memory_cap_bytes, b.memory_cap_bytes);
+  EXPECT_EQ(a.agent_version, b.agent_version);
+  EXPECT_EQ(a.start_ns, b.start_ns);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.end_reason, b.end_reason);
+  EXPECT_EQ(a.dropped, b.dropped);
+  EXPECT_EQ(a.notes, b.notes);
+  ASSERT_EQ(a.devices.size(), b.devices.size());
+  for (size_t i = 0; i < a.devices.size(); ++i) {
+    EXPECT_TRUE(testing::FieldsEqual(DeviceInfoSchema(), &a.devices[i], &b.devices[i]));
+  }
+}
+
+StatusOr<RankMetadata> WriteAndRead(const TempDir& dir, const RankMetadata& m) {
+  const std::string path = dir.File("rank.h5");
+  AON_ASSIGN_OR_RETURN(auto writer, TraceWriter::Create(path, FileKind::kRank));
+  AON_RETURN_IF_ERROR(writer->WriteRankMetadata(m));
+  AON_RETURN_IF_ERROR(writer->WriteStrings(StringTable()));
+  AON_RETURN_IF_ERROR(writer->Finish());
+  AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(path));
+  return reader->ReadRankMetadata();
+}
+
+TEST(FormatMetadata, EveryFieldRoundTrips) {
+  TempDir dir;
+  const RankMetadata m = FullMetadata();
+  auto back = WriteAndRead(dir, m);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ExpectSameMetadata(m, *back);
+}
+
+TEST(FormatMetadata, DefaultsRoundTrip) {
+  TempDir dir;
+  const RankMetadata m;  // unknown rank, empty strings, no devices, no notes
+  auto back = WriteAndRead(dir, m);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ExpectSameMetadata(m, *back);
+  EXPECT_EQ(back->clock_error_bound_ns, -1);
+  EXPECT_TRUE(back->devices.empty());
+  EXPECT_TRUE(back->notes.empty());
+}
+
+TEST(FormatMetadata, ExtremeValuesRoundTrip) {
+  TempDir dir;
+  RankMetadata m = FullMetadata();
+  m.pid = INT64_MAX;
+  m.clock_offset_ns = INT64_MIN;
+  m.anchor_realtime_ns = uint64_t{INT64_MAX};
+  m.clock_drift_ppm = -1e-9;
+  m.dropped.fill(uint64_t{1} << 40);
+  m.devices.clear();
+  for (uint32_t d = 0; d < 16; ++d) m.devices.push_back(DeviceInfo{d, d, d, d, d, d, d});
+  auto back = WriteAndRead(dir, m);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ExpectSameMetadata(m, *back);
+}
+
+TEST(FormatMetadata, TimelineAttributesRoundTrip) {
+  TempDir dir;
+  const std::string path = dir.File("timeline.h5");
+  {
+    auto w = TraceWriter::Create(path, FileKind::kTimeline);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    AON_ASSERT_OK((*w)->SetMetaAttribute("text", std::string_view("a\nb \"c\"")));
+    AON_ASSERT_OK((*w)->SetMetaAttribute("empty", std::string_view("")));
+    AON_ASSERT_OK((*w)->SetMetaAttribute("neg", int64_t{-5}));
+    AON_ASSERT_OK((*w)->SetMetaAttribute("big", uint64_t{1} << 62));
+    AON_ASSERT_OK((*w)->SetMetaAttribute("ratio", 0.125));
+    AON_ASSERT_OK((*w)->SetMetaAttribute("neg", int64_t{-6}));  // rewriting replaces
+    AON_ASSERT_OK((*w)->Finish());
+  }
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*(*r)->GetMetaString("text"), "a\nb \"c\"");
+  EXPECT_EQ(*(*r)->GetMetaString("empty"), "");
+  EXPECT_EQ(*(*r)->GetMetaInt("neg"), -6);
+  EXPECT_EQ(*(*r)->GetMetaInt("big"), int64_t{1} << 62);
+  EXPECT_EQ(*(*r)->GetMetaDouble("ratio"), 0.125);
+  auto missing = (*r)->GetMetaString("nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(path), std::string::npos) << missing.status().message();
+  auto wrong_type = (*r)->GetMetaInt("text");
+  EXPECT_FALSE(wrong_type.ok());
+  EXPECT_FALSE((*r)->ReadRankMetadata().ok()) << "a timeline has no rank metadata";
+}
+
+// ---- String table ---------------------------------------------------------------
+
+TEST(TraceStringTable, InternIsDenseAndIdempotent) {
+  StringTable t;
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.Get(0), "");
+  EXPECT_EQ(t.Intern(""), 0u);
+  EXPECT_EQ(t.Intern("a"), 1u);
+  EXPECT_EQ(t.Intern("b"), 2u);
+  EXPECT_EQ(t.Intern("a"), 1u);
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_EQ(t.bytes(), 2u);
+  EXPECT_EQ(t.Get(2), "b");
+  EXPECT_EQ(t.Get(99), "") << "an id out of range reads as the empty string";
+  EXPECT_TRUE(t.Contains(2));
+  EXPECT_FALSE(t.Contains(3));
+  // Interning many strings must not invalidate the index (vector growth).
+  for (int i = 0; i < 10000; ++i) t.Intern("s" + std::to_string(i));
+  EXPECT_EQ(t.Intern("s0"), 3u);
+  EXPECT_EQ(t.Intern("s9999"), 3u + 9999u);
+}
+
+TEST(TraceStringTable, FileRoundTrip) {
+  StringTable t;
+  std::vector<std::string> values = {
+      "void gemm_kernel<float, 128>(float const*, float*, int)",
+      "ünïcödé ✓ 日本語 🚀",
+      std::string("tab\tnewline\nquote\"backslash\\"),
+      std::string(1 << 20, 'x'),  // 1 MiB
+      "a",
+  };
+  for (int i = 0; i < 5000; ++i) values.push_back("name_" + std::to_string(i * 7919));
+  std::vector<uint32_t> ids;
+  for (const std::string& v : values) ids.push_back(t.Intern(v));
+
+  TempDir dir;
+  const std::string path = dir.File("strings.h5");
+  {
+    auto w = TraceWriter::Create(path, FileKind::kRank);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    AON_ASSERT_OK((*w)->WriteStrings(t));
+    AON_ASSERT_OK((*w)->Finish());
+  }
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto back = (*r)->ReadStrings();
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), t.size());
+  EXPECT_EQ(back->Get(0), "");
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(back->Get(ids[i]), values[i]) << i;
+  EXPECT_EQ(back->bytes(), t.bytes());
+}
+
+TEST(TraceStringTable, OnlyTheEmptyString) {
+  TempDir dir;
+  const std::string path = dir.File("strings.h5");
+  {
+    auto w = TraceWriter::Create(path, FileKind::kRank);
+    ASSERT_TRUE(w.ok());
+    AON_ASSERT_OK((*w)->WriteStrings(StringTable()));
+    AON_ASSERT_OK((*w)->Finish());
+  }
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok());
+  auto back = (*r)->ReadStrings();
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->size(), 1u);
+}
+
+TEST(TraceStringTable, MissingTableIsNotFound) {
+  TempDir dir;
+  const std::string path = dir.File("nostrings.h5");
+  {
+    auto w = TraceWriter::Create(path, FileKind::kRank);
+    ASSERT_TRUE(w.ok());
+    AON_ASSERT_OK((*w)->Finish());
+  }
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok());
+  auto back = (*r)->ReadStrings();
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(back.status().message().find(path), std::string::npos) << back.status().message();
+}
+
+}  // namespace
+}  // namespace aon

@@ -1,0 +1,334 @@
+// The Chrome trace-event JSON: parsed with Python's strict json module, then
+// checked against what the merged job holds.
+#include "aon/merge/chrome_trace.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include "aon/merge/merge.h"
+#include "merge_test_util.h"
+
+namespace aon::merge {
+namespace {
+
+using testing::MakeKernel;
+using testing::RankTrace;
+using testing::TempDir;
+
+// Counts what a trace holds, by phase and category; checks each event's shape.
+constexpr const char* kCheckTrace = R"PY(
+import collections, json, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    d = json.load(f)
+ev = d["traceEvents"]
+c = collections.Counter()
+bad = []
+procs, threads = {}, []
+flows = {"s": set(), "f": set()}
+async_balance = collections.Counter()
+kernel_ts = []
+for e in ev:
+    ph = e.get("ph")
+    if not isinstance(ph, str) or not isinstance(e.get("pid"), int) or not isinstance(e.get("tid"), int) or not isinstance(e.get("name"), str):
+        bad.append(e); continue
+    if ph == "M":
+        c["M_" + e["name"]] += 1
+        if e["name"] == "process_name": procs[e["pid"]] = e["args"]["name"]
+        if e["name"] == "thread_name": threads.append(e["args"]["name"])
+        continue
+    if not isinstance(e.get("ts"), (int, float)) or e["ts"] < 0: bad.append(e)
+    cat = e.get("cat", "").split(":")[0]
+    c["ph_" + ph] += 1
+    if ph == "X":
+        if not isinstance(e.get("dur"), (int, float)) or e["dur"] < 0: bad.append(e)
+        c["X_" + cat] += 1
+        if cat == "kernel": kernel_ts.append("%s:%s" % (repr(e["ts"]), repr(e["dur"])))
+    if ph in "sf": flows[ph].add((e["pid"], e["id"]))
+    if ph == "b": async_balance[(e["pid"], e["cat"], e["name"], e["id"])] += 1
+    if ph == "e": async_balance[(e["pid"], e["cat"], e["name"], e["id"])] -= 1
+    if ph == "i" and e.get("s") != "t": bad.append(e)
+for k, v in sorted(c.items()): print(k + "\t" + str(v))
+print("bad\t%d" % len(bad))
+if bad: print("first_bad\t" + json.dumps(bad[0]))
+print("process_name_pids\t" + ",".join(str(p) for p in sorted(procs)))
+print("process_names\t" + "|".join(procs[p] for p in sorted(procs)))
+print("synthetic_labels\t%d" % sum(1 for n in procs.values() if n.endswith(" [SYNTHETIC]")))
+print("thread_names\t" + "|".join(sorted(set(threads))))
+print("flows_matched\t%d" % len(flows["s"] & flows["f"]))
+print("flows_unmatched\t%d" % len(flows["s"] ^ flows["f"]))
+print("async_unbalanced\t%d" % sum(1 for v in async_balance.values() if v != 0))
+print("kernel_ts_dur\t" + ",".join(sorted(kernel_ts)))
+print("display_time_unit\t" + str(d.get("displayTimeUnit")))
+print("metadata_job_id\t" + str(d.get("metadata", {}).get("job_id")))
+kernel_names = [e["name"] for e in ev if e.get("ph") == "X" and e.get("cat") == "kernel"]
+print("kernel_names_with_fffd\t%d" % sum(1 for n in kernel_names if "\ufffd" in n))
+if len(sys.argv) > 2:
+    with open(sys.argv[2]) as f:
+        expected = [bytes.fromhex(l.strip()).decode("utf-8") for l in f if l.strip()]
+    found = set(kernel_names)
+    print("expected_names_found\t%d" % sum(1 for n in expected if n in found))
+)PY";
+
+uint64_t Count(const std::map<std::string, std::string>& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? 0 : std::stoull(it->second);
+}
+
+std::string Value(const std::map<std::string, std::string>& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? "<absent>" : it->second;
+}
+
+TEST(MergeChromeTrace, LoadsAndHoldsEveryRecord) {
+  TempDir dir;
+  std::mt19937_64 rng(41);
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 4; ++r) {
+    testing::RandomTraceOptions o;
+    o.max_records = 400;
+    o.random_offset = true;
+    traces.push_back(testing::RandomRankTrace(rng, r, 4, o));
+  }
+  testing::WriteJob(dir.path(), traces);
+  MergeOptions options;
+  options.job_dir = dir.path();
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(options, &report));
+
+  auto c = testing::RunPython(dir, kCheckTrace, {report.chrome_path});
+  EXPECT_EQ(Value(c, "bad"), "0") << Value(c, "first_bad");
+  EXPECT_EQ(Value(c, "process_name_pids"), "0,1,2,3");
+  EXPECT_EQ(Count(c, "M_process_sort_index"), 4u);
+  EXPECT_EQ(Value(c, "synthetic_labels"), "0");
+  EXPECT_EQ(Value(c, "display_time_unit"), "ns");
+  EXPECT_EQ(Value(c, "metadata_job_id"), "job-42");
+
+  uint64_t marks = 0, start_end = 0, push_pop = 0;
+  for (const RankTrace& t : traces) {
+    for (const NvtxRecord& n : t.Get<NvtxRecord>()) {
+      if (n.type == 3) {
+        ++marks;
+      } else if (n.type == 2) {
+        ++start_end;
+      } else {
+        ++push_pop;
+      }
+    }
+  }
+  const auto k = [&](RecordKind kind) { return report.records[static_cast<size_t>(kind)]; };
+  EXPECT_EQ(Count(c, "X_kernel"), k(RecordKind::kKernel));
+  EXPECT_EQ(Count(c, "X_memcpy"), k(RecordKind::kMemcpy));
+  EXPECT_EQ(Count(c, "X_memset"), k(RecordKind::kMemset));
+  EXPECT_EQ(Count(c, "X_sync"), k(RecordKind::kSync));
+  EXPECT_EQ(Count(c, "X_cuda_runtime") + Count(c, "X_cuda_driver"), k(RecordKind::kApi));
+  EXPECT_EQ(Count(c, "X_nccl"), k(RecordKind::kNccl));
+  EXPECT_EQ(Count(c, "X_nvtx"), push_pop);
+  EXPECT_EQ(Count(c, "ph_i"), marks);
+  EXPECT_EQ(Count(c, "ph_b"), start_end);
+  EXPECT_EQ(Count(c, "ph_e"), start_end);
+  EXPECT_EQ(Value(c, "async_unbalanced"), "0");
+  EXPECT_EQ(Value(c, "flows_unmatched"), "0");
+}
+
+TEST(MergeChromeTrace, TimesAreExactMicrosecondsFromTheEarliestStart) {
+  TempDir dir;
+  RankTrace r0;
+  r0.meta = testing::BasicMetadata(0, 1);
+  r0.meta.clock_offset_ns = 5;
+  KernelRecord a{}, b{};
+  a.start_ns = 1'000'000'000'000;
+  a.end_ns = a.start_ns + 1001;
+  b.start_ns = a.start_ns + 1'234'567;
+  b.end_ns = b.start_ns + 999'999'999;
+  r0.Get<KernelRecord>() = {b, a};
+  ApiRecord api{};
+  api.start_ns = a.start_ns - 2500;  // the earliest record: ts 0
+  api.end_ns = a.start_ns;
+  r0.Get<ApiRecord>() = {api};
+  testing::WriteJob(dir.path(), {r0});
+  MergeOptions options;
+  options.job_dir = dir.path();
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(options, &report));
+  auto c = testing::RunPython(dir, kCheckTrace, {report.chrome_path});
+  EXPECT_EQ(Value(c, "kernel_ts_dur"), "1237.067:999999.999,2.5:1.001");
+}
+
+TEST(MergeChromeTrace, FlowsLinkApiCallsToTheirGpuWork) {
+  TempDir dir;
+  RankTrace r0;
+  r0.meta = testing::BasicMetadata(0, 2);
+  RankTrace r1 = r0;
+  r1.meta = testing::BasicMetadata(1, 2);
+  uint64_t expected = 0;
+  for (RankTrace* t : {&r0, &r1}) {
+    for (uint32_t corr = 1; corr <= 30; ++corr) {
+      ApiRecord api{};
+      api.start_ns = 1000 * corr;
+      api.end_ns = api.start_ns + 100;
+      api.correlation_id = corr;
+      api.thread_id = 4242;
+      t->Get<ApiRecord>().push_back(api);
+      if (corr % 3 == 0) {
+        t->Get<KernelRecord>().push_back(MakeKernel(1000 * corr + 200, corr));
+        ++expected;
+      } else if (corr % 3 == 1) {
+        MemcpyRecord m{};
+        m.start_ns = 1000 * corr + 500;
+        m.end_ns = m.start_ns + 10;
+        m.correlation_id = corr;
+        m.copy_kind = 1;
+        t->Get<MemcpyRecord>().push_back(m);
+        ++expected;
+      }  // corr % 3 == 2: an API call without GPU work (cudaStreamSynchronize, ...)
+    }
+    // GPU work whose API call was not captured.
+    KernelRecord orphan = MakeKernel(99, 777);
+    t->Get<KernelRecord>().push_back(orphan);
+  }
+  testing::WriteJob(dir.path(), {r0, r1});
+  ChromeTraceStats stats;
+  MergeOptions options;
+  options.job_dir = dir.path();
+  options.write_chrome = false;
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(options, &report));
+  const std::string json = dir.File("custom.json");
+  AON_ASSERT_OK(ExportChromeTrace(report.timeline_path, json, &stats));
+  EXPECT_EQ(stats.flows, expected);
+  auto c = testing::RunPython(dir, kCheckTrace, {json});
+  EXPECT_EQ(Value(c, "bad"), "0") << Value(c, "first_bad");
+  EXPECT_EQ(Count(c, "flows_matched"), expected);
+  EXPECT_EQ(Value(c, "flows_unmatched"), "0");
+  EXPECT_EQ(Count(c, "ph_s"), expected);
+  EXPECT_EQ(Count(c, "ph_f"), expected);
+}
+
+TEST(MergeChromeTrace, TracksAndLabels) {
+  TempDir dir;
+  RankTrace r0;
+  r0.meta = testing::BasicMetadata(0, 2);
+  r0.meta.host = "host \"a\"";
+  RankTrace r1;
+  r1.meta = testing::BasicMetadata(1, 2);
+  r1.meta.source = "synthetic";
+  for (RankTrace* t : {&r0, &r1}) {
+    KernelRecord k = MakeKernel(1);
+    k.device_id = 1;
+    k.stream_id = 7;
+    t->Get<KernelRecord>().push_back(k);
+    SyncRecord on_stream{}, no_stream{};
+    on_stream.start_ns = 5;
+    on_stream.stream_id = 7;
+    on_stream.sync_type = 3;
+    no_stream.start_ns = 6;
+    no_stream.stream_id = UINT32_MAX;
+    no_stream.sync_type = 4;
+    t->Get<SyncRecord>() = {on_stream, no_stream};
+    NcclRecord n{};
+    n.start_ns = 7;
+    n.func_id = t->strings.Intern("AllReduce");
+    t->Get<NcclRecord>().push_back(n);
+    ApiRecord main_thread{};
+    main_thread.start_ns = 8;
+    main_thread.thread_id = static_cast<uint32_t>(t->meta.pid);
+    t->Get<ApiRecord>().push_back(main_thread);
+  }
+  testing::WriteJob(dir.path(), {r0, r1});
+  MergeOptions options;
+  options.job_dir = dir.path();
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(options, &report));
+  auto c = testing::RunPython(dir, kCheckTrace, {report.chrome_path});
+  EXPECT_EQ(Value(c, "bad"), "0") << Value(c, "first_bad");
+  EXPECT_EQ(Value(c, "process_names"), "rank 0 @ host \"a\"|rank 1 @ node0 [SYNTHETIC]");
+  EXPECT_EQ(Value(c, "synthetic_labels"), "1");
+  EXPECT_EQ(Value(c, "thread_names"), "GPU 1 stream 7|NCCL|main thread 1000|main thread 1001|sync");
+  EXPECT_EQ(Count(c, "X_sync"), 4u);
+}
+
+TEST(MergeChromeTrace, HostileNamesStayValidJson) {
+  TempDir dir;
+  RankTrace r0;
+  r0.meta = testing::BasicMetadata(0, 1);
+  const std::vector<std::string> valid = {
+      "quote\"d",     "back\\slash", "new\nline\ttab\rcr", std::string("ctl\x01\x1f\x7f", 6),
+      "ünï ✓ 日本 🚀", "</script>",   "{\"json\": [1]}",    std::string(5000, 'k')};
+  const std::vector<std::string> invalid_utf8 = {"bad\xff byte", "cut \xe2\x82",
+                                                 "\xc0\xaf overlong", "surrogate \xed\xa0\x80"};
+  uint64_t t = 1;
+  for (const std::string& name : valid)
+    r0.Get<KernelRecord>().push_back(MakeKernel(t++, 0, r0.strings.Intern(name)));
+  for (const std::string& name : invalid_utf8)
+    r0.Get<KernelRecord>().push_back(MakeKernel(t++, 0, r0.strings.Intern(name)));
+  NvtxRecord n{};
+  n.start_ns = 1;
+  n.domain_id = r0.strings.Intern("dom\"ain\\");
+  n.name_id = r0.strings.Intern("range\n\"x\"");
+  n.type = 2;
+  r0.Get<NvtxRecord>().push_back(n);
+  testing::WriteJob(dir.path(), {r0});
+  MergeOptions options;
+  options.job_dir = dir.path();
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(options, &report));
+
+  const std::string expected = dir.File("expected.hex");
+  {
+    std::ofstream out(expected);
+    for (const std::string& name : valid) {
+      for (unsigned char ch : name) {
+        char hex[3];
+        std::snprintf(hex, sizeof(hex), "%02x", ch);
+        out << hex;
+      }
+      out << "\n";
+    }
+  }
+  auto c = testing::RunPython(dir, kCheckTrace, {report.chrome_path, expected});
+  EXPECT_EQ(Value(c, "bad"), "0") << Value(c, "first_bad");
+  EXPECT_EQ(Count(c, "X_kernel"), valid.size() + invalid_utf8.size());
+  EXPECT_EQ(Count(c, "expected_names_found"), valid.size());
+  EXPECT_EQ(Count(c, "kernel_names_with_fffd"), invalid_utf8.size());
+  EXPECT_EQ(Count(c, "ph_b"), 1u);
+  EXPECT_EQ(Value(c, "async_unbalanced"), "0");
+}
+
+TEST(MergeChromeTrace, JsonStringEscaping) {
+  auto esc = [](std::string_view s) {
+    std::string out;
+    AppendJsonString(&out, s);
+    return out;
+  };
+  EXPECT_EQ(esc(""), "\"\"");
+  EXPECT_EQ(esc("plain"), "\"plain\"");
+  EXPECT_EQ(esc("a\"b\\c/d"), "\"a\\\"b\\\\c/d\"");
+  EXPECT_EQ(esc("\n\r\t\b\f"), "\"\\n\\r\\t\\b\\f\"");
+  EXPECT_EQ(esc(std::string("\x00\x01\x1f", 3)), "\"\\u0000\\u0001\\u001f\"");
+  EXPECT_EQ(esc("\x7f"), "\"\x7f\"");
+  EXPECT_EQ(esc("é✓🚀"), "\"é✓🚀\"");
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(esc("\xff"), "\"" + fffd + "\"");
+  EXPECT_EQ(esc("\xc0\xaf"), "\"" + fffd + fffd + "\"");                        // overlong '/'
+  EXPECT_EQ(esc("\xed\xa0\x80"), "\"" + fffd + fffd + fffd + "\"");             // a surrogate
+  EXPECT_EQ(esc("\xf4\x90\x80\x80"), "\"" + fffd + fffd + fffd + fffd + "\"");  // > U+10FFFF
+  EXPECT_EQ(esc("a\xe2\x82"), "\"a" + fffd + fffd + "\"");                      // cut at the end
+  EXPECT_EQ(esc("\xe2\x82\xac"), "\"\xe2\x82\xac\"");                           // the euro sign
+}
+
+TEST(MergeChromeTrace, RankFileIsRefused) {
+  TempDir dir;
+  RankTrace r0;
+  r0.meta = testing::BasicMetadata(0, 1);
+  testing::WriteJob(dir.path(), {r0});
+  Status s = ExportChromeTrace(testing::RankPath(dir.path(), 0), dir.File("x.json"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(testing::RankPath(dir.path(), 0)), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(dir.File("x.json")));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("x.json.partial")));
+}
+
+}  // namespace
+}  // namespace aon::merge
