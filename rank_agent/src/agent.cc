@@ -76,6 +76,11 @@ Agent::Agent() {
     if (const char* job = getenv("AON_JOB_ID")) config_.job_id = job;
   }
   if (!config_.job_id.empty()) identity_.job_id = config_.job_id;
+  if (config_.launcher_parent_pid != 0 && config_.launcher_parent_pid == getppid()) {
+    launcher_process_ = true;
+    Log("this process is the job's launcher, not a rank: nothing is recorded");
+    return;
+  }
   store_ = std::make_unique<RecordStore>(config_.memory_cap_bytes);
   if (config_.output_dir.empty()) {
     Note("AON_OUTPUT_DIR is not set: the trace of this process will not be written");
@@ -174,6 +179,7 @@ std::string Agent::RankFilePath() const {
 
 void Agent::Finish(const char* reason) {
   if (getpid() != pid_) return;  // forked child: the parent owns this rank's file
+  if (launcher_process_) return;
   std::call_once(finish_once_, [&] {
     if (FlushHook hook = flush_hook_.load()) hook();
     store_->Close();

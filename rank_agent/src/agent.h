@@ -40,7 +40,7 @@ class Agent {
   const AgentConfig& config() const { return config_; }
   const RankIdentity& identity() const { return identity_; }
   RecordStore& store() { return *store_; }
-  bool enabled(RecordKind k) const { return config_ok_ && config_.enabled(k); }
+  bool enabled(RecordKind k) const { return config_ok_ && !launcher_process_ && config_.enabled(k); }
 
   // A degradation, said once: printed with the [aon] prefix and kept for the file.
   void Note(const std::string& text);
@@ -62,6 +62,8 @@ class Agent {
 
   AgentConfig config_;
   bool config_ok_ = false;
+  // The launcher (torchrun) loaded us too, but only its children are ranks.
+  bool launcher_process_ = false;
   RankIdentity identity_;
   std::unique_ptr<RecordStore> store_;
   RealtimeAnchor anchor_;

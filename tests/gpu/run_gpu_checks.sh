@@ -55,6 +55,26 @@ t0=$(now); "$BIN/aon-run" -o "$OUT/job-ddp" "${MPI[@]}" python3 examples/pytorch
 T[ddp_aon]=$(secs "$t0" "$(now)"); tail -12 "$OUT/ddp-aon.log"
 python3 tests/gpu/check_trace.py ddp "$OUT/ddp-aon.log" "$OUT/job-ddp" | tee "$OUT/check-ddp.txt" || status=1
 
+log "CUPTI already taken by another tool"
+nvcc -O2 -arch=sm_90 -o "$OUT/cupti_busy" tests/gpu/cupti_busy.cu -lcupti > "$OUT/busy-build.log" 2>&1 || cat "$OUT/busy-build.log"
+"$BIN/aon-run" --no-merge -o "$OUT/job-busy" "$OUT/cupti_busy" > "$OUT/busy.log" 2>&1
+busy_rc=$?
+cat "$OUT/busy.log"
+busy_ok=$(python3 - "$OUT/job-busy" <<'PY'
+import glob, sys, h5py
+files = glob.glob(sys.argv[1] + "/rank-*.h5")
+if not files:
+    print("FAIL no rank file"); sys.exit()
+f = h5py.File(files[0], "r")
+notes = f["meta"].attrs["notes"]
+notes = notes.decode() if isinstance(notes, bytes) else notes
+ok = "already in use" in notes and len(f["records/kernels"]) == 0
+print(("PASS" if ok else "FAIL") + f" notes={notes!r} kernels={len(f['records/kernels'])}")
+PY
+)
+echo "[busy] app exit $busy_rc, trace: $busy_ok" | tee "$OUT/check-busy.txt"
+[ "$busy_rc" = 0 ] && [[ "$busy_ok" == PASS* ]] || status=1
+
 step_ms() { grep -h AON_STEP_TIME "$1" | sed 's/.*mean_ms=//' | python3 -c "import sys; v=[float(x) for x in sys.stdin if x.strip()]; print(f'{sum(v)/len(v):.2f}' if v else 'n/a')"; }
 
 log "summary"

@@ -147,6 +147,18 @@ TEST_F(AgentTest, BadSettingDisablesCaptureButNotTheApplication) {
   EXPECT_TRUE(nvtx->empty());
 }
 
+TEST_F(AgentTest, LauncherProcessRecordsNothing) {
+  // As under `aon-run torchrun`: the process whose parent is aon-run is the
+  // launcher, not a rank, and must not leave a rank file.
+  int st = RunChild("nvtx", {{"AON_LAUNCHER_PARENT_PID", std::to_string(getpid())}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_TRUE(fs::is_empty(dir_));
+  // Any other parent pid: a normal rank.
+  st = RunChild("nvtx", {{"AON_LAUNCHER_PARENT_PID", "1"}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_TRUE(fs::exists(dir_ + "/rank-00000.h5"));
+}
+
 TEST_F(AgentTest, SyntheticDeviceRecordsEveryCallLabeledSynthetic) {
   int st = RunChild("synthetic", {{"AON_SOURCE", "synthetic"}});
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;

@@ -1,0 +1,244 @@
+// aon-run: profile a job started by mpirun, srun, torchrun or any program, then
+// merge the per-rank traces into one timeline. See launch_plan.h for what it
+// decides and child_process.h for how it runs the job.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "aon/config.h"
+#include "aon/launcher/child_process.h"
+#include "aon/launcher/launch_plan.h"
+
+extern char** environ;
+
+namespace {
+
+using aon::launcher::LaunchPlan;
+using aon::launcher::RunOptions;
+
+constexpr const char* kPrefix = "aon-run: ";
+
+void Say(const std::string& line) { std::fprintf(stderr, "%s%s\n", kPrefix, line.c_str()); }
+
+std::string Description() {
+  return "aon-run profiles the GPUs of every process of a job and, when the job ends, merges\n"
+         "the per-process traces into one timeline you can open in Perfetto.";
+}
+
+// CLI11's usage line would say "aon-run [OPTIONS]" and hide the command.
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* /*app*/, std::string /*name*/) const override {
+    return "\nUsage: aon-run [options] [--] <launcher> <args...>\n"
+           "  <launcher> is mpirun/mpiexec (Open MPI), srun, torchrun, or any program. aon-run\n"
+           "  runs it with the AON agent injected into every rank (through the CUDA driver's\n"
+           "  CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH): the program needs no change.\n";
+  }
+};
+
+std::string Footer() {
+  std::string text =
+      "Examples:\n"
+      "  aon-run mpirun -np 4 ./train\n"
+      "  aon-run -o /scratch/prof srun -n 8 --gpus-per-task=1 python train.py\n"
+      "  aon-run torchrun --nproc-per-node=2 train.py\n"
+      "  aon-run --source synthetic mpirun -np 4 --oversubscribe build/bin/aon-synthetic-app\n"
+      "\n"
+      "Results: the job directory (-o, default ./aon-<SLURM_JOB_ID> or\n"
+      "./aon-<date>-<time>-<pid>) gets one rank-NNNNN.h5 per process, then aon-merge writes\n"
+      "timeline.h5 (all ranks, one clock; inspect it with aon-inspect) and trace.json (open\n"
+      "it at https://ui.perfetto.dev). Records dropped under --memory-cap are counted there.\n"
+      "\n"
+      "Environment set for every rank (the agent's settings; the options above fill them):\n";
+  for (const aon::ConfigVariable& var : aon::AgentConfigVariables()) {
+    text += "  " + std::string(var.env);
+    text.append(var.env[0] != '\0' && std::strlen(var.env) < 16 ? 16 - std::strlen(var.env) : 1,
+                ' ');
+    text += var.description;
+    if (var.default_value[0] != '\0') text += std::string(" [default: ") + var.default_value + "]";
+    text += "\n";
+  }
+  text +=
+      "  CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH: the agent library, found at\n"
+      "                  <aon-run's dir>/../lib/libaon_agent.so unless AON_AGENT_PATH is set\n"
+      "aon-run sets AON_JOB_ID to the job directory's name unless it is already set.\n"
+      "Open MPI gets '-x VAR' for each so remote ranks see them; srun forwards them (a\n"
+      "narrowing --export gets them appended); torchrun and other programs inherit them.\n"
+      "\n"
+      "Exit status: the application's (128+N if a signal N killed it), never the merge's;\n"
+      "125 for aon-run's own errors, 126/127 when the launcher cannot run / is not found.\n"
+      "SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to the launcher.";
+  return text;
+}
+
+// Runs aon-merge on the job directory; a failure is a warning, never the exit status.
+void Merge(const LaunchPlan& plan) {
+  const std::vector<std::string> ranks = aon::launcher::ListRankFiles(plan.job_dir);
+  if (ranks.empty()) {
+    Say("warning: no rank files were written to " + plan.job_dir +
+        ", so there is nothing to merge. The agent runs only in processes that initialize "
+        "CUDA (or NVTX); with --source cupti a CPU-only program writes nothing. Rerun with -v "
+        "to see the agent's messages.");
+    return;
+  }
+  if (::access(plan.merge_path.c_str(), X_OK) != 0) {
+    Say("warning: cannot merge: " + plan.merge_path + " is missing; the " +
+        std::to_string(ranks.size()) + " rank files are in " + plan.job_dir);
+    return;
+  }
+  Say("merging " + std::to_string(ranks.size()) + " rank file" + (ranks.size() == 1 ? "" : "s") +
+      " with " + plan.merge_path);
+  std::fflush(stdout);
+  std::vector<std::string> env = aon::launcher::EnvironmentWith(environ, {});
+  auto status = aon::launcher::RunAndWait(plan.merge_path, {plan.merge_path, plan.job_dir}, env);
+  if (!status.ok()) {
+    Say("warning: merge failed: " + status.status().message());
+  } else if (int code = aon::launcher::ExitStatusFromWaitStatus(*status); code != 0) {
+    Say("warning: aon-merge failed (exit status " + std::to_string(code) +
+        "); the rank files are in " + plan.job_dir + "; retry with: aon-merge " + plan.job_dir);
+  }
+}
+
+void PrintSummary(const LaunchPlan& plan, bool merged) {
+  const std::string timeline = plan.job_dir + "/timeline.h5";
+  const std::string chrome = plan.job_dir + "/trace.json";
+  Say("job directory: " + plan.job_dir);
+  if (!merged) {
+    Say("  not merged (--no-merge); merge later with: aon-merge " + plan.job_dir);
+    return;
+  }
+  if (::access(timeline.c_str(), R_OK) == 0) {
+    Say("  timeline:   " + timeline);
+    Say("              counts, per-rank status and dropped records: aon-inspect " + timeline);
+  }
+  if (::access(chrome.c_str(), R_OK) == 0) {
+    Say("  trace.json: " + chrome);
+    Say("              open it at https://ui.perfetto.dev (Open trace file)");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  RunOptions options;
+  bool no_merge = false;
+
+  CLI::App app{Description(), "aon-run"};
+  // Everything from the launcher word on belongs to the launcher, -np and all.
+  app.prefix_command();
+  app.add_option("-o,--output", options.output_dir,
+                 "job directory for the traces (created 0700;\ndefault ./aon-<job id>)")
+      ->type_name("DIR");
+  app.add_option(
+         "--kinds", options.kinds,
+         "what to record: all, default, or a list of\nkernels,memcpy,memset,sync,api,nvtx,nccl")
+      ->type_name("LIST")
+      ->capture_default_str();
+  app.add_option("--memory-cap", options.memory_cap,
+                 "trace memory per rank (e.g. 64M, 1G); beyond it\nrecords are dropped and counted")
+      ->type_name("SIZE")
+      ->capture_default_str();
+  app.add_option("--source", options.source,
+                 "cupti = real GPUs; synthetic = a labeled FAKE GPU\n"
+                 "for CPU-only machines (made-up kernels and copies,\n"
+                 "emitted by aon-synthetic-app for demos and tests)")
+      ->type_name("cupti|synthetic")
+      ->capture_default_str();
+  app.add_flag("--no-merge", no_merge, "leave the rank files; don't run aon-merge");
+  app.add_flag("-v,--verbose", options.verbose,
+               "print the command and environment aon-run uses;\nthe agent reports its progress");
+  app.set_version_flag("--version", std::string("aon-run ") + AON_VERSION);
+  app.footer(Footer());
+  app.formatter(std::make_shared<UsageFormatter>());
+  app.get_formatter()->column_width(30);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    Say(std::string("error: ") + e.what());
+    Say("run 'aon-run --help' for usage");
+    return aon::launcher::kExitAonError;
+  }
+  options.merge = !no_merge;
+  options.command = app.remaining();
+  if (!options.command.empty() && options.command.front() == "--") {
+    options.command.erase(options.command.begin());
+  } else if (!options.command.empty() && options.command.front().size() > 1 &&
+             options.command.front()[0] == '-') {
+    // prefix_command() stops at the first word it does not know, options included.
+    Say("error: unknown option '" + options.command.front() +
+        "' (aon-run's options go before the launcher; a command starting with '-' goes after --)");
+    Say("run 'aon-run --help' for usage");
+    return aon::launcher::kExitAonError;
+  }
+
+  auto host = aon::launcher::CurrentHostContext();
+  if (!host.ok()) {
+    Say("error: " + host.status().message());
+    return aon::launcher::kExitAonError;
+  }
+  auto planned = aon::launcher::PlanLaunch(options, *host);
+  if (!planned.ok()) {
+    Say("error: " + planned.status().message());
+    return aon::launcher::PlanErrorExitStatus(planned.status());
+  }
+  const LaunchPlan& plan = *planned;
+  if (aon::Status s = aon::launcher::PrepareOutputDir(plan.job_dir); !s.ok()) {
+    Say("error: " + s.message());
+    return aon::launcher::kExitAonError;
+  }
+
+  if (const char* existing = std::getenv("CUDA_INJECTION64_PATH");
+      existing != nullptr && *existing != '\0' && plan.agent_path != existing) {
+    Say(std::string("warning: replacing CUDA_INJECTION64_PATH=") + existing +
+        " (only one injection library can be loaded)");
+  }
+  Say("profiling into " + plan.job_dir + " (source " + options.source + ", kinds " + options.kinds +
+      ", memory cap " + options.memory_cap + ")");
+  if (options.source == "synthetic")
+    Say("SYNTHETIC source: the GPU activity in this trace is FAKE (labeled as such in every file)");
+  if (options.verbose > 0) {
+    std::string line =
+        "running (" + std::string(aon::launcher::LauncherKindName(plan.launcher)) + "):";
+    for (const std::string& word : plan.argv) line += " " + word;
+    Say(line);
+    for (const aon::launcher::EnvVar& var : plan.agent_env) Say("  " + var.name + "=" + var.value);
+    if (!plan.launcher_unset.empty()) {
+      std::string names;
+      for (const std::string& name : plan.launcher_unset) names += " " + name;
+      Say("  (given to the ranks only, not to the launcher itself:" + names + ")");
+    }
+  }
+  std::fflush(stdout);
+
+  const std::vector<std::string> env =
+      aon::launcher::EnvironmentWith(environ, plan.launcher_env, plan.launcher_unset);
+  auto waited = aon::launcher::RunAndWait(plan.program_path, plan.argv, env);
+  if (!waited.ok()) {
+    Say("error: " + waited.status().message());
+    return waited.status().code() == aon::StatusCode::kNotFound ? aon::launcher::kExitNotFound
+                                                                : aon::launcher::kExitCannotExecute;
+  }
+  const int app_status = aon::launcher::ExitStatusFromWaitStatus(*waited);
+  if (WIFSIGNALED(*waited)) {
+    Say(std::string("the application was killed by signal ") + std::to_string(WTERMSIG(*waited)) +
+        " (" + strsignal(WTERMSIG(*waited)) + "); aon-run will exit with " +
+        std::to_string(app_status));
+  } else if (app_status != 0) {
+    Say("the application exited with status " + std::to_string(app_status));
+  }
+
+  if (options.merge) Merge(plan);
+  PrintSummary(plan, options.merge);
+  return app_status;
+}

@@ -1,0 +1,388 @@
+// End-to-end tests of aon-run with real processes: real Open MPI (mpirun), the
+// real agent on its synthetic source, the real aon-merge, and the resulting
+// files read back with aon::TraceReader.
+//
+// The tests that profile need <build>/bin/aon-synthetic-app and
+// <build>/lib/libaon_agent.so and are skipped (with the reason) without them.
+// The others give aon-run a stand-in agent file through AON_AGENT_PATH: they
+// run programs that never initialize CUDA, so the file is never loaded.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aon/records.h"
+#include "aon/trace_file.h"
+#include "aon/trace_format.h"
+#include "process_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using aon::testing::ProcessResult;
+using aon::testing::RunProcess;
+using Env = std::map<std::string, std::string>;
+
+const std::string kBinDir = AON_BUILD_BIN_DIR;
+const std::string kAonRun = kBinDir + "/aon-run";
+const std::string kSyntheticApp = kBinDir + "/aon-synthetic-app";
+const std::string kAgent = std::string(AON_BUILD_LIB_DIR) + "/libaon_agent.so";
+
+// Open MPI refuses to run as root without these (CI runs tests as root).
+const Env kMpiEnv = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+class AonRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "aon-run-it-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    tmp_ = pattern;
+    fake_agent_ = tmp_ + "/stand-in-agent.so";
+    std::ofstream(fake_agent_) << "not loaded by these tests\n";
+  }
+  void TearDown() override {
+    if (!HasFailure()) {
+      std::error_code ec;
+      fs::remove_all(tmp_, ec);
+    } else {
+      std::fprintf(stderr, "kept %s for inspection\n", tmp_.c_str());
+    }
+  }
+  // aon-run with `args`, the stand-in agent unless `env` names one.
+  ProcessResult AonRun(std::vector<std::string> args, Env env = {}) {
+    if (!env.count("AON_AGENT_PATH")) env["AON_AGENT_PATH"] = fake_agent_;
+    args.insert(args.begin(), kAonRun);
+    return RunProcess(args, env, tmp_);
+  }
+  std::string tmp_;
+  std::string fake_agent_;
+};
+
+TEST_F(AonRunTest, HelpExplainsUsage) {
+  ProcessResult help = AonRun({"--help"});
+  ASSERT_EQ(help.exit_status, 0) << help.Describe();
+  for (const char* needle :
+       {"Usage: aon-run [options] [--] <launcher> <args...>", "aon-run mpirun -np 4 ./train",
+        "rank-NNNNN.h5", "timeline.h5", "trace.json", "https://ui.perfetto.dev", "AON_KINDS",
+        "AON_MEMORY_CAP", "AON_OUTPUT_DIR", "CUDA_INJECTION64_PATH", "--source", "FAKE",
+        "--no-merge", "--memory-cap", "--kinds", "-o,--output"}) {
+    EXPECT_TRUE(Contains(help.out, needle)) << "--help lacks '" << needle << "'\n" << help.out;
+  }
+  ProcessResult version = AonRun({"--version"});
+  EXPECT_EQ(version.exit_status, 0);
+  EXPECT_TRUE(Contains(version.out, "aon-run ")) << version.Describe();
+}
+
+TEST_F(AonRunTest, ReturnsTheApplicationsExitStatus) {
+  ProcessResult r =
+      AonRun({"-o", tmp_ + "/job", "--source", "synthetic", "--", "sh", "-c", "exit 3"});
+  EXPECT_EQ(r.exit_status, 3) << r.Describe();
+  ProcessResult ok = AonRun({"-o", tmp_ + "/job2", "--", "true"});
+  EXPECT_EQ(ok.exit_status, 0) << ok.Describe();
+}
+
+TEST_F(AonRunTest, ReturnsSignalPlus128WhenTheApplicationIsKilled) {
+  ProcessResult r = AonRun({"-o", tmp_ + "/job", "sh", "-c", "kill -KILL $$"});
+  EXPECT_EQ(r.exit_status, 128 + 9) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "signal 9")) << r.Describe();
+}
+
+TEST_F(AonRunTest, BadOptionValuesFailBeforeLaunchingAndNameTheOption) {
+  const std::string never = tmp_ + "/never-created";
+  const std::vector<std::vector<std::string>> cases = {
+      {"--kinds", "kernels,bogus"}, {"--memory-cap", "12Q"}, {"--source", "gpu"}};
+  for (const auto& bad : cases) {
+    std::vector<std::string> args = {
+        "-o", never, bad[0], bad[1], "sh", "-c", "touch " + tmp_ + "/ran"};
+    ProcessResult r = AonRun(args);
+    EXPECT_NE(r.exit_status, 0) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, bad[0])) << "error should name " << bad[0] << "\n" << r.Describe();
+    EXPECT_TRUE(Contains(r.err, bad[1])) << r.Describe();
+  }
+  EXPECT_FALSE(fs::exists(never)) << "nothing may be created for a bad command line";
+  EXPECT_FALSE(fs::exists(tmp_ + "/ran")) << "the application must not run";
+
+  ProcessResult unknown = AonRun({"--bogus-option", "true"});
+  EXPECT_NE(unknown.exit_status, 0);
+  EXPECT_TRUE(Contains(unknown.err, "--bogus-option")) << unknown.Describe();
+
+  ProcessResult no_command = AonRun({"-o", never});
+  EXPECT_NE(no_command.exit_status, 0);
+  EXPECT_TRUE(Contains(no_command.err, "no command")) << no_command.Describe();
+}
+
+TEST_F(AonRunTest, UnusableOutputDirectoryIsAClearError) {
+  // Root ignores permission bits, so "unwritable" is a path below a regular file.
+  const std::string file = tmp_ + "/a-regular-file";
+  std::ofstream(file) << "x";
+  ProcessResult below = AonRun({"-o", file + "/job", "true"});
+  EXPECT_EQ(below.exit_status, 125) << below.Describe();
+  EXPECT_TRUE(Contains(below.err, file + "/job")) << below.Describe();
+  EXPECT_TRUE(Contains(below.err, "not a directory")) << below.Describe();
+
+  ProcessResult is_file = AonRun({"-o", file, "true"});
+  EXPECT_EQ(is_file.exit_status, 125) << is_file.Describe();
+  EXPECT_TRUE(Contains(is_file.err, file + " exists and is not a directory")) << is_file.Describe();
+}
+
+TEST_F(AonRunTest, MissingLauncherAndAgentAreNamed) {
+  ProcessResult launcher = AonRun({"-o", tmp_ + "/job", "no-such-launcher-aon", "-np", "2"});
+  EXPECT_EQ(launcher.exit_status, 127) << launcher.Describe();
+  EXPECT_TRUE(Contains(launcher.err, "no-such-launcher-aon")) << launcher.Describe();
+
+  const std::string missing = tmp_ + "/nowhere/libaon_agent.so";
+  ProcessResult agent = AonRun({"-o", tmp_ + "/job", "true"}, {{"AON_AGENT_PATH", missing}});
+  EXPECT_EQ(agent.exit_status, 125) << agent.Describe();
+  EXPECT_TRUE(Contains(agent.err, missing)) << agent.Describe();
+  EXPECT_FALSE(fs::exists(tmp_ + "/job"));
+}
+
+TEST_F(AonRunTest, CreatesAPrivateJobDirectoryAndExportsTheAgentSettings) {
+  const std::string job = tmp_ + "/jobs/run1";
+  ProcessResult abs =
+      AonRun({"--no-merge", "-o", job, "--kinds", "kernels,nvtx", "--memory-cap", "32M", "--source",
+              "synthetic", "sh", "-c",
+              "env | grep -E '^(AON_|CUDA_INJECTION64_PATH|NVTX_INJECTION64_PATH)'"});
+  ASSERT_EQ(abs.exit_status, 0) << abs.Describe();
+  struct stat st;
+  ASSERT_EQ(::stat(job.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const std::string agent = fs::canonical(fake_agent_).string();
+  for (const std::string& line :
+       {"CUDA_INJECTION64_PATH=" + agent, "NVTX_INJECTION64_PATH=" + agent, "AON_OUTPUT_DIR=" + job,
+        std::string("AON_JOB_ID=run1"), std::string("AON_KINDS=kernels,nvtx"),
+        std::string("AON_MEMORY_CAP=32M"), std::string("AON_SOURCE=synthetic"),
+        std::string("AON_VERBOSE=0")}) {
+    EXPECT_TRUE(Contains(abs.out, line + "\n")) << "missing " << line << "\n" << abs.Describe();
+  }
+}
+
+TEST_F(AonRunTest, MpirunRanksGetTheAgentSettings) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRun({"--no-merge", "-o", job, "--source", "synthetic", "mpirun", "-np", "2",
+                            "--oversubscribe", "sh", "-c",
+                            "echo RANK $OMPI_COMM_WORLD_RANK $AON_OUTPUT_DIR $AON_SOURCE "
+                            "$CUDA_INJECTION64_PATH"},
+                           kMpiEnv);
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  const std::string agent = fs::canonical(fake_agent_).string();
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string want = "RANK " + std::to_string(rank) + " " + job + " synthetic " + agent;
+    EXPECT_TRUE(Contains(r.out, want)) << "missing '" << want << "'\n" << r.Describe();
+  }
+}
+
+TEST_F(AonRunTest, MpirunItselfDoesNotGetTheInjectionVariables) {
+  // A CUDA-aware Open MPI initializes CUDA inside mpirun: had mpirun the
+  // injection variables, the agent would run there too. A stand-in "mpirun"
+  // shows what the launcher itself receives.
+  fs::create_directories(tmp_ + "/bin");
+  const std::string fake_mpirun = tmp_ + "/bin/mpirun";
+  std::ofstream(fake_mpirun) << "#!/bin/sh\n"
+                                "echo \"LAUNCHER CUDA=${CUDA_INJECTION64_PATH:-unset} "
+                                "NVTX=${NVTX_INJECTION64_PATH:-unset} OUT=$AON_OUTPUT_DIR\"\n"
+                                "echo \"ARGS $*\"\n";
+  fs::permissions(fake_mpirun, fs::perms::owner_all);
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRun({"--no-merge", "-o", job, "mpirun", "-np", "2", "./app"},
+                           {{"PATH", tmp_ + "/bin:" + std::string(std::getenv("PATH"))},
+                            {"CUDA_INJECTION64_PATH", "/some/other/tool.so"}});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "LAUNCHER CUDA=unset NVTX=unset OUT=" + job)) << r.Describe();
+  const std::string agent = fs::canonical(fake_agent_).string();
+  EXPECT_TRUE(Contains(r.out, "ARGS -x CUDA_INJECTION64_PATH=" + agent +
+                                  " -x NVTX_INJECTION64_PATH=" + agent + " -x AON_OUTPUT_DIR"))
+      << r.Describe();
+  EXPECT_TRUE(Contains(r.out, " -np 2 ./app\n")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "replacing CUDA_INJECTION64_PATH=/some/other/tool.so"))
+      << r.Describe();
+}
+
+TEST_F(AonRunTest, ForwardsSigtermToTheApplication) {
+  const std::string ready = tmp_ + "/ready";
+  // The application exits 42 on SIGTERM; aon-run must pass the signal on,
+  // survive it, and return the application's status.
+  aon::testing::Process p({kAonRun, "--no-merge", "-o", tmp_ + "/job", "sh", "-c",
+                           "trap 'exit 42' TERM; touch " + ready +
+                               "; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"},
+                          {{"AON_AGENT_PATH", fake_agent_}}, tmp_);
+  for (int i = 0; i < 1000 && !fs::exists(ready); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(fs::exists(ready));
+  ASSERT_EQ(::kill(p.pid(), SIGTERM), 0);
+  ProcessResult r = p.Wait(std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_status, 42) << r.Describe();
+}
+
+// ---- profiling a real MPI job on the synthetic source ----------------------------
+
+// Counts per record kind name ("kernels", "memcpy", ...) for one rank.
+using Counts = std::map<std::string, uint64_t>;
+
+// "AON_EXPECT rank=R kernels=K memcpy=C ..." lines -> rank -> counts.
+std::map<int, Counts> ParseExpectations(const std::string& out) {
+  std::map<int, Counts> expected;
+  std::istringstream lines(out);
+  std::string line;
+  const std::regex pair_re(R"(([a-z_]+)=(\d+))");
+  while (std::getline(lines, line)) {
+    size_t at = line.find("AON_EXPECT ");
+    if (at == std::string::npos) continue;
+    int rank = -1;
+    Counts counts;
+    for (auto it = std::sregex_iterator(line.begin() + static_cast<long>(at), line.end(), pair_re);
+         it != std::sregex_iterator(); ++it) {
+      if ((*it)[1] == "rank") {
+        rank = std::stoi((*it)[2]);
+      } else {
+        counts[(*it)[1]] = std::stoull((*it)[2]);
+      }
+    }
+    if (rank >= 0) expected[rank] = counts;
+  }
+  return expected;
+}
+
+struct Timeline {
+  std::map<int, Counts> counts;  // rank -> kind name -> records
+  std::vector<aon::RankSummary> ranks;
+};
+
+Timeline ReadTimeline(const std::string& path) {
+  Timeline t;
+  auto reader = aon::TraceReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+  if (!reader.ok()) return t;
+  EXPECT_EQ((*reader)->kind(), aon::FileKind::kTimeline);
+  aon::ForEachRecordType([&](auto sample) {
+    using T = decltype(sample);
+    const std::string kind = aon::RecordKindName(aon::RecordTraits<T>::kKind);
+    auto records = (*reader)->template ReadAllMerged<T>();
+    EXPECT_TRUE(records.ok()) << kind << ": " << records.status().ToString();
+    if (!records.ok()) return;
+    for (const aon::Merged<T>& r : *records) ++t.counts[static_cast<int>(r.rank)][kind];
+  });
+  auto ranks = (*reader)->ReadAllOf<aon::RankSummary>(aon::RankSummarySchema(), "meta");
+  EXPECT_TRUE(ranks.ok()) << ranks.status().ToString();
+  if (ranks.ok()) t.ranks = *ranks;
+  return t;
+}
+
+void ExpectCountsMatch(const Timeline& timeline, int rank, const Counts& want) {
+  auto have = timeline.counts.find(rank);
+  for (const auto& [kind, n] : want) {
+    uint64_t got =
+        have == timeline.counts.end() || !have->second.count(kind) ? 0 : have->second.at(kind);
+    EXPECT_EQ(got, n) << "rank " << rank << " " << kind;
+  }
+}
+
+class SyntheticMpirunTest : public AonRunTest {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kSyntheticApp)) GTEST_SKIP() << kSyntheticApp << " is not built";
+    if (!fs::exists(kAgent)) GTEST_SKIP() << kAgent << " is not built";
+    AonRunTest::SetUp();
+  }
+  // aon-run with the real agent, found by aon-run itself next to its bin/.
+  ProcessResult AonRunReal(std::vector<std::string> args) {
+    args.insert(args.begin(), kAonRun);
+    Env env = kMpiEnv;
+    return RunProcess(args, env, tmp_);
+  }
+};
+
+TEST_F(SyntheticMpirunTest, FourRanksMergeIntoOneTimeline) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-np", "4",
+                                "--oversubscribe", kSyntheticApp, "--iterations", "20"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+
+  const std::map<int, Counts> expected = ParseExpectations(r.out);
+  ASSERT_EQ(expected.size(), 4u) << "one AON_EXPECT line per rank\n" << r.Describe();
+  for (int rank = 0; rank < 4; ++rank) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "rank-%05d.h5", rank);
+    EXPECT_TRUE(fs::exists(job + "/" + name)) << name << "\n" << r.Describe();
+  }
+
+  ASSERT_TRUE(fs::exists(job + "/timeline.h5")) << r.Describe();
+  Timeline timeline = ReadTimeline(job + "/timeline.h5");
+  for (const auto& [rank, counts] : expected) {
+    ASSERT_FALSE(counts.empty());
+    EXPECT_GT(counts.at("kernels"), 0u);
+    ExpectCountsMatch(timeline, rank, counts);
+  }
+  ASSERT_EQ(timeline.ranks.size(), 4u);
+  for (const aon::RankSummary& rank : timeline.ranks)
+    EXPECT_EQ(rank.status, static_cast<uint8_t>(aon::RankStatus::kOk)) << "rank " << rank.rank;
+
+  const std::string trace = job + "/trace.json";
+  ASSERT_TRUE(fs::exists(trace)) << r.Describe();
+  ProcessResult parse = RunProcess(
+      {"python3", "-c", "import json,sys; json.load(open(sys.argv[1]))", trace}, {}, tmp_);
+  EXPECT_EQ(parse.exit_status, 0) << parse.Describe();
+
+  // The final summary points at the results.
+  EXPECT_TRUE(Contains(r.err, job + "/timeline.h5")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, trace)) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "https://ui.perfetto.dev")) << r.Describe();
+}
+
+TEST_F(SyntheticMpirunTest, MergeRunsWhenARankFileIsMissing) {
+  const std::string job = tmp_ + "/job";
+  const std::string elsewhere = tmp_ + "/elsewhere";
+  fs::create_directories(elsewhere);
+  // Rank 2 writes its trace somewhere else, as if it had been lost.
+  const std::string app =
+      "if [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then export AON_OUTPUT_DIR=" + elsewhere +
+      "; fi; exec " + kSyntheticApp + " --iterations 5";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-np", "4",
+                                "--oversubscribe", "sh", "-c", app});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  EXPECT_FALSE(fs::exists(job + "/rank-00002.h5"));
+  ASSERT_TRUE(fs::exists(job + "/timeline.h5")) << "merge must still run\n" << r.Describe();
+
+  const std::map<int, Counts> expected = ParseExpectations(r.out);
+  Timeline timeline = ReadTimeline(job + "/timeline.h5");
+  for (int rank : {0, 1, 3}) {
+    ASSERT_TRUE(expected.count(rank)) << r.Describe();
+    ExpectCountsMatch(timeline, rank, expected.at(rank));
+  }
+  EXPECT_EQ(timeline.counts.count(2), 0u);
+  bool saw_missing = false;
+  for (const aon::RankSummary& rank : timeline.ranks) {
+    if (rank.rank == 2) {
+      saw_missing = true;
+      EXPECT_EQ(rank.status, static_cast<uint8_t>(aon::RankStatus::kMissing));
+    } else {
+      EXPECT_EQ(rank.status, static_cast<uint8_t>(aon::RankStatus::kOk)) << "rank " << rank.rank;
+    }
+  }
+  EXPECT_TRUE(saw_missing) << "the ranks table should list rank 2 as missing";
+}
+
+TEST_F(SyntheticMpirunTest, AppFailureIsReturnedAndTheTraceIsStillMerged) {
+  const std::string job = tmp_ + "/job";
+  const std::string app = kSyntheticApp + " --iterations 3; exit 7";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-np", "2",
+                                "--oversubscribe", "sh", "-c", app});
+  EXPECT_EQ(r.exit_status, 7) << r.Describe();
+  EXPECT_TRUE(fs::exists(job + "/timeline.h5")) << r.Describe();
+}
+
+}  // namespace
