@@ -374,6 +374,13 @@ bool StartCuptiSource() {
     agent.Note("CUPTI: cannot set the timestamp clock (" + ResultText(r) +
                "): GPU timestamps stay on CUPTI's default clock (CLOCK_REALTIME)");
   }
+  // OS thread ids (gettid), as NVTX records and the rest of the system use;
+  // CUPTI's default is a pthread-derived id that matches nothing else.
+  r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+  if (r != CUPTI_SUCCESS) {
+    agent.Note("CUPTI: API records keep CUPTI's own thread ids (" + ResultText(r) +
+               "), which do not match NVTX thread ids");
+  }
   g_pool = new BufferPool();
   g_pool->Preallocate(kPreallocatedBuffers);
   r = cuptiActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted);

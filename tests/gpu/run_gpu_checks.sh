@@ -55,6 +55,15 @@ t0=$(now); "$BIN/aon-run" -o "$OUT/job-ddp" "${MPI[@]}" python3 examples/pytorch
 T[ddp_aon]=$(secs "$t0" "$(now)"); tail -12 "$OUT/ddp-aon.log"
 python3 tests/gpu/check_trace.py ddp "$OUT/ddp-aon.log" "$OUT/job-ddp" | tee "$OUT/check-ddp.txt" || status=1
 
+log "PyTorch DDP under aon-run torchrun (torchrun's own process must not leave a rank file)"
+"$BIN/aon-run" -o "$OUT/job-torchrun" torchrun --standalone --nproc-per-node="$NP" examples/pytorch_ddp.py \
+  --steps 10 > "$OUT/torchrun-aon.log" 2>&1 || status=1
+tail -4 "$OUT/torchrun-aon.log"
+python3 tests/gpu/check_trace.py ddp "$OUT/torchrun-aon.log" "$OUT/job-torchrun" | tee "$OUT/check-torchrun.txt" || status=1
+extra=$(ls "$OUT/job-torchrun" | grep -c '\.pid' || true)
+echo "[torchrun] extra per-process files: $extra" | tee -a "$OUT/check-torchrun.txt"
+[ "$extra" = 0 ] || { echo "[torchrun] FAIL launcher process wrote a trace" | tee -a "$OUT/check-torchrun.txt"; status=1; }
+
 log "CUPTI already taken by another tool"
 nvcc -O2 -arch=sm_90 -o "$OUT/cupti_busy" tests/gpu/cupti_busy.cu -lcupti > "$OUT/busy-build.log" 2>&1 || cat "$OUT/busy-build.log"
 "$BIN/aon-run" --no-merge -o "$OUT/job-busy" "$OUT/cupti_busy" > "$OUT/busy.log" 2>&1
