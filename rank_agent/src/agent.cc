@@ -76,12 +76,13 @@ Agent::Agent() {
     if (const char* job = getenv("AON_JOB_ID")) config_.job_id = job;
   }
   if (!config_.job_id.empty()) identity_.job_id = config_.job_id;
+  store_ = std::make_unique<RecordStore>(config_.memory_cap_bytes);
   if (config_.launcher_parent_pid != 0 && config_.launcher_parent_pid == getppid()) {
+    // Entry points still find a valid (empty) agent; nothing starts, nothing is written.
     launcher_process_ = true;
     Log("this process is the job's launcher, not a rank: nothing is recorded");
     return;
   }
-  store_ = std::make_unique<RecordStore>(config_.memory_cap_bytes);
   if (config_.output_dir.empty()) {
     Note("AON_OUTPUT_DIR is not set: the trace of this process will not be written");
   }

@@ -40,6 +40,8 @@ class Agent {
   const AgentConfig& config() const { return config_; }
   const RankIdentity& identity() const { return identity_; }
   RecordStore& store() { return *store_; }
+  // False in a launcher process (torchrun's own): no source may start there.
+  bool recording() const { return !launcher_process_; }
   bool enabled(RecordKind k) const { return config_ok_ && !launcher_process_ && config_.enabled(k); }
 
   // A degradation, said once: printed with the [aon] prefix and kept for the file.

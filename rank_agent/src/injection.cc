@@ -12,6 +12,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   static std::atomic<bool> started{false};
   if (started.exchange(true)) return 1;
   Agent& agent = Agent::Get();
+  if (!agent.recording()) return 1;
   if (agent.config().source == "synthetic") {
     StartSyntheticSource();
   } else {

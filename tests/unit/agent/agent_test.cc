@@ -153,6 +153,13 @@ TEST_F(AgentTest, LauncherProcessRecordsNothing) {
   int st = RunChild("nvtx", {{"AON_LAUNCHER_PARENT_PID", std::to_string(getpid())}});
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   EXPECT_TRUE(fs::is_empty(dir_));
+  // Its CUDA initialization (the fake driver here) must not start a source or
+  // crash: the synthetic device is simply not offered (the child's status 10).
+  st = RunChild("synthetic", {{"AON_LAUNCHER_PARENT_PID", std::to_string(getpid())},
+                              {"AON_SOURCE", "synthetic"}});
+  ASSERT_TRUE(WIFEXITED(st)) << "launcher process died: status " << st;
+  EXPECT_EQ(WEXITSTATUS(st), 10);
+  EXPECT_TRUE(fs::is_empty(dir_));
   // Any other parent pid: a normal rank.
   st = RunChild("nvtx", {{"AON_LAUNCHER_PARENT_PID", "1"}});
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
