@@ -9,6 +9,10 @@ set -euo pipefail
 PACKAGES=(build-essential cmake ninja-build pkg-config libhdf5-dev hdf5-tools
           libopenmpi-dev openmpi-bin libpmix-dev libcli11-dev libgtest-dev libgmock-dev
           libbenchmark-dev python3)
+# Only the test suite needs these: a Slurm cluster started by the tests (slurmctld,
+# slurmd, munge; SPANK headers) and headless Chromium for the report's screenshot.
+TEST_PACKAGES=(slurmctld slurmd slurm-client libslurm-dev munge chromium)
+if [[ ${1:-} == --test ]]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 # Commands that stand for those packages when they were installed another way.
 COMMANDS=(c++ cmake ninja pkg-config mpicxx mpirun python3)
 

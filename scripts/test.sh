@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 bash scripts/build.sh
 
 # The integration tests start real mpirun jobs; Open MPI refuses root without these.

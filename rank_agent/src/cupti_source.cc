@@ -124,6 +124,24 @@ std::string UuidString(const CUuuid& u) {
   return s;
 }
 
+// The fields CUPTI's two copy records (MEMCPY, MEMCPY2) share by name.
+template <typename CuptiCopy>
+MemcpyRecord CommonMemcpyFields(const CuptiCopy& m) {
+  MemcpyRecord r{};
+  r.start_ns = m.start;
+  r.end_ns = m.end;
+  r.bytes = m.bytes;
+  r.correlation_id = m.correlationId;
+  r.device_id = m.deviceId;
+  r.context_id = m.contextId;
+  r.stream_id = m.streamId;
+  r.copy_kind = m.copyKind;
+  r.src_kind = m.srcKind;
+  r.dst_kind = m.dstKind;
+  r.flags = m.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC ? 1 : 0;
+  return r;
+}
+
 void Convert(const CUpti_Activity* rec) {
   Agent& agent = Agent::Get();
   RecordStore& store = agent.store();
@@ -156,39 +174,16 @@ void Convert(const CUpti_Activity* rec) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-      MemcpyRecord r{};
-      r.start_ns = m->start;
-      r.end_ns = m->end;
-      r.bytes = m->bytes;
-      r.correlation_id = m->correlationId;
-      r.device_id = m->deviceId;
-      r.context_id = m->contextId;
-      r.stream_id = m->streamId;
-      r.src_device_id = m->deviceId;
-      r.dst_device_id = m->deviceId;
-      r.copy_kind = m->copyKind;
-      r.src_kind = m->srcKind;
-      r.dst_kind = m->dstKind;
-      r.flags = m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC ? 1 : 0;
+      MemcpyRecord r = CommonMemcpyFields(*m);
+      r.src_device_id = r.dst_device_id = m->deviceId;
       store.Push(r);
       return;
     }
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {  // peer-to-peer
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(rec);
-      MemcpyRecord r{};
-      r.start_ns = m->start;
-      r.end_ns = m->end;
-      r.bytes = m->bytes;
-      r.correlation_id = m->correlationId;
-      r.device_id = m->deviceId;
-      r.context_id = m->contextId;
-      r.stream_id = m->streamId;
+      MemcpyRecord r = CommonMemcpyFields(*m);
       r.src_device_id = m->srcDeviceId;
       r.dst_device_id = m->dstDeviceId;
-      r.copy_kind = m->copyKind;
-      r.src_kind = m->srcKind;
-      r.dst_kind = m->dstKind;
-      r.flags = m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC ? 1 : 0;
       store.Push(r);
       return;
     }
