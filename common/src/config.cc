@@ -4,8 +4,8 @@
 
 namespace aon {
 
-const std::array<ConfigVariable, 7>& AgentConfigVariables() {
-  static const std::array<ConfigVariable, 7> vars = {{
+const std::array<ConfigVariable, 8>& AgentConfigVariables() {
+  static const std::array<ConfigVariable, 8> vars = {{
       {"AON_OUTPUT_DIR", "", "directory for the per-rank trace files (set by aon-run / srun --aon)"},
       {"AON_KINDS", "default",
        "record kinds to capture: all, default, or a list of kernels,memcpy,memset,sync,api,nvtx,nccl"},
@@ -16,6 +16,9 @@ const std::array<ConfigVariable, 7>& AgentConfigVariables() {
       {"AON_LAUNCHER_PARENT_PID", "",
        "set by aon-run for launchers such as torchrun: a process whose parent has this pid is the "
        "launcher itself, not a rank, and records nothing"},
+      {"AON_NCCL", "default",
+       "NCCL capture when AON is NCCL's profiler plugin: default (operations + per-channel GPU "
+       "timing + kernel correlation), coll (operations only, no GPU timing), off"},
   }};
   return vars;
 }
@@ -104,6 +107,12 @@ StatusOr<AgentConfig> LoadAgentConfig(const EnvLookupFn& lookup) {
     c.source = src;
   }
   if (std::string v = get("AON_VERBOSE"); !v.empty()) c.verbose = std::atoi(v.c_str());
+  if (std::string v = get("AON_NCCL"); !v.empty()) {
+    if (v != "default" && v != "coll" && v != "off") {
+      return InvalidArgument("AON_NCCL: unknown mode '" + v + "' (default, coll or off)");
+    }
+    c.nccl = v;
+  }
   if (std::string v = get("AON_LAUNCHER_PARENT_PID"); !v.empty()) c.launcher_parent_pid = std::atol(v.c_str());
   return c;
 }

@@ -112,12 +112,14 @@ const TableSchema& RecordTraits<NcclRecord>::Schema() {
   using T = NcclRecord;
   static const TableSchema s{
       RecordKindName(kKind), sizeof(T),
-      {AON_F(T, start_ns, kU64), AON_F(T, end_ns, kU64), AON_F(T, comm_hash, kU64),
-       AON_F(T, seq_number, kU64), AON_F(T, count, kU64), AON_F(T, bytes, kU64),
+      {AON_F(T, start_ns, kU64), AON_F(T, end_ns, kU64), AON_F(T, gpu_start_ns, kU64),
+       AON_F(T, comm_hash, kU64), AON_F(T, seq_number, kU64), AON_F(T, count, kU64),
+       AON_F(T, bytes, kU64), AON_F(T, external_id, kU64), AON_F(T, correlation_id, kU32),
        AON_F(T, func_id, kU32), AON_F(T, algo_id, kU32), AON_F(T, proto_id, kU32),
        AON_F(T, datatype_id, kU32), AON_F(T, root, kI32), AON_F(T, peer, kI32),
        AON_F(T, n_channels, kU32), AON_F(T, n_warps, kU32), AON_F(T, stream_id, kU32),
-       AON_F(T, channel_id, kI32), AON_F(T, event_type, kU8)}};
+       AON_F(T, channel_id, kI32), AON_F(T, comm_rank, kI32), AON_F(T, comm_nranks, kI32),
+       AON_F(T, comm_nnodes, kI32), AON_F(T, event_type, kU8), AON_F(T, gpu_timing, kU8)}};
   return s;
 }
 

@@ -395,6 +395,9 @@ Status TraceWriter::WriteRankMetadata(const RankMetadata& m) {
     notes += n;
   }
   AON_RETURN_IF_ERROR(SetMetaAttribute("notes", notes));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_offset_ns", m.nccl_gpu_clock_offset_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_pairs", m.nccl_gpu_clock_pairs));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_spread_ns", m.nccl_gpu_clock_spread_ns));
   return AppendTable(DeviceInfoSchema(), m.devices.data(), m.devices.size(), "meta");
 }
 
@@ -601,6 +604,10 @@ StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
     m.notes.push_back(notes.substr(pos, nl - pos));
     pos = nl + 1;
   }
+  // Added in 1.1: absent from 1.0 files.
+  if (auto v = GetMetaInt("nccl_gpu_clock_offset_ns"); v.ok()) m.nccl_gpu_clock_offset_ns = *v;
+  if (auto v = GetMetaInt("nccl_gpu_clock_pairs"); v.ok()) m.nccl_gpu_clock_pairs = *v;
+  if (auto v = GetMetaInt("nccl_gpu_clock_spread_ns"); v.ok()) m.nccl_gpu_clock_spread_ns = *v;
   AON_ASSIGN_OR_RETURN(m.devices, ReadAllOf<DeviceInfo>(DeviceInfoSchema(), "meta"));
   return m;
 }

@@ -41,6 +41,8 @@
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
+
+#include <map>
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
@@ -164,6 +166,8 @@ struct Counts {
   long memset = 0;
   long nvtx = 0;
   long nccl_allreduce = 0;
+  // Every NCCL operation by function name, for the check of AON's NCCL records.
+  std::map<std::string, long> nccl_ops;
   int launch_order[kNumKernels] = {-1, -1, -1};  // kernel ids in order of first launch
   int distinct = 0;
 
@@ -268,6 +272,25 @@ float heavy_reference(float in, int rounds) {
 
 }  // namespace
 
+// All-gather, reduce-scatter and broadcast, then a ring of send/recv (one
+// group), on `comm`, each counted under the name NCCL's profiler reports.
+constexpr int kSmallN = 4096;
+void other_collectives(ncclComm_t comm, cudaStream_t stream, int rank, int world, float* d_c1,
+                       float* d_c2, float* d_cw, Counts* counts) {
+  NCCL_CHECK(ncclAllGather(d_c1, d_cw, kSmallN, ncclFloat, comm, stream));
+  ++counts->nccl_ops["AllGather"];
+  NCCL_CHECK(ncclReduceScatter(d_cw, d_c2, kSmallN, ncclFloat, ncclSum, comm, stream));
+  ++counts->nccl_ops["ReduceScatter"];
+  NCCL_CHECK(ncclBroadcast(d_c1, d_c2, kSmallN, ncclFloat, 0, comm, stream));
+  ++counts->nccl_ops["Broadcast"];
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclSend(d_c1, kSmallN, ncclFloat, (rank + 1) % world, comm, stream));
+  ++counts->nccl_ops["Send"];
+  NCCL_CHECK(ncclRecv(d_c2, kSmallN, ncclFloat, (rank + world - 1) % world, comm, stream));
+  ++counts->nccl_ops["Recv"];
+  NCCL_CHECK(ncclGroupEnd());
+}
+
 int main(int argc, char** argv) {
   // GPU.md: NVLink multicast (NVLS) must stay off. The launch environment sets it; this is
   // the default if it did not. Before any NCCL call, which reads the environment once.
@@ -348,6 +371,10 @@ int main(int argc, char** argv) {
 
   // ---- NCCL communicator over MPI_COMM_WORLD ------------------------------------------
   ncclComm_t comm = nullptr;
+  ncclComm_t comm2 = nullptr;
+  float* d_c1 = nullptr;  // kSmallN floats
+  float* d_c2 = nullptr;  // kSmallN floats
+  float* d_cw = nullptr;  // kSmallN * world floats
   if (opt.use_nccl) {
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);
@@ -363,9 +390,20 @@ int main(int argc, char** argv) {
     ++counts.memset;
     CUDA_CHECK(cudaDeviceSynchronize());
     NCCL_CHECK(ncclAllReduce(d_send, d_recv, kCommN, ncclFloat, ncclSum, comm, comm_stream));
-    ++counts.nccl_allreduce;
+    ++counts.nccl_allreduce, ++counts.nccl_ops["AllReduce"];
     CUDA_CHECK(cudaStreamSynchronize(comm_stream));
     nvtxRangePop();
+
+    // A second communicator (same ranks, its own id) for the other collective
+    // kinds and point-to-point. One of each runs here, outside any NVTX range,
+    // because NCCL sets up p2p connections lazily on first use, with copies of
+    // its own that must stay out of the iteration ranges.
+    NCCL_CHECK(ncclCommSplit(comm, 0, rank, &comm2, nullptr));
+    CUDA_CHECK(cudaMalloc(&d_c1, kSmallN * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_c2, kSmallN * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_cw, kSmallN * static_cast<size_t>(world) * sizeof(float)));
+    other_collectives(comm2, comm_stream, rank, world, d_c1, d_c2, d_cw, &counts);
+    CUDA_CHECK(cudaStreamSynchronize(comm_stream));
   }
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 
@@ -432,7 +470,7 @@ int main(int argc, char** argv) {
     if (opt.use_nccl) {
       NCCL_CHECK(ncclAllReduce(d_send, d_recv, kCommN, ncclFloat, ncclSum, comm,
                                comm_stream));
-      ++counts.nccl_allreduce;
+      ++counts.nccl_allreduce, ++counts.nccl_ops["AllReduce"];
       CUDA_CHECK(cudaMemcpyAsync(h_recv, d_recv, kCommN * sizeof(float),
                                  cudaMemcpyDeviceToHost, comm_stream));
       ++counts.memcpy;
@@ -450,6 +488,10 @@ int main(int argc, char** argv) {
       VERIFY(h_recv[j] == want, "iteration %ld: all-reduce sum[%d] = %.9g, expected %.9g",
              it, j, static_cast<double>(h_recv[j]), static_cast<double>(want));
     }
+    if (opt.use_nccl) {
+      other_collectives(comm2, comm_stream, rank, world, d_c1, d_c2, d_cw, &counts);
+      CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+    }
     nvtxRangePop();  // communicate
 
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -461,6 +503,13 @@ int main(int argc, char** argv) {
 
   // ---- clean up ----------------------------------------------------------------------
   CUDA_CHECK(cudaDeviceSynchronize());
+  if (comm2 != nullptr) {
+    NCCL_CHECK(ncclCommFinalize(comm2));
+    NCCL_CHECK(ncclCommDestroy(comm2));
+    CUDA_CHECK(cudaFree(d_c1));
+    CUDA_CHECK(cudaFree(d_c2));
+    CUDA_CHECK(cudaFree(d_cw));
+  }
   if (comm != nullptr) {
     NCCL_CHECK(ncclCommFinalize(comm));
     NCCL_CHECK(ncclCommDestroy(comm));
@@ -477,6 +526,11 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaStreamDestroy(comm_stream));
   CUDA_CHECK(cudaStreamDestroy(compute_stream));
 
+  std::string nccl_ops;
+  for (const auto& [func, n] : counts.nccl_ops) {
+    if (!nccl_ops.empty()) nccl_ops += ',';
+    nccl_ops += func + ":" + std::to_string(n);
+  }
   std::string names;
   for (int i = 0; i < counts.distinct; ++i) {
     if (i > 0) names += ',';
@@ -486,9 +540,9 @@ int main(int argc, char** argv) {
     std::printf("aon-example-cuda: %ld iterations in %.1f ms (%.3f ms/iteration)\n",
                 opt.iterations, elapsed_ms, elapsed_ms / static_cast<double>(opt.iterations));
   std::printf("AON_EXPECT rank=%d kernels=%ld memcpy=%ld memset=%ld nvtx=%ld "
-              "nccl_allreduce=%ld kernel_names=%s\n",
+              "nccl_allreduce=%ld kernel_names=%s nccl_ops=%s nccl_comms=%d\n",
               rank, counts.kernels, counts.memcpy, counts.memset, counts.nvtx,
-              counts.nccl_allreduce, names.c_str());
+              counts.nccl_allreduce, names.c_str(), nccl_ops.c_str(), opt.use_nccl ? 2 : 0);
   std::printf("AON_EXAMPLE_OK rank=%d\n", rank);
   std::fflush(stdout);
 

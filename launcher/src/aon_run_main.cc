@@ -105,6 +105,25 @@ void Merge(const LaunchPlan& plan) {
   }
 }
 
+// Runs aon-report on the merged job directory (terminal summary + report.html); a
+// failure is a warning, never the exit status.
+void Report(const LaunchPlan& plan, const std::string& report_path) {
+  if (::access((plan.job_dir + "/timeline.h5").c_str(), R_OK) != 0) return;  // merge said why
+  if (::access(report_path.c_str(), X_OK) != 0) {
+    Say("warning: no report: " + report_path + " is missing; run it later with: aon-report " + plan.job_dir);
+    return;
+  }
+  std::fflush(stdout);
+  std::vector<std::string> env = aon::launcher::EnvironmentWith(environ, {});
+  auto status = aon::launcher::RunAndWait(report_path, {report_path, plan.job_dir}, env);
+  if (!status.ok()) {
+    Say("warning: report failed: " + status.status().message());
+  } else if (int code = aon::launcher::ExitStatusFromWaitStatus(*status); code != 0) {
+    Say("warning: aon-report failed (exit status " + std::to_string(code) + "); retry with: aon-report " +
+        plan.job_dir);
+  }
+}
+
 void PrintSummary(const LaunchPlan& plan, bool merged) {
   const std::string timeline = plan.job_dir + "/timeline.h5";
   const std::string chrome = plan.job_dir + "/trace.json";
@@ -117,6 +136,9 @@ void PrintSummary(const LaunchPlan& plan, bool merged) {
     Say("  timeline:   " + timeline);
     Say("              counts, per-rank status and dropped records: aon-inspect " + timeline);
   }
+  if (const std::string report = plan.job_dir + "/report.html"; ::access(report.c_str(), R_OK) == 0) {
+    Say("  report:     " + report + " (aon-report; open it in a browser)");
+  }
   if (::access(chrome.c_str(), R_OK) == 0) {
     Say("  trace.json: " + chrome);
     Say("              open it at https://ui.perfetto.dev (Open trace file)");
@@ -128,6 +150,7 @@ void PrintSummary(const LaunchPlan& plan, bool merged) {
 int main(int argc, char** argv) {
   RunOptions options;
   bool no_merge = false;
+  bool no_report = false;
 
   CLI::App app{Description(), "aon-run"};
   // Everything from the launcher word on belongs to the launcher, -np and all.
@@ -150,7 +173,13 @@ int main(int argc, char** argv) {
                  "emitted by aon-synthetic-app for demos and tests)")
       ->type_name("cupti|synthetic")
       ->capture_default_str();
+  app.add_option("--nccl", options.nccl,
+                 "NCCL capture (AON is NCCL's profiler plugin): default = every collective and "
+                 "p2p operation with per-channel GPU timing and its kernel; coll = operations "
+                 "only; off = none")
+      ->capture_default_str();
   app.add_flag("--no-merge", no_merge, "leave the rank files; don't run aon-merge");
+  app.add_flag("--no-report", no_report, "don't run aon-report after the merge");
   app.add_flag("-v,--verbose", options.verbose,
                "print the command and environment aon-run uses;\nthe agent reports its progress");
   app.set_version_flag("--version", std::string("aon-run ") + AON_VERSION);
@@ -239,6 +268,7 @@ int main(int argc, char** argv) {
   }
 
   if (options.merge) Merge(plan);
+  if (options.merge && !no_report) Report(plan, aon::launcher::SiblingProgram(host->exe_path, "aon-report"));
   PrintSummary(plan, options.merge);
   return app_status;
 }

@@ -301,6 +301,11 @@ Status ValidateOptions(const RunOptions& options) {
     return InvalidArgument("--source '" + options.source +
                            "': must be 'cupti' (real GPUs) or 'synthetic' (labeled fake GPU)");
   }
+  if (options.nccl != "default" && options.nccl != "coll" && options.nccl != "off") {
+    return InvalidArgument("--nccl '" + options.nccl +
+                           "': must be 'default' (operations + GPU timing), 'coll' (operations "
+                           "only) or 'off'");
+  }
   if (options.verbose < 0) return InvalidArgument("--verbose: must not be negative");
   if (options.command.empty() || options.command[0].empty()) {
     return InvalidArgument(
@@ -408,6 +413,10 @@ std::vector<EnvVar> AgentEnvironment(const RunOptions& options, const std::strin
       {"AON_MEMORY_CAP", options.memory_cap},
       {"AON_SOURCE", options.source},
       {"AON_VERBOSE", std::to_string(options.verbose)},
+      {"AON_NCCL", options.nccl},
+      // NCCL loads its profiler plugin from this path: the same library, already
+      // loaded by the CUDA driver, so NCCL gets the running agent.
+      {"NCCL_PROFILER_PLUGIN", options.nccl == "off" ? "none" : agent_path},
   };
 }
 

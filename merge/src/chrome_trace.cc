@@ -146,8 +146,8 @@ const char* NcclTypeName(uint8_t type) {
       return "p2p";
     case 3:
       return "kernel channel";
-    case 4:
-      return "group";
+    case 5:
+      return "comm";
     default:
       return "unknown";
   }
@@ -531,18 +531,39 @@ class Exporter {
 
   void Nccl(const Merged<NcclRecord>& m) {
     const NcclRecord& r = m.record;
-    const int64_t tid = NamedTrack(m.rank, "NCCL");
-    const std::string& func = out_.Str(r.func_id);
-    out_.Begin('X', func.empty() ? "NCCL" : func, "nccl", m.rank, tid);
-    out_.Ts(r.start_ns);
-    out_.Dur(r.start_ns, r.end_ns);
+    // One track per communicator for operations (they overlap only across
+    // communicators), one per channel for per-channel GPU work.
     char hash[24];
     std::snprintf(hash, sizeof(hash), "0x%016" PRIx64, r.comm_hash);
+    const bool channel = r.event_type == static_cast<uint8_t>(NcclEventType::kKernelCh);
+    const bool comm = r.event_type == static_cast<uint8_t>(NcclEventType::kComm);
+    std::string track = channel ? "NCCL channel " + std::to_string(r.channel_id)
+                                : std::string("NCCL comm ") + (hash + 14);  // last 4 hex digits
+    const int64_t tid = NamedTrack(m.rank, track);
+    const std::string& func = out_.Str(r.func_id);
+    std::string name = comm ? "communicator " + (func.empty() ? std::string(hash) : func)
+                            : (func.empty() ? std::string("NCCL") : func);
+    out_.Begin('X', name, "nccl", m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
     out_.ArgS("comm_hash", hash);
+    out_.ArgS("event_type", NcclTypeName(r.event_type));
+    if (comm) {
+      out_.ArgI("comm_rank", r.comm_rank);
+      out_.ArgI("comm_nranks", r.comm_nranks);
+      out_.ArgI("comm_nnodes", r.comm_nnodes);
+      out_.End();
+      return;
+    }
     out_.ArgU("seq_number", r.seq_number);
+    out_.ArgS("func", func);
+    if (channel) {
+      out_.ArgI("channel_id", r.channel_id);
+      out_.End();
+      return;
+    }
     out_.ArgU("count", r.count);
     out_.ArgU("bytes", r.bytes);
-    out_.ArgS("func", func);
     out_.ArgS("algo", out_.Str(r.algo_id));
     out_.ArgS("proto", out_.Str(r.proto_id));
     out_.ArgS("datatype", out_.Str(r.datatype_id));
@@ -551,8 +572,13 @@ class Exporter {
     out_.ArgU("n_channels", r.n_channels);
     out_.ArgU("n_warps", r.n_warps);
     out_.ArgU("stream", r.stream_id);
-    out_.ArgI("channel_id", r.channel_id);
-    out_.ArgS("event_type", NcclTypeName(r.event_type));
+    out_.ArgU("correlation_id", r.correlation_id);
+    out_.ArgU("gpu_timing", r.gpu_timing);
+    // When the GPU started it, relative to the host call: the rank's wait to get going.
+    if (r.gpu_start_ns != 0) {
+      out_.ArgI("gpu_start_after_call_ns",
+                static_cast<int64_t>(r.gpu_start_ns) - static_cast<int64_t>(r.start_ns));
+    }
     out_.End();
   }
 

@@ -61,6 +61,9 @@ void ShiftRecordClock(T& r, int64_t offset) {
     r.start_ns = ShiftClock(r.start_ns, offset);
     r.end_ns = ShiftClock(r.end_ns, offset);
   }
+  if constexpr (std::is_same_v<T, NcclRecord>) {
+    if (r.gpu_start_ns != 0) r.gpu_start_ns = ShiftClock(r.gpu_start_ns, offset);
+  }
 }
 
 }  // namespace aon::merge

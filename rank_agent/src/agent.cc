@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "aon/trace_file.h"
+#include "nccl_plugin.h"
 
 namespace aon::agent {
 namespace {
@@ -183,6 +184,8 @@ void Agent::Finish(const char* reason) {
   if (launcher_process_) return;
   std::call_once(finish_once_, [&] {
     if (FlushHook hook = flush_hook_.load()) hook();
+    // After CUPTI's last buffers: NCCL operations are tied to their kernels.
+    NcclClockCalibration nccl_clock = FinalizeNcclRecords();
     store_->Close();
     if (config_.output_dir.empty()) return;
     uint64_t end_ns = TimebaseNowNs();
@@ -206,6 +209,9 @@ void Agent::Finish(const char* reason) {
     m.end_ns = end_ns;
     m.end_reason = reason;
     m.dropped = store_->Dropped();
+    m.nccl_gpu_clock_offset_ns = nccl_clock.offset_ns;
+    m.nccl_gpu_clock_pairs = nccl_clock.pairs;
+    m.nccl_gpu_clock_spread_ns = nccl_clock.spread_ns;
     {
       std::lock_guard<std::mutex> lock(meta_mu_);
       m.source = source_;

@@ -20,6 +20,7 @@
 
 #include "agent.h"
 #include "aon/timebase.h"
+#include "nccl_plugin.h"
 
 namespace aon::agent {
 namespace {
@@ -404,6 +405,7 @@ bool StartCuptiSource() {
     r = cuptiActivityEnable(k.cupti);
     if (r == CUPTI_SUCCESS) {
       ++enabled;
+      if (k.cupti == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) EnableNcclCuptiCorrelation();
     } else {
       agent.Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) + " activity: " +
                  ResultText(r));

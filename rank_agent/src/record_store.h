@@ -67,6 +67,15 @@ class RecordStore {
   // Writes every kind (sorted by start time) and the string table.
   Status WriteTo(TraceWriter& writer);
 
+  // Calls f(T&) for every stored record of type T, under that kind's lock
+  // (post-processing at write time, such as resolving NCCL correlations).
+  template <typename T, typename F>
+  void ForEach(F&& f) {
+    auto& slot = std::get<Slot<T>>(slots_);
+    std::lock_guard<std::mutex> lock(slot.mu);
+    for (T& r : slot.records) f(r);
+  }
+
   template <typename T>
   size_t Count() {
     auto& slot = std::get<Slot<T>>(slots_);

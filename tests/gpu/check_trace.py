@@ -84,6 +84,9 @@ def check_cuda(exp, path):
                    all_memcpy=len(memcpy), all_memset=len(memset), no_api_record=unmatched,
                    source=meta["source"].decode() if isinstance(meta["source"], bytes) else meta["source"],
                    devices=len(f["meta/devices"]), bytes=os.path.getsize(path))
+    if "nccl_ops" in exp:
+        row, p = check_nccl(exp, path, row)
+        problems += p
     for key, want in (("kernels", "kernels"), ("memcpy", "memcpy"), ("memset", "memset"), ("nvtx", "nvtx")):
         if row[key] != int(exp[want]):
             problems.append(f"{key}: trace {row[key]} != program {exp[want]}")
@@ -94,6 +97,61 @@ def check_cuda(exp, path):
     if row["devices"] < 1:
         problems.append("no GPU in /meta/devices")
     return row, problems
+
+
+def check_nccl(exp, path, row):
+    """Every NCCL operation the program issued is a record, tied to its kernel."""
+    problems = []
+    with h5py.File(path, "r") as f:
+        names = strings(f)
+        n = f["records/nccl"][:]
+        kernels = f["records/kernels"][:]
+        meta = f["meta"].attrs
+        kname = {int(k["correlation_id"]): names[k["name_id"]] for k in kernels}
+    ops = n[(n["event_type"] == 1) | (n["event_type"] == 2)]
+    got = {}
+    for r in ops:
+        got[names[r["func_id"]]] = got.get(names[r["func_id"]], 0) + 1
+    want = {k: int(v) for k, v in (x.split(":") for x in exp["nccl_ops"].split(","))}
+    if got != want:
+        problems.append(f"nccl ops: trace {got} != program {want}")
+    comms = n[n["event_type"] == 5]
+    if len(comms) != int(exp["nccl_comms"]):
+        problems.append(f"nccl communicators: trace {len(comms)} != program {exp['nccl_comms']}")
+    uncorrelated = [r for r in ops if int(r["correlation_id"]) not in kname
+                    or "nccl" not in kname[int(r["correlation_id"])].lower()]
+    if uncorrelated:
+        problems.append(f"{len(uncorrelated)} of {len(ops)} NCCL operations not tied to an NCCL kernel")
+    untimed = int((ops["gpu_timing"] != 2).sum())
+    if untimed:
+        problems.append(f"{untimed} NCCL operations without calibrated GPU timing")
+    bad_span = int(((ops["gpu_start_ns"] > ops["end_ns"]) | (ops["gpu_start_ns"] == 0)).sum())
+    if bad_span:
+        problems.append(f"{bad_span} NCCL operations with an empty or inverted GPU span")
+    row.update(nccl_ops=len(ops), nccl_channels=int((n["event_type"] == 3).sum()),
+               nccl_correlated=len(ops) - len(uncorrelated),
+               nccl_clock_pairs=int(meta.get("nccl_gpu_clock_pairs", 0)),
+               nccl_clock_spread_ns=int(meta.get("nccl_gpu_clock_spread_ns", -1)))
+    if row["nccl_clock_pairs"] == 0:
+        problems.append("NCCL GPU clock not calibrated (0 pairs)")
+    return row, problems
+
+
+def check_nccl_identity(job):
+    """In the timeline, each collective (comm, seq) appears once on every rank."""
+    path = os.path.join(job, "timeline.h5")
+    if not os.path.exists(path):
+        return []
+    with h5py.File(path, "r") as f:
+        n = f["records/nccl"][:]
+        nranks = len(f["meta/ranks"])
+    colls = n[n["event_type"] == 1]
+    per_key = {}
+    for r in colls:
+        per_key.setdefault((int(r["comm_hash"]), int(r["seq_number"])), []).append(int(r["rank"]))
+    bad = [k for k, ranks in per_key.items() if sorted(ranks) != list(range(nranks))]
+    print(f"[nccl] timeline: {len(per_key)} collectives, each on all {nranks} ranks: {len(bad) == 0}")
+    return [f"{len(bad)} collectives not seen exactly once on every rank"] if bad else []
 
 
 def check_ddp(exp, path):
@@ -109,6 +167,16 @@ def check_ddp(exp, path):
         row = dict(rank=int(meta["rank"]), step_ranges=steps, kernels=len(kernels), nccl_kernels=nccl,
                    memcpy=len(f["records/memcpy"]), api=len(f["records/api"]), nvtx=len(nvtx),
                    bytes=os.path.getsize(path))
+    with h5py.File(path, "r") as f:
+        n = f["records/nccl"][:]
+        kname = {int(k["correlation_id"]): names[k["name_id"]] for k in f["records/kernels"][:]}
+    ops = n[(n["event_type"] == 1) | (n["event_type"] == 2)]
+    correlated = sum(1 for r in ops if "nccl" in kname.get(int(r["correlation_id"]), "").lower())
+    row.update(nccl_ops=len(ops), nccl_correlated=correlated)
+    if len(ops) == 0:
+        problems.append("no NCCL operations recorded (PyTorch's NCCL did not load the plugin?)")
+    elif correlated != len(ops):
+        problems.append(f"{len(ops) - correlated} of {len(ops)} NCCL operations not tied to a kernel")
     if steps != int(exp["nvtx_step_ranges"]):
         problems.append(f"step ranges: trace {steps} != program {exp['nvtx_step_ranges']}")
     if row["kernels"] == 0 or nccl == 0:
@@ -154,6 +222,8 @@ def main():
         rows.append(row)
         problems += [f"rank {rank}: {x}" for x in p]
     problems += check_timeline(job, rows)
+    if mode == "cuda":
+        problems += check_nccl_identity(job)
     for row in rows:
         print(f"[{mode}] " + " ".join(f"{k}={v}" for k, v in row.items()))
     for p in problems:

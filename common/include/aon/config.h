@@ -22,7 +22,7 @@ struct ConfigVariable {
 };
 
 // The table of AON_* variables read by the agent.
-const std::array<ConfigVariable, 7>& AgentConfigVariables();
+const std::array<ConfigVariable, 8>& AgentConfigVariables();
 
 struct AgentConfig {
   std::string output_dir;  // AON_OUTPUT_DIR: where rank files go ("" = don't write)
@@ -32,6 +32,7 @@ struct AgentConfig {
   int verbose = 0;                             // AON_VERBOSE
   std::string job_id;                          // AON_JOB_ID
   long launcher_parent_pid = 0;                // AON_LAUNCHER_PARENT_PID
+  std::string nccl = "default";                // AON_NCCL: default | coll | off
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.

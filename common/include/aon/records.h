@@ -141,17 +141,36 @@ struct NvtxRecord {
 };
 static_assert(sizeof(NvtxRecord) == 40);
 
-// NCCL operations. Schema reserved by format v1; filled by the NCCL capture.
-enum class NcclEventType : uint8_t { kColl = 1, kP2p = 2, kKernelCh = 3, kGroup = 4 };
+// NCCL operations, from AON's NCCL profiler plugin (format 1.1).
+//   kColl / kP2p: one per operation per rank. start_ns = when NCCL began it on the
+//     host (enqueue); end_ns = when its GPU work finished (last channel stop) if
+//     GPU-timed, else when NCCL finished enqueuing it; gpu_start_ns = first
+//     channel start (0 = not GPU-timed). (comm_hash, seq_number) names the same
+//     collective on every rank; p2p seq_number counts p2p ops per comm and peer.
+//   kKernelCh: one per channel of an operation: start/end = that channel's GPU
+//     work; comm_hash/seq_number/func_id are its parent's.
+//   kComm: one per communicator: start = init, end = finalize, func_id = name.
+// GPU times come from %globaltimer and are put on the host timebase with an
+// offset measured against CUPTI's records of the same kernels (gpu_timing).
+enum class NcclEventType : uint8_t { kColl = 1, kP2p = 2, kKernelCh = 3, kComm = 5 };
+enum class NcclGpuTiming : uint8_t {
+  kNone = 0,        // no GPU times (KernelCh not captured)
+  kRaw = 1,         // only inside the agent before the file is written
+  kCalibrated = 2,  // offset measured against CUPTI kernel records
+  kAssumed = 3,     // no CUPTI pairs: %globaltimer taken as CLOCK_REALTIME
+};
 
 struct NcclRecord {
   uint64_t start_ns;
   uint64_t end_ns;
+  uint64_t gpu_start_ns;
   uint64_t comm_hash;
   uint64_t seq_number;
   uint64_t count;
   uint64_t bytes;
-  uint32_t func_id;  // "AllReduce", "Send", ... in the string table
+  uint64_t external_id;     // AON's CUPTI external correlation id of the launch (0 none)
+  uint32_t correlation_id;  // CUPTI correlation id of the NCCL kernel (0 unresolved)
+  uint32_t func_id;         // "AllReduce", "Send", ...; kComm: communicator name
   uint32_t algo_id;
   uint32_t proto_id;
   uint32_t datatype_id;
@@ -159,12 +178,16 @@ struct NcclRecord {
   int32_t peer;
   uint32_t n_channels;
   uint32_t n_warps;
-  uint32_t stream_id;
-  int32_t channel_id;  // KernelCh events; -1 otherwise
+  uint32_t stream_id;  // CUPTI stream id of the kernel (with correlation_id)
+  int32_t channel_id;  // kKernelCh; -1 otherwise
+  int32_t comm_rank;
+  int32_t comm_nranks;
+  int32_t comm_nnodes;
   uint8_t event_type;  // NcclEventType
-  uint8_t padding_[7];
+  uint8_t gpu_timing;  // NcclGpuTiming
+  uint8_t padding_[2];
 };
-static_assert(sizeof(NcclRecord) == 96);
+static_assert(sizeof(NcclRecord) == 128);
 
 struct ExternalCorrelationRecord {
   uint64_t external_id;

@@ -26,7 +26,7 @@
 namespace aon {
 
 inline constexpr int kFormatMajor = 1;
-inline constexpr int kFormatMinor = 0;
+inline constexpr int kFormatMinor = 1;  // 1.1: NCCL records filled, NCCL GPU clock metadata
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -77,6 +77,12 @@ struct RankMetadata {
   std::string end_reason;  // "exit", "signal SIGTERM", ...
   std::array<uint64_t, kRecordKindCount> dropped{};  // per RecordKind
   std::vector<std::string> notes;  // degradations, each said once ("CUPTI unavailable: ...")
+  // NCCL GPU timer (%globaltimer) -> host timebase: host = gpu + offset, measured
+  // on `pairs` NCCL kernels seen by both NCCL and CUPTI; spread = max - min of
+  // the per-pair offsets kept (an error bound). pairs = 0: not calibrated.
+  int64_t nccl_gpu_clock_offset_ns = 0;
+  int64_t nccl_gpu_clock_pairs = 0;
+  int64_t nccl_gpu_clock_spread_ns = -1;
 
   std::vector<DeviceInfo> devices;
 };

@@ -1,61 +1,16 @@
 // The agent in real processes: a child loads libaon_agent.so through NVTX
 // injection (and the fake driver), exits in various ways, and the rank file it
 // leaves is read back with the trace reader.
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <string>
-#include <vector>
 
-#include "aon/trace_file.h"
-
-namespace fs = std::filesystem;
+#include "agent_child_fixture.h"
 
 namespace aon {
+
+const std::string kChildProgram = std::string(AON_BUILD_BIN_DIR) + "/../tests-bin/agent_test_child";
+
 namespace {
-
-const std::string kAgent = std::string(AON_BUILD_LIB_DIR) + "/libaon_agent.so";
-const std::string kChild = std::string(AON_BUILD_BIN_DIR) + "/../tests-bin/agent_test_child";
-
-class AgentTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/aon-agent-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Runs the child with the agent injected; returns its wait status.
-  int RunChild(const std::string& mode, const std::map<std::string, std::string>& extra_env = {}) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("NVTX_INJECTION64_PATH", kAgent.c_str(), 1);
-      setenv("CUDA_INJECTION64_PATH", kAgent.c_str(), 1);
-      setenv("AON_OUTPUT_DIR", dir_.c_str(), 1);
-      setenv("AON_JOB_ID", "agent-test", 1);
-      for (const char* v : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", "PMIX_RANK"}) unsetenv(v);
-      for (const auto& [k, v] : extra_env) setenv(k.c_str(), v.c_str(), 1);
-      execl(kChild.c_str(), kChild.c_str(), mode.c_str(), nullptr);
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return status;
-  }
-
-  std::unique_ptr<TraceReader> OpenRank0() {
-    auto r = TraceReader::Open(dir_ + "/rank-00000.h5");
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? std::move(r).value() : nullptr;
-  }
-
-  std::string dir_;
-};
 
 TEST_F(AgentTest, NvtxRangesNestingDomainsAndCrossThreadRanges) {
   int st = RunChild("nvtx");

@@ -375,6 +375,8 @@ TEST_F(TempDir, PlanLaunchBuildsEverything) {
                      {"AON_MEMORY_CAP", "128M"},
                      {"AON_SOURCE", "synthetic"},
                      {"AON_VERBOSE", "1"},
+                     {"AON_NCCL", "default"},
+                     {"NCCL_PROFILER_PLUGIN", agent},
                  }));
   // Every variable is passed with -x, before the user's own arguments.
   ASSERT_EQ(plan->argv.size(), 1 + 2 * plan->agent_env.size() + 3);

@@ -245,7 +245,7 @@ TEST(MergeChromeTrace, TracksAndLabels) {
   EXPECT_EQ(Value(c, "bad"), "0") << Value(c, "first_bad");
   EXPECT_EQ(Value(c, "process_names"), "rank 0 @ host \"a\"|rank 1 @ node0 [SYNTHETIC]");
   EXPECT_EQ(Value(c, "synthetic_labels"), "1");
-  EXPECT_EQ(Value(c, "thread_names"), "GPU 1 stream 7|NCCL|main thread 1000|main thread 1001|sync");
+  EXPECT_EQ(Value(c, "thread_names"), "GPU 1 stream 7|NCCL comm 0000|main thread 1000|main thread 1001|sync");
   EXPECT_EQ(Count(c, "X_sync"), 4u);
 }
 

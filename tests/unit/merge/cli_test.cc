@@ -58,7 +58,8 @@ TEST(MergeCli, MergesAJobAndInspectReportsExactCounts) {
   std::ofstream(json) << inspected.out;
   auto j = testing::FlattenJsonFile(dir, json);
   EXPECT_EQ(Get(j, "file_kind"), Quoted("aon-timeline"));
-  EXPECT_EQ(Get(j, "format"), Quoted("1.0"));
+  EXPECT_EQ(Get(j, "format"),
+            Quoted(std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor)));
   EXPECT_EQ(Get(j, "metadata/world_size"), "4");
   EXPECT_EQ(Get(j, "metadata/ranks_ok"), "3");
   EXPECT_EQ(Get(j, "metadata/ranks_bad"), "1");
@@ -125,7 +126,8 @@ TEST(MergeInspect, RankFileJson) {
   std::ofstream(json) << r.out;
   auto j = testing::FlattenJsonFile(dir, json);
   EXPECT_EQ(Get(j, "file_kind"), Quoted("aon-rank-trace"));
-  EXPECT_EQ(Get(j, "format"), Quoted("1.0"));
+  EXPECT_EQ(Get(j, "format"),
+            Quoted(std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor)));
   EXPECT_EQ(Get(j, "metadata/rank"), "3");
   EXPECT_EQ(Get(j, "metadata/world_size"), "4");
   EXPECT_EQ(Get(j, "metadata/host"), Quoted("node0"));

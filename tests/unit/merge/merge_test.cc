@@ -463,7 +463,8 @@ TEST(MergeJobBadInput, CorruptTruncatedAndNewerFilesAreNamedAndSkipped) {
     EXPECT_TRUE(Contains(report.ranks[r].message, path)) << report.ranks[r].message;
     EXPECT_TRUE(AnyProblemContains(report, path)) << Problems(report);
   }
-  EXPECT_TRUE(Contains(report.ranks[2].message, "2.0")) << report.ranks[2].message;
+  EXPECT_TRUE(Contains(report.ranks[2].message, "2." + std::to_string(kFormatMinor)))
+      << report.ranks[2].message;
 
   Timeline t = OpenTimeline(report.timeline_path);
   ASSERT_EQ(t.ranks.size(), 5u);

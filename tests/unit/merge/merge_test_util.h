@@ -135,6 +135,10 @@ std::vector<RefRecord<T>> ReferenceMerge(const std::map<uint32_t, const RankTrac
         } else if (std::string_view(f.name) == "start_ns" || std::string_view(f.name) == "end_ns") {
           SetField(&x.record, f,
                    GetField(&r, f) + static_cast<uint64_t>(trace->meta.clock_offset_ns));
+        } else if (std::string_view(f.name) == "gpu_start_ns" && GetField(&r, f) != 0) {
+          // NCCL's GPU start is a time too (0 = none, kept as is).
+          SetField(&x.record, f,
+                   GetField(&r, f) + static_cast<uint64_t>(trace->meta.clock_offset_ns));
         }
       }
       all.push_back(std::move(x));

@@ -1,0 +1,234 @@
+// Drives libaon_agent.so's NCCL profiler tables by hand, the way NCCL would,
+// in a real process: dlopen(NCCL_PROFILER_PLUGIN), dlsym("ncclProfiler_v5"/_v4),
+// then the event sequences each mode names. Prints "mask=<hex>" after init.
+// Usage: nccl_abi_child MODE
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aon/nccl_profiler_abi.h"
+
+namespace {
+
+AonNcclProfilerV5* v5 = nullptr;
+AonNcclProfilerV4* v4 = nullptr;
+
+void* Load() {
+  void* lib = dlopen(std::getenv("NCCL_PROFILER_PLUGIN"), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::fprintf(stderr, "dlopen: %s\n", dlerror());
+    std::exit(20);
+  }
+  v5 = static_cast<AonNcclProfilerV5*>(dlsym(lib, "ncclProfiler_v5"));
+  v4 = static_cast<AonNcclProfilerV4*>(dlsym(lib, "ncclProfiler_v4"));
+  if (v5 == nullptr || v4 == nullptr) std::exit(21);
+  return lib;
+}
+
+#define CHECK(x)                                                   \
+  do {                                                             \
+    if ((x) != 0) {                                                \
+      std::fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #x); \
+      std::exit(22);                                               \
+    }                                                              \
+  } while (0)
+
+void* InitV5(uint64_t hash, int rank, int nranks, int* mask_out = nullptr) {
+  void* ctx = nullptr;
+  int mask = 0;
+  CHECK(v5->init(&ctx, hash, &mask, "test-comm", 1, nranks, rank, nullptr));
+  std::printf("mask=%x\n", mask);
+  if (mask_out) *mask_out = mask;
+  return ctx;
+}
+
+void* StartColl(void* ctx, uint64_t seq, uint8_t channels, const char* func = "AllReduce") {
+  AonNcclEventV5 e{};
+  e.type = kNcclProfileColl;
+  e.coll.seq_number = seq;
+  e.coll.func = func;
+  e.coll.count = 1024;
+  e.coll.root = 0;
+  e.coll.datatype = "ncclFloat32";
+  e.coll.n_channels = channels;
+  e.coll.n_warps = 16;
+  e.coll.algo = "RING";
+  e.coll.proto = "LL";
+  void* h = nullptr;
+  CHECK(v5->start_event(ctx, &h, &e));
+  return h;
+}
+
+void* StartChannel(void* ctx, void* parent, uint8_t ch, uint64_t gpu_start) {
+  AonNcclEventV5 e{};
+  e.type = kNcclProfileKernelCh;
+  e.parent = parent;
+  e.kernel_ch.channel_id = ch;
+  e.kernel_ch.gpu_timer = gpu_start;
+  void* h = nullptr;
+  CHECK(v5->start_event(ctx, &h, &e));
+  return h;
+}
+
+void StopChannel(void* h, uint64_t gpu_stop) {
+  AonNcclStateArgs a{};
+  a.kernel_ch.gpu_timer = gpu_stop;
+  CHECK(v5->record_event_state(h, kNcclStateKernelChStop, &a));
+  CHECK(v5->stop_event(h));
+}
+
+void Launch(void* ctx) {
+  AonNcclEventV5 e{};
+  e.type = kNcclProfileKernelLaunch;
+  void* h = nullptr;
+  CHECK(v5->start_event(ctx, &h, &e));
+  CHECK(v5->stop_event(h));
+}
+
+// Realistic %globaltimer values (Unix-epoch ns, as on current drivers).
+constexpr uint64_t kGpu0 = 1'790'000'000'000'000'000ull;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  Load();
+  if (mode == "basic") {
+    // The usual order: op starts, launch, op stops (enqueued), then the proxy
+    // thread reports its two channels.
+    void* ctx = InitV5(0xabc, 0, 2);
+    void* op = StartColl(ctx, 7, 2);
+    Launch(ctx);
+    CHECK(v5->stop_event(op));
+    void* c0 = StartChannel(ctx, op, 0, kGpu0 + 1000);
+    void* c1 = StartChannel(ctx, op, 1, kGpu0 + 1200);
+    StopChannel(c1, kGpu0 + 9000);
+    StopChannel(c0, kGpu0 + 8000);
+    CHECK(v5->finalize(ctx));
+    return 0;
+  }
+  if (mode == "null-context") {
+    // NCCL 2.28.9 calls on with a NULL context after a failed init.
+    AonNcclEventV5 e{};
+    e.type = kNcclProfileColl;
+    void* h = reinterpret_cast<void*>(0x1);
+    CHECK(v5->start_event(nullptr, &h, &e));
+    if (h != nullptr) return 23;
+    CHECK(v5->stop_event(nullptr));
+    CHECK(v5->record_event_state(nullptr, kNcclStateKernelChStop, nullptr));
+    CHECK(v5->finalize(nullptr));
+    // Events the plugin does not record get no handle and cost nothing.
+    void* ctx = InitV5(1, 0, 1);
+    e.type = kNcclProfileProxyStep;
+    CHECK(v5->start_event(ctx, &h, &e));
+    if (h != nullptr) return 24;
+    return 0;
+  }
+  if (mode == "many") {
+    // 8 threads, each with its own communicator (as one per stream/process
+    // group), 200 collectives each; a "proxy" thread per communicator reports
+    // channels concurrently with the user thread.
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([t] {
+        void* ctx = InitV5(0x1000 + t, 0, 8);
+        for (uint64_t seq = 0; seq < 200; ++seq) {
+          void* op = StartColl(ctx, seq, 3);
+          Launch(ctx);
+          std::thread proxy([ctx, op, seq] {
+            void* ch[3];
+            for (int c = 0; c < 3; ++c) ch[c] = StartChannel(ctx, op, c, kGpu0 + seq * 100000 + c);
+            for (int c = 2; c >= 0; --c) StopChannel(ch[c], kGpu0 + seq * 100000 + 5000 + c);
+          });
+          if (seq % 2 == 0) CHECK(v5->stop_event(op));  // before or after the channels
+          proxy.join();
+          if (seq % 2 == 1) CHECK(v5->stop_event(op));
+        }
+        CHECK(v5->finalize(ctx));
+      });
+    }
+    for (auto& th : threads) th.join();
+    return 0;
+  }
+  if (mode == "p2p") {
+    void* ctx = InitV5(0x22, 0, 2);
+    for (int i = 0; i < 3; ++i) {
+      for (const char* func : {"Send", "Recv"}) {
+        AonNcclEventV5 e{};
+        e.type = kNcclProfileP2p;
+        e.p2p.func = func;
+        e.p2p.count = 256;
+        e.p2p.datatype = "ncclBfloat16";
+        e.p2p.peer = 1;
+        e.p2p.n_channels = 0;
+        void* h = nullptr;
+        CHECK(v5->start_event(ctx, &h, &e));
+        Launch(ctx);
+        CHECK(v5->stop_event(h));
+      }
+    }
+    CHECK(v5->finalize(ctx));
+    return 0;
+  }
+  if (mode == "late-and-missing-channels") {
+    void* ctx = InitV5(0x33, 0, 2);
+    // Op A announces 1 channel, runs it, and a surplus channel shows up after
+    // the op has completed: it must be ignored (counted), not crash.
+    void* a = StartColl(ctx, 1, 1);
+    Launch(ctx);
+    CHECK(v5->stop_event(a));
+    StopChannel(StartChannel(ctx, a, 0, kGpu0 + 10), kGpu0 + 20);
+    void* late = StartChannel(ctx, a, 5, kGpu0 + 30);
+    if (late != nullptr) return 25;
+    // Op B announces 2 channels but only one ever reports: at exit it is
+    // recorded with what is known.
+    void* b = StartColl(ctx, 2, 2);
+    Launch(ctx);
+    CHECK(v5->stop_event(b));
+    StopChannel(StartChannel(ctx, b, 0, kGpu0 + 100), kGpu0 + 200);
+    return 0;
+  }
+  if (mode == "v4") {
+    void* ctx = nullptr;
+    int mask = 0;
+    CHECK(v4->init(&ctx, &mask, "v4-comm", 0x44, 1, 2, 1, nullptr));
+    std::printf("mask=%x\n", mask);
+    AonNcclEventV4 e{};
+    e.type = kNcclProfileColl;
+    e.coll.seq_number = 3;
+    e.coll.func = "AllGather";
+    e.coll.count = 10;
+    e.coll.datatype = "ncclInt8";
+    e.coll.n_channels = 1;
+    e.coll.algo = "RING";
+    e.coll.proto = "SIMPLE";
+    void* op = nullptr;
+    CHECK(v4->start_event(ctx, &op, &e));
+    CHECK(v4->stop_event(op));
+    AonNcclEventV4 ch{};
+    ch.type = kNcclProfileKernelCh;
+    ch.parent = op;
+    ch.kernel_ch.channel_id = 0;
+    ch.kernel_ch.gpu_timer = kGpu0 + 5;
+    void* h = nullptr;
+    CHECK(v4->start_event(ctx, &h, &ch));
+    AonNcclStateArgs a{};
+    a.kernel_ch.gpu_timer = kGpu0 + 50;
+    CHECK(v4->record_event_state(h, kNcclStateKernelChStop, &a));
+    CHECK(v4->stop_event(h));
+    CHECK(v4->finalize(ctx));
+    return 0;
+  }
+  if (mode == "mask") {
+    InitV5(0x55, 0, 1);
+    return 0;
+  }
+  std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+  return 2;
+}
