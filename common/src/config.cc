@@ -17,8 +17,9 @@ const std::array<ConfigVariable, 8>& AgentConfigVariables() {
        "set by aon-run for launchers such as torchrun: a process whose parent has this pid is the "
        "launcher itself, not a rank, and records nothing"},
       {"AON_NCCL", "default",
-       "NCCL capture when AON is NCCL's profiler plugin: default (operations + per-channel GPU "
-       "timing + kernel correlation), coll (operations only, no GPU timing), off"},
+       "NCCL capture when AON is NCCL's profiler plugin: default (operations, each tied to the "
+       "kernel that ran it), channels (also per-channel GPU timing; costly for small messages), "
+       "coll (operations only), off"},
   }};
   return vars;
 }
@@ -108,8 +109,8 @@ StatusOr<AgentConfig> LoadAgentConfig(const EnvLookupFn& lookup) {
   }
   if (std::string v = get("AON_VERBOSE"); !v.empty()) c.verbose = std::atoi(v.c_str());
   if (std::string v = get("AON_NCCL"); !v.empty()) {
-    if (v != "default" && v != "coll" && v != "off") {
-      return InvalidArgument("AON_NCCL: unknown mode '" + v + "' (default, coll or off)");
+    if (v != "default" && v != "channels" && v != "coll" && v != "off") {
+      return InvalidArgument("AON_NCCL: unknown mode '" + v + "' (default, channels, coll or off)");
     }
     c.nccl = v;
   }

@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--nccl", options.nccl,
                  "NCCL capture (AON is NCCL's profiler plugin): default = every collective and "
-                 "p2p operation with per-channel GPU timing and its kernel; coll = operations "
-                 "only; off = none")
+                 "p2p operation, tied to the kernel that ran it; channels = also per-channel "
+                 "GPU timing (makes NCCL slower for small messages); coll = operations only; "
+                 "off = none")
       ->capture_default_str();
   app.add_flag("--no-merge", no_merge, "leave the rank files; don't run aon-merge");
   app.add_flag("--no-report", no_report, "don't run aon-report after the merge");

@@ -301,10 +301,10 @@ Status ValidateOptions(const RunOptions& options) {
     return InvalidArgument("--source '" + options.source +
                            "': must be 'cupti' (real GPUs) or 'synthetic' (labeled fake GPU)");
   }
-  if (options.nccl != "default" && options.nccl != "coll" && options.nccl != "off") {
+  if (options.nccl != "default" && options.nccl != "channels" && options.nccl != "coll" &&
+      options.nccl != "off") {
     return InvalidArgument("--nccl '" + options.nccl +
-                           "': must be 'default' (operations + GPU timing), 'coll' (operations "
-                           "only) or 'off'");
+                           "': must be 'default', 'channels', 'coll' or 'off'");
   }
   if (options.verbose < 0) return InvalidArgument("--verbose: must not be negative");
   if (options.command.empty() || options.command[0].empty()) {

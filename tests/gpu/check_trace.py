@@ -13,6 +13,7 @@ import re
 import sys
 
 import h5py
+import numpy as np
 
 
 def strings(f):
@@ -106,7 +107,10 @@ def check_nccl(exp, path, row):
         names = strings(f)
         n = f["records/nccl"][:]
         kernels = f["records/kernels"][:]
-        meta = f["meta"].attrs
+        attrs = f["meta"].attrs
+        clock_pairs = int(attrs.get("nccl_gpu_clock_pairs", 0))
+        clock_spread = int(attrs.get("nccl_gpu_clock_spread_ns", -1))
+        ext = {int(e["external_id"]): int(e["correlation_id"]) for e in f["records/external_correlation"][:]}
         kname = {int(k["correlation_id"]): names[k["name_id"]] for k in kernels}
     ops = n[(n["event_type"] == 1) | (n["event_type"] == 2)]
     got = {}
@@ -122,18 +126,24 @@ def check_nccl(exp, path, row):
                     or "nccl" not in kname[int(r["correlation_id"])].lower()]
     if uncorrelated:
         problems.append(f"{len(uncorrelated)} of {len(ops)} NCCL operations not tied to an NCCL kernel")
-    untimed = int((ops["gpu_timing"] != 2).sum())
+        for r in uncorrelated[:4]:
+            e = int(r["external_id"])
+            print(f"[nccl] uncorrelated: {names[r['func_id']]} seq={int(r['seq_number'])} "
+                  f"start={int(r['start_ns'])} external_id={e} in_ext_table={e in ext} "
+                  f"corr={int(r['correlation_id'])} kernel={kname.get(int(r['correlation_id']))}")
+    # 2 = channel timing calibrated against CUPTI, 4 = the span of its CUPTI kernel.
+    untimed = int((~np.isin(ops["gpu_timing"], [2, 4])).sum())
     if untimed:
-        problems.append(f"{untimed} NCCL operations without calibrated GPU timing")
+        problems.append(f"{untimed} NCCL operations without GPU timing")
     bad_span = int(((ops["gpu_start_ns"] > ops["end_ns"]) | (ops["gpu_start_ns"] == 0)).sum())
     if bad_span:
         problems.append(f"{bad_span} NCCL operations with an empty or inverted GPU span")
     row.update(nccl_ops=len(ops), nccl_channels=int((n["event_type"] == 3).sum()),
                nccl_correlated=len(ops) - len(uncorrelated),
-               nccl_clock_pairs=int(meta.get("nccl_gpu_clock_pairs", 0)),
-               nccl_clock_spread_ns=int(meta.get("nccl_gpu_clock_spread_ns", -1)))
-    if row["nccl_clock_pairs"] == 0:
-        problems.append("NCCL GPU clock not calibrated (0 pairs)")
+               nccl_timing="channels" if (ops["gpu_timing"] == 2).any() else "kernel",
+               nccl_clock_pairs=clock_pairs, nccl_clock_spread_ns=clock_spread)
+    if row["nccl_timing"] == "channels" and clock_pairs == 0:
+        problems.append("NCCL channel times not calibrated (0 pairs)")
     return row, problems
 
 
@@ -147,8 +157,10 @@ def check_nccl_identity(job):
         nranks = len(f["meta/ranks"])
     colls = n[n["event_type"] == 1]
     per_key = {}
+    # NCCL numbers collectives per communicator and function.
     for r in colls:
-        per_key.setdefault((int(r["comm_hash"]), int(r["seq_number"])), []).append(int(r["rank"]))
+        key = (int(r["comm_hash"]), int(r["func_id"]), int(r["seq_number"]))
+        per_key.setdefault(key, []).append(int(r["rank"]))
     bad = [k for k, ranks in per_key.items() if sorted(ranks) != list(range(nranks))]
     print(f"[nccl] timeline: {len(per_key)} collectives, each on all {nranks} ranks: {len(bad) == 0}")
     return [f"{len(bad)} collectives not seen exactly once on every rank"] if bad else []

@@ -39,6 +39,13 @@ log "CUDA example without AON"
 t0=$(now); "${MPI[@]}" "$BIN/aon-example-cuda" --iterations "$ITERS" > "$OUT/cuda-plain.log" 2>&1 || status=1
 T[cuda_plain]=$(secs "$t0" "$(now)"); tail -3 "$OUT/cuda-plain.log"
 
+log "CUDA example under aon-run --nccl channels (per-channel GPU timing, calibrated)"
+"$BIN/aon-run" --nccl channels -o "$OUT/job-cuda-channels" "${MPI[@]}" "$BIN/aon-example-cuda" \
+  --iterations 10 > "$OUT/cuda-channels.log" 2>&1 || status=1
+python3 tests/gpu/check_trace.py cuda "$OUT/cuda-channels.log" "$OUT/job-cuda-channels" \
+  | sed 's/^\[cuda\]/[cuda-channels]/' | tee "$OUT/check-cuda-channels.txt"
+grep -q "PASS" "$OUT/check-cuda-channels.txt" || status=1
+
 log "CUDA example under aon-run"
 t0=$(now); "$BIN/aon-run" -o "$OUT/job-cuda" "${MPI[@]}" "$BIN/aon-example-cuda" --iterations "$ITERS" \
   > "$OUT/cuda-aon.log" 2>&1 || status=1

@@ -32,7 +32,7 @@ struct AgentConfig {
   int verbose = 0;                             // AON_VERBOSE
   std::string job_id;                          // AON_JOB_ID
   long launcher_parent_pid = 0;                // AON_LAUNCHER_PARENT_PID
-  std::string nccl = "default";                // AON_NCCL: default | coll | off
+  std::string nccl = "default";                // AON_NCCL: default | channels | coll | off
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.

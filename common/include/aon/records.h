@@ -145,8 +145,10 @@ static_assert(sizeof(NvtxRecord) == 40);
 //   kColl / kP2p: one per operation per rank. start_ns = when NCCL began it on the
 //     host (enqueue); end_ns = when its GPU work finished (last channel stop) if
 //     GPU-timed, else when NCCL finished enqueuing it; gpu_start_ns = first
-//     channel start (0 = not GPU-timed). (comm_hash, seq_number) names the same
-//     collective on every rank; p2p seq_number counts p2p ops per comm and peer.
+//     channel start, or its kernel's start (0 = not GPU-timed). NCCL numbers
+//     collectives per communicator and function, so (comm_hash, func, seq_number)
+//     names the same collective on every rank; p2p seq_number counts p2p ops per
+//     comm, peer and direction.
 //   kKernelCh: one per channel of an operation: start/end = that channel's GPU
 //     work; comm_hash/seq_number/func_id are its parent's.
 //   kComm: one per communicator: start = init, end = finalize, func_id = name.
@@ -158,6 +160,7 @@ enum class NcclGpuTiming : uint8_t {
   kRaw = 1,         // only inside the agent before the file is written
   kCalibrated = 2,  // offset measured against CUPTI kernel records
   kAssumed = 3,     // no CUPTI pairs: %globaltimer taken as CLOCK_REALTIME
+  kKernel = 4,      // no channel timing: the span of the CUPTI kernel that ran it
 };
 
 struct NcclRecord {

@@ -25,6 +25,8 @@ class NcclPluginTest : public AgentTest {
   }
   std::map<std::string, std::string> Env(std::map<std::string, std::string> extra = {}) {
     extra["NCCL_PROFILER_PLUGIN"] = kAgent;
+    // The sequences below include per-channel events: capture them.
+    if (!extra.count("AON_NCCL")) extra["AON_NCCL"] = "channels";
     return extra;
   }
   static std::vector<NcclRecord> OfType(const std::vector<NcclRecord>& all, NcclEventType t) {
@@ -187,9 +189,11 @@ TEST_F(NcclPluginTest, ModesSetTheActivationMask) {
     }
     return mask;
   };
-  const unsigned def = mask_of("");
-  EXPECT_EQ(def, static_cast<unsigned>(kNcclProfileColl | kNcclProfileP2p | kNcclProfileKernelCh |
-                                       kNcclProfileKernelLaunch));
+  EXPECT_EQ(mask_of(""), static_cast<unsigned>(kNcclProfileColl | kNcclProfileP2p |
+                                               kNcclProfileKernelLaunch));
+  EXPECT_EQ(mask_of("channels"),
+            static_cast<unsigned>(kNcclProfileColl | kNcclProfileP2p | kNcclProfileKernelCh |
+                                  kNcclProfileKernelLaunch));
   EXPECT_EQ(mask_of("coll"), static_cast<unsigned>(kNcclProfileColl | kNcclProfileP2p));
   EXPECT_EQ(mask_of("off"), 0u);
 }

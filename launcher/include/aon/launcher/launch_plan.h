@@ -51,7 +51,7 @@ struct RunOptions {
   std::string kinds = "default";     // --kinds
   std::string memory_cap = "64M";    // --memory-cap
   std::string source = "cupti";      // --source: cupti | synthetic
-  std::string nccl = "default";      // --nccl: default | coll | off
+  std::string nccl = "default";      // --nccl: default | channels | coll | off
   int verbose = 0;                   // -v, counted
   bool merge = true;                 // false with --no-merge
   std::vector<std::string> command;  // launcher word and its arguments
