@@ -502,13 +502,37 @@ NcclClockCalibration FinalizeNcclRecords() {
     kernel_of_corr.emplace(k.correlation_id, KernelAt{k.start_ns, k.end_ns, k.stream_id});
   });
 
+  // NCCL's launches in time order: (host time of the launch call, its CUPTI
+  // correlation id). Fallback for an operation no launch claimed on its thread
+  // (seen for ~1 % of send/recv operations): the first launch after it began.
+  std::vector<std::pair<uint64_t, uint32_t>> launches;
+  {
+    std::unordered_map<uint32_t, bool> nccl_corr;
+    for (const auto& [ext, corr] : corr_of_external) nccl_corr.emplace(corr, true);
+    store.ForEach<ApiRecord>([&](ApiRecord& a) {
+      if (nccl_corr.count(a.correlation_id)) launches.emplace_back(a.start_ns, a.correlation_id);
+    });
+    std::sort(launches.begin(), launches.end());
+  }
+  int64_t by_time = 0;
+
   std::vector<int64_t> offsets;
   store.ForEach<NcclRecord>([&](NcclRecord& r) {
-    if (r.external_id == 0) return;
-    auto c = corr_of_external.find(r.external_id);
-    if (c == corr_of_external.end()) return;
-    r.correlation_id = c->second;
-    auto k = kernel_of_corr.find(c->second);
+    if (r.event_type != static_cast<uint8_t>(NcclEventType::kColl) &&
+        r.event_type != static_cast<uint8_t>(NcclEventType::kP2p)) {
+      return;
+    }
+    auto c = r.external_id != 0 ? corr_of_external.find(r.external_id) : corr_of_external.end();
+    if (c != corr_of_external.end()) {
+      r.correlation_id = c->second;
+    } else {
+      auto next = std::lower_bound(launches.begin(), launches.end(),
+                                   std::make_pair(r.start_ns, uint32_t{0}));
+      if (next == launches.end()) return;
+      r.correlation_id = next->second;
+      ++by_time;
+    }
+    auto k = kernel_of_corr.find(r.correlation_id);
     if (k == kernel_of_corr.end()) return;
     r.stream_id = k->second.stream;
     if (r.gpu_timing == static_cast<uint8_t>(NcclGpuTiming::kNone)) {
@@ -526,6 +550,10 @@ NcclClockCalibration FinalizeNcclRecords() {
     }
   });
 
+  if (by_time > 0) {
+    Agent::Get().Log("NCCL: %lld operations tied to their kernel by launch order (no launch event "
+                     "on their thread)", static_cast<long long>(by_time));
+  }
   NcclClockCalibration cal;
   NcclGpuTiming timing = NcclGpuTiming::kAssumed;
   if (!offsets.empty()) {
