@@ -516,7 +516,10 @@ NcclClockCalibration FinalizeNcclRecords() {
   }
   int64_t by_time = 0;
 
-  std::vector<int64_t> offsets;
+  // Per kernel, the earliest first-channel start of the operations it ran:
+  // that one starts with the kernel; later operations of a fused launch (a
+  // send/recv group) start when their peer is ready.
+  std::unordered_map<uint32_t, int64_t> offset_of_kernel;
   store.ForEach<NcclRecord>([&](NcclRecord& r) {
     if (r.event_type != static_cast<uint8_t>(NcclEventType::kColl) &&
         r.event_type != static_cast<uint8_t>(NcclEventType::kP2p)) {
@@ -542,11 +545,10 @@ NcclClockCalibration FinalizeNcclRecords() {
       r.end_ns = std::max(k->second.end, r.start_ns);
       r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kKernel);
     }
-    // One kernel runs every operation of its launch: only the first channel
-    // start of the launch pairs with the kernel's start. Take each operation's
-    // own first start; the median below is robust to the later ones.
     if (r.gpu_timing == static_cast<uint8_t>(NcclGpuTiming::kRaw) && r.gpu_start_ns != 0) {
-      offsets.push_back(static_cast<int64_t>(k->second.start) - static_cast<int64_t>(r.gpu_start_ns));
+      int64_t offset = static_cast<int64_t>(k->second.start) - static_cast<int64_t>(r.gpu_start_ns);
+      auto [it, inserted] = offset_of_kernel.emplace(r.correlation_id, offset);
+      if (!inserted) it->second = std::max(it->second, offset);
     }
   });
 
@@ -554,6 +556,9 @@ NcclClockCalibration FinalizeNcclRecords() {
     Agent::Get().Log("NCCL: %lld operations tied to their kernel by launch order (no launch event "
                      "on their thread)", static_cast<long long>(by_time));
   }
+  std::vector<int64_t> offsets;
+  offsets.reserve(offset_of_kernel.size());
+  for (const auto& [corr, offset] : offset_of_kernel) offsets.push_back(offset);
   NcclClockCalibration cal;
   NcclGpuTiming timing = NcclGpuTiming::kAssumed;
   if (!offsets.empty()) {
