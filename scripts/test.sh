@@ -12,8 +12,16 @@ if [[ $(id -u) -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
+# The concurrent parts of the agent under ThreadSanitizer (its own build dir).
+tsan_status=0
+bash scripts/tsan.sh || tsan_status=$?
+
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 || status=$?
+if ((status == 0 && tsan_status != 0)); then
+  echo "test.sh: ThreadSanitizer run failed (see above)"
+  status=$tsan_status
+fi
 if ((status == 0)); then echo "test.sh: all tests passed"; else echo "test.sh: ctest failed (status $status)"; fi
 exit "$status"
