@@ -119,7 +119,8 @@ const TableSchema& RecordTraits<NcclRecord>::Schema() {
        AON_F(T, datatype_id, kU32), AON_F(T, root, kI32), AON_F(T, peer, kI32),
        AON_F(T, n_channels, kU32), AON_F(T, n_warps, kU32), AON_F(T, stream_id, kU32),
        AON_F(T, channel_id, kI32), AON_F(T, comm_rank, kI32), AON_F(T, comm_nranks, kI32),
-       AON_F(T, comm_nnodes, kI32), AON_F(T, event_type, kU8), AON_F(T, gpu_timing, kU8)}};
+       AON_F(T, comm_nnodes, kI32), AON_F(T, graph_replay, kU32), AON_F(T, event_type, kU8),
+       AON_F(T, gpu_timing, kU8)}};
   return s;
 }
 

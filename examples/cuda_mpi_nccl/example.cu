@@ -9,6 +9,7 @@
 // at the end each rank prints exactly one line
 //
 //   AON_EXPECT rank=R kernels=K memcpy=C memset=S nvtx=V nccl_allreduce=A kernel_names=n1,n2,n3
+//              nccl_ops=Func:N,... nccl_comms=C nccl_graph_replays=G
 //
 // followed by `AON_EXAMPLE_OK rank=R`. A checker compares these numbers with what the
 // profiler recorded for that rank:
@@ -19,6 +20,10 @@
 //   nvtx            nvtxRangePushA calls + nvtxMarkA calls (default NVTX domain only; NCCL
 //                   emits its own ranges in its "NCCL" domain, not counted here)
 //   nccl_allreduce  ncclAllReduce calls (0 with --no-nccl)
+//   nccl_ops        every NCCL call by the name NCCL's profiler gives it (two communicators:
+//                   all-reduce on the first; all-gather, reduce-scatter, broadcast, send/recv
+//                   on the second)
+//   nccl_graph_replays  launches of a CUDA graph holding one captured all-reduce
 //   kernel_names    this program's kernels that were launched, in order of first launch
 //
 // NCCL makes copies/memsets of its own (communicator setup in ncclCommInitRank and, with
@@ -275,6 +280,7 @@ float heavy_reference(float in, int rounds) {
 // All-gather, reduce-scatter and broadcast, then a ring of send/recv (one
 // group), on `comm`, each counted under the name NCCL's profiler reports.
 constexpr int kSmallN = 4096;
+constexpr int kGraphReplays = 8;
 void other_collectives(ncclComm_t comm, cudaStream_t stream, int rank, int world, float* d_c1,
                        float* d_c2, float* d_cw, Counts* counts) {
   NCCL_CHECK(ncclAllGather(d_c1, d_cw, kSmallN, ncclFloat, comm, stream));
@@ -497,6 +503,28 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaDeviceSynchronize());
     nvtxRangePop();  // iteration
   }
+  // ---- the all-reduce as a CUDA graph, replayed -----------------------------------------
+  // NCCL reports a captured collective once, at capture; AON turns each replay of
+  // its kernel into a record of its own. Outside any NVTX range: instantiating a
+  // graph may copy things, and those are not this program's copies.
+  long graph_replays = 0;
+  if (opt.use_nccl) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(comm_stream, cudaStreamCaptureModeThreadLocal));
+    NCCL_CHECK(ncclAllReduce(d_send, d_recv, kCommN, ncclFloat, ncclSum, comm, comm_stream));
+    ++counts.nccl_allreduce, ++counts.nccl_ops["AllReduce"];
+    CUDA_CHECK(cudaStreamEndCapture(comm_stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int r = 0; r < kGraphReplays; ++r) {
+      CUDA_CHECK(cudaGraphLaunch(exec, comm_stream));
+      ++graph_replays;
+    }
+    CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
           .count();
@@ -540,9 +568,10 @@ int main(int argc, char** argv) {
     std::printf("aon-example-cuda: %ld iterations in %.1f ms (%.3f ms/iteration)\n",
                 opt.iterations, elapsed_ms, elapsed_ms / static_cast<double>(opt.iterations));
   std::printf("AON_EXPECT rank=%d kernels=%ld memcpy=%ld memset=%ld nvtx=%ld "
-              "nccl_allreduce=%ld kernel_names=%s nccl_ops=%s nccl_comms=%d\n",
+              "nccl_allreduce=%ld kernel_names=%s nccl_ops=%s nccl_comms=%d nccl_graph_replays=%ld\n",
               rank, counts.kernels, counts.memcpy, counts.memset, counts.nvtx,
-              counts.nccl_allreduce, names.c_str(), nccl_ops.c_str(), opt.use_nccl ? 2 : 0);
+              counts.nccl_allreduce, names.c_str(), nccl_ops.c_str(), opt.use_nccl ? 2 : 0,
+              graph_replays);
   std::printf("AON_EXAMPLE_OK rank=%d\n", rank);
   std::fflush(stdout);
 

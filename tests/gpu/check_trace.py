@@ -112,13 +112,22 @@ def check_nccl(exp, path, row):
         clock_spread = int(attrs.get("nccl_gpu_clock_spread_ns", -1))
         ext = {int(e["external_id"]): int(e["correlation_id"]) for e in f["records/external_correlation"][:]}
         kname = {int(k["correlation_id"]): names[k["name_id"]] for k in kernels}
-    ops = n[(n["event_type"] == 1) | (n["event_type"] == 2)]
+    all_ops = n[(n["event_type"] == 1) | (n["event_type"] == 2)]
+    replays = all_ops[all_ops["graph_replay"] > 0]
+    captured_ids = set(int(x) for x in replays["external_id"])
+    # Calls the program made: records of replay 0 (a captured call is one of them).
+    calls = all_ops[all_ops["graph_replay"] == 0]
+    captured = np.isin(calls["external_id"], list(captured_ids)) if captured_ids else np.zeros(len(calls), bool)
+    # Operations that ran on the GPU: uncaptured calls, and every graph replay.
+    ops = np.concatenate([calls[~captured], replays])
     got = {}
-    for r in ops:
+    for r in calls:
         got[names[r["func_id"]]] = got.get(names[r["func_id"]], 0) + 1
     want = {k: int(v) for k, v in (x.split(":") for x in exp["nccl_ops"].split(","))}
     if got != want:
         problems.append(f"nccl ops: trace {got} != program {want}")
+    if "nccl_graph_replays" in exp and len(replays) != int(exp["nccl_graph_replays"]):
+        problems.append(f"graph replays: trace {len(replays)} != program {exp['nccl_graph_replays']}")
     comms = n[n["event_type"] == 5]
     if len(comms) != int(exp["nccl_comms"]):
         problems.append(f"nccl communicators: trace {len(comms)} != program {exp['nccl_comms']}")
@@ -138,7 +147,8 @@ def check_nccl(exp, path, row):
     bad_span = int(((ops["gpu_start_ns"] > ops["end_ns"]) | (ops["gpu_start_ns"] == 0)).sum())
     if bad_span:
         problems.append(f"{bad_span} NCCL operations with an empty or inverted GPU span")
-    row.update(nccl_ops=len(ops), nccl_channels=int((n["event_type"] == 3).sum()),
+    row.update(nccl_calls=len(calls), nccl_replays=len(replays), nccl_ran=len(ops),
+               nccl_channels=int((n["event_type"] == 3).sum()),
                nccl_correlated=len(ops) - len(uncorrelated),
                nccl_timing="channels" if (ops["gpu_timing"] == 2).any() else "kernel",
                nccl_clock_pairs=clock_pairs, nccl_clock_spread_ns=clock_spread)
@@ -159,7 +169,7 @@ def check_nccl_identity(job):
     per_key = {}
     # NCCL numbers collectives per communicator and function.
     for r in colls:
-        key = (int(r["comm_hash"]), int(r["func_id"]), int(r["seq_number"]))
+        key = (int(r["comm_hash"]), int(r["func_id"]), int(r["seq_number"]), int(r["graph_replay"]))
         per_key.setdefault(key, []).append(int(r["rank"]))
     bad = [k for k, ranks in per_key.items() if sorted(ranks) != list(range(nranks))]
     print(f"[nccl] timeline: {len(per_key)} collectives, each on all {nranks} ranks: {len(bad) == 0}")

@@ -186,11 +186,15 @@ struct NcclRecord {
   int32_t comm_rank;
   int32_t comm_nranks;
   int32_t comm_nnodes;
+  // CUDA graphs: NCCL reports an operation once, when the graph is captured.
+  // That record has graph_replay 0 and no GPU time; each replay of its kernel
+  // becomes a copy with graph_replay = 1, 2, ... and that kernel's span.
+  uint32_t graph_replay;
   uint8_t event_type;  // NcclEventType
   uint8_t gpu_timing;  // NcclGpuTiming
   uint8_t padding_[2];
 };
-static_assert(sizeof(NcclRecord) == 128);
+static_assert(sizeof(NcclRecord) == 128);  // 124 bytes of fields
 
 struct ExternalCorrelationRecord {
   uint64_t external_id;
