@@ -34,6 +34,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
+#include <tuple>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -490,15 +492,20 @@ aon_nccl_result_t Finalize(void* context) {
 // Every replayed kernel of a captured NCCL launch becomes a copy of each
 // operation of that launch, timed by that kernel (see the file comment).
 void ExpandGraphReplays(RecordStore& store) {
-  std::unordered_map<uint64_t, std::vector<uint64_t>> nodes_of_launch;
+  std::unordered_map<uint64_t, std::set<uint64_t>> nodes_of_launch;
   {
+    // A node and all its clones (instantiation may clone more than once, and
+    // report a clone twice): a set, so each replayed kernel is found once.
     std::lock_guard<std::mutex> lock(g_graph_mu);
     for (const auto& [launch, nodes] : NodesOfLaunch()) {
-      std::vector<uint64_t>& all = nodes_of_launch[launch];
-      for (uint64_t n : nodes) {
-        all.push_back(n);
+      std::set<uint64_t>& all = nodes_of_launch[launch];
+      std::vector<uint64_t> todo(nodes.begin(), nodes.end());
+      while (!todo.empty()) {
+        uint64_t n = todo.back();
+        todo.pop_back();
+        if (!all.insert(n).second) continue;
         auto clones = ClonesOfNode().find(n);
-        if (clones != ClonesOfNode().end()) all.insert(all.end(), clones->second.begin(), clones->second.end());
+        if (clones != ClonesOfNode().end()) todo.insert(todo.end(), clones->second.begin(), clones->second.end());
       }
     }
   }
@@ -515,7 +522,17 @@ void ExpandGraphReplays(RecordStore& store) {
   });
   std::unordered_map<uint32_t, uint64_t> api_start;  // graph launch call per replay
   store.ForEach<ApiRecord>([&](ApiRecord& a) { api_start.emplace(a.correlation_id, a.start_ns); });
+  // With channel capture NCCL reports each replay itself (through the host
+  // callbacks it adds to the graph), as records without a launch: those are
+  // numbered and tied to the replayed kernels in time order instead of copied.
+  auto key = [](const NcclRecord& r) { return std::make_tuple(r.comm_hash, r.func_id, r.seq_number); };
+  std::map<std::tuple<uint64_t, uint32_t, uint64_t>, std::vector<NcclRecord*>> reported_replays;
   std::vector<NcclRecord> copies;
+  store.ForEach<NcclRecord>([&](NcclRecord& r) {
+    if (r.event_type == static_cast<uint8_t>(NcclEventType::kColl) && r.external_id == 0) {
+      reported_replays[key(r)].push_back(&r);
+    }
+  });
   store.ForEach<NcclRecord>([&](NcclRecord& r) {
     if (r.external_id == 0 || r.graph_replay != 0) return;
     auto nodes = nodes_of_launch.find(r.external_id);
@@ -530,6 +547,20 @@ void ExpandGraphReplays(RecordStore& store) {
     // The captured operation itself ran nothing.
     r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kNone);
     r.gpu_start_ns = 0;
+    auto reported = reported_replays.find(key(r));
+    if (reported != reported_replays.end()) {
+      std::vector<NcclRecord*>& own = reported->second;
+      std::sort(own.begin(), own.end(),
+                [](const NcclRecord* a, const NcclRecord* b) { return a->start_ns < b->start_ns; });
+      for (size_t i = 0; i < own.size(); ++i) {
+        own[i]->graph_replay = static_cast<uint32_t>(i + 1);
+        if (i < replays.size()) {
+          own[i]->correlation_id = replays[i].correlation;
+          own[i]->stream_id = replays[i].stream;
+        }
+      }
+      return;
+    }
     uint32_t index = 0;
     for (const Replay& k : replays) {
       NcclRecord c = r;

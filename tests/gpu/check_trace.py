@@ -135,11 +135,14 @@ def check_nccl(exp, path, row):
                     or "nccl" not in kname[int(r["correlation_id"])].lower()]
     if uncorrelated:
         problems.append(f"{len(uncorrelated)} of {len(ops)} NCCL operations not tied to an NCCL kernel")
+        first = int(all_ops["start_ns"].min())
         for r in uncorrelated[:4]:
             e = int(r["external_id"])
-            print(f"[nccl] uncorrelated: {names[r['func_id']]} seq={int(r['seq_number'])} "
-                  f"start={int(r['start_ns'])} external_id={e} in_ext_table={e in ext} "
-                  f"corr={int(r['correlation_id'])} kernel={kname.get(int(r['correlation_id']))}")
+            print(f"[nccl] uncorrelated: {names[r['func_id']]} type={int(r['event_type'])} "
+                  f"seq={int(r['seq_number'])} replay={int(r['graph_replay'])} "
+                  f"t={(int(r['start_ns']) - first) / 1e6:.3f}ms external_id={e} in_ext_table={e in ext} "
+                  f"corr={int(r['correlation_id'])} kernel={kname.get(int(r['correlation_id']))} "
+                  f"timing={int(r['gpu_timing'])}")
     # 2 = channel timing calibrated against CUPTI, 4 = the span of its CUPTI kernel.
     untimed = int((~np.isin(ops["gpu_timing"], [2, 4])).sum())
     if untimed:
@@ -194,6 +197,12 @@ def check_ddp(exp, path):
         kname = {int(k["correlation_id"]): names[k["name_id"]] for k in f["records/kernels"][:]}
     ops = n[(n["event_type"] == 1) | (n["event_type"] == 2)]
     correlated = sum(1 for r in ops if "nccl" in kname.get(int(r["correlation_id"]), "").lower())
+    for r in [r for r in ops if "nccl" not in kname.get(int(r["correlation_id"]), "").lower()][:3]:
+        print(f"[nccl] ddp uncorrelated: {names[r['func_id']]} seq={int(r['seq_number'])} "
+              f"t={(int(r['start_ns']) - int(ops['start_ns'].min())) / 1e6:.3f}ms of "
+              f"{(int(ops['start_ns'].max()) - int(ops['start_ns'].min())) / 1e6:.3f}ms "
+              f"external_id={int(r['external_id'])} corr={int(r['correlation_id'])} "
+              f"kernel={kname.get(int(r['correlation_id']))}")
     row.update(nccl_ops=len(ops), nccl_correlated=correlated)
     if len(ops) == 0:
         problems.append("no NCCL operations recorded (PyTorch's NCCL did not load the plugin?)")
