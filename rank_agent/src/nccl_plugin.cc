@@ -625,7 +625,7 @@ NcclClockCalibration FinalizeNcclRecords() {
 
   // NCCL's launches in time order: (host time of the launch call, its CUPTI
   // correlation id). Fallback for an operation no launch claimed on its thread
-  // (seen for ~1 % of send/recv operations): the first launch after it began.
+  // (seen for ~1 % of send/recv operations on H200): the nearest launch.
   std::vector<std::pair<uint64_t, uint32_t>> launches;
   {
     std::unordered_map<uint32_t, bool> nccl_corr;
@@ -650,10 +650,18 @@ NcclClockCalibration FinalizeNcclRecords() {
     if (c != corr_of_external.end()) {
       r.correlation_id = c->second;
     } else {
+      // The NCCL launch nearest in time (NCCL may also report an operation
+      // just after its launch, e.g. the last one of a run).
       auto next = std::lower_bound(launches.begin(), launches.end(),
                                    std::make_pair(r.start_ns, uint32_t{0}));
-      if (next == launches.end()) return;
-      r.correlation_id = next->second;
+      auto best = next;
+      if (next == launches.end() ||
+          (next != launches.begin() &&
+           r.start_ns - std::prev(next)->first < next->first - r.start_ns)) {
+        best = next == launches.begin() ? launches.end() : std::prev(next);
+      }
+      if (best == launches.end()) return;
+      r.correlation_id = best->second;
       ++by_time;
     }
     auto k = kernel_of_corr.find(r.correlation_id);
