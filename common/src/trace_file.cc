@@ -376,6 +376,7 @@ Status TraceWriter::WriteRankMetadata(const RankMetadata& m) {
   AON_RETURN_IF_ERROR(SetMetaAttribute("anchor_realtime_ns", m.anchor_realtime_ns));
   AON_RETURN_IF_ERROR(SetMetaAttribute("clock_offset_ns", m.clock_offset_ns));
   AON_RETURN_IF_ERROR(SetMetaAttribute("clock_drift_ppm", m.clock_drift_ppm));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_reference_ns", m.clock_reference_ns));
   AON_RETURN_IF_ERROR(SetMetaAttribute("clock_error_bound_ns", m.clock_error_bound_ns));
   AON_RETURN_IF_ERROR(SetMetaAttribute("clock_synchronized", int64_t{m.clock_synchronized ? 1 : 0}));
   AON_RETURN_IF_ERROR(SetMetaAttribute("source", m.source));
@@ -605,6 +606,7 @@ StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
     pos = nl + 1;
   }
   // Added in 1.1: absent from 1.0 files.
+  if (auto v = GetMetaInt("clock_reference_ns"); v.ok()) m.clock_reference_ns = static_cast<uint64_t>(*v);
   if (auto v = GetMetaInt("nccl_gpu_clock_offset_ns"); v.ok()) m.nccl_gpu_clock_offset_ns = *v;
   if (auto v = GetMetaInt("nccl_gpu_clock_pairs"); v.ok()) m.nccl_gpu_clock_pairs = *v;
   if (auto v = GetMetaInt("nccl_gpu_clock_spread_ns"); v.ok()) m.nccl_gpu_clock_spread_ns = *v;

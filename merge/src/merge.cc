@@ -181,7 +181,7 @@ Status MergeKind(std::vector<RankInput>& inputs, TraceWriter& writer, size_t bat
       continue;
     }
     std::vector<T>& v = per_rank[i] = std::move(read).value();
-    const int64_t offset = in.file->meta.clock_offset_ns;
+    const ClockCorrection clock = ClockCorrection::Of(in.file->meta);
     for (T& r : v) {
       ForEachStringId(r, [&](uint32_t& id) {
         if (id < in.string_map.size()) {
@@ -191,7 +191,7 @@ Status MergeKind(std::vector<RankInput>& inputs, TraceWriter& writer, size_t bat
           ++in.bad_string_ids;
         }
       });
-      ShiftRecordClock(r, offset);
+      ShiftRecordClock(r, clock);
     }
     // The agent does not guarantee order; stable keeps file order among equal starts.
     std::stable_sort(v.begin(), v.end(),
@@ -478,8 +478,8 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   if (start_ns == UINT64_MAX) {  // no timed record at all: fall back to the capture windows
     for (RankInput& in : inputs) {
       const RankMetadata& m = in.file->meta;
-      start_ns = std::min(start_ns, ShiftClock(m.start_ns, m.clock_offset_ns));
-      end_ns = std::max(end_ns, ShiftClock(m.end_ns, m.clock_offset_ns));
+      start_ns = std::min(start_ns, ClockCorrection::Of(m).Apply(m.start_ns));
+      end_ns = std::max(end_ns, ClockCorrection::Of(m).Apply(m.end_ns));
     }
   }
   report->start_ns = start_ns;

@@ -2,6 +2,7 @@
 // are string-table ids and which are timestamps.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -55,14 +56,30 @@ inline uint64_t ShiftClock(uint64_t t, int64_t offset) {
   return t + static_cast<uint64_t>(offset);
 }
 
+// A rank's clock onto the reference clock: t + offset + drift * (t - reference).
+struct ClockCorrection {
+  int64_t offset_ns = 0;
+  double drift = 0.0;
+  uint64_t reference_ns = 0;
+
+  static ClockCorrection Of(const RankMetadata& m) {
+    return {m.clock_offset_ns, m.clock_drift_ppm * 1e-6, m.clock_reference_ns};
+  }
+  uint64_t Apply(uint64_t t) const {
+    if (drift == 0.0) return ShiftClock(t, offset_ns);
+    const double dt = static_cast<double>(static_cast<int64_t>(t - reference_ns));
+    return ShiftClock(t, offset_ns + static_cast<int64_t>(std::llround(drift * dt)));
+  }
+};
+
 template <typename T>
-void ShiftRecordClock(T& r, int64_t offset) {
+void ShiftRecordClock(T& r, const ClockCorrection& c) {
   if constexpr (kHasTimestamps<T>) {
-    r.start_ns = ShiftClock(r.start_ns, offset);
-    r.end_ns = ShiftClock(r.end_ns, offset);
+    r.start_ns = c.Apply(r.start_ns);
+    r.end_ns = c.Apply(r.end_ns);
   }
   if constexpr (std::is_same_v<T, NcclRecord>) {
-    if (r.gpu_start_ns != 0) r.gpu_start_ns = ShiftClock(r.gpu_start_ns, offset);
+    if (r.gpu_start_ns != 0) r.gpu_start_ns = c.Apply(r.gpu_start_ns);
   }
 }
 

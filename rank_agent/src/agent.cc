@@ -88,6 +88,9 @@ Agent::Agent() {
     Note("AON_OUTPUT_DIR is not set: the trace of this process will not be written");
   }
   InstallExitHooks();
+  // Clock rendezvous with rank 0 through the job's PMIx; measuring runs on its
+  // own thread, so this returns at once.
+  clock_sync_ = clocksync::RankClockSync::Start();
   Log("agent started: rank %d/%d (local %d) on %s, launcher %s, kinds %s, cap %llu bytes",
       identity_.rank, identity_.world_size, identity_.local_rank, identity_.host.c_str(),
       identity_.launcher.c_str(), config_.KindsString().c_str(),
@@ -208,6 +211,16 @@ void Agent::Finish(const char* reason) {
     m.start_ns = start_ns_;
     m.end_ns = end_ns;
     m.end_reason = reason;
+    clocksync::SyncResult clock = clock_sync_->Finish();
+    m.clock_synchronized = clock.synchronized;
+    m.clock_offset_ns = clock.offset_ns;
+    m.clock_drift_ppm = clock.drift * 1e6;
+    m.clock_reference_ns = clock.reference_ns;
+    m.clock_error_bound_ns = clock.bound_ns;
+    Log("clock: %s (offset %lld ns, drift %.3f ppm, bound %lld ns)", clock.note.c_str(),
+        static_cast<long long>(clock.offset_ns), clock.drift * 1e6,
+        static_cast<long long>(clock.bound_ns));
+    if (!clock.synchronized && identity_.world_size != 1) Note(clock.note);
     m.dropped = store_->Dropped();
     m.nccl_gpu_clock_offset_ns = nccl_clock.offset_ns;
     m.nccl_gpu_clock_pairs = nccl_clock.pairs;

@@ -26,6 +26,7 @@
 
 #include "aon/config.h"
 #include "aon/rank_identity.h"
+#include "aon/rank_sync.h"
 #include "aon/timebase.h"
 #include "aon/trace_format.h"
 #include "record_store.h"
@@ -77,6 +78,7 @@ class Agent {
   std::string source_ = "none";
   std::vector<DeviceInfo> devices_;
 
+  std::unique_ptr<clocksync::RankClockSync> clock_sync_;
   std::atomic<FlushHook> flush_hook_{nullptr};
   std::once_flag finish_once_;
 };

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -383,6 +384,65 @@ TEST_F(SyntheticMpirunTest, AppFailureIsReturnedAndTheTraceIsStillMerged) {
                                 "--oversubscribe", "sh", "-c", app});
   EXPECT_EQ(r.exit_status, 7) << r.Describe();
   EXPECT_TRUE(fs::exists(job + "/timeline.h5")) << r.Describe();
+}
+
+// Clock synchronization for real: each rank runs in its own time namespace with
+// CLOCK_MONOTONIC shifted by 2 s x rank (as ranks on hosts with different
+// clocks), the agent measures its offset to rank 0 over the job's PMIx, and the
+// merged timeline must line the ranks up again: every iteration ends with a
+// real MPI all-reduce, whose NVTX "communicate" ranges then end within a few
+// milliseconds of each other instead of seconds apart.
+TEST_F(SyntheticMpirunTest, RanksWithShiftedClocksAreAlignedInTheTimeline) {
+  const std::string job = tmp_ + "/job";
+  const std::string app = "exec unshare --time --fork --monotonic $((OMPI_COMM_WORLD_RANK * 2)) " +
+                          kSyntheticApp + " --iterations 10";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-np", "3",
+                                "--oversubscribe", "sh", "-c", app});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+
+  for (int rank = 0; rank < 3; ++rank) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/rank-%05d.h5", rank);
+    auto reader = aon::TraceReader::Open(job + name);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    auto meta = (*reader)->ReadRankMetadata();
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    ASSERT_TRUE(meta->clock_synchronized) << "rank " << rank << r.Describe();
+    // Reference = local + offset: rank r's clock is 2r s ahead of rank 0's.
+    const int64_t truth = -2'000'000'000LL * rank;
+    ASSERT_GE(meta->clock_error_bound_ns, 0);
+    EXPECT_LE(std::llabs(meta->clock_offset_ns - truth), meta->clock_error_bound_ns)
+        << "rank " << rank << ": offset " << meta->clock_offset_ns << " bound "
+        << meta->clock_error_bound_ns;
+    EXPECT_LT(meta->clock_error_bound_ns, 1'000'000) << "loopback: far below 1 ms";
+  }
+
+  auto timeline = aon::TraceReader::Open(job + "/timeline.h5");
+  ASSERT_TRUE(timeline.ok()) << timeline.status().ToString();
+  auto strings = (*timeline)->ReadStrings();
+  auto nvtx = (*timeline)->ReadAllMerged<aon::NvtxRecord>();
+  ASSERT_TRUE(strings.ok() && nvtx.ok());
+  std::map<int, std::vector<uint64_t>> ends;  // rank -> end of each "communicate"
+  for (const auto& m : *nvtx) {
+    if (strings->Get(m.record.name_id) == "communicate") ends[static_cast<int>(m.rank)].push_back(m.record.end_ns);
+  }
+  ASSERT_EQ(ends.size(), 3u);
+  for (auto& [rank, v] : ends) {
+    ASSERT_EQ(v.size(), 10u) << "rank " << rank;
+    std::sort(v.begin(), v.end());
+  }
+  uint64_t worst = 0;
+  for (size_t i = 0; i < 10; ++i) {
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (const auto& [rank, v] : ends) {
+      lo = std::min(lo, v[i]);
+      hi = std::max(hi, v[i]);
+    }
+    worst = std::max(worst, hi - lo);
+  }
+  EXPECT_LT(worst, 20'000'000u) << "the ranks' all-reduce ends are " << worst / 1e6
+                                << " ms apart after correction (offsets were 2 and 4 s)";
+  RecordProperty("worst_end_spread_ns", std::to_string(worst));
 }
 
 }  // namespace

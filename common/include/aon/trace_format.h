@@ -62,8 +62,10 @@ struct RankMetadata {
   uint64_t anchor_clock_ns = 0;
   uint64_t anchor_realtime_ns = 0;
   // Correction onto the job's reference clock (filled by clock sync; 0 = none).
+  // reference = t + clock_offset_ns + clock_drift_ppm * 1e-6 * (t - clock_reference_ns)
   int64_t clock_offset_ns = 0;
   double clock_drift_ppm = 0.0;
+  uint64_t clock_reference_ns = 0;
   int64_t clock_error_bound_ns = -1;  // -1: unknown (not synchronized)
   bool clock_synchronized = false;
 
