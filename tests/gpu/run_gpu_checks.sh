@@ -91,6 +91,17 @@ PY
 echo "[busy] app exit $busy_rc, trace: $busy_ok" | tee "$OUT/check-busy.txt"
 [ "$busy_rc" = 0 ] && [[ "$busy_ok" == PASS* ]] || status=1
 
+log "clock sync of the mpirun jobs (PMIx rendezvous inside the agent)"
+python3 - "$OUT" <<'PY' | tee "$OUT/check-clock.txt"
+import glob, sys, h5py
+for job in ("job-cuda", "job-ddp"):
+    for path in sorted(glob.glob(f"{sys.argv[1]}/{job}/rank-*.h5")):
+        a = h5py.File(path, "r")["meta"].attrs
+        print(f"[clock] {job} rank {int(a['rank'])}: synchronized={int(a['clock_synchronized'])} "
+              f"offset_ns={int(a['clock_offset_ns'])} drift_ppm={float(a['clock_drift_ppm']):.3f} "
+              f"bound_ns={int(a['clock_error_bound_ns'])}")
+PY
+
 step_ms() { grep -h AON_STEP_TIME "$1" | sed 's/.*mean_ms=//' | python3 -c "import sys; v=[float(x) for x in sys.stdin if x.strip()]; print(f'{sum(v)/len(v):.2f}' if v else 'n/a')"; }
 
 log "summary"
@@ -101,6 +112,6 @@ printf '%-28s %10s %10s\n' "ddp mean step (ms)" "$(step_ms "$OUT/ddp-plain.log")
 for j in job-cuda job-ddp; do
   [ -d "$OUT/$j" ] && ls -l "$OUT/$j" | awk -v j="$j" 'NR>1 {printf "%-28s %10s %s\n", j, $5, $9}'
 done
-grep -h -E "PASS|FAIL" "$OUT"/check-*.txt
+grep -h -E "PASS|FAIL|\[clock\]" "$OUT"/check-*.txt
 echo "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
