@@ -110,7 +110,8 @@ void Merge(const LaunchPlan& plan) {
 void Report(const LaunchPlan& plan, const std::string& report_path) {
   if (::access((plan.job_dir + "/timeline.h5").c_str(), R_OK) != 0) return;  // merge said why
   if (::access(report_path.c_str(), X_OK) != 0) {
-    Say("warning: no report: " + report_path + " is missing; run it later with: aon-report " + plan.job_dir);
+    Say("warning: no report: " + report_path + " is missing; run it later with: aon-report " +
+        plan.job_dir);
     return;
   }
   std::fflush(stdout);
@@ -119,8 +120,8 @@ void Report(const LaunchPlan& plan, const std::string& report_path) {
   if (!status.ok()) {
     Say("warning: report failed: " + status.status().message());
   } else if (int code = aon::launcher::ExitStatusFromWaitStatus(*status); code != 0) {
-    Say("warning: aon-report failed (exit status " + std::to_string(code) + "); retry with: aon-report " +
-        plan.job_dir);
+    Say("warning: aon-report failed (exit status " + std::to_string(code) +
+        "); retry with: aon-report " + plan.job_dir);
   }
 }
 
@@ -136,7 +137,8 @@ void PrintSummary(const LaunchPlan& plan, bool merged) {
     Say("  timeline:   " + timeline);
     Say("              counts, per-rank status and dropped records: aon-inspect " + timeline);
   }
-  if (const std::string report = plan.job_dir + "/report.html"; ::access(report.c_str(), R_OK) == 0) {
+  if (const std::string report = plan.job_dir + "/report.html";
+      ::access(report.c_str(), R_OK) == 0) {
     Say("  report:     " + report + " (aon-report; open it in a browser)");
   }
   if (::access(chrome.c_str(), R_OK) == 0) {
@@ -269,7 +271,8 @@ int main(int argc, char** argv) {
   }
 
   if (options.merge) Merge(plan);
-  if (options.merge && !no_report) Report(plan, aon::launcher::SiblingProgram(host->exe_path, "aon-report"));
+  if (options.merge && !no_report)
+    Report(plan, aon::launcher::SiblingProgram(host->exe_path, "aon-report"));
   PrintSummary(plan, options.merge);
   return app_status;
 }

@@ -1,0 +1,284 @@
+// aon::report: post-mortem analyses of a merged cluster timeline (timeline.h5) and
+// their renderings (terminal summary, self-contained HTML, JSON).
+//
+// Shape: LoadTimeline() reads the timeline into a Timeline (records of every kind,
+// strings, per-rank table); Analyze() runs every analysis as a plain function over
+// it and ranks the findings by estimated time to gain; the Render* functions only
+// format a Report. Each analysis is also callable on its own (tests do).
+//
+// Conventions:
+//   * times are ns on the timeline clock (each host's CLOCK_MONOTONIC unless the
+//     timeline says it is synchronized); per-rank values are indexed by rank;
+//   * "GPU busy" = union of kernels, copies and memsets over all streams of a rank;
+//     a rank's span runs from its first to its last GPU operation;
+//   * collectives come from NCCL coll records (event_type 1, matched across ranks by
+//     comm_hash + seq_number) when present, otherwise from NCCL kernels matched by
+//     order (the k-th NCCL kernel of one name on each rank is one collective).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "aon/records.h"
+#include "aon/status.h"
+#include "aon/string_table.h"
+#include "aon/trace_format.h"
+
+namespace aon::report {
+
+struct RankInfo {
+  uint32_t rank = 0;
+  std::string host;
+  RankStatus status = RankStatus::kOk;
+  std::string message;  // why not ok
+  bool listed = false;  // present in /meta/ranks
+};
+
+struct Timeline {
+  std::string path;
+  std::string job_id;
+  std::string source;  // "cupti", "synthetic", ...
+  std::string clock_note;
+  bool clock_synchronized = false;
+  uint32_t world_size = 0;      // max(world_size attribute, highest rank + 1)
+  std::vector<RankInfo> ranks;  // one per rank 0..world_size-1
+  std::vector<std::string> problems;
+  StringTable strings;
+  std::vector<Merged<KernelRecord>> kernels;
+  std::vector<Merged<MemcpyRecord>> memcpys;
+  std::vector<Merged<MemsetRecord>> memsets;
+  std::vector<Merged<SyncRecord>> syncs;
+  std::vector<Merged<ApiRecord>> apis;
+  std::vector<Merged<NvtxRecord>> nvtx;
+  std::vector<Merged<NcclRecord>> nccl;
+
+  bool synthetic() const { return source.find("synthetic") != std::string::npos; }
+  size_t HostCount() const;
+};
+
+// Reads a merged timeline (FileKind::kTimeline). Errors name the file.
+StatusOr<Timeline> LoadTimeline(const std::string& path);
+
+// ---- Analyses ---------------------------------------------------------------------
+
+struct Interval {
+  uint64_t start = 0, end = 0;
+};
+// Sorted, disjoint union of `v` (modified in place).
+std::vector<Interval> Union(std::vector<Interval> v);
+uint64_t TotalLength(const std::vector<Interval>& u);
+// Length of the intersection of two unions.
+uint64_t IntersectionLength(const std::vector<Interval>& a, const std::vector<Interval>& b);
+// Length of union `u` inside [w.start, w.end).
+uint64_t LengthWithin(const std::vector<Interval>& u, Interval w);
+
+// Per rank: union of all GPU operations.
+std::vector<std::vector<Interval>> GpuBusyUnions(const Timeline& t);
+
+enum class KernelFamily { kGemm, kAttention, kElementwise, kReduction, kNccl, kCopy, kOther };
+const char* KernelFamilyName(KernelFamily f);
+KernelFamily ClassifyKernel(const std::string& name);
+
+// Steps: from NVTX ranges named "step N" / "iteration N" / "iter N" when present,
+// otherwise from the kernel that repeats most regularly (one occurrence per step).
+struct Steps {
+  std::string method;  // "nvtx \"step #\"", "pattern: <kernel>", "none"
+  std::vector<std::vector<Interval>> per_rank;
+  size_t typical_count = 0;  // median steps over ranks that have any
+};
+Steps DetectSteps(const Timeline& t);
+
+struct RankBreakdown {
+  uint32_t rank = 0;
+  bool has_gpu = false;
+  uint64_t span_ns = 0, busy_ns = 0, idle_ns = 0;
+  uint64_t compute_ns = 0, comm_ns = 0, copy_ns = 0, memset_ns = 0;  // unions per category
+  uint64_t exposed_comm_ns = 0;  // communication not overlapped by compute
+  double overlap_fraction = 0;   // 1 - exposed/comm (0 when no communication)
+  // Steps.
+  size_t steps = 0;
+  std::vector<uint64_t> step_ns;
+  double step_mean_ns = 0, step_median_ns = 0, step_max_ns = 0;
+  double step_busy_ns = 0, step_compute_ns = 0, step_comm_ns = 0, step_idle_ns = 0;  // means
+};
+std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& steps);
+
+struct KernelStats {
+  std::string name;
+  KernelFamily family = KernelFamily::kOther;
+  std::string launch_config;  // most common "grid(x,y,z) block(x,y,z) regs N smem B"
+  uint64_t count = 0, total_ns = 0, min_ns = 0, max_ns = 0;
+  double mean_ns = 0, stddev_ns = 0;
+  std::map<uint32_t, uint64_t> per_rank_ns;
+};
+// Sorted by total time, descending.
+std::vector<KernelStats> TopKernels(const Timeline& t);
+
+struct Collective {
+  std::string type;    // "AllReduce"
+  uint64_t bytes = 0;  // 0 = unknown (kernel-order fallback)
+  std::string algo, proto;
+  std::vector<uint32_t> ranks;
+  std::vector<uint64_t> arrival_ns;  // per entry of ranks
+  std::vector<uint64_t> end_ns;
+  uint64_t first_arrival_ns = 0, last_arrival_ns = 0, skew_ns = 0;
+  uint32_t last_rank = 0;
+  uint64_t lost_ns = 0;      // sum over ranks of (last arrival - arrival)
+  uint64_t straggle_ns = 0;  // last arrival - second-last arrival
+  uint64_t transfer_ns = 0;  // median end - last arrival
+};
+
+struct CommGroup {
+  std::string type;
+  uint64_t bytes = 0;
+  uint32_t nranks = 0;
+  uint64_t count = 0;
+  double mean_transfer_ns = 0;
+  double algbw_gbps = 0, busbw_gbps = 0;  // GB/s (1e9), 0 when bytes unknown
+  std::string algo, proto;
+};
+
+// Waiting is measured as a union of intervals, not a sum over collectives: a rank
+// that issues 4 bucket all-reduces and waits 20 ms for all of them loses 20 ms.
+// "steady" values are the median per step times the number of steps (the rank's
+// steps; the whole-run value when there are none), so warm-up steps don't dominate.
+struct StragglerStats {
+  uint32_t rank = 0;
+  uint64_t collectives = 0;  // collectives this rank took part in
+  uint64_t last_count = 0;
+  double last_fraction = 0;
+  uint64_t caused_lost_ns =
+      0;                   // union of the others' waiting when this rank was last, summed over them
+  uint64_t gain_ns = 0;    // union of [second-last, last arrival] when last
+  uint64_t waited_ns = 0;  // this rank's own waiting for others (union)
+  uint64_t steady_lost_ns = 0, steady_gain_ns = 0;
+};
+
+struct Communication {
+  std::string source;  // "nccl records", "nccl kernels (matched by order)", "none"
+  std::vector<Collective> collectives;
+  std::vector<CommGroup> groups;
+  std::vector<StragglerStats> stragglers;  // indexed by rank
+  bool skew_trustworthy = true;
+  std::string caveat;
+};
+double BusBandwidthFactor(const std::string& type, uint32_t nranks);
+// `steps` (optional) gives the steady-state values; collectives are placed in the
+// step of their last rank that holds the last arrival.
+Communication AnalyzeCommunication(const Timeline& t, const Steps* steps = nullptr);
+
+// Median of the per-step values times their number (0 for none).
+uint64_t SteadyTotal(std::vector<uint64_t> per_step);
+
+enum class GapCause { kHostSync, kSyncCopy, kHostLate, kOther };
+const char* GapCauseName(GapCause c);
+
+struct Gap {
+  uint32_t rank = 0;
+  uint64_t start_ns = 0, end_ns = 0;
+  GapCause cause = GapCause::kOther;
+  std::string detail;  // "cudaStreamSynchronize", "cudaMemcpy HtoD 4 MiB pageable", ...
+  std::string nvtx;    // innermost host range at the gap, "" if none
+  uint64_t length() const { return end_ns - start_ns; }
+};
+
+struct IdleAnalysis {
+  // Every gap, clipped to the step that holds its midpoint (step -1: outside steps,
+  // counted whole only for ranks without steps).
+  struct Slice {
+    uint32_t rank;
+    GapCause cause;
+    int32_t step;
+    uint32_t range;  // index into range_names (innermost host range, 0 = none)
+    uint64_t ns;
+  };
+  std::vector<Slice> slices;
+  std::vector<std::string> range_names{std::string()};
+  std::vector<size_t> steps;  // per rank
+  // Steady-state gap time of one cause on one rank (median per step x steps; the
+  // whole-run sum without steps), leaving out gaps in range `exclude_range`.
+  uint64_t Steady(uint32_t rank, GapCause cause, const std::string& exclude_range = "") const;
+
+  uint64_t min_gap_ns = 10000;
+  std::vector<Gap> top_gaps;  // longest first
+  // per rank, per cause: total gap time and count
+  std::vector<std::map<GapCause, uint64_t>> cause_ns;
+  std::vector<std::map<GapCause, uint64_t>> cause_count;
+  // per rank, per cause, per innermost NVTX range: total (for evidence)
+  std::vector<std::map<GapCause, std::map<std::string, uint64_t>>> cause_nvtx_ns;
+};
+IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps = nullptr,
+                         uint64_t min_gap_ns = 10000);
+
+struct MemoryRank {
+  uint64_t pageable_count = 0, pageable_bytes = 0, pageable_ns = 0;
+  uint64_t small_count = 0, small_ns = 0;  // copies < 64 KiB
+  uint64_t copies = 0, copy_bytes = 0, copy_ns = 0;
+};
+std::vector<MemoryRank> AnalyzeMemory(const Timeline& t);
+
+struct NvtxStat {
+  std::string name;  // "domain:name" for non-default domains; digits runs -> "#"
+  uint64_t count = 0, range_ns = 0, gpu_ns = 0;
+  std::map<uint32_t, uint64_t> per_rank_range_ns, per_rank_gpu_ns, per_rank_count;
+};
+// Normalized range name ("step 12" -> "step #").
+std::string NormalizeRangeName(const std::string& name);
+// GPU time under each range: a GPU operation belongs to every push/pop range open on
+// the thread that launched it (CUDA API record with the same correlation id) at the
+// launch; without an API record, to the ranges open on any thread of the rank at its
+// start. Sorted by GPU time, descending.
+std::vector<NvtxStat> AttributeNvtx(const Timeline& t);
+
+struct Finding {
+  std::string kind;      // "straggler", "exposed-communication", "idle-host-sync", ...
+  int rank = -1;         // the rank to act on, -1 = all
+  uint64_t gain_ns = 0;  // estimated wall time to gain over the run
+  double gain_per_step_ns = 0;
+  std::string action;
+  std::string evidence;
+  std::map<std::string, double> numbers;  // key numbers for --json
+};
+
+struct Report {
+  std::string path, job_id, source, clock_note;
+  bool synthetic = false, clock_synchronized = false;
+  uint32_t world_size = 0;
+  std::vector<RankInfo> ranks;
+  std::vector<std::string> problems;
+  std::vector<std::string> notes;     // degradations of the analyses, said once
+  uint64_t start_ns = 0, end_ns = 0;  // GPU activity window over all ranks
+  uint64_t records = 0;
+  Steps steps;
+  std::vector<RankBreakdown> breakdown;
+  std::vector<KernelStats> kernels;
+  Communication comm;
+  IdleAnalysis idle;
+  std::vector<MemoryRank> memory;
+  std::vector<NvtxStat> nvtx;
+  std::vector<Finding> findings;  // ranked, largest gain first
+  // Utilization heat strip: per rank, kHeatBins fractions of [start_ns, end_ns).
+  static constexpr int kHeatBins = 160;
+  std::vector<std::vector<float>> heat;
+};
+
+Report Analyze(const Timeline& t);
+// The findings alone (Analyze calls it); exposed for tests.
+std::vector<Finding> RankFindings(const Report& r);
+
+// ---- Rendering --------------------------------------------------------------------
+
+std::string FormatDuration(double ns);  // "412 ms", "3.2 us", "1.23 s"
+std::string FormatBytes(double bytes);  // "4 MiB"
+std::string HtmlEscape(const std::string& s);
+// At most ~40 lines: header, top-5 findings, per-rank table.
+std::string RenderTerminal(const Report& r);
+// One self-contained HTML page (no network), sections: summary, findings,
+// gpu-breakdown, kernels, communication, stragglers, idle, imbalance, nvtx.
+std::string RenderHtml(const Report& r);
+// {"job", "findings": [...], "ranks": [...], ...}
+std::string RenderJson(const Report& r);
+
+}  // namespace aon::report

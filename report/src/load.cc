@@ -1,0 +1,120 @@
+// LoadTimeline: one merged timeline into memory (every record kind).
+#include <algorithm>
+#include <set>
+
+#include "aon/report/report.h"
+#include "aon/trace_file.h"
+
+namespace aon::report {
+
+size_t Timeline::HostCount() const {
+  std::set<std::string> hosts;
+  for (const RankInfo& r : ranks) {
+    if (r.status == RankStatus::kOk && !r.host.empty()) hosts.insert(r.host);
+  }
+  return hosts.size();
+}
+
+namespace {
+
+template <typename T>
+Status LoadKind(const TraceReader& reader, std::vector<Merged<T>>* out) {
+  auto records = reader.ReadAllMerged<T>();
+  if (!records.ok()) {
+    // An absent dataset is an empty kind (older writers); anything else is an error.
+    if (records.status().code() == StatusCode::kNotFound) return Status::Ok();
+    return records.status().WithContext(std::string("reading ") +
+                                        RecordKindName(RecordTraits<T>::kKind));
+  }
+  *out = std::move(records).value();
+  return Status::Ok();
+}
+
+template <typename T>
+void NoteRanks(const std::vector<Merged<T>>& v, uint32_t* max_rank_plus_one) {
+  for (const auto& m : v) *max_rank_plus_one = std::max(*max_rank_plus_one, m.rank + 1);
+}
+
+}  // namespace
+
+StatusOr<Timeline> LoadTimeline(const std::string& path) {
+  AON_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::Open(path));
+  if (reader->kind() != FileKind::kTimeline) {
+    return InvalidArgument(
+        path +
+        ": is a per-rank trace, not a merged timeline; run aon-merge on its job directory first");
+  }
+  Timeline t;
+  t.path = path;
+  auto str = [&](const char* name) {
+    auto v = reader->GetMetaString(name);
+    return v.ok() ? *v : std::string();
+  };
+  auto num = [&](const char* name, int64_t fallback) {
+    auto v = reader->GetMetaInt(name);
+    return v.ok() ? *v : fallback;
+  };
+  t.job_id = str("job_id");
+  t.source = str("source");
+  t.clock_note = str("clock_note");
+  t.clock_synchronized = num("clock_synchronized", 0) != 0;
+  const int64_t world = num("world_size", 0);
+  std::string problems = str("problems");
+  for (size_t pos = 0; pos < problems.size();) {
+    size_t nl = problems.find('\n', pos);
+    if (nl == std::string::npos) nl = problems.size();
+    if (nl > pos) t.problems.push_back(problems.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  AON_ASSIGN_OR_RETURN(t.strings, reader->ReadStrings());
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.kernels).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.memcpys).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.memsets).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.syncs).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.apis).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nvtx).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nccl).WithContext(path));
+
+  std::vector<RankSummary> summaries;
+  if (auto rows = reader->ReadAllOf<RankSummary>(RankSummarySchema(), "meta"); rows.ok()) {
+    summaries = std::move(rows).value();
+  }
+  uint32_t n = world > 0 ? static_cast<uint32_t>(world) : 0;
+  for (const RankSummary& s : summaries) n = std::max(n, s.rank + 1);
+  NoteRanks(t.kernels, &n);
+  NoteRanks(t.memcpys, &n);
+  NoteRanks(t.memsets, &n);
+  NoteRanks(t.nvtx, &n);
+  NoteRanks(t.apis, &n);
+  NoteRanks(t.nccl, &n);
+  n = std::min<uint32_t>(n, 1u << 20);  // a corrupt rank id must not allocate the world
+  t.world_size = n;
+  t.ranks.resize(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    t.ranks[r].rank = r;
+    t.ranks[r].status = RankStatus::kMissing;
+    t.ranks[r].message = "not in the timeline's rank table";
+  }
+  for (const RankSummary& s : summaries) {
+    if (s.rank >= n) continue;
+    RankInfo& info = t.ranks[s.rank];
+    info.listed = true;
+    info.host = t.strings.Get(s.host_id);
+    info.status = static_cast<RankStatus>(s.status);
+    info.message = t.strings.Get(s.message_id);
+  }
+  // Ranks with records but no row (an older or partial table) still count as present.
+  std::vector<bool> has(n, false);
+  for (const auto& k : t.kernels) has[k.rank] = true;
+  for (const auto& k : t.nvtx) has[k.rank] = true;
+  for (const auto& k : t.memcpys) has[k.rank] = true;
+  for (uint32_t r = 0; r < n; ++r) {
+    if (!t.ranks[r].listed && has[r]) {
+      t.ranks[r].status = RankStatus::kOk;
+      t.ranks[r].message = "records present but not in the rank table";
+    }
+  }
+  return t;
+}
+
+}  // namespace aon::report

@@ -1,0 +1,464 @@
+// The self-contained HTML report: inline CSS and SVG, no scripts, no network.
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "aon/report/report.h"
+
+namespace aon::report {
+
+std::string HtmlEscape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+namespace {
+
+std::string E(const std::string& s) { return HtmlEscape(s); }
+std::string D(double ns) { return E(FormatDuration(ns)); }
+__attribute__((format(printf, 1, 2))) std::string F(const char* fmt, ...) {
+  char buf[64];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  return buf;
+}
+std::string Pct(double part, double whole) {
+  return whole > 0 ? F("%.1f %%", 100.0 * part / whole) : "-";
+}
+
+// Utilization 0..1 -> white..dark blue.
+std::string HeatColor(double u) {
+  u = std::clamp(u, 0.0, 1.0);
+  const int r = static_cast<int>(245 - 215 * u), g = static_cast<int>(245 - 150 * u),
+            b = static_cast<int>(250 - 60 * u);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", r, g, b);
+  return buf;
+}
+// Lateness 0..1 -> pale yellow..red.
+std::string LateColor(double u) {
+  u = std::clamp(u, 0.0, 1.0);
+  const int r = static_cast<int>(255 - 40 * u), g = static_cast<int>(245 - 200 * u),
+            b = static_cast<int>(220 - 190 * u);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", r, g, b);
+  return buf;
+}
+const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                          "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+std::string HeatStrip(const Report& r) {
+  if (r.heat.empty()) return "<p class=muted>No GPU activity to plot.</p>";
+  const int label = 70, cell = 6, row = 16;
+  const int w = label + Report::kHeatBins * cell + 10,
+            h = static_cast<int>(r.heat.size()) * row + 30;
+  std::string s = "<svg class=plot id=plot-heat width=" + std::to_string(w) +
+                  " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
+  for (size_t q = 0; q < r.heat.size(); ++q) {
+    const int y = static_cast<int>(q) * row;
+    s += "<text x=0 y=" + std::to_string(y + 12) + " font-size=11>rank " + std::to_string(q) +
+         "</text>";
+    for (int b = 0; b < Report::kHeatBins; ++b) {
+      s += "<rect x=" + std::to_string(label + b * cell) + " y=" + std::to_string(y) +
+           " width=" + std::to_string(cell) + " height=" + std::to_string(row - 2) + " fill='" +
+           HeatColor(r.heat[q][b]) + "'/>";
+    }
+  }
+  const int y = static_cast<int>(r.heat.size()) * row + 14;
+  s += "<text x=" + std::to_string(label) + " y=" + std::to_string(y) + " font-size=11>0</text>";
+  s += "<text x=" + std::to_string(w - 80) + " y=" + std::to_string(y) + " font-size=11>" +
+       D(static_cast<double>(r.end_ns - r.start_ns)) + "</text>";
+  s += "<text x=" + std::to_string(label + 200) + " y=" + std::to_string(y) +
+       " font-size=11>white = idle, dark blue = GPU busy</text></svg>";
+  return s;
+}
+
+std::string StepPlot(const Report& r) {
+  double max = 0;
+  size_t n = 0;
+  for (const RankBreakdown& b : r.breakdown) {
+    for (uint64_t v : b.step_ns) max = std::max(max, static_cast<double>(v));
+    n = std::max(n, b.step_ns.size());
+  }
+  if (n == 0 || max <= 0) return "<p class=muted>No steps detected.</p>";
+  const int w = 900, h = 240, left = 70, bottom = 25;
+  std::string s = "<svg class=plot id=plot-steps width=" + std::to_string(w) +
+                  " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
+  s += "<line x1=" + std::to_string(left) + " y1=0 x2=" + std::to_string(left) +
+       " y2=" + std::to_string(h - bottom) + " stroke=#888 /><line x1=" + std::to_string(left) +
+       " y1=" + std::to_string(h - bottom) + " x2=" + std::to_string(w) +
+       " y2=" + std::to_string(h - bottom) + " stroke=#888 />";
+  s += "<text x=0 y=12 font-size=11>" + D(max) +
+       "</text><text x=0 y=" + std::to_string(h - bottom) +
+       " font-size=11>0</text><text x=" + std::to_string(w - 120) + " y=" + std::to_string(h - 5) +
+       " font-size=11>step index</text>";
+  const double xs = n > 1 ? static_cast<double>(w - left - 10) / (n - 1) : 0;
+  const double ys = (h - bottom - 10) / max;
+  for (const RankBreakdown& b : r.breakdown) {
+    if (b.step_ns.empty()) continue;
+    std::string pts;
+    for (size_t i = 0; i < b.step_ns.size(); ++i) {
+      pts += F("%.1f", left + i * xs) + "," + F("%.1f", h - bottom - b.step_ns[i] * ys) + " ";
+    }
+    const char* color = kPalette[b.rank % 8];
+    s += "<polyline fill=none stroke='" + std::string(color) + "' stroke-width=1.5 points='" + pts +
+         "'/>";
+    s += "<text x=" + std::to_string(w - 60) + " y=" + std::to_string(14 + 13 * (b.rank % 16)) +
+         " font-size=11 fill='" + color + "'>rank " + std::to_string(b.rank) + "</text>";
+  }
+  return s + "</svg>";
+}
+
+std::string StragglerMatrix(const Report& r) {
+  const auto& cols = r.comm.collectives;
+  if (cols.empty()) return "<p class=muted>No collectives matched across ranks.</p>";
+  const size_t ncol = std::min<size_t>(cols.size(), 150);
+  const int label = 70, cell = std::max(4, static_cast<int>(900 / ncol)), row = 16;
+  const int w = label + static_cast<int>(ncol) * cell + 10,
+            h = static_cast<int>(r.world_size) * row + 30;
+  uint64_t max_skew = 1;
+  for (const Collective& c : cols) max_skew = std::max(max_skew, c.skew_ns);
+  std::string s = "<svg class=plot id=plot-stragglers width=" + std::to_string(w) +
+                  " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
+  for (uint32_t q = 0; q < r.world_size; ++q) {
+    s += "<text x=0 y=" + std::to_string(q * row + 12) + " font-size=11>rank " + std::to_string(q) +
+         "</text>";
+  }
+  for (size_t j = 0; j < ncol; ++j) {
+    const Collective& c = cols[j * cols.size() / ncol];
+    for (size_t i = 0; i < c.ranks.size(); ++i) {
+      const double late =
+          static_cast<double>(c.arrival_ns[i] - c.first_arrival_ns) / static_cast<double>(max_skew);
+      s += "<rect x=" + std::to_string(label + static_cast<int>(j) * cell) +
+           " y=" + std::to_string(c.ranks[i] * row) + " width=" + std::to_string(cell - 1) +
+           " height=" + std::to_string(row - 2) + " fill='" +
+           (c.ranks[i] == c.last_rank && c.skew_ns > 0 ? std::string("#b00000") : LateColor(late)) +
+           "'/>";
+    }
+  }
+  s += "<text x=" + std::to_string(label) + " y=" + std::to_string(r.world_size * row + 14) +
+       " font-size=11>" + std::to_string(ncol) + " of " + std::to_string(cols.size()) +
+       " collectives in time order; color = arrival after the first rank (max " +
+       D(static_cast<double>(max_skew)) + "); dark red = last to arrive</text></svg>";
+  return s;
+}
+
+std::string KernelBars(const Report& r) {
+  if (r.kernels.empty()) return "<p class=muted>No kernels.</p>";
+  const size_t n = std::min<size_t>(r.kernels.size(), 15);
+  const int label = 420, bar = 420, row = 18;
+  const double max = static_cast<double>(r.kernels[0].total_ns);
+  std::string s = "<svg class=plot id=plot-kernels width=" + std::to_string(label + bar + 120) +
+                  " height=" + std::to_string(static_cast<int>(n) * row + 5) +
+                  " xmlns='http://www.w3.org/2000/svg'>";
+  for (size_t i = 0; i < n; ++i) {
+    const KernelStats& k = r.kernels[i];
+    std::string name = k.name.size() > 64 ? k.name.substr(0, 61) + "..." : k.name;
+    const int y = static_cast<int>(i) * row;
+    const int len = max > 0 ? static_cast<int>(bar * static_cast<double>(k.total_ns) / max) : 0;
+    s += "<text x=0 y=" + std::to_string(y + 13) + " font-size=11>" + E(name) + "</text>";
+    s += "<rect x=" + std::to_string(label) + " y=" + std::to_string(y + 2) +
+         " width=" + std::to_string(std::max(1, len)) + " height=" + std::to_string(row - 4) +
+         " fill='" + kPalette[static_cast<int>(k.family) % 8] + "'/>";
+    s += "<text x=" + std::to_string(label + len + 5) + " y=" + std::to_string(y + 13) +
+         " font-size=11>" + D(static_cast<double>(k.total_ns)) + " (" + KernelFamilyName(k.family) +
+         ")</text>";
+  }
+  return s + "</svg>";
+}
+
+std::string BandwidthPlot(const Report& r) {
+  double max_bw = 0, lo = 1e30, hi = 0;
+  for (const CommGroup& g : r.comm.groups) {
+    if (g.bytes == 0 || g.busbw_gbps <= 0) continue;
+    max_bw = std::max(max_bw, g.busbw_gbps);
+    lo = std::min(lo, std::log2(static_cast<double>(g.bytes)));
+    hi = std::max(hi, std::log2(static_cast<double>(g.bytes)));
+  }
+  if (max_bw <= 0)
+    return "<p class=muted>No message sizes known (needs NCCL records): no bandwidth plot.</p>";
+  if (hi - lo < 1) lo -= 1, hi += 1;
+  const int w = 700, h = 260, left = 70, bottom = 30;
+  std::string s = "<svg class=plot id=plot-bandwidth width=" + std::to_string(w) +
+                  " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
+  s += "<line x1=" + std::to_string(left) + " y1=0 x2=" + std::to_string(left) +
+       " y2=" + std::to_string(h - bottom) + " stroke=#888 /><line x1=" + std::to_string(left) +
+       " y1=" + std::to_string(h - bottom) + " x2=" + std::to_string(w) +
+       " y2=" + std::to_string(h - bottom) + " stroke=#888 />";
+  s += "<text x=0 y=12 font-size=11>" + F("%.1f GB/s", max_bw) +
+       "</text><text x=" + std::to_string(left) + " y=" + std::to_string(h - 5) + " font-size=11>" +
+       E(FormatBytes(std::exp2(lo))) + "</text><text x=" + std::to_string(w - 90) +
+       " y=" + std::to_string(h - 5) + " font-size=11>" + E(FormatBytes(std::exp2(hi))) +
+       "</text><text x=" + std::to_string(w / 2 - 80) + " y=" + std::to_string(h - 5) +
+       " font-size=11>message size (log) vs bus bandwidth</text>";
+  std::vector<std::string> types;
+  for (const CommGroup& g : r.comm.groups) {
+    if (g.bytes == 0 || g.busbw_gbps <= 0) continue;
+    auto it = std::find(types.begin(), types.end(), g.type);
+    const size_t ti = it - types.begin();
+    if (it == types.end()) types.push_back(g.type);
+    const double x =
+        left + (std::log2(static_cast<double>(g.bytes)) - lo) / (hi - lo) * (w - left - 20);
+    const double y = h - bottom - g.busbw_gbps / max_bw * (h - bottom - 15);
+    s += "<circle cx=" + F("%.1f", x) + " cy=" + F("%.1f", y) + " r=4 fill='" + kPalette[ti % 8] +
+         "'/>";
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    s += "<text x=" + std::to_string(w - 150) + " y=" + std::to_string(14 + 13 * i) +
+         " font-size=11 fill='" + kPalette[i % 8] + "'>" + E(types[i]) + "</text>";
+  }
+  return s + "</svg>";
+}
+
+}  // namespace
+
+std::string RenderHtml(const Report& r) {
+  std::string o;
+  o += "<!DOCTYPE html>\n<html lang=en><head><meta charset='utf-8'><title>AON report: " +
+       E(r.job_id) +
+       "</title>\n<style>body{font-family:sans-serif;margin:24px;max-width:1360px;color:#222}"
+       "table{border-collapse:collapse;font-size:12px;margin:8px 0}td,th{border:1px solid "
+       "#ccc;padding:3px 5px;white-space:nowrap;"
+       "text-align:right}td.l,th.l{text-align:left;white-space:normal;max-width:560px;overflow-"
+       "wrap:anywhere}th{background:#eef}h2{border-bottom:2px solid #446;margin-top:32px}"
+       ".synthetic{background:#c00;color:#fff;padding:8px;font-weight:bold;font-size:18px}.muted{"
+       "color:#777}"
+       ".finding{border-left:5px solid #d62728;background:#fff6f6;padding:6px 12px;margin:8px 0}"
+       ".gain{font-weight:bold;color:#a00}.note{background:#ffd;padding:4px 8px;margin:4px 0}"
+       "code{font-size:12px}</style></head><body>\n";
+  o += "<section id=summary><h1>AON post-mortem report</h1>\n";
+  if (r.synthetic) {
+    o += "<div class=synthetic>SYNTHETIC: the GPU activity in this timeline is FAKE (generated by "
+         "aon-synthetic-app without a GPU).</div>\n";
+  }
+  uint32_t ok = 0;
+  for (const RankInfo& i : r.ranks) ok += i.status == RankStatus::kOk;
+  o += "<table><tr><th class=l>job</th><td class=l>" + E(r.job_id) +
+       "</td></tr><tr><th class=l>timeline</th><td class=l>" + E(r.path) +
+       "</td></tr><tr><th class=l>ranks</th><td class=l>" + std::to_string(r.world_size) + " (" +
+       std::to_string(ok) + " ok)</td></tr><tr><th class=l>GPU activity</th><td class=l>" +
+       D(static_cast<double>(r.end_ns - r.start_ns)) +
+       "</td></tr><tr><th class=l>source</th><td class=l>" + E(r.source) +
+       "</td></tr><tr><th class=l>steps</th><td class=l>" + std::to_string(r.steps.typical_count) +
+       " (" + E(r.steps.method) + ")</td></tr><tr><th class=l>collectives</th><td class=l>" +
+       std::to_string(r.comm.collectives.size()) + " (" + E(r.comm.source) +
+       ")</td></tr><tr><th class=l>clock</th><td class=l>" +
+       (r.clock_synchronized ? "synchronized" : "not synchronized across hosts") +
+       (r.clock_note.empty() ? "" : ": " + E(r.clock_note)) +
+       "</td></tr><tr><th class=l>records</th><td class=l>" + std::to_string(r.records) +
+       "</td></tr></table>\n";
+  for (const std::string& n : r.notes) o += "<div class=note>" + E(n) + "</div>\n";
+  for (const std::string& p : r.problems)
+    o += "<div class=note>merge problem: " + E(p) + "</div>\n";
+  o += "<h3>GPU utilization per rank over time</h3>" + HeatStrip(r) + "</section>\n";
+
+  o += "<section id=findings><h2>Findings, by estimated time to gain</h2>\n";
+  if (r.findings.empty()) o += "<p>No finding above 0.2 % of the run.</p>";
+  for (size_t i = 0; i < r.findings.size(); ++i) {
+    const Finding& f = r.findings[i];
+    o += "<div class=finding><b>" + std::to_string(i + 1) + ". " + E(f.action) +
+         "</b><br><span class=gain>gain ~" + D(static_cast<double>(f.gain_ns)) +
+         (f.gain_per_step_ns > 0 ? " (" + D(f.gain_per_step_ns) + " per step)" : "") +
+         "</span> &middot; <code>" + E(f.kind) + "</code><br>evidence: " + E(f.evidence) +
+         "</div>\n";
+  }
+  o += "</section>\n";
+
+  o += "<section id=gpu-breakdown><h2>GPU time breakdown per rank</h2>"
+       "<p class=muted>Unions over all streams, between each rank's first and last GPU operation; "
+       "per-step values are "
+       "means over "
+       "steps.</p><table><tr><th>rank</th><th>span</th><th>busy</th><th>compute</"
+       "th><th>communication</th>"
+       "<th>copies</th><th>memsets</th><th>idle</th><th>exposed "
+       "comm</th><th>overlap</th><th>steps</th><th>step mean</th>"
+       "<th>step "
+       "max</th><th>busy/step</th><th>compute/step</th><th>comm/step</th><th>idle/step</th></tr>\n";
+  for (const RankBreakdown& b : r.breakdown) {
+    const double span = static_cast<double>(b.span_ns);
+    o += "<tr><td>" + std::to_string(b.rank) + "</td><td>" + D(span) + "</td><td>" +
+         Pct(static_cast<double>(b.busy_ns), span) + "</td><td>" +
+         Pct(static_cast<double>(b.compute_ns), span) + "</td><td>" +
+         Pct(static_cast<double>(b.comm_ns), span) + "</td><td>" +
+         Pct(static_cast<double>(b.copy_ns), span) + "</td><td>" +
+         Pct(static_cast<double>(b.memset_ns), span) + "</td><td>" +
+         Pct(static_cast<double>(b.idle_ns), span) + "</td><td>" +
+         D(static_cast<double>(b.exposed_comm_ns)) + "</td><td>" +
+         (b.comm_ns ? F("%.0f %%", 100 * b.overlap_fraction) : "-") + "</td><td>" +
+         std::to_string(b.steps) + "</td><td>" + D(b.step_mean_ns) + "</td><td>" +
+         D(b.step_max_ns) + "</td><td>" + D(b.step_busy_ns) + "</td><td>" + D(b.step_compute_ns) +
+         "</td><td>" + D(b.step_comm_ns) + "</td><td>" + D(b.step_idle_ns) + "</td></tr>\n";
+  }
+  o += "</table><h3>Step time per rank</h3>" + StepPlot(r) + "</section>\n";
+
+  o += "<section id=kernels><h2>Top kernels</h2>" + KernelBars(r) +
+       "<table><tr><th class=l>kernel</th><th "
+       "class=l>family</th><th>count</th><th>total</th><th>mean</th><th>stddev</th>"
+       "<th>min</th><th>max</th><th class=l>launch configuration</th></tr>\n";
+  for (size_t i = 0; i < r.kernels.size() && i < 30; ++i) {
+    const KernelStats& k = r.kernels[i];
+    o += "<tr><td class=l title=\"" + E(k.name) + "\"><code>" +
+         E(k.name.size() > 120 ? k.name.substr(0, 117) + "..." : k.name) +
+         "</code></td><td class=l>" + KernelFamilyName(k.family) + "</td><td>" +
+         std::to_string(k.count) + "</td><td>" + D(static_cast<double>(k.total_ns)) + "</td><td>" +
+         D(k.mean_ns) + "</td><td>" + D(k.stddev_ns) + "</td><td>" +
+         D(static_cast<double>(k.min_ns)) + "</td><td>" + D(static_cast<double>(k.max_ns)) +
+         "</td><td class=l><code>" + E(k.launch_config) + "</code></td></tr>\n";
+  }
+  std::map<std::string, uint64_t> families;
+  for (const KernelStats& k : r.kernels) families[KernelFamilyName(k.family)] += k.total_ns;
+  o += "</table><p>By family: ";
+  for (const auto& [fam, ns] : families) o += E(fam) + " " + D(static_cast<double>(ns)) + "; ";
+  o += "</p></section>\n";
+
+  o += "<section id=communication><h2>Communication</h2><p>Source: " + E(r.comm.source) +
+       ". Transfer time = median end minus the last rank's arrival (waiting excluded); bus "
+       "bandwidth per NCCL's "
+       "definitions.</p><table><tr><th "
+       "class=l>collective</th><th>size</th><th>ranks</th><th>count</th><th>mean transfer</th>"
+       "<th>algbw GB/s</th><th>busbw GB/s</th><th class=l>algorithm</th><th "
+       "class=l>protocol</th></tr>\n";
+  for (const CommGroup& g : r.comm.groups) {
+    o += "<tr><td class=l>" + E(g.type) + "</td><td>" +
+         (g.bytes ? E(FormatBytes(static_cast<double>(g.bytes))) : "?") + "</td><td>" +
+         std::to_string(g.nranks) + "</td><td>" + std::to_string(g.count) + "</td><td>" +
+         D(g.mean_transfer_ns) + "</td><td>" + (g.bytes ? F("%.2f", g.algbw_gbps) : "-") +
+         "</td><td>" + (g.bytes ? F("%.2f", g.busbw_gbps) : "-") + "</td><td class=l>" + E(g.algo) +
+         "</td><td class=l>" + E(g.proto) + "</td></tr>\n";
+  }
+  o += "</table><h3>Exposed "
+       "communication</h3><table><tr><th>rank</th><th>communication</th><th>exposed</"
+       "th><th>overlap</th>"
+       "<th>waiting for late ranks</th></tr>";
+  for (const RankBreakdown& b : r.breakdown) {
+    o += "<tr><td>" + std::to_string(b.rank) + "</td><td>" + D(static_cast<double>(b.comm_ns)) +
+         "</td><td>" + D(static_cast<double>(b.exposed_comm_ns)) + "</td><td>" +
+         (b.comm_ns ? F("%.0f %%", 100 * b.overlap_fraction) : "-") + "</td><td>" +
+         D(static_cast<double>(r.comm.stragglers[b.rank].waited_ns)) + "</td></tr>";
+  }
+  o += "</table><h3>Bus bandwidth vs message size</h3>" + BandwidthPlot(r) + "</section>\n";
+
+  o += "<section id=stragglers><h2>Stragglers</h2>";
+  if (!r.comm.caveat.empty()) o += "<div class=note>" + E(r.comm.caveat) + "</div>";
+  o += "<table><tr><th>rank</th><th>collectives</th><th>arrived last</th><th>share</th><th>others "
+       "lost waiting</th>"
+       "<th>lateness vs 2nd-last</th><th>own waiting</th></tr>";
+  for (const StragglerStats& s : r.comm.stragglers) {
+    o += "<tr><td>" + std::to_string(s.rank) + "</td><td>" + std::to_string(s.collectives) +
+         "</td><td>" + std::to_string(s.last_count) + "</td><td>" +
+         (s.collectives ? F("%.0f %%", 100 * s.last_fraction) : "-") + "</td><td>" +
+         D(static_cast<double>(s.caused_lost_ns)) + "</td><td>" +
+         D(static_cast<double>(s.gain_ns)) + "</td><td>" + D(static_cast<double>(s.waited_ns)) +
+         "</td></tr>";
+  }
+  o += "</table><h3>Straggler matrix</h3>" + StragglerMatrix(r) + "</section>\n";
+
+  o +=
+      "<section id=idle><h2>Idle and launch-bound phases</h2><p class=muted>GPU gaps of at least " +
+      D(static_cast<double>(r.idle.min_gap_ns)) +
+      " and their CPU-side cause; totals over the whole run (number of gaps). Findings use the "
+      "steady state "
+      "(median per step x steps).</p><table><tr><th>rank</th>";
+  const GapCause all_causes[] = {GapCause::kHostSync, GapCause::kSyncCopy, GapCause::kHostLate,
+                                 GapCause::kOther};
+  for (GapCause c : all_causes) o += "<th>" + E(GapCauseName(c)) + "</th>";
+  o += "</tr>";
+  for (uint32_t q = 0; q < r.idle.cause_ns.size(); ++q) {
+    o += "<tr><td>" + std::to_string(q) + "</td>";
+    for (GapCause c : all_causes) {
+      auto it = r.idle.cause_ns[q].find(c);
+      auto jt = r.idle.cause_count[q].find(c);
+      o += "<td>" +
+           (it == r.idle.cause_ns[q].end()
+                ? std::string("-")
+                : D(static_cast<double>(it->second)) + " (" + std::to_string(jt->second) + ")") +
+           "</td>";
+    }
+    o += "</tr>";
+  }
+  o += "</table><h3>Longest gaps</h3><table><tr><th>rank</th><th>start</th><th>length</th><th "
+       "class=l>cause</th>"
+       "<th class=l>detail</th><th class=l>host range</th></tr>";
+  for (const Gap& g : r.idle.top_gaps) {
+    o += "<tr><td>" + std::to_string(g.rank) + "</td><td>" +
+         D(static_cast<double>(g.start_ns - r.start_ns)) + "</td><td>" +
+         D(static_cast<double>(g.length())) + "</td><td class=l>" + E(GapCauseName(g.cause)) +
+         "</td><td class=l>" + E(g.detail) + "</td><td class=l>" + E(g.nvtx) + "</td></tr>";
+  }
+  o += "</table></section>\n";
+
+  o += "<section id=imbalance><h2>Load imbalance and memory "
+       "transfers</h2><table><tr><th>rank</th><th>compute</th>"
+       "<th>vs mean</th><th>step mean</th><th>copies</th><th>copied</th><th>pageable "
+       "copies</th><th>pageable bytes</th>"
+       "<th>pageable time</th><th>small copies (&lt;64 KiB)</th><th>small copy time</th></tr>";
+  double mean = 0;
+  int n = 0;
+  for (const RankBreakdown& b : r.breakdown) {
+    if (b.has_gpu) mean += static_cast<double>(b.compute_ns), ++n;
+  }
+  if (n) mean /= n;
+  for (const RankBreakdown& b : r.breakdown) {
+    const MemoryRank& m = r.memory[b.rank];
+    o += "<tr><td>" + std::to_string(b.rank) + "</td><td>" + D(static_cast<double>(b.compute_ns)) +
+         "</td><td>" + (mean > 0 ? F("%+.1f %%", 100 * (b.compute_ns - mean) / mean) : "-") +
+         "</td><td>" + D(b.step_mean_ns) + "</td><td>" + std::to_string(m.copies) + "</td><td>" +
+         E(FormatBytes(static_cast<double>(m.copy_bytes))) + "</td><td>" +
+         std::to_string(m.pageable_count) + "</td><td>" +
+         E(FormatBytes(static_cast<double>(m.pageable_bytes))) + "</td><td>" +
+         D(static_cast<double>(m.pageable_ns)) + "</td><td>" + std::to_string(m.small_count) +
+         "</td><td>" + D(static_cast<double>(m.small_ns)) + "</td></tr>";
+  }
+  o += "</table></section>\n";
+
+  o += "<section id=nvtx><h2>NVTX attribution</h2><p class=muted>GPU time launched from inside "
+       "each range (by the "
+       "launching thread); digit runs in names are folded to #.</p><table><tr><th "
+       "class=l>range</th><th>count</th>"
+       "<th>range time (all ranks)</th><th>GPU time under it</th><th class=l>per rank: range time "
+       "/ GPU time</th></tr>";
+  for (size_t i = 0; i < r.nvtx.size() && i < 40; ++i) {
+    const NvtxStat& s = r.nvtx[i];
+    std::string per;
+    for (uint32_t q = 0; q < r.world_size && q < 16; ++q) {
+      auto a = s.per_rank_range_ns.find(q);
+      auto b = s.per_rank_gpu_ns.find(q);
+      if (a == s.per_rank_range_ns.end()) continue;
+      per += "r" + std::to_string(q) + ": " + D(static_cast<double>(a->second)) + " / " +
+             D(b == s.per_rank_gpu_ns.end() ? 0.0 : static_cast<double>(b->second)) + "; ";
+    }
+    o += "<tr><td class=l>" + E(s.name) + "</td><td>" + std::to_string(s.count) + "</td><td>" +
+         D(static_cast<double>(s.range_ns)) + "</td><td>" + D(static_cast<double>(s.gpu_ns)) +
+         "</td><td class=l>" + per + "</td></tr>";
+  }
+  o += "</table></section>\n<p class=muted>Generated by aon-report. Self-contained: no scripts, no "
+       "network.</p></body></html>\n";
+  return o;
+}
+
+}  // namespace aon::report

@@ -1,0 +1,111 @@
+// aon-report: post-mortem report of a merged timeline (terminal + HTML + JSON).
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "aon/report/report.h"
+
+namespace {
+
+constexpr int kExitUnreadable = 1;
+constexpr int kExitUsage = 2;
+
+bool IsDirectory(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string DirName(const std::string& p) {
+  const size_t slash = p.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+// Writes `text` to `path` through "<path>.partial" + rename, mode 0600.
+bool WriteFile(const std::string& path, const std::string& text, std::string* error) {
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      *error = "cannot write " + tmp + ": " + std::strerror(errno);
+      return false;
+    }
+    out << text;
+    out.close();
+    if (!out) {
+      *error = "cannot write " + tmp;
+      return false;
+    }
+  }
+  ::chmod(tmp.c_str(), 0600);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string input, html_path, json_path;
+  bool no_html = false, quiet = false;
+  CLI::App app{
+      "aon-report turns a merged AON timeline into findings: stragglers, exposed communication,\n"
+      "idle and launch-bound GPUs, load imbalance, pageable copies, with the evidence behind "
+      "each.\n"
+      "It prints a one-screen summary and writes a self-contained HTML report.",
+      "aon-report"};
+  app.add_option("input", input, "job directory (reads <dir>/timeline.h5) or a timeline file")
+      ->required()
+      ->type_name("JOB_DIR|TIMELINE");
+  app.add_option("-o,--output", html_path,
+                 "HTML report [default: report.html next to the timeline]")
+      ->type_name("FILE");
+  app.add_option("--json", json_path, "also write the findings and key numbers as JSON")
+      ->type_name("FILE");
+  app.add_flag("--no-html", no_html, "don't write the HTML report");
+  app.add_flag("-q,--quiet", quiet, "don't print the terminal summary");
+  app.footer(
+      "Exit status: 0 report written, 1 the input cannot be read (the message names it), 2 bad "
+      "command line.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "aon-report: error: %s\nrun 'aon-report --help' for usage\n", e.what());
+    return kExitUsage;
+  }
+  std::string timeline = input;
+  if (IsDirectory(input)) timeline = input + "/timeline.h5";
+  auto loaded = aon::report::LoadTimeline(timeline);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "aon-report: error: cannot read %s: %s\n", timeline.c_str(),
+                 loaded.status().message().c_str());
+    return kExitUnreadable;
+  }
+  const aon::report::Report report = aon::report::Analyze(*loaded);
+  if (!quiet) std::fputs(aon::report::RenderTerminal(report).c_str(), stdout);
+  int status = 0;
+  std::string error;
+  if (!no_html) {
+    if (html_path.empty()) html_path = DirName(timeline) + "/report.html";
+    if (WriteFile(html_path, aon::report::RenderHtml(report), &error)) {
+      if (!quiet) std::printf("\nHTML report: %s\n", html_path.c_str());
+    } else {
+      std::fprintf(stderr, "aon-report: error: %s\n", error.c_str());
+      status = kExitUnreadable;
+    }
+  }
+  if (!json_path.empty()) {
+    if (!WriteFile(json_path, aon::report::RenderJson(report), &error)) {
+      std::fprintf(stderr, "aon-report: error: %s\n", error.c_str());
+      status = kExitUnreadable;
+    }
+  }
+  return status;
+}

@@ -1,0 +1,234 @@
+// Builds small merged timelines with known answers, written as real HDF5 files
+// (FileKind::kTimeline) with the real TraceWriter, for the report tests.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "aon/records.h"
+#include "aon/report/report.h"
+#include "aon/string_table.h"
+#include "aon/trace_file.h"
+#include "aon/trace_format.h"
+
+namespace aon::report::testing {
+
+constexpr uint64_t kUs = 1000, kMs = 1000 * 1000;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/aon-report-test-XXXXXX";
+    const char* p = mkdtemp(tmpl);
+    path_ = p != nullptr ? p : "/tmp/aon-report-test-failed";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (getenv("AON_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+class TimelineBuilder {
+ public:
+  StringTable strings;
+  std::vector<Merged<KernelRecord>> kernels;
+  std::vector<Merged<MemcpyRecord>> memcpys;
+  std::vector<Merged<MemsetRecord>> memsets;
+  std::vector<Merged<SyncRecord>> syncs;
+  std::vector<Merged<ApiRecord>> apis;
+  std::vector<Merged<NvtxRecord>> nvtx;
+  std::vector<Merged<NcclRecord>> nccl;
+  std::vector<RankSummary> ranks;
+  std::string source = "cupti";
+  int64_t world_size = 0;
+  int64_t clock_synchronized = 0;
+  uint32_t next_corr = 1;
+
+  // Adds a /meta/ranks row.
+  void Rank(uint32_t rank, const std::string& host = "node1", RankStatus status = RankStatus::kOk,
+            const std::string& message = "") {
+    RankSummary s{};
+    s.rank = rank;
+    s.host_id = strings.Intern(host);
+    s.message_id = strings.Intern(message);
+    s.status = static_cast<uint8_t>(status);
+    ranks.push_back(s);
+    world_size = std::max<int64_t>(world_size, rank + 1);
+  }
+
+  // A kernel; with tid != 0 also its cudaLaunchKernel call at `launch_ns` (default: start - 5 us).
+  uint32_t Kernel(uint32_t rank, const std::string& name, uint64_t start, uint64_t end,
+                  uint32_t tid = 0, int64_t launch_ns = -1, uint32_t stream = 7) {
+    Merged<KernelRecord> k{};
+    k.rank = rank;
+    k.record.start_ns = start;
+    k.record.end_ns = end;
+    k.record.name_id = strings.Intern(name);
+    k.record.stream_id = stream;
+    k.record.correlation_id = next_corr++;
+    k.record.grid_x = 108, k.record.grid_y = 1, k.record.grid_z = 1;
+    k.record.block_x = 256, k.record.block_y = 1, k.record.block_z = 1;
+    k.record.registers_per_thread = 32;
+    kernels.push_back(k);
+    if (tid != 0) {
+      const uint64_t at = launch_ns >= 0 ? static_cast<uint64_t>(launch_ns)
+                                         : (start > 5 * kUs ? start - 5 * kUs : 0);
+      Api(rank, name.rfind("nccl", 0) == 0 ? "cuLaunchKernelEx" : "cudaLaunchKernel", at,
+          at + 3 * kUs, tid, k.record.correlation_id);
+    }
+    return k.record.correlation_id;
+  }
+  void Api(uint32_t rank, const std::string& name, uint64_t start, uint64_t end, uint32_t tid,
+           uint32_t corr = 0) {
+    Merged<ApiRecord> a{};
+    a.rank = rank;
+    a.record.start_ns = start;
+    a.record.end_ns = end;
+    a.record.thread_id = tid;
+    a.record.correlation_id = corr ? corr : next_corr++;
+    a.record.name_id = strings.Intern(name);
+    a.record.domain = name.rfind("cu", 0) == 0 && name.rfind("cuda", 0) != 0 ? 2 : 1;
+    apis.push_back(a);
+  }
+  uint32_t Memcpy(uint32_t rank, uint64_t start, uint64_t end, uint64_t bytes, uint8_t copy_kind,
+                  bool pageable, bool async) {
+    Merged<MemcpyRecord> m{};
+    m.rank = rank;
+    m.record.start_ns = start;
+    m.record.end_ns = end;
+    m.record.bytes = bytes;
+    m.record.copy_kind = copy_kind;
+    m.record.src_kind = copy_kind == 1 ? (pageable ? 1 : 2) : 3;
+    m.record.dst_kind = copy_kind == 2 ? (pageable ? 1 : 2) : 3;
+    m.record.flags = async ? 1 : 0;
+    m.record.stream_id = 7;
+    m.record.correlation_id = next_corr++;
+    memcpys.push_back(m);
+    return m.record.correlation_id;
+  }
+  void Nvtx(uint32_t rank, const std::string& name, uint64_t start, uint64_t end, uint32_t tid,
+            uint16_t depth, const std::string& domain = "") {
+    Merged<NvtxRecord> n{};
+    n.rank = rank;
+    n.record.start_ns = start;
+    n.record.end_ns = end;
+    n.record.thread_id = tid;
+    n.record.depth = depth;
+    n.record.type = static_cast<uint8_t>(NvtxType::kPushPop);
+    n.record.name_id = strings.Intern(name);
+    n.record.domain_id = strings.Intern(domain);
+    nvtx.push_back(n);
+  }
+  void Coll(uint32_t rank, const std::string& func, uint64_t comm, uint64_t seq, uint64_t start,
+            uint64_t end, uint64_t bytes, const std::string& algo = "RING",
+            const std::string& proto = "SIMPLE") {
+    Merged<NcclRecord> n{};
+    n.rank = rank;
+    n.record.start_ns = start;
+    n.record.end_ns = end;
+    n.record.comm_hash = comm;
+    n.record.seq_number = seq;
+    n.record.bytes = bytes;
+    n.record.count = bytes / 4;
+    n.record.func_id = strings.Intern(func);
+    n.record.algo_id = strings.Intern(algo);
+    n.record.proto_id = strings.Intern(proto);
+    n.record.datatype_id = strings.Intern("ncclFloat32");
+    n.record.channel_id = -1;
+    n.record.peer = -1;
+    n.record.event_type = static_cast<uint8_t>(NcclEventType::kColl);
+    nccl.push_back(n);
+  }
+
+  template <typename T>
+  static void SortByStart(std::vector<Merged<T>>* v) {
+    std::stable_sort(v->begin(), v->end(), [](const Merged<T>& a, const Merged<T>& b) {
+      return a.record.start_ns != b.record.start_ns ? a.record.start_ns < b.record.start_ns
+                                                    : a.rank < b.rank;
+    });
+  }
+
+  Status Write(const std::string& path) {
+    SortByStart(&kernels);
+    SortByStart(&memcpys);
+    SortByStart(&memsets);
+    SortByStart(&syncs);
+    SortByStart(&apis);
+    SortByStart(&nvtx);
+    SortByStart(&nccl);
+    AON_ASSIGN_OR_RETURN(std::unique_ptr<TraceWriter> w,
+                         TraceWriter::Create(path, FileKind::kTimeline));
+    AON_RETURN_IF_ERROR(w->SetMetaAttribute("job_id", std::string_view("test-job")));
+    AON_RETURN_IF_ERROR(w->SetMetaAttribute("world_size", world_size));
+    AON_RETURN_IF_ERROR(w->SetMetaAttribute("source", std::string_view(source)));
+    AON_RETURN_IF_ERROR(w->SetMetaAttribute("clock_synchronized", clock_synchronized));
+    AON_RETURN_IF_ERROR(w->SetMetaAttribute("clock_note", std::string_view("one host")));
+    AON_RETURN_IF_ERROR(w->AppendMerged<KernelRecord>(kernels));
+    AON_RETURN_IF_ERROR(w->AppendMerged<MemcpyRecord>(memcpys));
+    AON_RETURN_IF_ERROR(w->AppendMerged<MemsetRecord>(memsets));
+    AON_RETURN_IF_ERROR(w->AppendMerged<SyncRecord>(syncs));
+    AON_RETURN_IF_ERROR(w->AppendMerged<ApiRecord>(apis));
+    AON_RETURN_IF_ERROR(w->AppendMerged<NvtxRecord>(nvtx));
+    AON_RETURN_IF_ERROR(w->AppendMerged<NcclRecord>(nccl));
+    if (!ranks.empty()) {
+      AON_RETURN_IF_ERROR(w->AppendTable(RankSummarySchema(), ranks.data(), ranks.size(), "meta"));
+    }
+    AON_RETURN_IF_ERROR(w->WriteStrings(strings));
+    return w->Finish();
+  }
+
+  // Writes to `path` and loads it back through LoadTimeline.
+  Timeline WriteAndLoad(const std::string& path) {
+    const Status s = Write(path);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    auto t = LoadTimeline(path);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(t).value() : Timeline{};
+  }
+};
+
+// 4 ranks, `steps` steps of 17.3 ms. Every rank computes 10 ms and then all-reduces;
+// rank `late` first spends 5 ms in a "data_loader" range, so it arrives at every
+// all-reduce exactly 5 ms after the others. The all-reduce (64 MiB) moves data for
+// 2 ms once everyone is there. With nccl_records, NCCL coll records are added
+// (start = host call = arrival, end = GPU end).
+inline void PlantStraggler(TimelineBuilder* b, uint32_t late, int steps, bool nccl_records) {
+  const uint64_t period = 17300 * kUs;
+  const std::string gemm =
+      "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params<T&>)";
+  const std::string allreduce =
+      "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  for (uint32_t r = 0; r < 4; ++r) b->Rank(r);
+  for (int s = 0; s < steps; ++s) {
+    const uint64_t base = static_cast<uint64_t>(s) * period + 1 * kMs;
+    for (uint32_t r = 0; r < 4; ++r) {
+      const uint32_t tid = 1000 + r;
+      const uint64_t delay = r == late ? 5 * kMs : 0;
+      b->Nvtx(r, "step " + std::to_string(s), base, base + period - 100 * kUs, tid, 0);
+      b->Nvtx(r, "data_loader", base + 20 * kUs, base + 100 * kUs + delay, tid, 1);
+      b->Nvtx(r, "forward", base + 100 * kUs + delay, base + 10100 * kUs + delay, tid, 1);
+      b->Kernel(r, gemm, base + 100 * kUs + delay, base + 10100 * kUs + delay, tid,
+                base + 100 * kUs + delay);
+      const uint64_t arrival = base + 10100 * kUs + delay;
+      b->Kernel(r, allreduce, arrival, base + 17100 * kUs, tid, arrival - 10 * kUs, 9);
+      if (nccl_records) {
+        b->Coll(r, "AllReduce", 0xabcdef, static_cast<uint64_t>(s), arrival, base + 17100 * kUs,
+                64ull << 20);
+      }
+    }
+  }
+}
+
+}  // namespace aon::report::testing
