@@ -282,22 +282,9 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* 
 
 uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
 
-// Resource callbacks for CUDA graphs only: they tie NCCL operations captured
-// into a graph to the kernels that replay them (nccl_plugin.h).
-void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
-  const auto* resource = static_cast<const CUpti_ResourceData*>(data);
-  const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
-  if (graph == nullptr || graph->nodeType != CU_GRAPH_NODE_TYPE_KERNEL) return;
-  uint64_t id = 0;
-  if (cuptiGetGraphNodeId(graph->node, &id) != CUPTI_SUCCESS) return;
-  if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
-    OnGraphKernelNodeCreated(id);
-  } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && graph->originalNode != nullptr) {
-    uint64_t original = 0;
-    if (cuptiGetGraphNodeId(graph->originalNode, &original) == CUPTI_SUCCESS) OnGraphNodeCloned(original, id);
-  }
-}
+// Subscribed only to hold CUPTI's single subscriber slot (and learn when
+// another tool has it); no callback domain is enabled.
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 std::string ResultText(CUptiResult r) {
   const char* s = nullptr;
@@ -427,10 +414,6 @@ bool StartCuptiSource() {
     }
   }
   cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);  // GPU names and UUIDs for the metadata
-  if (agent.enabled(RecordKind::kNccl)) {
-    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
-    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
-  }
   if (agent.enabled(RecordKind::kApi)) ConfigureApiFilters(agent);
   cuptiActivityFlushPeriod(kFlushPeriodMs);
   agent.SetFlushHook(FlushAtFinish);

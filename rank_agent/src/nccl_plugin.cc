@@ -19,12 +19,11 @@
 // so CUPTI's EXTERNAL_CORRELATION record names the driver call whose
 // correlation id the kernel record carries. Operations started on that thread
 // since the previous launch are the ones this launch runs, and get its id.
-// CUDA graphs: NCCL reports an operation and its launch once, at stream
-// capture, where the launch creates a kernel node instead of running. CUPTI's
-// resource callback names that node (on the launching thread, inside our
-// launch bracket), and instantiation clones it; every kernel record whose
-// graph_node_id is the node or a clone is a replay, and becomes a copy of the
-// operation's record with graph_replay = 1, 2, ... (see records.h).
+// CUDA graphs are not handled yet (TODO #4): on H200 with NCCL 2.28.3, a
+// captured all-reduce was reported after the capture's launch event (so a
+// neighbouring operation took that launch), and with channel capture NCCL
+// reported every replay itself, without a launch. Replays therefore show up as
+// NCCL kernels (graph_node_id set) but not as NCCL records; see the GPU check.
 #include "nccl_plugin.h"
 
 #include <cupti.h>
@@ -34,8 +33,6 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <set>
-#include <tuple>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -118,20 +115,6 @@ std::deque<Operation*>& RetiredOps() {
 
 // Operations started on this thread and not yet given a launch.
 thread_local std::vector<Operation*> t_unlaunched;
-// The external id of the NCCL launch in progress on this thread (0: none).
-thread_local uint64_t t_current_launch = 0;
-
-// Graph kernel nodes created inside an NCCL launch, and clones of nodes.
-std::mutex g_graph_mu;
-std::unordered_map<uint64_t, std::vector<uint64_t>>& NodesOfLaunch() {
-  static auto* m = new std::unordered_map<uint64_t, std::vector<uint64_t>>();
-  return *m;
-}
-std::unordered_map<uint64_t, std::vector<uint64_t>>& ClonesOfNode() {
-  static auto* m = new std::unordered_map<uint64_t, std::vector<uint64_t>>();
-  return *m;
-}
-
 uint32_t InternCached(const char* s) {
   if (s == nullptr || *s == '\0') return 0;
   // NCCL passes pointers to its own constant strings: cache by pointer, per
@@ -298,7 +281,6 @@ void StartLaunch(void** handle) {
     Release(op);
   }
   t_unlaunched.clear();
-  t_current_launch = l->external_id;
   *handle = l;
 }
 
@@ -447,7 +429,6 @@ aon_nccl_result_t Stop(void* handle) {
     }
     case kNcclProfileKernelLaunch: {
       auto* l = static_cast<Launch*>(h);
-      if (t_current_launch == l->external_id) t_current_launch = 0;
       if (l->pushed) {
         uint64_t id = 0;
         cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &id);
@@ -489,109 +470,9 @@ aon_nccl_result_t Finalize(void* context) {
   return kOk;
 }
 
-// Every replayed kernel of a captured NCCL launch becomes a copy of each
-// operation of that launch, timed by that kernel (see the file comment).
-void ExpandGraphReplays(RecordStore& store) {
-  std::unordered_map<uint64_t, std::set<uint64_t>> nodes_of_launch;
-  {
-    // A node and all its clones (instantiation may clone more than once, and
-    // report a clone twice): a set, so each replayed kernel is found once.
-    std::lock_guard<std::mutex> lock(g_graph_mu);
-    for (const auto& [launch, nodes] : NodesOfLaunch()) {
-      std::set<uint64_t>& all = nodes_of_launch[launch];
-      std::vector<uint64_t> todo(nodes.begin(), nodes.end());
-      while (!todo.empty()) {
-        uint64_t n = todo.back();
-        todo.pop_back();
-        if (!all.insert(n).second) continue;
-        auto clones = ClonesOfNode().find(n);
-        if (clones != ClonesOfNode().end()) todo.insert(todo.end(), clones->second.begin(), clones->second.end());
-      }
-    }
-  }
-  if (nodes_of_launch.empty()) return;
-  struct Replay {
-    uint64_t start, end;
-    uint32_t correlation, stream;
-  };
-  std::unordered_map<uint64_t, std::vector<Replay>> replays_of_node;
-  store.ForEach<KernelRecord>([&](KernelRecord& k) {
-    if (k.graph_node_id != 0) {
-      replays_of_node[k.graph_node_id].push_back({k.start_ns, k.end_ns, k.correlation_id, k.stream_id});
-    }
-  });
-  std::unordered_map<uint32_t, uint64_t> api_start;  // graph launch call per replay
-  store.ForEach<ApiRecord>([&](ApiRecord& a) { api_start.emplace(a.correlation_id, a.start_ns); });
-  // With channel capture NCCL reports each replay itself (through the host
-  // callbacks it adds to the graph), as records without a launch: those are
-  // numbered and tied to the replayed kernels in time order instead of copied.
-  auto key = [](const NcclRecord& r) { return std::make_tuple(r.comm_hash, r.func_id, r.seq_number); };
-  std::map<std::tuple<uint64_t, uint32_t, uint64_t>, std::vector<NcclRecord*>> reported_replays;
-  std::vector<NcclRecord> copies;
-  store.ForEach<NcclRecord>([&](NcclRecord& r) {
-    if (r.event_type == static_cast<uint8_t>(NcclEventType::kColl) && r.external_id == 0) {
-      reported_replays[key(r)].push_back(&r);
-    }
-  });
-  store.ForEach<NcclRecord>([&](NcclRecord& r) {
-    if (r.external_id == 0 || r.graph_replay != 0) return;
-    auto nodes = nodes_of_launch.find(r.external_id);
-    if (nodes == nodes_of_launch.end()) return;
-    std::vector<Replay> replays;
-    for (uint64_t n : nodes->second) {
-      auto it = replays_of_node.find(n);
-      if (it != replays_of_node.end()) replays.insert(replays.end(), it->second.begin(), it->second.end());
-    }
-    std::sort(replays.begin(), replays.end(),
-              [](const Replay& a, const Replay& b) { return a.start < b.start; });
-    // The captured operation itself ran nothing.
-    r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kNone);
-    r.gpu_start_ns = 0;
-    auto reported = reported_replays.find(key(r));
-    if (reported != reported_replays.end()) {
-      std::vector<NcclRecord*>& own = reported->second;
-      std::sort(own.begin(), own.end(),
-                [](const NcclRecord* a, const NcclRecord* b) { return a->start_ns < b->start_ns; });
-      for (size_t i = 0; i < own.size(); ++i) {
-        own[i]->graph_replay = static_cast<uint32_t>(i + 1);
-        if (i < replays.size()) {
-          own[i]->correlation_id = replays[i].correlation;
-          own[i]->stream_id = replays[i].stream;
-        }
-      }
-      return;
-    }
-    uint32_t index = 0;
-    for (const Replay& k : replays) {
-      NcclRecord c = r;
-      c.graph_replay = ++index;
-      auto call = api_start.find(k.correlation);
-      c.start_ns = call != api_start.end() ? std::min(call->second, k.start) : k.start;
-      c.gpu_start_ns = k.start;
-      c.end_ns = k.end;
-      c.correlation_id = k.correlation;
-      c.stream_id = k.stream;
-      c.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kKernel);
-      copies.push_back(c);
-    }
-  });
-  for (const NcclRecord& c : copies) store.Push(c);
-}
-
 }  // namespace
 
 void EnableNcclCuptiCorrelation() { g_cupti_correlation.store(true, std::memory_order_relaxed); }
-
-void OnGraphKernelNodeCreated(uint64_t node_id) {
-  if (t_current_launch == 0) return;  // not NCCL's
-  std::lock_guard<std::mutex> lock(g_graph_mu);
-  NodesOfLaunch()[t_current_launch].push_back(node_id);
-}
-
-void OnGraphNodeCloned(uint64_t original_node_id, uint64_t clone_node_id) {
-  std::lock_guard<std::mutex> lock(g_graph_mu);
-  ClonesOfNode()[original_node_id].push_back(clone_node_id);
-}
 
 NcclClockCalibration FinalizeNcclRecords() {
   RecordStore& store = Agent::Get().store();
@@ -681,7 +562,6 @@ NcclClockCalibration FinalizeNcclRecords() {
     }
   });
 
-  ExpandGraphReplays(store);
   if (by_time > 0) {
     Agent::Get().Log("NCCL: %lld operations tied to their kernel by launch order (no launch event "
                      "on their thread)", static_cast<long long>(by_time));

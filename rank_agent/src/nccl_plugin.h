@@ -20,10 +20,4 @@ NcclClockCalibration FinalizeNcclRecords();
 // launches are bracketed with a CUPTI external correlation id.
 void EnableNcclCuptiCorrelation();
 
-// CUDA graphs (from CUPTI's resource callbacks, on the calling thread): a kernel
-// node created while NCCL launches on this thread (stream capture) belongs to
-// that launch; instantiating a graph clones nodes under new ids.
-void OnGraphKernelNodeCreated(uint64_t node_id);
-void OnGraphNodeCloned(uint64_t original_node_id, uint64_t clone_node_id);
-
 }  // namespace aon::agent

@@ -186,9 +186,8 @@ struct NcclRecord {
   int32_t comm_rank;
   int32_t comm_nranks;
   int32_t comm_nnodes;
-  // CUDA graphs: NCCL reports an operation once, when the graph is captured.
-  // That record has graph_replay 0 and no GPU time; each replay of its kernel
-  // becomes a copy with graph_replay = 1, 2, ... and that kernel's span.
+  // Reserved for CUDA-graph replays (1, 2, ...); always 0 until they are
+  // attributed (see rank_agent/src/nccl_plugin.cc).
   uint32_t graph_replay;
   uint8_t event_type;  // NcclEventType
   uint8_t gpu_timing;  // NcclGpuTiming
