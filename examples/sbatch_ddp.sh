@@ -1,20 +1,19 @@
 #!/bin/bash
-# AON example: the PyTorch DDP example as a Slurm batch job, profiled by AON.
+# AON example: the PyTorch DDP example as a Slurm batch job, profiled by AON's
+# SPANK plugin (slurm/README.md): `#SBATCH --aon` below turns profiling on for every
+# srun step of this script, with no change to the srun line.
 #
-#   sbatch examples/sbatch_ddp.sh            (from the repository root; aon-run on PATH)
+#   sbatch examples/sbatch_ddp.sh            (from the repository root)
 #
-# When the job ends, aon-run merges the traces into ./aon-<job id>/ (timeline.h5,
-# trace.json for https://ui.perfetto.dev). `aon-report` (its summary) is planned too.
+# When the srun step ends, srun merges its traces and prints where they are:
+#   aon: step <job>.0 profiled: <dir>/aon-<job>.0/timeline.h5, .../trace.json, .../report.html
+# (<dir> = the submit directory, or the cluster's output_root; --aon-output=DIR to choose).
 #
-# PLANNED, NOT YET AVAILABLE: the SPANK plugin (slurm/, `aon.so`) will make profiling one
-# line, with no change to the srun command:
-#
-#     #SBATCH --aon                      <- planned: turns AON on for every step of the job
-#     srun --mpi=pmix python3 examples/pytorch_ddp.py
-#
-# Until the plugin exists, the working way is to put `aon-run` in front of srun, as below.
+# Without the plugin on the cluster, drop the #SBATCH --aon line and put aon-run in
+# front of srun instead:  aon-run srun --mpi=pmix python3 examples/pytorch_ddp.py
 #
 #SBATCH --job-name=aon-ddp
+#SBATCH --aon
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=2              # one task per GPU
 #SBATCH --gpus-per-node=2
@@ -33,9 +32,6 @@ MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export MASTER_ADDR
 export MASTER_PORT=${MASTER_PORT:-29512}
 
-# Working today: aon-run wraps the launcher (-o DIR picks the job directory).
-aon-run srun --mpi=pmix python3 examples/pytorch_ddp.py --steps 30
-
-# Planned equivalent once the SPANK plugin is installed (with `#SBATCH --aon` above,
-# or per step):
-#   srun --aon --mpi=pmix python3 examples/pytorch_ddp.py --steps 30
+# Profiled because of `#SBATCH --aon` (per step options work too, e.g.
+# `srun --aon=light ...`, `srun --aon-nccl=off ...`, `srun --aon=off ...`).
+srun --mpi=pmix python3 examples/pytorch_ddp.py --steps 30

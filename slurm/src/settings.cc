@@ -1,0 +1,300 @@
+#include "settings.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "aon/config.h"
+
+namespace aon::spank {
+namespace {
+
+bool ParseOnOff(std::string_view v, bool* out) {
+  if (v == "on" || v == "1" || v == "yes" || v == "true") {
+    *out = true;
+    return true;
+  }
+  if (v == "off" || v == "0" || v == "no" || v == "false") {
+    *out = false;
+    return true;
+  }
+  return false;
+}
+
+std::vector<std::string_view> SplitCommas(std::string_view s) {
+  std::vector<std::string_view> out;
+  while (!s.empty()) {
+    size_t comma = s.find(',');
+    std::string_view item = s.substr(0, comma);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+struct SiteKey {
+  const char* name;
+  const char* help;
+};
+constexpr SiteKey kSiteKeys[] = {
+    {"default", "on|off: profile every step unless the user says --aon=off (default off: opt-in)"},
+    {"disable", "kill switch: the options stay (scripts keep working) but nothing is profiled"},
+    {"output_root",
+     "root of job directories, %u %U %j %s expanded (default: the submit directory)"},
+    {"modes", "comma-separated modes users may choose (default off,on,full,light)"},
+    {"max_memory_cap", "largest --aon-memory-cap a user may ask for (e.g. 256M)"},
+    {"memory_cap", "default per-rank memory cap (default: the agent's, 64M)"},
+    {"nccl", "on|off: default of --aon-nccl (default on)"},
+    {"strict", "profiler failures fail the step (only with `required` in plugstack.conf)"},
+    {"agent", "path of libaon_agent.so (default: next to aon.so)"},
+    {"bindir", "directory of aon-merge and aon-report (default: next to aon.so)"},
+};
+
+}  // namespace
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kOff:
+      return "off";
+    case Mode::kOn:
+      return "on";
+    case Mode::kFull:
+      return "full";
+    case Mode::kLight:
+      return "light";
+  }
+  return "?";
+}
+
+StatusOr<Mode> ParseMode(std::string_view text) {
+  for (Mode m : {Mode::kOff, Mode::kOn, Mode::kFull, Mode::kLight})
+    if (text == ModeName(m)) return m;
+  return InvalidArgument("unknown mode '" + std::string(text) + "' (off, on, full or light)");
+}
+
+bool SiteConfig::ModeAllowed(Mode m) const {
+  return std::find(allowed_modes.begin(), allowed_modes.end(), m) != allowed_modes.end();
+}
+
+std::string SiteArgsHelp() {
+  std::string out;
+  for (const SiteKey& k : kSiteKeys) out += std::string("  ") + k.name + ": " + k.help + "\n";
+  return out;
+}
+
+StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args) {
+  SiteConfig c;
+  std::vector<std::string> unknown;
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    const std::string key = arg.substr(0, eq);
+    const bool has_value = eq != std::string::npos;
+    const std::string value = has_value ? arg.substr(eq + 1) : "";
+    auto bad = [&](const std::string& why) {
+      return InvalidArgument("plugstack.conf argument '" + arg + "': " + why);
+    };
+    if (key == "default") {
+      if (!ParseOnOff(value, &c.enabled_by_default)) return bad("expected on or off");
+    } else if (key == "disable") {
+      c.disabled = true;
+      if (has_value && !ParseOnOff(value, &c.disabled)) return bad("expected on or off");
+    } else if (key == "strict") {
+      c.strict = true;
+      if (has_value && !ParseOnOff(value, &c.strict)) return bad("expected on or off");
+    } else if (key == "nccl") {
+      if (!ParseOnOff(value, &c.nccl_default)) return bad("expected on or off");
+    } else if (key == "output_root") {
+      if (value.empty()) return bad("needs a path");
+      AON_ASSIGN_OR_RETURN(std::string probe, ExpandPathTemplate(value, "u", 0, 1, 0));
+      (void)probe;
+      c.output_root = value;
+    } else if (key == "modes") {
+      c.allowed_modes.clear();
+      for (std::string_view item : SplitCommas(value)) {
+        auto m = ParseMode(item);
+        if (!m.ok()) return bad(m.status().message());
+        c.allowed_modes.push_back(*m);
+      }
+      if (c.allowed_modes.empty()) return bad("needs at least one mode");
+      if (!c.ModeAllowed(Mode::kOff)) c.allowed_modes.push_back(Mode::kOff);  // always allowed
+    } else if (key == "max_memory_cap" || key == "memory_cap") {
+      auto size = ParseSize(value);
+      if (!size.ok()) return bad(size.status().message());
+      (key == "memory_cap" ? c.default_memory_cap : c.max_memory_cap) = *size;
+    } else if (key == "agent") {
+      if (value.empty() || value[0] != '/') return bad("needs an absolute path");
+      c.agent = value;
+    } else if (key == "bindir") {
+      if (value.empty() || value[0] != '/') return bad("needs an absolute path");
+      c.bindir = value;
+    } else {
+      unknown.push_back(key);
+    }
+  }
+  if (!unknown.empty()) {
+    std::string names;
+    for (const std::string& k : unknown) names += (names.empty() ? "'" : ", '") + k + "'";
+    std::string known;
+    for (const SiteKey& k : kSiteKeys) known += (known.empty() ? "" : " ") + std::string(k.name);
+    return InvalidArgument("unknown plugstack.conf argument" +
+                           std::string(unknown.size() > 1 ? "s " : " ") + names +
+                           " (known: " + known + ")");
+  }
+  if (c.max_memory_cap != 0 && c.default_memory_cap > c.max_memory_cap)
+    return InvalidArgument("plugstack.conf: memory_cap is above max_memory_cap");
+  return c;
+}
+
+Status SetModeOption(UserOptions& o, const char* optarg) {
+  // sbatch --aon reaches the batch script's srun as the text "(null)" (Slurm 22.05
+  // prints a null optarg into SLURM_SPANK__SLURM_SPANK_OPTION_aon_aon).
+  if (optarg == nullptr || *optarg == '\0' || std::string_view(optarg) == "(null)") {
+    o.mode = Mode::kOn;
+    return Status::Ok();
+  }
+  auto m = ParseMode(optarg);
+  if (!m.ok()) return InvalidArgument("--aon=" + std::string(optarg) + ": " + m.status().message());
+  o.mode = *m;
+  return Status::Ok();
+}
+
+Status SetOutputOption(UserOptions& o, const char* optarg) {
+  if (optarg == nullptr || *optarg == '\0')
+    return InvalidArgument("--aon-output needs a directory");
+  auto probe = ExpandPathTemplate(optarg, "u", 0, 1, 0);
+  if (!probe.ok())
+    return InvalidArgument("--aon-output=" + std::string(optarg) + ": " + probe.status().message());
+  o.output = optarg;
+  return Status::Ok();
+}
+
+Status SetKindsOption(UserOptions& o, const char* optarg) {
+  const std::string v = optarg ? optarg : "";
+  auto kinds = ParseKinds(v);
+  if (v.empty() || !kinds.ok())
+    return InvalidArgument("--aon-kinds=" + v + ": " +
+                           (v.empty() ? std::string("needs a list") : kinds.status().message()));
+  o.kinds = v;
+  return Status::Ok();
+}
+
+Status SetNcclOption(UserOptions& o, const char* optarg) {
+  bool on = true;
+  if (optarg != nullptr && !ParseOnOff(optarg, &on))
+    return InvalidArgument("--aon-nccl=" + std::string(optarg) + ": expected on or off");
+  o.nccl = on;
+  return Status::Ok();
+}
+
+Status SetMergeOption(UserOptions& o, const char* optarg) {
+  bool on = true;
+  if (optarg != nullptr && !ParseOnOff(optarg, &on))
+    return InvalidArgument("--aon-merge=" + std::string(optarg) + ": expected on or off");
+  o.merge = on;
+  return Status::Ok();
+}
+
+Status SetMemoryCapOption(UserOptions& o, const char* optarg) {
+  const std::string v = optarg ? optarg : "";
+  auto size = ParseSize(v);
+  if (!size.ok()) return InvalidArgument("--aon-memory-cap=" + v + ": " + size.status().message());
+  if (*size < (1ull << 20))
+    return InvalidArgument("--aon-memory-cap=" + v + ": below the 1M minimum");
+  o.memory_cap = *size;
+  o.memory_cap_text = v;
+  return Status::Ok();
+}
+
+StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user) {
+  StepPlan p;
+  if (site.disabled) return p;
+  Mode mode = user.mode.value_or(site.enabled_by_default ? Mode::kOn : Mode::kOff);
+  if (!site.ModeAllowed(mode)) {
+    std::string allowed;
+    for (Mode m : site.allowed_modes)
+      allowed += (allowed.empty() ? "" : ", ") + std::string(ModeName(m));
+    return InvalidArgument(std::string("--aon=") + ModeName(mode) + ": this cluster allows only " +
+                           allowed);
+  }
+  p.mode = mode;
+  p.profile = mode != Mode::kOff;
+  if (!user.kinds.empty()) {
+    p.kinds = user.kinds;
+  } else if (mode == Mode::kFull) {
+    p.kinds = "all";
+  } else if (mode == Mode::kLight) {
+    p.kinds = "kernels,nvtx";
+  } else {
+    p.kinds = "default";
+  }
+  if (user.memory_cap) {
+    if (site.max_memory_cap != 0 && *user.memory_cap > site.max_memory_cap)
+      return InvalidArgument("--aon-memory-cap=" + user.memory_cap_text +
+                             ": above this cluster's limit of " +
+                             std::to_string(site.max_memory_cap >> 20) + "M");
+    p.memory_cap = std::to_string(*user.memory_cap);
+  } else if (site.default_memory_cap != 0) {
+    p.memory_cap = std::to_string(site.default_memory_cap);
+  }
+  p.nccl = user.nccl.value_or(site.nccl_default);
+  p.merge = user.merge.value_or(true);
+  p.verbose = user.verbose;
+  p.output_root = !user.output.empty() ? user.output : site.output_root;
+  return p;
+}
+
+StatusOr<std::string> ExpandPathTemplate(std::string_view tmpl, std::string_view user, uint32_t uid,
+                                         uint32_t job_id, uint32_t step_id) {
+  std::string out;
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    if (tmpl[i] != '%') {
+      out += tmpl[i];
+      continue;
+    }
+    if (i + 1 == tmpl.size())
+      return InvalidArgument("'" + std::string(tmpl) + "' ends with a lone %");
+    switch (tmpl[++i]) {
+      case 'u':
+        out += user;
+        break;
+      case 'U':
+        out += std::to_string(uid);
+        break;
+      case 'j':
+        out += std::to_string(job_id);
+        break;
+      case 's':
+        out += std::to_string(step_id);
+        break;
+      case '%':
+        out += '%';
+        break;
+      default:
+        return InvalidArgument("'" + std::string(tmpl) + "': unknown %" + tmpl[i] +
+                               " (known: %u %U %j %s %%)");
+    }
+  }
+  return out;
+}
+
+StatusOr<std::string> JobDirectory(const StepPlan& plan, std::string_view base_dir,
+                                   std::string_view user, uint32_t uid, uint32_t job_id,
+                                   uint32_t step_id) {
+  std::string root;
+  if (!plan.output_root.empty()) {
+    AON_ASSIGN_OR_RETURN(root, ExpandPathTemplate(plan.output_root, user, uid, job_id, step_id));
+  }
+  if (root.empty() || root[0] != '/') {
+    if (base_dir.empty() || base_dir[0] != '/')
+      return InvalidArgument("no absolute directory to put '" +
+                             (root.empty() ? std::string(".") : root) +
+                             "' in (the submit directory is unknown)");
+    root = std::string(base_dir) + (root.empty() ? "" : "/" + root);
+  }
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  if (root.find("/../") != std::string::npos || root.ends_with("/.."))
+    return InvalidArgument("'" + root + "': '..' is not allowed in the output directory");
+  return root + "/aon-" + std::to_string(job_id) + "." + std::to_string(step_id);
+}
+
+}  // namespace aon::spank

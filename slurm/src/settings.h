@@ -1,0 +1,89 @@
+// Settings of the AON SPANK plugin, apart from Slurm so they can be unit-tested:
+//   SiteConfig   the administrator's plugstack.conf arguments (policy),
+//   UserOptions  what the user asked for with --aon* (srun/sbatch/salloc),
+//   StepPlan     what one step does: both combined and checked.
+// Parsing is strict: an unknown plugstack.conf key or a bad option value is an
+// error whose message names it (the plugin then fails closed).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aon/status.h"
+
+namespace aon::spank {
+
+// Profiling modes: --aon[=MODE]. kOn records the agent's default kinds, kFull
+// every kind (CUDA API calls included), kLight kernels and NVTX ranges only.
+enum class Mode { kOff, kOn, kFull, kLight };
+const char* ModeName(Mode mode);
+StatusOr<Mode> ParseMode(std::string_view text);
+
+struct SiteConfig {
+  bool disabled = false;            // kill switch: options exist, nothing happens
+  bool enabled_by_default = false;  // profile every step unless --aon=off
+  bool strict = false;              // profiler failures fail the step (with `required`)
+  std::string output_root;          // default root of job directories ("" = submit dir)
+  std::vector<Mode> allowed_modes{Mode::kOff, Mode::kOn, Mode::kFull, Mode::kLight};
+  uint64_t max_memory_cap = 0;      // 0 = no limit
+  uint64_t default_memory_cap = 0;  // 0 = the agent's default
+  bool nccl_default = true;
+  std::string agent;   // libaon_agent.so ("" = next to the plugin)
+  std::string bindir;  // where aon-merge / aon-report are ("" = next to the plugin)
+
+  bool ModeAllowed(Mode m) const;
+};
+
+// The plugstack.conf arguments ("key=value" or "key"); names the unknown ones.
+StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args);
+// One line per key, for README/--help text.
+std::string SiteArgsHelp();
+
+struct UserOptions {
+  std::optional<Mode> mode;            // --aon[=MODE]; nullopt = not given
+  std::string output;                  // --aon-output=DIR
+  std::string kinds;                   // --aon-kinds=LIST (validated)
+  std::optional<bool> nccl;            // --aon-nccl=on|off
+  std::optional<uint64_t> memory_cap;  // --aon-memory-cap=SIZE
+  std::string memory_cap_text;
+  bool verbose = false;       // --aon-verbose
+  std::optional<bool> merge;  // --aon-merge=on|off
+};
+
+// Option setters: each checks its value and says what was wrong. Calling one
+// twice with the same value is harmless (Slurm does that).
+Status SetModeOption(UserOptions& o, const char* optarg);  // null = "on"
+Status SetOutputOption(UserOptions& o, const char* optarg);
+Status SetKindsOption(UserOptions& o, const char* optarg);
+Status SetNcclOption(UserOptions& o, const char* optarg);
+Status SetMemoryCapOption(UserOptions& o, const char* optarg);
+Status SetMergeOption(UserOptions& o, const char* optarg);
+
+struct StepPlan {
+  bool profile = false;
+  Mode mode = Mode::kOff;
+  std::string kinds;       // AON_KINDS value
+  std::string memory_cap;  // AON_MEMORY_CAP value ("" = agent default)
+  bool nccl = true;
+  bool verbose = false;
+  bool merge = true;
+  std::string output_root;  // unexpanded template (user's, else site's, else "")
+};
+
+// Combines site policy and user options; an error names the option and the policy.
+StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user);
+
+// Expands %u (user name), %U (uid), %j (job id), %s (step id), %% in `tmpl`.
+StatusOr<std::string> ExpandPathTemplate(std::string_view tmpl, std::string_view user, uint32_t uid,
+                                         uint32_t job_id, uint32_t step_id);
+
+// The step's job directory: <root>/aon-<job>.<step>, root = the expanded
+// template, relative paths against `base_dir` (the submit directory).
+StatusOr<std::string> JobDirectory(const StepPlan& plan, std::string_view base_dir,
+                                   std::string_view user, uint32_t uid, uint32_t job_id,
+                                   uint32_t step_id);
+
+}  // namespace aon::spank

@@ -1,0 +1,99 @@
+// The plugin's settings without Slurm: plugstack.conf arguments (fail closed on
+// unknown keys), option values, site policy, job directory templates.
+#include "settings.h"
+
+#include <gtest/gtest.h>
+
+namespace aon::spank {
+namespace {
+
+TEST(SiteArgs, DefaultsAreOptInWithEveryMode) {
+  auto c = ParseSiteArgs({});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->enabled_by_default);
+  EXPECT_FALSE(c->disabled);
+  EXPECT_TRUE(c->ModeAllowed(Mode::kFull));
+}
+
+TEST(SiteArgs, UnknownKeysFailAndAreNamed) {
+  auto c = ParseSiteArgs({"default=on", "outptu_root=/x", "colour=red"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'outptu_root', 'colour'"), std::string::npos)
+      << c.status().message();
+}
+
+TEST(SiteArgs, PolicyKeys) {
+  auto c = ParseSiteArgs({"default=on", "output_root=/scratch/%u/aon/%j", "modes=on,light",
+                          "max_memory_cap=256M", "memory_cap=32M", "nccl=off", "disable",
+                          "strict=1", "agent=/opt/aon/lib/libaon_agent.so", "bindir=/opt/aon/bin"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->enabled_by_default);
+  EXPECT_TRUE(c->disabled);
+  EXPECT_TRUE(c->strict);
+  EXPECT_FALSE(c->nccl_default);
+  EXPECT_FALSE(c->ModeAllowed(Mode::kFull));
+  EXPECT_TRUE(c->ModeAllowed(Mode::kOff));
+  EXPECT_EQ(c->max_memory_cap, 256ull << 20);
+  EXPECT_FALSE(ParseSiteArgs({"agent=relative.so"}).ok());
+  EXPECT_FALSE(ParseSiteArgs({"output_root=/x/%q"}).ok());
+  EXPECT_FALSE(ParseSiteArgs({"modes=on,turbo"}).ok());
+}
+
+TEST(Options, ValuesAreCheckedAndIdempotent) {
+  UserOptions o;
+  EXPECT_TRUE(SetModeOption(o, nullptr).ok());
+  EXPECT_EQ(*o.mode, Mode::kOn);
+  EXPECT_TRUE(SetModeOption(o, "(null)").ok());  // sbatch --aon as seen by the script's srun
+  EXPECT_TRUE(SetModeOption(o, "light").ok());
+  EXPECT_TRUE(SetModeOption(o, "light").ok());
+  EXPECT_EQ(*o.mode, Mode::kLight);
+  Status bad = SetModeOption(o, "fast");
+  EXPECT_NE(bad.message().find("--aon=fast"), std::string::npos) << bad.message();
+  EXPECT_FALSE(SetKindsOption(o, "bogus").ok());
+  EXPECT_TRUE(SetKindsOption(o, "kernels,nvtx").ok());
+  EXPECT_FALSE(SetNcclOption(o, "maybe").ok());
+  EXPECT_FALSE(SetMemoryCapOption(o, "12X").ok());
+  EXPECT_FALSE(SetMemoryCapOption(o, "4K").ok());
+  EXPECT_TRUE(SetMemoryCapOption(o, "128M").ok());
+}
+
+TEST(StepPlan, SitePolicyWins) {
+  SiteConfig site = *ParseSiteArgs({"modes=on", "max_memory_cap=64M", "nccl=off"});
+  UserOptions o;
+  ASSERT_TRUE(SetModeOption(o, "full").ok());
+  EXPECT_FALSE(MakeStepPlan(site, o).ok());
+  ASSERT_TRUE(SetModeOption(o, "on").ok());
+  ASSERT_TRUE(SetMemoryCapOption(o, "128M").ok());
+  auto plan = MakeStepPlan(site, o);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("--aon-memory-cap=128M"), std::string::npos);
+  o.memory_cap.reset();
+  plan = MakeStepPlan(site, o);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->profile);
+  EXPECT_FALSE(plan->nccl);
+  EXPECT_EQ(plan->kinds, "default");
+  // Opt-in by default, on by default when the site says so, off on request.
+  EXPECT_FALSE(MakeStepPlan(SiteConfig{}, UserOptions{})->profile);
+  SiteConfig on = *ParseSiteArgs({"default=on"});
+  EXPECT_TRUE(MakeStepPlan(on, UserOptions{})->profile);
+  UserOptions off;
+  ASSERT_TRUE(SetModeOption(off, "off").ok());
+  EXPECT_FALSE(MakeStepPlan(on, off)->profile);
+  EXPECT_FALSE(MakeStepPlan(*ParseSiteArgs({"disable"}), o)->profile);
+}
+
+TEST(JobDirectory, TemplatesAndRelativePaths) {
+  StepPlan p;
+  EXPECT_EQ(*JobDirectory(p, "/home/a/run", "alice", 1000, 42, 3), "/home/a/run/aon-42.3");
+  p.output_root = "/scratch/%u/aon/%j/";
+  EXPECT_EQ(*JobDirectory(p, "/home/a", "alice", 1000, 42, 0), "/scratch/alice/aon/42/aon-42.0");
+  p.output_root = "traces";
+  EXPECT_EQ(*JobDirectory(p, "/home/a", "alice", 1000, 42, 0), "/home/a/traces/aon-42.0");
+  EXPECT_FALSE(JobDirectory(p, "", "alice", 1000, 42, 0).ok());
+  p.output_root = "/scratch/../etc";
+  EXPECT_FALSE(JobDirectory(p, "/", "alice", 1000, 42, 0).ok());
+}
+
+}  // namespace
+}  // namespace aon::spank

@@ -1,0 +1,327 @@
+// The SPANK plugin on a real Slurm cluster started by each test (slurm_cluster.h):
+// srun --aon on one node and across two network-namespace nodes, sbatch --aon, a
+// bad option value, an unwritable output directory, a rank killed by SIGKILL, and
+// a job of an unprivileged user whose files must all be that user's (0600/0700).
+// Workload: aon-synthetic-app under srun --mpi=pmix; its AON_EXPECT lines are
+// compared with the merged timeline read back with aon::TraceReader.
+#include "slurm_cluster.h"
+
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "aon/records.h"
+#include "aon/trace_file.h"
+#include "process_runner.h"
+
+namespace {
+namespace fs = std::filesystem;
+using aon::testing::ClusterOptions;
+using aon::testing::ProcessResult;
+using aon::testing::SlurmCluster;
+
+const std::string kApp = AON_BUILD_BIN_DIR "/aon-synthetic-app";
+const std::string kPlugin = AON_SPANK_PLUGIN;
+const std::string kKillShim = AON_KILL_SHIM;
+const char kTestUser[] = "aon-test-user";
+const std::map<std::string, std::string> kMpiEnv = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                                                    {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+
+using Counts = std::map<std::string, uint64_t>;
+
+// "AON_EXPECT rank=R kernels=K ..." -> rank -> kind -> count.
+std::map<int, Counts> Expectations(const std::string& out) {
+  std::map<int, Counts> result;
+  std::istringstream lines(out);
+  std::string line;
+  const std::regex pair(R"(([a-z_]+)=(\d+))");
+  while (std::getline(lines, line)) {
+    const size_t at = line.find("AON_EXPECT ");
+    if (at == std::string::npos) continue;
+    int rank = -1;
+    Counts c;
+    for (auto it = std::sregex_iterator(line.begin() + static_cast<long>(at), line.end(), pair);
+         it != std::sregex_iterator(); ++it) {
+      if ((*it)[1] == "rank")
+        rank = std::stoi((*it)[2]);
+      else
+        c[(*it)[1]] = std::stoull((*it)[2]);
+    }
+    if (rank >= 0) result[rank] = c;
+  }
+  return result;
+}
+
+struct Timeline {
+  std::map<int, Counts> counts;
+  std::map<int, uint8_t> status;  // rank -> RankStatus
+};
+
+Timeline ReadTimeline(const std::string& path) {
+  Timeline t;
+  auto reader = aon::TraceReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+  if (!reader.ok()) return t;
+  aon::ForEachRecordType([&](auto sample) {
+    using T = decltype(sample);
+    auto records = (*reader)->template ReadAllMerged<T>();
+    EXPECT_TRUE(records.ok()) << records.status().ToString();
+    if (!records.ok()) return;
+    for (const auto& r : *records)
+      ++t.counts[static_cast<int>(r.rank)][aon::RecordKindName(aon::RecordTraits<T>::kKind)];
+  });
+  auto ranks = (*reader)->ReadAllOf<aon::RankSummary>(aon::RankSummarySchema(), "meta");
+  EXPECT_TRUE(ranks.ok()) << ranks.status().ToString();
+  if (ranks.ok())
+    for (const aon::RankSummary& r : *ranks) t.status[static_cast<int>(r.rank)] = r.status;
+  return t;
+}
+
+void ExpectRankMatches(const Timeline& t, int rank, const Counts& want) {
+  ASSERT_FALSE(want.empty());
+  EXPECT_GT(want.at("kernels"), 0u);
+  for (const auto& [kind, n] : want) {
+    auto it = t.counts.find(rank);
+    const uint64_t got = it == t.counts.end() || !it->second.count(kind) ? 0 : it->second.at(kind);
+    EXPECT_EQ(got, n) << "rank " << rank << " " << kind;
+  }
+  ASSERT_TRUE(t.status.count(rank)) << "rank " << rank << " not in /meta/ranks";
+  EXPECT_EQ(t.status.at(rank), static_cast<uint8_t>(aon::RankStatus::kOk)) << "rank " << rank;
+}
+
+// The job directory srun printed: "aon: step J.S profiled: DIR/timeline.h5, ...".
+std::string ProfiledDir(const std::string& text) {
+  std::smatch m;
+  static const std::regex re(R"(aon: step \d+\.\d+ profiled: (\S+)/timeline\.h5,)");
+  return std::regex_search(text, m, re) ? m[1].str() : "";
+}
+
+int CountLinesWith(const std::string& text, const std::string& needle) {
+  std::istringstream lines(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+// Checks the whole pipeline of a 4-or-whatever-rank srun --aon run.
+void ExpectProfiledStep(const ProcessResult& r, size_t ranks, const std::string& logs) {
+  ASSERT_EQ(r.exit_status, 0) << r.Describe() << logs;
+  const std::string dir = ProfiledDir(r.err + r.out);
+  ASSERT_FALSE(dir.empty()) << "srun should print where the trace is\n" << r.Describe();
+  const auto expected = Expectations(r.out);
+  ASSERT_EQ(expected.size(), ranks) << r.Describe();
+  for (size_t rank = 0; rank < ranks; ++rank) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/rank-%05zu.h5", rank);
+    EXPECT_TRUE(fs::exists(dir + name)) << dir + name;
+  }
+  ASSERT_TRUE(fs::exists(dir + "/trace.json"));
+  const Timeline t = ReadTimeline(dir + "/timeline.h5");
+  EXPECT_EQ(t.status.size(), ranks);
+  for (const auto& [rank, counts] : expected) ExpectRankMatches(t, rank, counts);
+}
+
+bool EnsureTestUser(std::string* error) {
+  if (getpwnam(kTestUser) != nullptr) return true;
+  return aon::testing::RunSetupCommand({"useradd", "-m", kTestUser}, "/tmp", error) ||
+         getpwnam(kTestUser) != nullptr;  // another process may have just created it
+}
+
+class SlurmSingleNode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kApp)) << kApp;
+    ASSERT_EQ(geteuid(), 0u) << "the Slurm tests start slurmctld/slurmd and must run as root";
+    std::string error;
+    cluster_ = SlurmCluster::Start(Options(), &error);
+    ASSERT_TRUE(cluster_) << error;
+    work_ = cluster_->dir() + "/work";
+    fs::create_directories(work_);
+  }
+  virtual ClusterOptions Options() {
+    ClusterOptions o;
+    o.plugstack_line = "optional " + kPlugin;
+    return o;
+  }
+  // A directory the test user owns, for its jobs.
+  std::string UserDir(const std::string& name) {
+    std::string error;
+    EXPECT_TRUE(EnsureTestUser(&error)) << error;
+    // The user's tasks run the build tree's programs; say so if it is out of reach.
+    ProcessResult can =
+        aon::testing::RunProcess({"runuser", "-u", kTestUser, "--", "test", "-x", kApp}, {}, work_);
+    EXPECT_EQ(can.exit_status, 0)
+        << kTestUser << " cannot run " << kApp
+        << ": the build tree must be readable by other users for this test";
+    const std::string d = work_ + "/" + name;
+    fs::create_directories(d);
+    const passwd* pw = getpwnam(kTestUser);
+    EXPECT_NE(pw, nullptr);
+    if (pw != nullptr) {
+      EXPECT_EQ(chown(d.c_str(), pw->pw_uid, pw->pw_gid), 0);
+    }
+    return d;
+  }
+  std::unique_ptr<SlurmCluster> cluster_;
+  std::string work_;
+};
+
+TEST_F(SlurmSingleNode, SrunAonFourTasksOnOneNode) {
+  ProcessResult r = cluster_->Run(
+      {"srun", "--aon", "--mpi=pmix", "-n", "4", kApp, "--iterations", "5"}, kMpiEnv, work_);
+  ExpectProfiledStep(r, 4, cluster_->Logs());
+}
+
+TEST_F(SlurmSingleNode, SbatchAonProfilesTheScriptsSrunStep) {
+  const std::string script = work_ + "/job.sh";
+  std::ofstream(script) << "#!/bin/sh\nsrun --mpi=pmix -n 2 " << kApp << " --iterations 4\n";
+  ProcessResult r = cluster_->Run(
+      {"sbatch", "--aon", "--wait", "-n", "2", "-o", work_ + "/job.out", script}, kMpiEnv, work_);
+  ASSERT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
+  std::ifstream in(work_ + "/job.out");
+  std::stringstream out;
+  out << in.rdbuf();
+  ProcessResult as_step;  // the batch output holds the srun step's stdout and stderr
+  as_step.exit_status = 0;
+  as_step.out = out.str();
+  ExpectProfiledStep(as_step, 2, cluster_->Logs());
+}
+
+TEST_F(SlurmSingleNode, BadOptionValueFailsSrunAndNamesIt) {
+  for (const auto& [option, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--aon-kinds", "bogus"},
+                                                        {"--aon", "fast"},
+                                                        {"--aon-memory-cap", "12X"},
+                                                        {"--aon-nccl", "maybe"}}) {
+    ProcessResult r = cluster_->Run({"srun", option + "=" + value, "-n", "1", "true"}, {}, work_);
+    EXPECT_NE(r.exit_status, 0) << option << "\n" << r.Describe();
+    EXPECT_NE(r.err.find("aon: " + option + "=" + value), std::string::npos) << r.Describe();
+  }
+}
+
+TEST_F(SlurmSingleNode, UnwritableOutputDirectoryStillRunsTheJob) {
+  const std::string user_dir = UserDir("user");
+  const std::string locked = work_ + "/root-only";  // root's, 0755: the user cannot write
+  fs::create_directories(locked);
+  ProcessResult r = cluster_->Run({"srun", "--aon", "--aon-output=" + locked, "--mpi=pmix", "-n",
+                                   "2", kApp, "--iterations", "2"},
+                                  kMpiEnv, user_dir, kTestUser);
+  EXPECT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
+  EXPECT_EQ(CountLinesWith(r.err, "aon:"), 1) << "one clear message\n" << r.Describe();
+  EXPECT_NE(r.err.find("aon: cannot create " + locked + "/aon-"), std::string::npos)
+      << r.Describe();
+  EXPECT_EQ(Expectations(r.out).size(), 2u) << "the job itself ran\n" << r.Describe();
+  EXPECT_TRUE(fs::is_empty(locked));
+  EXPECT_TRUE(fs::is_empty(user_dir)) << "no trace anywhere";
+}
+
+TEST_F(SlurmSingleNode, KilledRankIsMarkedMissingAndTheOthersAreMerged) {
+  std::map<std::string, std::string> env = kMpiEnv;
+  env["LD_PRELOAD"] = kKillShim;
+  env["AON_TEST_KILL_RANK"] = "2";
+  ProcessResult r = cluster_->Run(
+      {"srun", "--aon", "--mpi=pmix", "-n", "4", kApp, "--iterations", "5"}, env, work_);
+  EXPECT_NE(r.exit_status, 0) << "a task was killed\n" << r.Describe();
+  EXPECT_NE(r.err.find("task 2: Killed"), std::string::npos) << r.Describe();
+  const std::string dir = ProfiledDir(r.err);
+  ASSERT_FALSE(dir.empty()) << "the killed step is still merged\n"
+                            << r.Describe() << cluster_->Logs();
+  EXPECT_FALSE(fs::exists(dir + "/rank-00002.h5"));
+  const auto expected = Expectations(r.out);
+  const Timeline t = ReadTimeline(dir + "/timeline.h5");
+  for (int rank : {0, 1, 3}) {
+    ASSERT_TRUE(expected.count(rank)) << r.Describe();
+    ExpectRankMatches(t, rank, expected.at(rank));
+  }
+  ASSERT_TRUE(t.status.count(2)) << "rank 2 should be listed";
+  EXPECT_EQ(t.status.at(2), static_cast<uint8_t>(aon::RankStatus::kMissing));
+  EXPECT_EQ(t.counts.count(2), 0u);
+}
+
+TEST_F(SlurmSingleNode, UnprivilegedUserOwnsEveryFile) {
+  const std::string user_dir = UserDir("user");
+  ProcessResult r =
+      cluster_->Run({"srun", "--aon", "--mpi=pmix", "-n", "4", kApp, "--iterations", "3"}, kMpiEnv,
+                    user_dir, kTestUser);
+  ExpectProfiledStep(r, 4, cluster_->Logs());
+  const std::string dir = ProfiledDir(r.err);
+  ASSERT_FALSE(dir.empty());
+  const passwd* pw = getpwnam(kTestUser);
+  ASSERT_NE(pw, nullptr);
+  int files = 0;
+  auto check = [&](const fs::path& p) {
+    struct stat st {};
+    ASSERT_EQ(lstat(p.c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_uid, pw->pw_uid) << p;
+    EXPECT_EQ(st.st_gid, pw->pw_gid) << p;
+    if (S_ISDIR(st.st_mode)) {
+      EXPECT_EQ(st.st_mode & 07777, 0700u) << p;
+    } else {
+      EXPECT_TRUE(S_ISREG(st.st_mode)) << p;
+      EXPECT_EQ(st.st_mode & 07777, 0600u) << p;
+      ++files;
+    }
+  };
+  check(dir);
+  for (const auto& e : fs::recursive_directory_iterator(dir)) check(e.path());
+  EXPECT_GE(files, 6)
+      << "4 rank files, timeline.h5, trace.json (and report.html if aon-report is built)";
+  EXPECT_EQ(cluster_->Logs().find("without profiling"), std::string::npos)
+      << "slurmstepd's own directory check (as the user) must pass too\n"
+      << cluster_->Logs();
+  ProcessResult ls = aon::testing::RunProcess({"ls", "-laR", dir}, {}, work_);
+  std::printf("job directory of %s (uid %u):\n%s", kTestUser, pw->pw_uid, ls.out.c_str());
+}
+
+class SlurmBadPlugstack : public SlurmSingleNode {
+ protected:
+  ClusterOptions Options() override {
+    ClusterOptions o = SlurmSingleNode::Options();
+    o.plugstack_line += " default=off colour=red";
+    return o;
+  }
+};
+
+TEST_F(SlurmBadPlugstack, UnknownKeyDisablesProfilingAndIsNamed) {
+  ProcessResult plain = cluster_->Run({"srun", "-n", "1", "true"}, {}, work_);
+  EXPECT_EQ(plain.exit_status, 0) << "an optional plugin's bad configuration must not fail jobs\n"
+                                  << plain.Describe();
+  EXPECT_EQ(plain.err.find("aon:"), std::string::npos) << "jobs without --aon hear nothing\n"
+                                                       << plain.Describe();
+  ProcessResult r = cluster_->Run({"srun", "--aon", "-n", "1", "true"}, {}, work_);
+  EXPECT_NE(r.err.find("unknown plugstack.conf argument 'colour'"), std::string::npos)
+      << r.Describe();
+  EXPECT_TRUE(fs::is_empty(work_)) << "nothing profiled";
+}
+
+class SlurmTwoNodes : public SlurmSingleNode {
+ protected:
+  ClusterOptions Options() override {
+    ClusterOptions o = SlurmSingleNode::Options();
+    o.nodes = 2;
+    o.network_namespaces = true;  // if they cannot be created, SetUp fails and says why
+    return o;
+  }
+};
+
+TEST_F(SlurmTwoNodes, SrunAonFourTasksAcrossTwoNodes) {
+  std::map<std::string, std::string> env = kMpiEnv;
+  env["OMPI_MCA_btl"] = "self,tcp";
+  ProcessResult r = cluster_->Run(
+      {"srun", "--aon", "--mpi=pmix", "-N", "2", "-n", "4", "--ntasks-per-node=2", "sh", "-c",
+       "echo NODE $SLURMD_NODENAME $SLURM_PROCID; exec " + kApp + " --iterations 5"},
+      env, work_, "", std::chrono::seconds(180));
+  ExpectProfiledStep(r, 4, cluster_->Logs());
+  EXPECT_EQ(CountLinesWith(r.out, "NODE n1 "), 2) << r.Describe();
+  EXPECT_EQ(CountLinesWith(r.out, "NODE n2 "), 2) << r.Describe();
+}
+
+}  // namespace
