@@ -342,29 +342,33 @@ aon_nccl_result_t InitV4(void** context, int* mask, const char* name, uint64_t h
   return InitCommon(context, mask, name, hash, nnodes, nranks, rank, false);
 }
 
+// The events v4 and v5 share (their descriptors name the fields alike); true
+// if `e` was one of them.
+template <typename Event>
+bool StartShared(Comm* comm, void** handle, const Event* e) {
+  switch (e->type) {
+    case kNcclProfileColl:
+      StartColl(comm, handle, e->coll.seq_number, e->coll.func, e->coll.count, e->coll.root,
+                e->coll.datatype, e->coll.n_channels, e->coll.n_warps, e->coll.algo, e->coll.proto);
+      return true;
+    case kNcclProfileP2p:
+      StartP2p(comm, handle, e->p2p.func, e->p2p.count, e->p2p.peer, e->p2p.datatype,
+               e->p2p.n_channels);
+      return true;
+    case kNcclProfileKernelCh:
+      StartChannel(handle, e->parent, e->kernel_ch.channel_id, e->kernel_ch.gpu_timer);
+      return true;
+    default:
+      return false;  // groups, API events, proxies: not recorded (no handle)
+  }
+}
+
 aon_nccl_result_t StartV5(void* context, void** handle, AonNcclEventV5* e) {
   if (handle == nullptr) return kOk;
   *handle = nullptr;
   auto* comm = static_cast<Comm*>(context);
   if (comm == nullptr || e == nullptr) return kOk;  // NCCL calls on after a failed init
-  switch (e->type) {
-    case kNcclProfileColl:
-      StartColl(comm, handle, e->coll.seq_number, e->coll.func, e->coll.count, e->coll.root,
-                e->coll.datatype, e->coll.n_channels, e->coll.n_warps, e->coll.algo, e->coll.proto);
-      break;
-    case kNcclProfileP2p:
-      StartP2p(comm, handle, e->p2p.func, e->p2p.count, e->p2p.peer, e->p2p.datatype,
-               e->p2p.n_channels);
-      break;
-    case kNcclProfileKernelCh:
-      StartChannel(handle, e->parent, e->kernel_ch.channel_id, e->kernel_ch.gpu_timer);
-      break;
-    case kNcclProfileKernelLaunch:
-      StartLaunch(handle);
-      break;
-    default:
-      break;  // groups, API events, proxies: not recorded (no handle)
-  }
+  if (!StartShared(comm, handle, e) && e->type == kNcclProfileKernelLaunch) StartLaunch(handle);
   return kOk;
 }
 
@@ -373,21 +377,7 @@ aon_nccl_result_t StartV4(void* context, void** handle, AonNcclEventV4* e) {
   *handle = nullptr;
   auto* comm = static_cast<Comm*>(context);
   if (comm == nullptr || e == nullptr) return kOk;
-  switch (e->type) {
-    case kNcclProfileColl:
-      StartColl(comm, handle, e->coll.seq_number, e->coll.func, e->coll.count, e->coll.root,
-                e->coll.datatype, e->coll.n_channels, e->coll.n_warps, e->coll.algo, e->coll.proto);
-      break;
-    case kNcclProfileP2p:
-      StartP2p(comm, handle, e->p2p.func, e->p2p.count, e->p2p.peer, e->p2p.datatype,
-               e->p2p.n_channels);
-      break;
-    case kNcclProfileKernelCh:
-      StartChannel(handle, e->parent, e->kernel_ch.channel_id, e->kernel_ch.gpu_timer);
-      break;
-    default:
-      break;
-  }
+  StartShared(comm, handle, e);
   return kOk;
 }
 
