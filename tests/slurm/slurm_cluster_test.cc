@@ -152,15 +152,13 @@ class SlurmSingleNode : public ::testing::Test {
     return o;
   }
   // A directory the test user owns, for its jobs.
-  std::string UserDir(const std::string& name) {
+  std::string UserDir(const std::string& name, const std::string& app) {
     std::string error;
     EXPECT_TRUE(EnsureTestUser(&error)) << error;
-    // The user's tasks run the build tree's programs; say so if it is out of reach.
+    // The user's tasks run `app`; say so if it is out of reach.
     ProcessResult can =
-        aon::testing::RunProcess({"runuser", "-u", kTestUser, "--", "test", "-x", kApp}, {}, work_);
-    EXPECT_EQ(can.exit_status, 0)
-        << kTestUser << " cannot run " << kApp
-        << ": the build tree must be readable by other users for this test";
+        aon::testing::RunProcess({"runuser", "-u", kTestUser, "--", "test", "-x", app}, {}, work_);
+    EXPECT_EQ(can.exit_status, 0) << kTestUser << " cannot run " << app;
     const std::string d = work_ + "/" + name;
     fs::create_directories(d);
     const passwd* pw = getpwnam(kTestUser);
@@ -172,6 +170,44 @@ class SlurmSingleNode : public ::testing::Test {
   }
   std::unique_ptr<SlurmCluster> cluster_;
   std::string work_;
+};
+
+// The job's user must reach the programs it runs (the application, srun's copy
+// of the plugin, the agent, aon-merge, aon-report): wherever the build tree lies (CI clones it into a
+// directory other users may not traverse), they are staged in a world-readable
+// directory, and the plugin is pointed at them with agent= and bindir=, as a
+// site installs them.
+class SlurmUnprivileged : public SlurmSingleNode {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/aon-slurm-stage-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    stage_ = tmpl;
+    fs::create_directories(stage_ + "/bin");
+    fs::create_directories(stage_ + "/lib");
+    const std::string bin = AON_BUILD_BIN_DIR;
+    for (const char* program : {"aon-synthetic-app", "aon-merge", "aon-report"}) {
+      if (fs::exists(bin + "/" + program)) fs::copy_file(bin + "/" + program, stage_ + "/bin/" + program);
+    }
+    fs::copy_file(AON_AGENT_LIBRARY, stage_ + "/lib/libaon_agent.so");
+    fs::copy_file(kPlugin, stage_ + "/lib/aon.so");  // srun loads it as the user too
+    for (const auto& e : fs::recursive_directory_iterator(stage_)) {
+      fs::permissions(e.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                    fs::perms::others_read | fs::perms::others_exec);
+    }
+    fs::permissions(stage_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec);
+    SlurmSingleNode::SetUp();
+  }
+  void TearDown() override { fs::remove_all(stage_); }
+  ClusterOptions Options() override {
+    ClusterOptions o;
+    o.plugstack_line = "optional " + stage_ + "/lib/aon.so agent=" + stage_ +
+                       "/lib/libaon_agent.so bindir=" + stage_ + "/bin";
+    return o;
+  }
+  std::string App() const { return stage_ + "/bin/aon-synthetic-app"; }
+  std::string stage_;
 };
 
 TEST_F(SlurmSingleNode, SrunAonFourTasksOnOneNode) {
@@ -207,12 +243,12 @@ TEST_F(SlurmSingleNode, BadOptionValueFailsSrunAndNamesIt) {
   }
 }
 
-TEST_F(SlurmSingleNode, UnwritableOutputDirectoryStillRunsTheJob) {
-  const std::string user_dir = UserDir("user");
+TEST_F(SlurmUnprivileged, UnwritableOutputDirectoryStillRunsTheJob) {
+  const std::string user_dir = UserDir("user", App());
   const std::string locked = work_ + "/root-only";  // root's, 0755: the user cannot write
   fs::create_directories(locked);
   ProcessResult r = cluster_->Run({"srun", "--aon", "--aon-output=" + locked, "--mpi=pmix", "-n",
-                                   "2", kApp, "--iterations", "2"},
+                                   "2", App(), "--iterations", "2"},
                                   kMpiEnv, user_dir, kTestUser);
   EXPECT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
   EXPECT_EQ(CountLinesWith(r.err, "aon:"), 1) << "one clear message\n" << r.Describe();
@@ -246,10 +282,10 @@ TEST_F(SlurmSingleNode, KilledRankIsMarkedMissingAndTheOthersAreMerged) {
   EXPECT_EQ(t.counts.count(2), 0u);
 }
 
-TEST_F(SlurmSingleNode, UnprivilegedUserOwnsEveryFile) {
-  const std::string user_dir = UserDir("user");
+TEST_F(SlurmUnprivileged, UnprivilegedUserOwnsEveryFile) {
+  const std::string user_dir = UserDir("user", App());
   ProcessResult r =
-      cluster_->Run({"srun", "--aon", "--mpi=pmix", "-n", "4", kApp, "--iterations", "3"}, kMpiEnv,
+      cluster_->Run({"srun", "--aon", "--mpi=pmix", "-n", "4", App(), "--iterations", "3"}, kMpiEnv,
                     user_dir, kTestUser);
   ExpectProfiledStep(r, 4, cluster_->Logs());
   const std::string dir = ProfiledDir(r.err);
