@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <pmix.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -89,18 +90,31 @@ RankClockSync::~RankClockSync() {
 }
 
 void RankClockSync::Run() {
-  // Rank 0 may publish after we start: the Get waits (PMIX_TIMEOUT) for it.
+  // Rank 0 may publish after we ask: some PMIx servers answer NOT_FOUND at once
+  // rather than wait (seen with Open MPI 4.1's under load), so ask again, with
+  // short waits, until it is there, the process ends, or a minute has passed.
   pmix_proc_t root;
   PMIX_LOAD_PROCID(&root, nspace_.c_str(), 0);
-  pmix_info_t info;
-  int timeout_s = 60;
-  PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &timeout_s, PMIX_INT);
   pmix_value_t* value = nullptr;
-  pmix_status_t rc = PMIx_Get(&root, kEndpointKey, &info, 1, &value);
-  PMIX_INFO_DESTRUCT(&info);
+  pmix_status_t rc = PMIX_ERR_NOT_FOUND;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int pause_ms = 5;
+  while (!stop_.load() && std::chrono::steady_clock::now() < give_up) {
+    pmix_info_t info;
+    int timeout_s = 2;
+    PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &timeout_s, PMIX_INT);
+    rc = PMIx_Get(&root, kEndpointKey, &info, 1, &value);
+    PMIX_INFO_DESTRUCT(&info);
+    if (rc == PMIX_SUCCESS) break;
+    if (value) PMIX_VALUE_RELEASE(value);
+    value = nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    pause_ms = std::min(pause_ms * 2, 200);
+  }
   if (rc != PMIX_SUCCESS || value == nullptr || value->type != PMIX_STRING) {
     std::lock_guard<std::mutex> lock(mu_);
     last_error_ = PmixError("fetching rank 0's clock endpoint", rc);
+    fetch_done_ = true;
     if (value) PMIX_VALUE_RELEASE(value);
     return;
   }
@@ -110,6 +124,7 @@ void RankClockSync::Run() {
   }
   PMIX_VALUE_RELEASE(value);
   Measure(2000);
+  fetch_done_ = true;
   while (!stop_.load()) {
     for (int waited = 0; waited < period_ms_ && !stop_.load(); waited += 50) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -170,6 +185,11 @@ SyncResult RankClockSync::Model() {
     r.bound_ns = 0;
     r.note = "rank 0: the job's reference clock";
     return r;
+  }
+  // A short process may end before its first measurement: give the rendezvous
+  // a moment (rank 0 waits in MPI_Finalize for everyone) before giving up.
+  for (int i = 0; i < 200 && !fetch_done_.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   stop_.store(true);
   if (thread_.joinable()) thread_.join();

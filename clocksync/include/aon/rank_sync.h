@@ -69,6 +69,7 @@ class RankClockSync {
   std::vector<OffsetMeasurement> measurements_;
   std::string last_error_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> fetch_done_{false};  // the first fetch + measurement ended (either way)
   std::thread thread_;
 };
 
