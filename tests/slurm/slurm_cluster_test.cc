@@ -216,6 +216,26 @@ TEST_F(SlurmSingleNode, SrunAonFourTasksOnOneNode) {
   ExpectProfiledStep(r, 4, cluster_->Logs());
 }
 
+// Without the plugin's flag: aon-run in front of srun (for clusters without the
+// SPANK plugin) gives every task the agent through srun's environment.
+TEST_F(SlurmSingleNode, AonRunInFrontOfSrunProfilesEveryTask) {
+  const std::string job = work_ + "/aon-run-job";
+  ProcessResult r = cluster_->Run({AON_BUILD_BIN_DIR "/aon-run", "-o", job, "--source", "synthetic",
+                                   "srun", "--mpi=pmix", "-n", "3", kApp, "--iterations", "4"},
+                                  kMpiEnv, work_);
+  ASSERT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
+  const auto expected = Expectations(r.out);
+  ASSERT_EQ(expected.size(), 3u) << r.Describe();
+  for (int rank = 0; rank < 3; ++rank) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/rank-%05d.h5", rank);
+    EXPECT_TRUE(fs::exists(job + name)) << job + name << "\n" << r.Describe();
+  }
+  const Timeline t = ReadTimeline(job + "/timeline.h5");
+  EXPECT_EQ(t.status.size(), 3u);
+  for (const auto& [rank, counts] : expected) ExpectRankMatches(t, rank, counts);
+}
+
 TEST_F(SlurmSingleNode, SbatchAonProfilesTheScriptsSrunStep) {
   const std::string script = work_ + "/job.sh";
   std::ofstream(script) << "#!/bin/sh\nsrun --mpi=pmix -n 2 " << kApp << " --iterations 4\n";
