@@ -34,10 +34,6 @@ int64_t ClockModel::OffsetAt(uint64_t client_ns) const {
   return offset_ns + static_cast<int64_t>(std::llround(drift * dt));
 }
 
-uint64_t ClockModel::ToServer(uint64_t client_ns) const {
-  return static_cast<uint64_t>(static_cast<int64_t>(client_ns) + OffsetAt(client_ns));
-}
-
 StatusOr<ClockModel> FitClockModel(std::span<const OffsetMeasurement> ms) {
   if (ms.empty()) return InvalidArgument("clock model: no offset measurements");
   ClockModel model;

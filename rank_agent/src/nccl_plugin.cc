@@ -35,6 +35,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "agent.h"
@@ -75,7 +76,6 @@ struct Handle {
 };
 
 struct Operation : Handle {
-  Comm* comm;
   NcclRecord record;  // host start and descriptive fields filled at start
   std::atomic<int> refs{1};
   std::atomic<int> reserved_channels{0};  // announced channels not started yet
@@ -104,8 +104,8 @@ std::atomic<bool> g_cupti_correlation{false};
 // Live operations (for the exit flush) and the retire ring; one lock, taken
 // once at an operation's start and once at its end.
 std::mutex g_ops_mu;
-std::unordered_map<Operation*, bool>& LiveOps() {
-  static auto* live = new std::unordered_map<Operation*, bool>();
+std::unordered_set<Operation*>& LiveOps() {
+  static auto* live = new std::unordered_set<Operation*>();
   return *live;
 }
 std::deque<Operation*>& RetiredOps() {
@@ -173,7 +173,6 @@ void Release(Operation* op) {
 Operation* NewOperation(Comm* comm, uint64_t type, uint8_t n_channels) {
   auto* op = new Operation();
   op->type = type;
-  op->comm = comm;
   NcclRecord& r = op->record;
   r.start_ns = TimebaseNowNs();
   r.comm_hash = comm->hash;
@@ -192,7 +191,7 @@ Operation* NewOperation(Comm* comm, uint64_t type, uint8_t n_channels) {
   op->refs.store(refs, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(g_ops_mu);
-    LiveOps().emplace(op, true);
+    LiveOps().insert(op);
   }
   if (comm->launches) {
     if (t_unlaunched.size() >= kMaxUnlaunched) {
@@ -471,7 +470,7 @@ NcclClockCalibration FinalizeNcclRecords() {
     // process ending mid-operation): keep what is known, and say how many.
     std::lock_guard<std::mutex> lock(g_ops_mu);
     size_t open = LiveOps().size();
-    for (const auto& [op, unused] : LiveOps()) store.Push(Snapshot(op));
+    for (Operation* op : LiveOps()) store.Push(Snapshot(op));
     LiveOps().clear();
     if (open > 0) {
       Agent::Get().Note("NCCL: " + std::to_string(open) +

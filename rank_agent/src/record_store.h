@@ -58,8 +58,6 @@ class RecordStore {
     dropped_[static_cast<size_t>(kind)].fetch_add(n, std::memory_order_relaxed);
   }
   std::array<uint64_t, kRecordKindCount> Dropped() const;
-  uint64_t used_bytes() const { return used_bytes_.load(std::memory_order_relaxed); }
-  uint64_t cap_bytes() const { return cap_bytes_; }
 
   // After Close() every Push is dropped and counted: the file is being written.
   void Close() { closed_.store(true, std::memory_order_release); }
@@ -76,12 +74,6 @@ class RecordStore {
     for (T& r : slot.records) f(r);
   }
 
-  template <typename T>
-  size_t Count() {
-    auto& slot = std::get<Slot<T>>(slots_);
-    std::lock_guard<std::mutex> lock(slot.mu);
-    return slot.records.size();
-  }
 
  private:
   template <typename T>

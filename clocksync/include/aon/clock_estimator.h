@@ -52,8 +52,6 @@ struct ClockModel {
   uint64_t span_end_ns = 0;
 
   int64_t OffsetAt(uint64_t client_ns) const;
-  // A client timestamp on the server's clock.
-  uint64_t ToServer(uint64_t client_ns) const;
 };
 
 // Least-squares line through the measurements, each weighted by 1/bound^2 (a
