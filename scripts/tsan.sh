@@ -2,7 +2,8 @@
 # Builds the agent and its multi-threaded tests with ThreadSanitizer in
 # ./build-tsan and runs them: the record store, NVTX injection and the NCCL
 # plugin are written to from several threads (application, CUPTI, NCCL's proxy
-# thread). Fails on any ThreadSanitizer report or test failure.
+# thread), and the shared-memory record ring from many producer threads at once.
+# Fails on any ThreadSanitizer report or test failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 flags=-fsanitize=thread
@@ -10,9 +11,10 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAON_BUILD_
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
   -DCMAKE_SHARED_LINKER_FLAGS="$flags" > build-tsan.log 2>&1 || { tail -20 build-tsan.log; exit 1; }
 cmake --build build-tsan --target aon_agent agent_test_child nccl_abi_child agent_test \
-  nccl_plugin_test >> build-tsan.log 2>&1 || { tail -30 build-tsan.log; exit 1; }
+  nccl_plugin_test shm_ring_child shm_ring_test >> build-tsan.log 2>&1 ||
+  { tail -30 build-tsan.log; exit 1; }
 status=0
-for t in agent_test nccl_plugin_test; do
+for t in agent_test nccl_plugin_test shm_ring_test; do
   # The children (real processes that load the agent) report to the same stderr.
   TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0" "build-tsan/bin/$t" > "build-tsan/$t.log" 2>&1 ||
     status=1

@@ -4,8 +4,8 @@
 
 namespace aon {
 
-const std::array<ConfigVariable, 8>& AgentConfigVariables() {
-  static const std::array<ConfigVariable, 8> vars = {{
+const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariables() {
+  static const std::array<ConfigVariable, kAgentConfigVariableCount> vars = {{
       {"AON_OUTPUT_DIR", "", "directory for the per-rank trace files (set by aon-run / srun --aon)"},
       {"AON_KINDS", "default",
        "record kinds to capture: all, default, or a list of kernels,memcpy,memset,sync,api,nvtx,nccl"},
@@ -20,6 +20,21 @@ const std::array<ConfigVariable, 8>& AgentConfigVariables() {
        "NCCL capture when AON is NCCL's profiler plugin: default (operations, each tied to the "
        "kernel that ran it), channels (also per-channel GPU timing; costly for small messages), "
        "coll (operations only), off"},
+      {"AON_MODE", "full",
+       "full: every record reaches the rank file (appended every flush interval); flight: only "
+       "the last AON_WINDOW seconds are kept in memory and written when a trigger fires"},
+      {"AON_WINDOW", "60", "flight mode: seconds of history kept"},
+      {"AON_FLUSH_INTERVAL", "1000", "milliseconds between the collector's appends to the rank files"},
+      {"AON_COLLECTOR", "",
+       "path of aon-collector (default: ../bin/aon-collector next to the agent library); 'off' "
+       "writes the rank file from inside the process at exit (degraded: a killed rank loses it)"},
+      {"AON_FLIGHT_NCCL_STALL", "60",
+       "flight mode: seconds without a new NCCL operation (after some were seen) that trigger a "
+       "dump; 0 disables"},
+      {"AON_FLIGHT_STEP_RANGE", "step",
+       "flight mode: NVTX ranges whose name contains this are training steps; a step longer than "
+       "AON_FLIGHT_STEP_FACTOR x the median of recent steps triggers a dump; empty disables"},
+      {"AON_FLIGHT_STEP_FACTOR", "3", "flight mode: step-time spike factor (see AON_FLIGHT_STEP_RANGE)"},
   }};
   return vars;
 }
@@ -115,6 +130,32 @@ StatusOr<AgentConfig> LoadAgentConfig(const EnvLookupFn& lookup) {
     c.nccl = v;
   }
   if (std::string v = get("AON_LAUNCHER_PARENT_PID"); !v.empty()) c.launcher_parent_pid = std::atol(v.c_str());
+  if (std::string v = get("AON_MODE"); !v.empty()) {
+    if (v != "full" && v != "flight") {
+      return InvalidArgument("AON_MODE: unknown mode '" + v + "' (full or flight)");
+    }
+    c.mode = v;
+  }
+  auto positive = [&](const char* name, double min, double max, double* out) -> Status {
+    std::string v = get(name);
+    if (v.empty()) return Status::Ok();
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != 0 || !(d >= min && d <= max)) {
+      return InvalidArgument(std::string(name) + ": '" + v + "' is not a number in [" +
+                             std::to_string(min) + ", " + std::to_string(max) + "]");
+    }
+    *out = d;
+    return Status::Ok();
+  };
+  AON_RETURN_IF_ERROR(positive("AON_WINDOW", 1, 86400, &c.window_s));
+  double flush_ms = static_cast<double>(c.flush_interval_ms);
+  AON_RETURN_IF_ERROR(positive("AON_FLUSH_INTERVAL", 10, 600000, &flush_ms));
+  c.flush_interval_ms = static_cast<int64_t>(flush_ms);
+  AON_RETURN_IF_ERROR(positive("AON_FLIGHT_NCCL_STALL", 0, 86400, &c.flight_nccl_stall_s));
+  AON_RETURN_IF_ERROR(positive("AON_FLIGHT_STEP_FACTOR", 1.01, 1000, &c.flight_step_factor));
+  if (const char* v = env("AON_FLIGHT_STEP_RANGE")) c.flight_step_range = v;
+  c.collector = get("AON_COLLECTOR");
   return c;
 }
 

@@ -141,7 +141,9 @@ std::string Join(std::string_view a, std::string_view b) {
 
 Status WriteStringAttribute(hid_t obj, std::string_view name, std::string_view value) {
   std::string n(name);
-  if (H5Aexists(obj, n.c_str()) > 0) H5Adelete(obj, n.c_str());
+  if (H5Aexists(obj, n.c_str()) > 0 && H5Adelete(obj, n.c_str()) < 0) {
+    return IoError("replacing attribute '" + n + "': " + Hdf5Error());
+  }
   Hid type = Type(H5Tcopy(H5T_C_S1));
   H5Tset_size(type.get(), value.size() + 1);
   H5Tset_strpad(type.get(), H5T_STR_NULLTERM);
@@ -157,7 +159,26 @@ Status WriteStringAttribute(hid_t obj, std::string_view name, std::string_view v
 Status WriteScalarAttribute(hid_t obj, std::string_view name, hid_t mem_type, hid_t file_type,
                             const void* value) {
   std::string n(name);
-  if (H5Aexists(obj, n.c_str()) > 0) H5Adelete(obj, n.c_str());
+  if (H5Aexists(obj, n.c_str()) > 0) {
+    // Metadata rewritten at every flush (the collector): same type, written in
+    // place; otherwise replaced.
+    Hid old = Attr(H5Aopen(obj, n.c_str(), H5P_DEFAULT));
+    if (old.valid()) {
+      Hid old_type = Type(H5Aget_type(old.get()));
+      Hid old_space = Space(H5Aget_space(old.get()));
+      if (old_type.valid() && H5Tequal(old_type.get(), file_type) > 0 && old_space.valid() &&
+          H5Sget_simple_extent_type(old_space.get()) == H5S_SCALAR) {
+        if (H5Awrite(old.get(), mem_type, value) < 0) {
+          return IoError("writing attribute '" + n + "': " + Hdf5Error());
+        }
+        return Status::Ok();
+      }
+    }
+    old.Reset();
+    if (H5Adelete(obj, n.c_str()) < 0) {
+      return IoError("replacing attribute '" + n + "': " + Hdf5Error());
+    }
+  }
   Hid space = Space(H5Screate(H5S_SCALAR));
   Hid attr = Attr(H5Acreate2(obj, n.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
   if (!attr.valid() || H5Awrite(attr.get(), mem_type, value) < 0) {
@@ -202,28 +223,6 @@ StatusOr<V> ReadNumberAttribute(hid_t obj, std::string_view name, hid_t mem_type
   V v{};
   if (H5Aread(attr.get(), mem_type, &v) < 0) return DataLoss("reading '" + n + "': " + Hdf5Error());
   return v;
-}
-
-// Writes a 1-D array dataset of a plain type (string table pieces).
-Status WriteArray(hid_t group, const char* name, hid_t mem_type, hid_t file_type, const void* data,
-                  uint64_t n, int deflate) {
-  hsize_t dims[1] = {n};
-  Hid space = Space(H5Screate_simple(1, dims, nullptr));
-  Hid dcpl = Plist(H5Pcreate(H5P_DATASET_CREATE));
-  if (n > 0) {
-    hsize_t chunk[1] = {std::min<hsize_t>(n, 1 << 20)};
-    H5Pset_chunk(dcpl.get(), 1, chunk);
-    if (deflate > 0) {
-      H5Pset_shuffle(dcpl.get());
-      H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate));
-    }
-  }
-  Hid ds = Dataset(H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
-  if (!ds.valid()) return IoError(std::string("creating dataset '") + name + "': " + Hdf5Error());
-  if (n > 0 && H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-    return IoError(std::string("writing dataset '") + name + "': " + Hdf5Error());
-  }
-  return Status::Ok();
 }
 
 template <typename V>
@@ -281,7 +280,8 @@ const TableSchema& RankSummarySchema() {
        AON_F(T, local_rank, kU32), AON_F(T, pid, kI64), AON_F(T, records, kU64),
        AON_F(T, dropped, kU64), AON_F(T, first_ns, kU64), AON_F(T, last_ns, kU64),
        AON_F(T, clock_offset_ns, kI64), AON_F(T, clock_error_bound_ns, kI64),
-       AON_F(T, status, kU8)}};
+       AON_F(T, nccl_gpu_clock_offset_ns, kI64), AON_F(T, nccl_gpu_clock_pairs, kI64),
+       AON_F(T, nccl_gpu_clock_spread_ns, kI64), AON_F(T, status, kU8)}};
   return s;
 }
 
@@ -399,6 +399,21 @@ Status TraceWriter::WriteRankMetadata(const RankMetadata& m) {
   AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_offset_ns", m.nccl_gpu_clock_offset_ns));
   AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_pairs", m.nccl_gpu_clock_pairs));
   AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_spread_ns", m.nccl_gpu_clock_spread_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("truncated", m.truncated));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("last_record_ns", m.last_record_ns));
+  {
+    // Written again (the collector rewrites metadata at every flush): the
+    // devices table is replaced, not appended to.
+    const std::string name = "/meta/" + DeviceInfoSchema().name;
+    hid_t f = static_cast<hid_t>(file_);
+    if (H5Lexists(f, name.c_str(), H5P_DEFAULT) > 0) {
+      Hid ds = Dataset(H5Dopen2(f, name.c_str(), H5P_DEFAULT));
+      hsize_t zero[1] = {0};
+      if (!ds.valid() || H5Dset_extent(ds.get(), zero) < 0) {
+        return IoError(FormatContext(path_) + ", dataset " + name + ": " + Hdf5Error());
+      }
+    }
+  }
   return AppendTable(DeviceInfoSchema(), m.devices.data(), m.devices.size(), "meta");
 }
 
@@ -445,12 +460,52 @@ Status TraceWriter::AppendTable(const TableSchema& schema, const void* records, 
 }
 
 Status TraceWriter::WriteStrings(const StringTable& strings) {
+  return AppendStrings(strings.strings());
+}
+
+// Appends to a 1-D extendable array dataset, creating it on first use.
+static Status AppendArray(hid_t group, const char* name, hid_t mem_type, hid_t file_type, const void* data,
+                   uint64_t n, uint64_t chunk, int deflate) {
+  Hid ds;
+  if (H5Lexists(group, name, H5P_DEFAULT) > 0) {
+    ds = Dataset(H5Dopen2(group, name, H5P_DEFAULT));
+  } else {
+    hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED};
+    Hid space = Space(H5Screate_simple(1, dims, maxdims));
+    Hid dcpl = Plist(H5Pcreate(H5P_DATASET_CREATE));
+    hsize_t chunk_dims[1] = {chunk};
+    H5Pset_chunk(dcpl.get(), 1, chunk_dims);
+    if (deflate > 0) {
+      H5Pset_shuffle(dcpl.get());
+      H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate));
+    }
+    ds = Dataset(H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+  }
+  if (!ds.valid()) return IoError(std::string("dataset '") + name + "': " + Hdf5Error());
+  if (n == 0) return Status::Ok();
+  Hid space = Space(H5Dget_space(ds.get()));
+  hsize_t old_size = 0;
+  H5Sget_simple_extent_dims(space.get(), &old_size, nullptr);
+  hsize_t new_size[1] = {old_size + n};
+  if (H5Dset_extent(ds.get(), new_size) < 0) {
+    return IoError(std::string("extending '") + name + "': " + Hdf5Error());
+  }
+  Hid file_space = Space(H5Dget_space(ds.get()));
+  hsize_t start[1] = {old_size}, count[1] = {n};
+  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+  Hid mem_space = Space(H5Screate_simple(1, count, nullptr));
+  if (H5Dwrite(ds.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data) < 0) {
+    return IoError(std::string("appending to '") + name + "': " + Hdf5Error());
+  }
+  return Status::Ok();
+}
+
+Status TraceWriter::AppendStrings(std::span<const std::string> strings) {
   std::vector<uint8_t> data;
   std::vector<uint64_t> offsets;
-  data.reserve(strings.bytes() + strings.size());
   offsets.reserve(strings.size());
-  for (const std::string& s : strings.strings()) {
-    offsets.push_back(data.size());
+  for (const std::string& s : strings) {
+    offsets.push_back(strings_bytes_ + data.size());
     data.insert(data.end(), s.begin(), s.end());
     data.push_back(0);
   }
@@ -458,12 +513,22 @@ Status TraceWriter::WriteStrings(const StringTable& strings) {
   AON_RETURN_IF_ERROR(EnsureGroup("strings", &g));
   Hid grp = Group(static_cast<hid_t>(g));
   const std::string ctx = FormatContext(path_);
-  AON_RETURN_IF_ERROR(WriteArray(grp.get(), "data", H5T_NATIVE_UINT8, H5T_STD_U8LE, data.data(),
-                                 data.size(), options_.deflate_level)
+  AON_RETURN_IF_ERROR(AppendArray(grp.get(), "data", H5T_NATIVE_UINT8, H5T_STD_U8LE, data.data(),
+                                  data.size(), 1 << 16, options_.deflate_level)
                           .WithContext(ctx));
-  return WriteArray(grp.get(), "offsets", H5T_NATIVE_UINT64, H5T_STD_U64LE, offsets.data(),
-                    offsets.size(), options_.deflate_level)
-      .WithContext(ctx);
+  AON_RETURN_IF_ERROR(AppendArray(grp.get(), "offsets", H5T_NATIVE_UINT64, H5T_STD_U64LE,
+                                  offsets.data(), offsets.size(), 4096, options_.deflate_level)
+                          .WithContext(ctx));
+  strings_bytes_ += data.size();
+  return Status::Ok();
+}
+
+Status TraceWriter::Flush() {
+  if (file_ < 0) return InvalidArgument(FormatContext(path_) + " is already finished");
+  if (H5Fflush(static_cast<hid_t>(file_), H5F_SCOPE_GLOBAL) < 0) {
+    return IoError("flushing " + FormatContext(path_ + ".partial") + ": " + Hdf5Error());
+  }
+  return Status::Ok();
 }
 
 Status TraceWriter::Finish() {
@@ -610,6 +675,9 @@ StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
   if (auto v = GetMetaInt("nccl_gpu_clock_offset_ns"); v.ok()) m.nccl_gpu_clock_offset_ns = *v;
   if (auto v = GetMetaInt("nccl_gpu_clock_pairs"); v.ok()) m.nccl_gpu_clock_pairs = *v;
   if (auto v = GetMetaInt("nccl_gpu_clock_spread_ns"); v.ok()) m.nccl_gpu_clock_spread_ns = *v;
+  // Added in 1.2.
+  if (auto v = GetMetaInt("truncated"); v.ok()) m.truncated = *v;
+  if (auto v = GetMetaInt("last_record_ns"); v.ok()) m.last_record_ns = static_cast<uint64_t>(*v);
   AON_ASSIGN_OR_RETURN(m.devices, ReadAllOf<DeviceInfo>(DeviceInfoSchema(), "meta"));
   return m;
 }

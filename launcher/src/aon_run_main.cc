@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "aon/collector_protocol.h"
 #include "aon/config.h"
 #include "aon/launcher/child_process.h"
 #include "aon/launcher/launch_plan.h"
@@ -149,6 +150,25 @@ void PrintSummary(const LaunchPlan& plan, bool merged) {
 
 }  // namespace
 
+// The node collector on this host finishes the files of ranks that died and,
+// in flight mode, keeps the last window until told what happened: a failed
+// job is a trigger. Waits until it has closed every file, so the merge reads
+// finished files. (Collectors on other nodes finish their files on their own.)
+void SettleCollector(const LaunchPlan& plan, const RunOptions& options,
+                     bool failed) {
+  std::string job_id;
+  for (const aon::launcher::EnvVar& v : plan.agent_env) {
+    if (v.name == "AON_JOB_ID") job_id = v.value;
+  }
+  const std::string socket = aon::CollectorSocketName(geteuid(), job_id, plan.job_dir);
+  if (failed && options.mode == "flight") {
+    auto answer = aon::CollectorControl(socket, "TRIGGER the job failed\n", 10000);
+    if (answer.ok()) Say("flight recorder: the job failed; the collector wrote its window");
+  }
+  auto idle = aon::CollectorControl(socket, "QUIESCE\n", 60000);
+  if (!idle.ok() && options.verbose > 0) Say("collector: " + idle.status().message());
+}
+
 int main(int argc, char** argv) {
   RunOptions options;
   bool no_merge = false;
@@ -180,6 +200,15 @@ int main(int argc, char** argv) {
                  "p2p operation, tied to the kernel that ran it; channels = also per-channel "
                  "GPU timing (makes NCCL slower for small messages); coll = operations only; "
                  "off = none")
+      ->capture_default_str();
+  app.add_option("--mode", options.mode,
+                 "full = every record reaches the rank files (flushed\nevery second by the node collector); flight = keep\n"
+                 "the last --window seconds in memory, write them when\na trigger fires (SIGUSR1 to aon-collector, a rank\n"
+                 "dying, the job failing, an NCCL stall, a step spike)")
+      ->type_name("full|flight")
+      ->capture_default_str();
+  app.add_option("--window", options.window, "flight mode: seconds of history kept")
+      ->type_name("SECONDS")
       ->capture_default_str();
   app.add_flag("--no-merge", no_merge, "leave the rank files; don't run aon-merge");
   app.add_flag("--no-report", no_report, "don't run aon-report after the merge");
@@ -270,6 +299,7 @@ int main(int argc, char** argv) {
     Say("the application exited with status " + std::to_string(app_status));
   }
 
+  SettleCollector(plan, options, app_status != 0);
   if (options.merge) Merge(plan);
   if (options.merge && !no_report)
     Report(plan, aon::launcher::SiblingProgram(host->exe_path, "aon-report"));

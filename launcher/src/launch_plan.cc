@@ -291,6 +291,16 @@ Status ValidateOptions(const RunOptions& options) {
     if (message.rfind("AON_KINDS: ", 0) == 0) message.erase(0, 11);
     return InvalidArgument("--kinds '" + options.kinds + "': " + message);
   }
+  if (options.mode != "full" && options.mode != "flight") {
+    return InvalidArgument("--mode '" + options.mode + "': must be full or flight");
+  }
+  {
+    char* end = nullptr;
+    double w = std::strtod(options.window.c_str(), &end);
+    if (options.window.empty() || *end != 0 || !(w >= 1 && w <= 86400)) {
+      return InvalidArgument("--window '" + options.window + "': must be seconds in [1, 86400]");
+    }
+  }
   if (auto cap = ParseSize(options.memory_cap); !cap.ok()) {
     return InvalidArgument("--memory-cap '" + options.memory_cap + "': " + cap.status().message());
   } else if (*cap == 0) {
@@ -404,7 +414,7 @@ StatusOr<std::string> FindProgram(const std::string& name, const std::string& pa
 std::vector<EnvVar> AgentEnvironment(const RunOptions& options, const std::string& agent_path,
                                      const std::string& job_dir, const EnvLookupFn& env) {
   const char* job_id = Lookup(env, "AON_JOB_ID");
-  return {
+  std::vector<EnvVar> vars = {
       {"CUDA_INJECTION64_PATH", agent_path},
       {"NVTX_INJECTION64_PATH", agent_path},
       {"AON_OUTPUT_DIR", job_dir},
@@ -414,10 +424,14 @@ std::vector<EnvVar> AgentEnvironment(const RunOptions& options, const std::strin
       {"AON_SOURCE", options.source},
       {"AON_VERBOSE", std::to_string(options.verbose)},
       {"AON_NCCL", options.nccl},
+      {"AON_MODE", options.mode},
+      {"AON_WINDOW", options.window},
       // NCCL loads its profiler plugin from this path: the same library, already
       // loaded by the CUDA driver, so NCCL gets the running agent.
       {"NCCL_PROFILER_PLUGIN", options.nccl == "off" ? "none" : agent_path},
   };
+  if (!options.collector.empty()) vars.push_back({"AON_COLLECTOR", options.collector});
+  return vars;
 }
 
 std::vector<EnvVar> LauncherEnvironment(LauncherKind kind, const std::vector<EnvVar>& vars,

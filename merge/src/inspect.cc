@@ -75,6 +75,11 @@ void AddRankMetadata(const RankMetadata& m, FileInspection* out) {
   md.emplace_back("start_ns", m.start_ns);
   md.emplace_back("end_ns", m.end_ns);
   md.emplace_back("end_reason", m.end_reason);
+  md.emplace_back("truncated", m.truncated != 0);
+  md.emplace_back("last_record_ns", m.last_record_ns);
+  md.emplace_back("nccl_gpu_clock_offset_ns", m.nccl_gpu_clock_offset_ns);
+  md.emplace_back("nccl_gpu_clock_pairs", m.nccl_gpu_clock_pairs);
+  md.emplace_back("nccl_gpu_clock_spread_ns", m.nccl_gpu_clock_spread_ns);
 }
 
 Status AddTimelineMetadata(const TraceReader& r, FileInspection* out) {
@@ -345,6 +350,9 @@ std::string InspectionToJson(const FileInspection& in) {
     j.Field("last_ns", r.row.last_ns);
     j.Field("clock_offset_ns", r.row.clock_offset_ns);
     j.Field("clock_error_bound_ns", r.row.clock_error_bound_ns);
+    j.Field("nccl_gpu_clock_offset_ns", r.row.nccl_gpu_clock_offset_ns);
+    j.Field("nccl_gpu_clock_pairs", r.row.nccl_gpu_clock_pairs);
+    j.Field("nccl_gpu_clock_spread_ns", r.row.nccl_gpu_clock_spread_ns);
     j.Close('}');
   }
   j.Close(']');

@@ -11,14 +11,17 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <queue>
 #include <set>
 #include <span>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "aon/merge/chrome_trace.h"
+#include "aon/nccl_resolve.h"
 #include "aon/string_table.h"
 #include "record_ops.h"
 
@@ -35,6 +38,8 @@ constexpr std::string_view kPartialSuffix = ".h5.partial";
 constexpr int64_t kMaxWorldSize = int64_t{1} << 22;
 
 constexpr const char* kIncompleteNote = "incomplete (rank still running or crashed before writing)";
+constexpr const char* kSalvagedNote =
+    "collector stopped before finishing this rank; records up to its last flush";
 
 std::optional<uint32_t> RankFromFileName(std::string_view name, std::string_view suffix) {
   if (!name.starts_with(kRankPrefix) || !name.ends_with(suffix)) return std::nullopt;
@@ -80,9 +85,11 @@ StatusOr<JobFiles> ScanJobDir(const std::string& dir) {
   return files;
 }
 
-// One rank-*.h5 file and what opening it found.
+// One rank-*.h5 (or rank-*.h5.partial) file and what opening it found.
 struct Candidate {
   std::string path;
+  bool partial = false;    // a .partial file: salvaged only for a rank no final file has
+  bool superseded = false;  // a readable .partial whose rank another file already gives
   std::optional<uint32_t> name_rank;  // from the file name
   std::unique_ptr<TraceReader> reader;
   RankMetadata meta;
@@ -129,6 +136,11 @@ void OpenCandidate(Candidate& c, std::vector<std::string>* problems) {
   if (c.meta.rank < 0)
     return fail(c.path + ": its metadata has no rank (rank " + std::to_string(c.meta.rank) + ")");
   auto strings = c.reader->ReadStrings();
+  if (!strings.ok() && c.partial && strings.status().code() == StatusCode::kNotFound) {
+    // A collector may write the string table only when it finishes.
+    problems->push_back(c.path + ": has no string table yet; its names are merged as \"\"");
+    strings = StringTable();
+  }
   if (!strings.ok()) return fail("unreadable string table: " + strings.status().message());
   c.strings = std::move(strings).value();
   Status table_status;
@@ -140,6 +152,8 @@ void OpenCandidate(Candidate& c, std::vector<std::string>* problems) {
     if (n.ok()) {
       c.has_table[k] = true;
     } else if (n.status().code() == StatusCode::kNotFound) {
+      // A .partial file has only the tables flushed so far: expected, not a problem.
+      if (c.partial) return;
       problems->push_back(c.path + ": has no /records/" + RecordKindName(RecordTraits<T>::kKind) +
                           " table; merged as empty");
     } else {
@@ -161,6 +175,43 @@ struct RankInput {
   uint64_t last_ns = 0;
 };
 
+// One whole table of a rank (empty when the file has none).
+template <typename T>
+StatusOr<std::vector<T>> ReadRankTable(const Candidate& c) {
+  if (!c.has_table[static_cast<size_t>(RecordTraits<T>::kKind)]) return std::vector<T>();
+  return c.reader->template ReadAll<T>();
+}
+
+// Ties the rank's NCCL operations to their kernels and converts raw channel
+// times (nccl_resolve.h), on the rank's own clock, before any clock correction.
+// Records of files already resolved by their agent are left as they are. The
+// calibration goes into the rank's metadata, as the agent used to write it.
+void ResolveRankNccl(RankInput& in, std::vector<NcclRecord>& nccl, MergeReport* report) {
+  if (!NcclRecordsNeedResolution(nccl)) return;
+  Candidate& c = *in.file;
+  auto ext = ReadRankTable<ExternalCorrelationRecord>(c);
+  auto kernels = ReadRankTable<KernelRecord>(c);
+  auto apis = ReadRankTable<ApiRecord>(c);
+  const Status st = !ext.ok() ? ext.status() : !kernels.ok() ? kernels.status() : apis.status();
+  if (!st.ok()) {
+    report->problems.push_back(c.path +
+                               ": NCCL records not tied to their kernels: " + st.message());
+    return;
+  }
+  RankMetadata& m = c.meta;
+  const NcclResolveResult r =
+      ResolveNcclRecords(nccl, *ext, *kernels, *apis, {m.anchor_clock_ns, m.anchor_realtime_ns});
+  if (r.raw_converted > 0) {
+    m.nccl_gpu_clock_offset_ns = r.calibration.offset_ns;
+    m.nccl_gpu_clock_pairs = r.calibration.pairs;
+    m.nccl_gpu_clock_spread_ns = r.calibration.spread_ns;
+  }
+  if (!r.note.empty()) {
+    m.notes.push_back(r.note);
+    report->problems.push_back(c.path + ": " + r.note);
+  }
+}
+
 template <typename T>
 Status MergeKind(std::vector<RankInput>& inputs, TraceWriter& writer, size_t batch_records,
                  MergeReport* report) {
@@ -181,6 +232,7 @@ Status MergeKind(std::vector<RankInput>& inputs, TraceWriter& writer, size_t bat
       continue;
     }
     std::vector<T>& v = per_rank[i] = std::move(read).value();
+    if constexpr (std::is_same_v<T, NcclRecord>) ResolveRankNccl(in, v, report);
     const ClockCorrection clock = ClockCorrection::Of(in.file->meta);
     for (T& r : v) {
       ForEachStringId(r, [&](uint32_t& id) {
@@ -310,21 +362,29 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   }
 
   AON_ASSIGN_OR_RETURN(JobFiles files, ScanJobDir(options.job_dir));
-  if (files.rank_files.empty()) {
-    std::string msg = "no rank-*.h5 files in job directory '" + options.job_dir + "'";
-    if (!files.partial_files.empty()) {
-      msg += "; only incomplete ones (rank still running or crashed before writing): " +
-             Join(files.partial_files, ", ");
-    }
-    return NotFound(msg);
+  if (files.rank_files.empty() && files.partial_files.empty()) {
+    return NotFound("no rank-*.h5 files in job directory '" + options.job_dir + "'");
   }
 
   // ---- Open every file; decide the expected ranks -------------------------------
+  // Final files first; then the .partial files of ranks no readable final file
+  // gives (a killed collector's, readable up to its last flush): salvaged.
   std::vector<Candidate> candidates(files.rank_files.size());
+  std::set<uint32_t> final_ranks;
   for (size_t i = 0; i < files.rank_files.size(); ++i) {
     Candidate& c = candidates[i];
     c.path = files.rank_files[i];
     c.name_rank = RankFromFileName(fs::path(c.path).filename().string(), kFinalSuffix);
+    OpenCandidate(c, &report->problems);
+    if (c.ok() && c.meta.rank >= 0) final_ranks.insert(static_cast<uint32_t>(c.meta.rank));
+  }
+  for (const std::string& p : files.partial_files) {
+    const auto name_rank = RankFromFileName(fs::path(p).filename().string(), kPartialSuffix);
+    if (name_rank && final_ranks.count(*name_rank)) continue;  // the final file wins: not opened
+    Candidate& c = candidates.emplace_back();
+    c.path = p;
+    c.partial = true;
+    c.name_rank = name_rank;
     OpenCandidate(c, &report->problems);
   }
   int64_t world = 0;
@@ -349,6 +409,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   if (!any_ok) {
     // Nothing to merge: size the table from what the bad files claim, to report them.
     for (const Candidate& c : candidates) {
+      if (c.partial) continue;  // an unreadable .partial file says nothing about the job
       if (auto r = c.claimed_rank(); r && *r < kMaxWorldSize)
         world = std::max<int64_t>(world, *r + 1);
     }
@@ -374,9 +435,13 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
                                  "; merged as rank " + std::to_string(rank));
     }
     if (owner[rank] != nullptr) {
+      c.reader.reset();
+      if (c.partial) {
+        c.superseded = true;  // reported with the other .partial files
+        continue;
+      }
       report->problems.push_back(c.path + ": duplicate: claims rank " + std::to_string(rank) +
                                  ", already merged from " + owner[rank]->path + "; skipped");
-      c.reader.reset();
       continue;
     }
     owner[rank] = &c;
@@ -387,9 +452,18 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
     o.host = c.meta.host;
     o.source = c.meta.source;
     for (uint64_t d : c.meta.dropped) o.dropped += d;
+    if (c.partial) {
+      o.status = RankStatus::kTruncated;  // message once its last record is known
+    } else if (c.meta.truncated != 0) {
+      o.status = RankStatus::kTruncated;
+      o.message = c.path + ": process ended without finishing (killed?); trace ends at " +
+                  (c.meta.last_record_ns != 0 ? std::to_string(c.meta.last_record_ns) + " ns"
+                                              : std::string("an unknown time"));
+      report->problems.push_back(o.message);
+    }
   }
   for (Candidate& c : candidates) {
-    if (c.ok()) continue;
+    if (c.ok() || c.partial) continue;  // unreadable .partial files: below
     const auto rank = c.claimed_rank();
     std::string line = c.reason;
     if (!rank) {
@@ -407,9 +481,25 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
     }
     report->problems.push_back(std::move(line));
   }
+  std::map<std::string, const Candidate*> opened_partials;
+  for (const Candidate& c : candidates) {
+    if (c.partial) opened_partials.emplace(c.path, &c);
+  }
   for (const std::string& p : files.partial_files) {
-    report->problems.push_back(p + ": " + kIncompleteNote);
+    auto it = opened_partials.find(p);
+    const Candidate* c = it != opened_partials.end() ? it->second : nullptr;
     auto rank = RankFromFileName(fs::path(p).filename().string(), kPartialSuffix);
+    if (c != nullptr && c->ok() && !c->superseded) continue;  // salvaged: reported once merged
+    std::string line = p + ": " + kIncompleteNote;
+    if (c == nullptr || c->superseded) {
+      const uint32_t r = c != nullptr ? static_cast<uint32_t>(c->meta.rank) : rank.value_or(0);
+      if (r < report->world_size && owner[r] != nullptr) {
+        line += " (rank " + std::to_string(r) + " merged from " + owner[r]->path + ")";
+      }
+    } else {
+      line += " (not salvageable: " + c->reason + ")";
+    }
+    report->problems.push_back(std::move(line));
     if (rank && *rank < report->world_size && report->ranks[*rank].status == RankStatus::kMissing) {
       report->ranks[*rank].message +=
           "; " + fs::path(p).filename().string() + " is " + kIncompleteNote;
@@ -451,6 +541,17 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
     if (merge_status.ok()) merge_status = MergeKind<T>(inputs, *writer, batch, report);
   });
   AON_RETURN_IF_ERROR(merge_status);
+  for (const RankInput& in : inputs) {
+    // Salvaged .partial files: say how far they go.
+    if (!in.file->partial || in.outcome->status != RankStatus::kTruncated) continue;
+    std::string& msg = in.outcome->message;
+    msg = in.file->path + ": " + kSalvagedNote + "; ";
+    msg += in.first_ns != UINT64_MAX
+               ? "last record at " + std::to_string(in.last_ns) + " ns (timeline clock)"
+               : std::string("no records were flushed");
+    if (in.file->meta.truncated != 0) msg += "; the process ended without finishing (killed?)";
+    report->problems.push_back(msg);
+  }
 
   // ---- Devices, ranks, strings, attributes -------------------------------------------
   std::vector<Merged<DeviceInfo>> devices;
@@ -495,6 +596,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
     row.message_id = strings.Intern(o.message);
     row.local_rank = UINT32_MAX;
     row.clock_error_bound_ns = -1;
+    row.nccl_gpu_clock_spread_ns = -1;
     row.records = o.records;
     if (owner[r] != nullptr) {
       const RankMetadata& m = owner[r]->meta;
@@ -504,6 +606,10 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
       row.dropped = o.dropped;
       row.clock_offset_ns = m.clock_offset_ns;
       row.clock_error_bound_ns = m.clock_error_bound_ns;
+      // As the rank file says, or as measured by the NCCL resolution above.
+      row.nccl_gpu_clock_offset_ns = m.nccl_gpu_clock_offset_ns;
+      row.nccl_gpu_clock_pairs = m.nccl_gpu_clock_pairs;
+      row.nccl_gpu_clock_spread_ns = m.nccl_gpu_clock_spread_ns;
     }
   }
   for (const RankInput& in : inputs) {

@@ -1,6 +1,7 @@
 #include "agent.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -33,7 +34,19 @@ void OnSignal(int sig) {
 
 void* SignalThread(void*) {
   unsigned char sig = 0;
+  // Also watches the collector's socket for a hangup (events = 0: never
+  // consumes the collector's answers, which Finish reads).
+  int collector = Agent::Get().collector_fd();
   while (true) {
+    pollfd fds[2] = {{g_signal_pipe[0], POLLIN, 0}, {collector, 0, 0}};
+    int rc = poll(fds, collector >= 0 ? 2 : 1, -1);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) return nullptr;
+    if (collector >= 0 && (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) {
+      Agent::Get().OnCollectorLost();
+      collector = -1;
+    }
+    if ((fds[0].revents & POLLIN) == 0) continue;
     ssize_t n = read(g_signal_pipe[0], &sig, 1);
     if (n == 1) break;
     if (n < 0 && errno == EINTR) continue;
@@ -77,7 +90,10 @@ Agent::Agent() {
     if (const char* job = getenv("AON_JOB_ID")) config_.job_id = job;
   }
   if (!config_.job_id.empty()) identity_.job_id = config_.job_id;
-  store_ = std::make_unique<RecordStore>(config_.memory_cap_bytes);
+  std::string ring_problem;
+  sink_ = std::make_unique<RecordSink>(config_.memory_cap_bytes, static_cast<int32_t>(pid_),
+                                       identity_.rank, &ring_problem);
+  if (!ring_problem.empty()) notes_.push_back(ring_problem);
   if (config_.launcher_parent_pid != 0 && config_.launcher_parent_pid == getppid()) {
     // Entry points still find a valid (empty) agent; nothing starts, nothing is written.
     launcher_process_ = true;
@@ -87,6 +103,7 @@ Agent::Agent() {
   if (config_.output_dir.empty()) {
     Note("AON_OUTPUT_DIR is not set: the trace of this process will not be written");
   }
+  if (config_ok_ && !config_.output_dir.empty()) ConnectCollector();
   InstallExitHooks();
   // Clock rendezvous with rank 0 through the job's PMIx; measuring runs on its
   // own thread, so this returns at once.
@@ -95,6 +112,51 @@ Agent::Agent() {
       identity_.rank, identity_.world_size, identity_.local_rank, identity_.host.c_str(),
       identity_.launcher.c_str(), config_.KindsString().c_str(),
       static_cast<unsigned long long>(config_.memory_cap_bytes));
+}
+
+void Agent::ConnectCollector() {
+  if (config_.collector == "off") {
+    Note("AON_COLLECTOR=off: this rank writes its trace itself at exit (degraded: a killed "
+         "process loses it)");
+    return;
+  }
+  if (!sink_->region().valid()) return;
+  const std::string path = CollectorLink::FindCollector(config_);
+  auto link = CollectorLink::Connect(config_, path, BaseMetadata(), sink_->region().fd());
+  if (!link.ok()) {
+    Note("no node collector (" + link.status().message() +
+         "): this rank writes its trace itself at exit (degraded: a killed process loses it)");
+    return;
+  }
+  collector_ = std::move(link).value();
+  Log("node collector writes %s", collector_->rank_file().c_str());
+}
+
+void Agent::OnCollectorLost() {
+  collector_lost_.store(true, std::memory_order_release);
+  Note("the node collector exited while this rank runs: its file keeps what it flushed; the "
+       "rest of this rank's records is written by the rank itself at exit (degraded)");
+}
+
+RankMetadata Agent::BaseMetadata() const {
+  RankMetadata m;
+  m.job_id = identity_.job_id;
+  m.rank = identity_.rank;
+  m.local_rank = identity_.local_rank;
+  m.world_size = identity_.world_size;
+  m.local_size = identity_.local_size;
+  m.host = identity_.host;
+  m.pid = pid_;
+  m.launcher = identity_.launcher;
+  m.clock_domain = kTimebaseName;
+  m.anchor_clock_ns = anchor_.timebase_ns;
+  m.anchor_realtime_ns = anchor_.realtime_ns;
+  m.kinds = config_.KindsString();
+  m.memory_cap_bytes = config_.memory_cap_bytes;
+  m.agent_version = kAgentVersion;
+  m.start_ns = start_ns_;
+  m.source = config_.source;  // what was asked; Finish says what ran
+  return m;
 }
 
 void Agent::InstallExitHooks() {
@@ -173,9 +235,10 @@ std::string Agent::RankFilePath() const {
   snprintf(name, sizeof(name), "rank-%05d.h5", identity_.rank);
   std::string path = config_.output_dir + "/" + name;
   struct stat st {};
-  if (lstat(path.c_str(), &st) == 0) {
+  if (lstat(path.c_str(), &st) == 0 || lstat((path + ".partial").c_str(), &st) == 0) {
     // Another process of this job already wrote this rank (a launcher process
-    // that also loaded the agent, or a reused directory): keep both.
+    // that also loaded the agent, a reused directory), or a collector that died
+    // left its part of this rank's trace there: keep both.
     snprintf(name, sizeof(name), "rank-%05d.pid%d.h5", identity_.rank, static_cast<int>(getpid()));
     path = config_.output_dir + "/" + name;
   }
@@ -187,29 +250,17 @@ void Agent::Finish(const char* reason) {
   if (launcher_process_) return;
   std::call_once(finish_once_, [&] {
     if (FlushHook hook = flush_hook_.load()) hook();
-    // After CUPTI's last buffers: NCCL operations are tied to their kernels.
-    NcclClockCalibration nccl_clock = FinalizeNcclRecords();
-    store_->Close();
+    FlushLiveNcclOperations();
+    // Names the ring had no room for, before the producer is closed.
+    if (size_t unsent = sink_->ResendDroppedStrings(); unsent > 0) {
+      Note(std::to_string(unsent) + " names never reached the trace (ring full at exit)");
+    }
+    sink_->Close();
+    sink_->MarkFinished();
     if (config_.output_dir.empty()) return;
-    uint64_t end_ns = TimebaseNowNs();
 
-    RankMetadata m;
-    m.job_id = identity_.job_id;
-    m.rank = identity_.rank;
-    m.local_rank = identity_.local_rank;
-    m.world_size = identity_.world_size;
-    m.local_size = identity_.local_size;
-    m.host = identity_.host;
-    m.pid = pid_;
-    m.launcher = identity_.launcher;
-    m.clock_domain = kTimebaseName;
-    m.anchor_clock_ns = anchor_.timebase_ns;
-    m.anchor_realtime_ns = anchor_.realtime_ns;
-    m.kinds = config_.KindsString();
-    m.memory_cap_bytes = config_.memory_cap_bytes;
-    m.agent_version = kAgentVersion;
-    m.start_ns = start_ns_;
-    m.end_ns = end_ns;
+    RankMetadata m = BaseMetadata();
+    m.end_ns = TimebaseNowNs();
     m.end_reason = reason;
     clocksync::SyncResult clock = clock_sync_->Finish();
     m.clock_synchronized = clock.synchronized;
@@ -221,35 +272,46 @@ void Agent::Finish(const char* reason) {
         static_cast<long long>(clock.offset_ns), clock.drift * 1e6,
         static_cast<long long>(clock.bound_ns));
     if (!clock.synchronized && identity_.world_size != 1) Note(clock.note);
-    m.dropped = store_->Dropped();
-    m.nccl_gpu_clock_offset_ns = nccl_clock.offset_ns;
-    m.nccl_gpu_clock_pairs = nccl_clock.pairs;
-    m.nccl_gpu_clock_spread_ns = nccl_clock.spread_ns;
+    m.dropped = sink_->Dropped();
     {
       std::lock_guard<std::mutex> lock(meta_mu_);
       m.source = source_;
       m.notes = notes_;
       m.devices = devices_;
     }
-
-    if (mkdir(config_.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      fprintf(stderr, "[aon] rank %d: cannot create output directory '%s': %s; trace lost\n",
-              identity_.rank, config_.output_dir.c_str(), strerror(errno));
-      return;
+    if (collector_ && !collector_lost_.load(std::memory_order_acquire)) {
+      auto done = collector_->Finish(m, 30000);
+      if (done.ok()) {
+        Log("collector wrote %s (%s)", done->c_str(), reason);
+        return;
+      }
+      Note("the collector did not finish this rank's file (" + done.status().message() +
+           "): written by the rank itself (degraded)");
+      std::lock_guard<std::mutex> lock(meta_mu_);
+      m.notes = notes_;
     }
-    std::string path = RankFilePath();
-    auto writer = TraceWriter::Create(path, FileKind::kRank);
-    Status st = writer.ok() ? Status::Ok() : writer.status();
-    if (st.ok()) st = (*writer)->WriteRankMetadata(m);
-    if (st.ok()) st = store_->WriteTo(**writer);
-    if (st.ok()) st = (*writer)->Finish();
-    if (!st.ok()) {
-      fprintf(stderr, "[aon] rank %d: writing the trace failed: %s\n", identity_.rank,
-              st.message().c_str());
-      return;
-    }
-    Log("wrote %s (%s)", path.c_str(), reason);
+    WriteInProcess(m);
   });
+}
+
+void Agent::WriteInProcess(const RankMetadata& m) {
+  if (mkdir(config_.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "[aon] rank %d: cannot create output directory '%s': %s; trace lost\n",
+            identity_.rank, config_.output_dir.c_str(), strerror(errno));
+    return;
+  }
+  std::string path = RankFilePath();
+  auto writer = TraceWriter::Create(path, FileKind::kRank);
+  Status st = writer.ok() ? Status::Ok() : writer.status();
+  if (st.ok()) st = (*writer)->WriteRankMetadata(m);
+  if (st.ok()) st = sink_->WriteInProcess(**writer);
+  if (st.ok()) st = (*writer)->Finish();
+  if (!st.ok()) {
+    fprintf(stderr, "[aon] rank %d: writing the trace failed: %s\n", identity_.rank,
+            st.message().c_str());
+    return;
+  }
+  Log("wrote %s (%s)", path.c_str(), m.end_reason.c_str());
 }
 
 }  // namespace aon::agent

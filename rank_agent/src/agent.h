@@ -4,10 +4,14 @@
 // callbacks during process teardown always find valid state.
 //
 // Lifecycle:
-//   Get() -> config + identity + store; atexit and signal hooks installed.
-//   sources (CUPTI, NVTX, synthetic) push records into store().
-//   Finish(reason) exactly once: stop sources, flush CUPTI, write
-//   <AON_OUTPUT_DIR>/rank-NNNNN.h5. Triggered by exit() from any thread (atexit),
+//   Get() -> config + identity + ring; atexit and signal hooks installed; the
+//   ring handed to the node collector (started if this is the node's first rank).
+//   sources (CUPTI, NVTX, synthetic, NCCL) push records into sink().
+//   The collector appends them to <AON_OUTPUT_DIR>/rank-NNNNN.h5 every flush
+//   interval, and finishes the file when this process ends, even by SIGKILL.
+//   Finish(reason) exactly once: stop sources, flush CUPTI, hand the final
+//   metadata to the collector and wait until it closed the file; without a
+//   collector (degraded), write the file from here. Triggered by exit() (atexit),
 //   or SIGTERM/SIGINT/SIGHUP when the application left them at their default
 //   (the handler only wakes the agent's thread; that thread writes, then
 //   re-raises the signal with its default action).
@@ -29,7 +33,8 @@
 #include "aon/rank_sync.h"
 #include "aon/timebase.h"
 #include "aon/trace_format.h"
-#include "record_store.h"
+#include "collector_link.h"
+#include "record_sink.h"
 
 namespace aon::agent {
 
@@ -40,7 +45,7 @@ class Agent {
 
   const AgentConfig& config() const { return config_; }
   const RankIdentity& identity() const { return identity_; }
-  RecordStore& store() { return *store_; }
+  RecordSink& sink() { return *sink_; }
   // False in a launcher process (torchrun's own): no source may start there.
   bool recording() const { return !launcher_process_; }
   bool enabled(RecordKind k) const { return config_ok_ && !launcher_process_ && config_.enabled(k); }
@@ -58,9 +63,16 @@ class Agent {
   // Stops capture and writes the rank file, once; later calls return at once.
   void Finish(const char* reason);
 
+  // The collector's socket (-1: none), watched by the agent's thread.
+  int collector_fd() const { return collector_ ? collector_->fd() : -1; }
+  void OnCollectorLost();
+
  private:
   Agent();
   void InstallExitHooks();
+  void ConnectCollector();
+  RankMetadata BaseMetadata() const;
+  void WriteInProcess(const RankMetadata& m);
   std::string RankFilePath() const;
 
   AgentConfig config_;
@@ -68,7 +80,10 @@ class Agent {
   // The launcher (torchrun) loaded us too, but only its children are ranks.
   bool launcher_process_ = false;
   RankIdentity identity_;
-  std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<RecordSink> sink_;
+  // The node collector that drains the ring (null: degraded, written in-process).
+  std::unique_ptr<CollectorLink> collector_;
+  std::atomic<bool> collector_lost_{false};
   RealtimeAnchor anchor_;
   pid_t pid_ = 0;  // a forked child must not write its parent's rank file
   uint64_t start_ns_ = 0;

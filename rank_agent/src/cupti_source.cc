@@ -57,9 +57,9 @@ class BufferPool {
 
  private:
   uint8_t* Allocate() {
-    if (!Agent::Get().store().ReserveExternal(kBufferBytes)) return nullptr;
+    if (!Agent::Get().sink().ReserveExternal(kBufferBytes)) return nullptr;
     auto* b = static_cast<uint8_t*>(std::aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, kBufferBytes));
-    if (b == nullptr) Agent::Get().store().ReleaseExternal(kBufferBytes);
+    if (b == nullptr) Agent::Get().sink().ReleaseExternal(kBufferBytes);
     return b;
   }
   std::mutex mu_;
@@ -84,7 +84,7 @@ uint32_t KernelNameId(const char* mangled) {
   if (auto it = cache.find(mangled); it != cache.end()) return it->second;
   int status = 0;
   char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  uint32_t id = Agent::Get().store().Intern(status == 0 && demangled ? demangled : mangled,
+  uint32_t id = Agent::Get().sink().Intern(status == 0 && demangled ? demangled : mangled,
                                             RecordKind::kKernel);
   std::free(demangled);
   cache.emplace(mangled, id);
@@ -107,7 +107,7 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
         n.find_first_not_of("0123456789", v + 2) == std::string_view::npos) {
       n = n.substr(0, v);
     }
-    id = Agent::Get().store().Intern(n, RecordKind::kApi);
+    id = Agent::Get().sink().Intern(n, RecordKind::kApi);
   }
   cache->emplace(key, id);
   return id;
@@ -145,7 +145,7 @@ MemcpyRecord CommonMemcpyFields(const CuptiCopy& m) {
 
 void Convert(const CUpti_Activity* rec) {
   Agent& agent = Agent::Get();
-  RecordStore& store = agent.store();
+  RecordSink& store = agent.sink();
   switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     case CUPTI_ACTIVITY_KIND_KERNEL: {

@@ -122,7 +122,7 @@ uint32_t InternCached(const char* s) {
   thread_local std::unordered_map<const char*, uint32_t> cache;
   auto it = cache.find(s);
   if (it != cache.end()) return it->second;
-  uint32_t id = Agent::Get().store().Intern(s, RecordKind::kNccl);
+  uint32_t id = Agent::Get().sink().Intern(s, RecordKind::kNccl);
   cache.emplace(s, id);
   return id;
 }
@@ -145,7 +145,7 @@ NcclRecord Snapshot(const Operation* op) {
   uint64_t last = op->gpu_last_stop.load(std::memory_order_acquire);
   r.external_id = op->external_id.load(std::memory_order_acquire);
   if (first != UINT64_MAX && last != 0) {
-    // Raw %globaltimer values until FinalizeNcclRecords converts them.
+    // Raw %globaltimer values: the merge converts them (nccl_resolve.h).
     r.gpu_start_ns = first;
     r.end_ns = last;
     r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kRaw);
@@ -161,7 +161,7 @@ void Release(Operation* op) {
   if (op->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   std::lock_guard<std::mutex> lock(g_ops_mu);
   if (LiveOps().erase(op) == 0) return;  // already emitted by the exit flush
-  Agent::Get().store().Push(Snapshot(op));
+  Agent::Get().sink().Push(Snapshot(op));
   op->retired.store(true, std::memory_order_release);
   RetiredOps().push_back(op);
   if (RetiredOps().size() > kRetired) {
@@ -252,7 +252,7 @@ void StartChannel(void** handle, void* parent, uint8_t channel_id, uint64_t gpu_
   auto* op = static_cast<Operation*>(p);
   if (op->retired.load(std::memory_order_acquire)) {
     *handle = nullptr;  // a channel NCCL never announced, after the operation ended
-    Agent::Get().store().CountDropped(RecordKind::kNccl, 1);
+    Agent::Get().sink().CountDropped(RecordKind::kNccl, 1);
     return;
   }
   // Announced channels already hold their reference; a surplus one takes one.
@@ -398,7 +398,7 @@ aon_nccl_result_t Stop(void* handle) {
         UpdateMin(op->gpu_first_start, ch->gpu_start);
         UpdateMax(op->gpu_last_stop, ch->gpu_stop);
         NcclRecord r{};
-        r.start_ns = ch->gpu_start;  // raw until FinalizeNcclRecords
+        r.start_ns = ch->gpu_start;  // raw until the merge converts it
         r.end_ns = ch->gpu_stop;
         r.comm_hash = op->record.comm_hash;
         r.seq_number = op->record.seq_number;
@@ -410,7 +410,7 @@ aon_nccl_result_t Stop(void* handle) {
         r.comm_nnodes = op->record.comm_nnodes;
         r.event_type = static_cast<uint8_t>(NcclEventType::kKernelCh);
         r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kRaw);
-        Agent::Get().store().Push(r);
+        Agent::Get().sink().Push(r);
       }
       delete ch;
       Release(op);
@@ -453,7 +453,7 @@ aon_nccl_result_t Finalize(void* context) {
   r.comm_nnodes = comm->nnodes;
   r.channel_id = r.root = r.peer = -1;
   r.event_type = static_cast<uint8_t>(NcclEventType::kComm);
-  Agent::Get().store().Push(r);
+  Agent::Get().sink().Push(r);
   // Operations may still hold the comm (a stop after finalize would be a NCCL
   // bug, but never a crash here): the Comm is leaked on purpose; it is small.
   return kOk;
@@ -463,137 +463,20 @@ aon_nccl_result_t Finalize(void* context) {
 
 void EnableNcclCuptiCorrelation() { g_cupti_correlation.store(true, std::memory_order_relaxed); }
 
-NcclClockCalibration FinalizeNcclRecords() {
-  RecordStore& store = Agent::Get().store();
-  {
-    // Operations still waiting at exit (a channel that never reported, or the
-    // process ending mid-operation): keep what is known, and say how many.
-    std::lock_guard<std::mutex> lock(g_ops_mu);
-    size_t open = LiveOps().size();
-    for (Operation* op : LiveOps()) store.Push(Snapshot(op));
-    LiveOps().clear();
-    if (open > 0) {
-      Agent::Get().Note("NCCL: " + std::to_string(open) +
-                        " operations had not completed at exit; recorded with what was known");
-    }
+void FlushLiveNcclOperations() {
+  RecordSink& sink = Agent::Get().sink();
+  // Operations still waiting at exit (a channel that never reported, or the
+  // process ending mid-operation): keep what is known, and say how many. Tying
+  // operations to kernels and calibrating channel times happens in the merge
+  // (common/include/aon/nccl_resolve.h), over the whole rank file.
+  std::lock_guard<std::mutex> lock(g_ops_mu);
+  size_t open = LiveOps().size();
+  for (Operation* op : LiveOps()) sink.Push(Snapshot(op));
+  LiveOps().clear();
+  if (open > 0) {
+    Agent::Get().Note("NCCL: " + std::to_string(open) +
+                      " operations had not completed at exit; recorded with what was known");
   }
-  std::unordered_map<uint64_t, uint32_t> corr_of_external;
-  store.ForEach<ExternalCorrelationRecord>([&](ExternalCorrelationRecord& e) {
-    if (e.external_kind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) {
-      corr_of_external[e.external_id] = e.correlation_id;
-    }
-  });
-  struct KernelAt {
-    uint64_t start;
-    uint64_t end;
-    uint32_t stream;
-  };
-  std::unordered_map<uint32_t, KernelAt> kernel_of_corr;
-  store.ForEach<KernelRecord>([&](KernelRecord& k) {
-    kernel_of_corr.emplace(k.correlation_id, KernelAt{k.start_ns, k.end_ns, k.stream_id});
-  });
-
-  // NCCL's launches in time order: (host time of the launch call, its CUPTI
-  // correlation id). Fallback for an operation no launch claimed on its thread
-  // (seen for ~1 % of send/recv operations on H200): the nearest launch.
-  std::vector<std::pair<uint64_t, uint32_t>> launches;
-  {
-    std::unordered_map<uint32_t, bool> nccl_corr;
-    for (const auto& [ext, corr] : corr_of_external) nccl_corr.emplace(corr, true);
-    store.ForEach<ApiRecord>([&](ApiRecord& a) {
-      if (nccl_corr.count(a.correlation_id)) launches.emplace_back(a.start_ns, a.correlation_id);
-    });
-    std::sort(launches.begin(), launches.end());
-  }
-  int64_t by_time = 0;
-
-  // Per kernel, the earliest first-channel start of the operations it ran:
-  // that one starts with the kernel; later operations of a fused launch (a
-  // send/recv group) start when their peer is ready.
-  std::unordered_map<uint32_t, int64_t> offset_of_kernel;
-  store.ForEach<NcclRecord>([&](NcclRecord& r) {
-    if (r.event_type != static_cast<uint8_t>(NcclEventType::kColl) &&
-        r.event_type != static_cast<uint8_t>(NcclEventType::kP2p)) {
-      return;
-    }
-    auto c = r.external_id != 0 ? corr_of_external.find(r.external_id) : corr_of_external.end();
-    if (c != corr_of_external.end()) {
-      r.correlation_id = c->second;
-    } else {
-      // The NCCL launch nearest in time (NCCL may also report an operation
-      // just after its launch, e.g. the last one of a run).
-      auto next = std::lower_bound(launches.begin(), launches.end(),
-                                   std::make_pair(r.start_ns, uint32_t{0}));
-      auto best = next;
-      if (next == launches.end() ||
-          (next != launches.begin() &&
-           r.start_ns - std::prev(next)->first < next->first - r.start_ns)) {
-        best = next == launches.begin() ? launches.end() : std::prev(next);
-      }
-      if (best == launches.end()) return;
-      r.correlation_id = best->second;
-      ++by_time;
-    }
-    auto k = kernel_of_corr.find(r.correlation_id);
-    if (k == kernel_of_corr.end()) return;
-    r.stream_id = k->second.stream;
-    if (r.gpu_timing == static_cast<uint8_t>(NcclGpuTiming::kNone)) {
-      // No channel timing: the operation's GPU span is its kernel's (shared by
-      // the operations of one launch, e.g. a send/recv group).
-      r.gpu_start_ns = k->second.start;
-      r.end_ns = std::max(k->second.end, r.start_ns);
-      r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kKernel);
-    }
-    if (r.gpu_timing == static_cast<uint8_t>(NcclGpuTiming::kRaw) && r.gpu_start_ns != 0) {
-      int64_t offset = static_cast<int64_t>(k->second.start) - static_cast<int64_t>(r.gpu_start_ns);
-      auto [it, inserted] = offset_of_kernel.emplace(r.correlation_id, offset);
-      if (!inserted) it->second = std::max(it->second, offset);
-    }
-  });
-
-  if (by_time > 0) {
-    Agent::Get().Log("NCCL: %lld operations tied to their kernel by launch order (no launch event "
-                     "on their thread)", static_cast<long long>(by_time));
-  }
-  std::vector<int64_t> offsets;
-  offsets.reserve(offset_of_kernel.size());
-  for (const auto& [corr, offset] : offset_of_kernel) offsets.push_back(offset);
-  NcclClockCalibration cal;
-  NcclGpuTiming timing = NcclGpuTiming::kAssumed;
-  if (!offsets.empty()) {
-    std::sort(offsets.begin(), offsets.end());
-    cal.offset_ns = offsets[offsets.size() / 2];
-    cal.pairs = static_cast<int64_t>(offsets.size());
-    // Spread of the middle 80 %: the channel-vs-kernel start jitter.
-    size_t lo = offsets.size() / 10, hi = offsets.size() - 1 - offsets.size() / 10;
-    cal.spread_ns = offsets[hi] - offsets[lo];
-    timing = NcclGpuTiming::kCalibrated;
-  } else {
-    // No pairs (CUPTI not capturing): %globaltimer tracks CLOCK_REALTIME on
-    // current drivers; convert through the realtime anchor and say so.
-    RealtimeAnchor a = TakeRealtimeAnchor();
-    cal.offset_ns = static_cast<int64_t>(a.timebase_ns) - static_cast<int64_t>(a.realtime_ns);
-  }
-  bool any_raw = false;
-  auto convert = [&](uint64_t t) {
-    return t == 0 ? 0 : static_cast<uint64_t>(static_cast<int64_t>(t) + cal.offset_ns);
-  };
-  store.ForEach<NcclRecord>([&](NcclRecord& r) {
-    if (r.gpu_timing != static_cast<uint8_t>(NcclGpuTiming::kRaw)) return;
-    any_raw = true;
-    if (r.event_type == static_cast<uint8_t>(NcclEventType::kKernelCh)) {
-      r.start_ns = convert(r.start_ns);
-    } else {
-      r.gpu_start_ns = convert(r.gpu_start_ns);
-    }
-    r.end_ns = convert(r.end_ns);
-    r.gpu_timing = static_cast<uint8_t>(timing);
-  });
-  if (any_raw && timing == NcclGpuTiming::kAssumed) {
-    Agent::Get().Note("NCCL: GPU channel times could not be calibrated against CUPTI (no "
-                      "correlated kernels); %globaltimer was taken as CLOCK_REALTIME");
-  }
-  return cal;
 }
 
 }  // namespace aon::agent

@@ -5,16 +5,9 @@
 
 namespace aon::agent {
 
-// At write time: ties every NCCL operation to its CUPTI kernel record (through
-// the external correlation pushed around NCCL's kernel launch), measures the
-// %globaltimer -> host-timebase offset on those pairs, and converts every NCCL
-// GPU time with it. Fills the calibration fields of the metadata.
-struct NcclClockCalibration {
-  int64_t offset_ns = 0;
-  int64_t pairs = 0;
-  int64_t spread_ns = -1;
-};
-NcclClockCalibration FinalizeNcclRecords();
+// At exit: operations NCCL started but whose events did not all arrive are
+// recorded with what is known (and counted in a note).
+void FlushLiveNcclOperations();
 
 // Called once CUPTI records external correlations: from then on NCCL kernel
 // launches are bracketed with a CUPTI external correlation id.

@@ -88,7 +88,7 @@ std::string Utf8(const wchar_t* w) {
 }
 
 uint32_t InternName(const char* s) {
-  return s ? Agent::Get().store().Intern(s, RecordKind::kNvtx) : 0;
+  return s ? Agent::Get().sink().Intern(s, RecordKind::kNvtx) : 0;
 }
 
 OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {
@@ -99,7 +99,7 @@ OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {
     switch (a->messageType) {
       case NVTX_MESSAGE_TYPE_ASCII: r.name_id = InternName(a->message.ascii); break;
       case NVTX_MESSAGE_TYPE_UNICODE:
-        r.name_id = Agent::Get().store().Intern(Utf8(a->message.unicode), RecordKind::kNvtx);
+        r.name_id = Agent::Get().sink().Intern(Utf8(a->message.unicode), RecordKind::kNvtx);
         break;
       case NVTX_MESSAGE_TYPE_REGISTERED:
         r.name_id = a->message.registered
@@ -126,7 +126,7 @@ void Emit(const OpenRange& r, uint64_t end_ns, NvtxType type) {
   rec.color = r.color;
   rec.depth = r.depth;
   rec.type = static_cast<uint8_t>(type);
-  Agent::Get().store().Push(rec);
+  Agent::Get().sink().Push(rec);
 }
 
 // ---- range primitives -------------------------------------------------------
@@ -237,14 +237,14 @@ nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char
   return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(id) + 1);
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t, const wchar_t* s) {
-  uint32_t id = Agent::Get().store().Intern(Utf8(s), RecordKind::kNvtx);
+  uint32_t id = Agent::Get().sink().Intern(Utf8(s), RecordKind::kNvtx);
   return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(id) + 1);
 }
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
   return reinterpret_cast<nvtxDomainHandle_t>(static_cast<uintptr_t>(InternName(name)) + 1);
 }
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
-  uint32_t id = Agent::Get().store().Intern(Utf8(name), RecordKind::kNvtx);
+  uint32_t id = Agent::Get().sink().Intern(Utf8(name), RecordKind::kNvtx);
   return reinterpret_cast<nvtxDomainHandle_t>(static_cast<uintptr_t>(id) + 1);
 }
 void NVTX_API DomainDestroy(nvtxDomainHandle_t) {}

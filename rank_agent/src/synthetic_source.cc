@@ -69,9 +69,9 @@ void PushApi(uint64_t start, uint32_t correlation, uint32_t cbid, const char* na
   r.correlation_id = correlation;
   r.callback_id = cbid;
   r.thread_id = ThreadId();
-  r.name_id = agent.store().Intern(name, RecordKind::kApi);
+  r.name_id = agent.sink().Intern(name, RecordKind::kApi);
   r.domain = static_cast<uint8_t>(ApiDomain::kRuntime);
-  agent.store().Push(r);
+  agent.sink().Push(r);
 }
 
 int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int grid_x, int block_x) {
@@ -85,13 +85,13 @@ int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int gr
   k.device_id = kDeviceId;
   k.context_id = kContextId;
   k.stream_id = stream;
-  k.name_id = agent.store().Intern(name ? name : "synthetic_kernel", RecordKind::kKernel);
+  k.name_id = agent.sink().Intern(name ? name : "synthetic_kernel", RecordKind::kKernel);
   k.grid_x = grid_x;
   k.grid_y = k.grid_z = 1;
   k.block_x = block_x;
   k.block_y = k.block_z = 1;
   k.registers_per_thread = 32;
-  if (agent.enabled(RecordKind::kKernel)) agent.store().Push(k);
+  if (agent.enabled(RecordKind::kKernel)) agent.sink().Push(k);
   PushApi(now, corr, kCbidLaunchKernel, "cudaLaunchKernel");
   return 0;
 }
@@ -115,7 +115,7 @@ int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
   m.src_kind = copy_kind == 1 ? host_kind : 3;
   m.dst_kind = copy_kind == 2 ? host_kind : 3;
   m.flags = async ? 1 : 0;
-  if (agent.enabled(RecordKind::kMemcpy)) agent.store().Push(m);
+  if (agent.enabled(RecordKind::kMemcpy)) agent.sink().Push(m);
   if (!async) SleepUntil(m.end_ns);
   PushApi(now, corr, async ? kCbidMemcpyAsync : kCbidMemcpy, async ? "cudaMemcpyAsync" : "cudaMemcpy");
   return 0;
@@ -135,7 +135,7 @@ int Memset(uint32_t stream, uint64_t bytes, int async) {
   m.stream_id = stream;
   m.memory_kind = 3;
   m.flags = async ? 1 : 0;
-  if (agent.enabled(RecordKind::kMemset)) agent.store().Push(m);
+  if (agent.enabled(RecordKind::kMemset)) agent.sink().Push(m);
   if (!async) SleepUntil(m.end_ns);
   PushApi(now, corr, async ? kCbidMemsetAsync : kCbidMemset, async ? "cudaMemsetAsync" : "cudaMemset");
   return 0;
@@ -163,7 +163,7 @@ int Synchronize(uint32_t stream) {
   s.stream_id = device ? UINT32_MAX : stream;
   s.event_id = UINT32_MAX;
   s.sync_type = device ? 4 : 3;  // context sync / stream sync
-  if (agent.enabled(RecordKind::kSync)) agent.store().Push(s);
+  if (agent.enabled(RecordKind::kSync)) agent.sink().Push(s);
   PushApi(now, corr, device ? kCbidDeviceSynchronize : kCbidStreamSynchronize,
           device ? "cudaDeviceSynchronize" : "cudaStreamSynchronize");
   return 0;
@@ -176,7 +176,7 @@ const AonSyntheticDeviceV1 kDevice = {sizeof(AonSyntheticDeviceV1), LaunchKernel
 
 bool StartSyntheticSource() {
   Agent& agent = Agent::Get();
-  RecordStore& store = agent.store();
+  RecordSink& store = agent.sink();
   DeviceInfo d{};
   d.device_id = kDeviceId;
   d.uuid_id = store.Intern("SYNTHETIC-" + agent.identity().host + "-rank" +

@@ -1,18 +1,48 @@
-// THE NODE-COLLECTOR HOOK (issue #3). The node collector (one process per node per
-// step: shared-memory rings, GPU metrics) does not exist yet. This is the only
-// place the plugin starts and stops it; both do nothing today.
+// The node collector of a step (rank_agent/collector): one per job step per
+// node, running as the job's user.
+//
+// Start: the first rank's agent on the node starts it (as the user, with no
+// privileges to drop), so here we only tell the agents where aon-collector is.
+// Stop: at the step's end on this node (slurmstepd, as root), ask it to finish
+// every rank file (ranks that died included) and wait until it has, so that the
+// step's merge reads finished files and nothing is left running.
+#include <unistd.h>
+
+#include "aon/collector_protocol.h"
+#include "secure_fs.h"
 #include "state.h"
 
 namespace aon::spank {
+namespace {
+constexpr int kQuiesceTimeoutMs = 30000;
+}
 
-Status StartNodeCollector(spank_t, const std::string&) {
-  // TODO(#3): fork the collector as the job's user (see MakePrivateDirectoriesAs for
-  // the privilege drop), pass it the job directory, remember its pid.
+Status StartNodeCollector(spank_t sp, const std::string&, uid_t uid) {
+  PluginState& s = State();
+  s.job_uid = uid;
+  const std::string bindir = !s.site.bindir.empty() ? s.site.bindir : FindBinDir(PluginDirectory());
+  const std::string collector = bindir + "/aon-collector";
+  if (bindir.empty() || access(collector.c_str(), X_OK) != 0) {
+    // The agents then look beside themselves, and without a collector each
+    // rank writes its own file at exit (degraded, said in the trace).
+    LogInfo("aon-collector not found next to " + PluginDirectory() + " (set bindir=)");
+    return Status::Ok();
+  }
+  if (spank_setenv(sp, "AON_COLLECTOR", collector.c_str(), 1) != ESPANK_SUCCESS) {
+    return Internal("cannot set AON_COLLECTOR for the tasks");
+  }
   return Status::Ok();
 }
 
 void StopNodeCollector(spank_t) {
-  // TODO(#3): signal the collector started above and wait for it to flush.
+  PluginState& s = State();
+  const std::string job = std::to_string(s.job_id) + "." + std::to_string(s.step_id);
+  const std::string socket = CollectorSocketName(s.job_uid, job, s.job_dir);
+  auto answer = CollectorControl(socket, "QUIESCE\n", kQuiesceTimeoutMs);
+  // No collector (already gone, or never started on this node) is the usual case.
+  if (!answer.ok() && answer.status().message().find("Connection refused") == std::string::npos) {
+    LogInfo("step " + job + ": node collector: " + answer.status().message());
+  }
 }
 
 }  // namespace aon::spank

@@ -50,7 +50,7 @@ Status SetupStep(spank_t sp, PluginState& s) {
 
   AON_RETURN_IF_ERROR(MakePrivateDirectoriesAs(user, dir));
   s.job_dir = dir;
-  AON_RETURN_IF_ERROR(StartNodeCollector(sp, dir));
+  AON_RETURN_IF_ERROR(StartNodeCollector(sp, dir, user.uid));
 
   std::vector<std::pair<const char*, std::string>> env = {
       {"CUDA_INJECTION64_PATH", agent},

@@ -22,6 +22,7 @@ struct PluginState {
   uint32_t job_id = 0;
   uint32_t step_id = 0;
   std::string job_dir;  // set once the directory exists
+  uid_t job_uid = 0;    // the job's user (its collector runs as that user)
   Status failure;       // first profiler failure of this step (reported once)
 };
 PluginState& State();
@@ -46,7 +47,7 @@ int RemoteTaskInit(spank_t sp);        // slurmstepd: strict failures
 int RemoteExit(spank_t sp);            // slurmstepd: step end on this node
 
 // The node collector (issue #3), started/stopped once per step per node.
-Status StartNodeCollector(spank_t sp, const std::string& job_dir);
+Status StartNodeCollector(spank_t sp, const std::string& job_dir, uid_t uid);
 void StopNodeCollector(spank_t sp);
 
 }  // namespace aon::spank

@@ -41,6 +41,30 @@ def rank_files(job):
     return files
 
 
+def timeline_nccl(path):
+    """One rank's NCCL records and kernel names from the job's timeline.h5.
+
+    The rank files hold NCCL records as NCCL reported them (streamed by the
+    collector); tying them to kernels and calibrating channel times happens in
+    the merge, so the NCCL checks read the merged timeline (same correlation
+    ids, unified string table)."""
+    job = os.path.dirname(path)
+    with h5py.File(path, "r") as f:
+        rank = int(f["meta"].attrs["rank"])
+    with h5py.File(os.path.join(job, "timeline.h5"), "r") as t:
+        names = strings(t)
+        n = t["records/nccl"][:]
+        k = t["records/kernels"][:]
+        e = t["records/external_correlation"][:]
+        ranks = t["meta/ranks"][:]
+    row = ranks[ranks["rank"] == rank]
+    fields = row.dtype.names or ()
+    pairs = int(row["nccl_gpu_clock_pairs"][0]) if len(row) and "nccl_gpu_clock_pairs" in fields else 0
+    spread = int(row["nccl_gpu_clock_spread_ns"][0]) if len(row) and "nccl_gpu_clock_spread_ns" in fields else -1
+    return dict(names=names, nccl=n[n["rank"] == rank], kernels=k[k["rank"] == rank],
+                ext=e[e["rank"] == rank], clock_pairs=pairs, clock_spread=spread)
+
+
 def check_cuda(exp, path):
     """Exact counts of the example's own work; NCCL's own kernels/copies counted apart."""
     problems = []
@@ -103,15 +127,11 @@ def check_cuda(exp, path):
 def check_nccl(exp, path, row):
     """Every NCCL operation the program issued is a record, tied to its kernel."""
     problems = []
-    with h5py.File(path, "r") as f:
-        names = strings(f)
-        n = f["records/nccl"][:]
-        kernels = f["records/kernels"][:]
-        attrs = f["meta"].attrs
-        clock_pairs = int(attrs.get("nccl_gpu_clock_pairs", 0))
-        clock_spread = int(attrs.get("nccl_gpu_clock_spread_ns", -1))
-        ext = {int(e["external_id"]): int(e["correlation_id"]) for e in f["records/external_correlation"][:]}
-        kname = {int(k["correlation_id"]): names[k["name_id"]] for k in kernels}
+    t = timeline_nccl(path)
+    names, n, kernels = t["names"], t["nccl"], t["kernels"]
+    clock_pairs, clock_spread = t["clock_pairs"], t["clock_spread"]
+    ext = {int(e["external_id"]): int(e["correlation_id"]) for e in t["ext"]}
+    kname = {int(k["correlation_id"]): names[k["name_id"]] for k in kernels}
     all_ops = n[(n["event_type"] == 1) | (n["event_type"] == 2)]
     replays = all_ops[all_ops["graph_replay"] > 0]
     captured_ids = set(int(x) for x in replays["external_id"])
@@ -192,9 +212,10 @@ def check_ddp(exp, path):
         row = dict(rank=int(meta["rank"]), step_ranges=steps, kernels=len(kernels), nccl_kernels=nccl,
                    memcpy=len(f["records/memcpy"]), api=len(f["records/api"]), nvtx=len(nvtx),
                    bytes=os.path.getsize(path))
-    with h5py.File(path, "r") as f:
-        n = f["records/nccl"][:]
-        kname = {int(k["correlation_id"]): names[k["name_id"]] for k in f["records/kernels"][:]}
+    t = timeline_nccl(path)
+    n = t["nccl"]
+    kname = {int(k["correlation_id"]): t["names"][k["name_id"]] for k in t["kernels"]}
+    names = t["names"]
     ops = n[(n["event_type"] == 1) | (n["event_type"] == 2)]
     correlated = sum(1 for r in ops if "nccl" in kname.get(int(r["correlation_id"]), "").lower())
     for r in [r for r in ops if "nccl" not in kname.get(int(r["correlation_id"]), "").lower()][:3]:

@@ -22,7 +22,8 @@ struct ConfigVariable {
 };
 
 // The table of AON_* variables read by the agent.
-const std::array<ConfigVariable, 8>& AgentConfigVariables();
+inline constexpr size_t kAgentConfigVariableCount = 15;
+const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariables();
 
 struct AgentConfig {
   std::string output_dir;  // AON_OUTPUT_DIR: where rank files go ("" = don't write)
@@ -33,6 +34,13 @@ struct AgentConfig {
   std::string job_id;                          // AON_JOB_ID
   long launcher_parent_pid = 0;                // AON_LAUNCHER_PARENT_PID
   std::string nccl = "default";                // AON_NCCL: default | channels | coll | off
+  std::string mode = "full";                   // AON_MODE: full | flight
+  double window_s = 60;                        // AON_WINDOW (flight)
+  int64_t flush_interval_ms = 1000;            // AON_FLUSH_INTERVAL
+  std::string collector;                       // AON_COLLECTOR: path, "off", "" (next to agent)
+  double flight_nccl_stall_s = 60;             // AON_FLIGHT_NCCL_STALL (0: off)
+  std::string flight_step_range = "step";      // AON_FLIGHT_STEP_RANGE ("" : off)
+  double flight_step_factor = 3;               // AON_FLIGHT_STEP_FACTOR
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.

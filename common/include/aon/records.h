@@ -157,7 +157,8 @@ static_assert(sizeof(NvtxRecord) == 40);
 enum class NcclEventType : uint8_t { kColl = 1, kP2p = 2, kKernelCh = 3, kComm = 5 };
 enum class NcclGpuTiming : uint8_t {
   kNone = 0,        // no GPU times (KernelCh not captured)
-  kRaw = 1,         // only inside the agent before the file is written
+  kRaw = 1,         // %globaltimer ns, not yet converted: rank files streamed by the
+                    // collector hold these; the merge converts them (nccl_resolve.h)
   kCalibrated = 2,  // offset measured against CUPTI kernel records
   kAssumed = 3,     // no CUPTI pairs: %globaltimer taken as CLOCK_REALTIME
   kKernel = 4,      // no channel timing: the span of the CUPTI kernel that ran it

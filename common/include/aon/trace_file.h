@@ -36,8 +36,11 @@ class TraceWriter {
 
   const std::string& path() const { return path_; }
 
+  // May be called again (e.g. at every flush): every attribute is overwritten
+  // and the /meta/devices table replaced.
   Status WriteRankMetadata(const RankMetadata& metadata);
-  // Attributes of /meta, for metadata other than RankMetadata (timelines).
+  // Attributes of /meta, for metadata other than RankMetadata (timelines). Setting
+  // a name again replaces its value (and its type).
   Status SetMetaAttribute(std::string_view name, std::string_view value);
   Status SetMetaAttribute(std::string_view name, int64_t value);
   Status SetMetaAttribute(std::string_view name, uint64_t value);
@@ -58,6 +61,14 @@ class TraceWriter {
 
   Status WriteStrings(const StringTable& strings);
 
+  // Flushes everything written so far to the .partial file (H5Fflush of the
+  // whole file): a reader of the .partial file, after the writer is killed,
+  // finds the file as of the last flush.
+  Status Flush();
+  // Incremental alternative to WriteStrings (never both on one file): appends
+  // the next strings in id order; the first call must start with id 0 ("").
+  Status AppendStrings(std::span<const std::string> strings);
+
   // Creates every /records dataset not yet written (empty), closes the file and
   // renames it to its final path. After an error the .partial file stays.
   Status Finish();
@@ -71,7 +82,8 @@ class TraceWriter {
   WriteOptions options_;
   int64_t file_ = -1;  // hid_t
   bool finished_ = false;
-  bool merged_records_ = false;  // timelines hold Merged<T> records
+  bool merged_records_ = false;
+  uint64_t strings_bytes_ = 0;  // bytes in /strings/data so far (AppendStrings)  // timelines hold Merged<T> records
 };
 
 class TraceReader {

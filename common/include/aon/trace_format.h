@@ -26,7 +26,10 @@
 namespace aon {
 
 inline constexpr int kFormatMajor = 1;
-inline constexpr int kFormatMinor = 1;  // 1.1: NCCL records filled, NCCL GPU clock metadata
+// 1.1: NCCL records filled, NCCL GPU clock metadata. 1.2: truncated and
+// last_record_ns metadata, raw NCCL records resolved by the merge, NCCL GPU clock
+// columns in RankSummary.
+inline constexpr int kFormatMinor = 2;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -85,6 +88,11 @@ struct RankMetadata {
   int64_t nccl_gpu_clock_offset_ns = 0;
   int64_t nccl_gpu_clock_pairs = 0;
   int64_t nccl_gpu_clock_spread_ns = -1;
+  // Completeness (1.2; 0 in older files). truncated = 1: the process ended
+  // without finishing its capture (killed, e.g. SIGKILL), so the trace stops
+  // early; last_record_ns = the latest record time written (host timebase).
+  int64_t truncated = 0;
+  uint64_t last_record_ns = 0;
 
   std::vector<DeviceInfo> devices;
 };
@@ -105,10 +113,15 @@ struct RankSummary {
   uint64_t last_ns;
   int64_t clock_offset_ns;
   int64_t clock_error_bound_ns;
+  // The rank's NCCL %globaltimer calibration (RankMetadata's nccl_gpu_clock_*,
+  // measured by the merge for raw records). 1.2; 0 in older timelines.
+  int64_t nccl_gpu_clock_offset_ns;
+  int64_t nccl_gpu_clock_pairs;
+  int64_t nccl_gpu_clock_spread_ns;
   uint8_t status;  // RankStatus
   uint8_t padding_[7];
 };
-static_assert(sizeof(RankSummary) == 80);
+static_assert(sizeof(RankSummary) == 104);
 const TableSchema& RankSummarySchema();
 
 }  // namespace aon

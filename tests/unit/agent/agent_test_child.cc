@@ -92,6 +92,28 @@ int main(int argc, char** argv) {
     gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
     return 0;
   }
+  if (mode == "marks-forever" || mode == "marks-for-3s") {
+    // Reports on stdout how many marks have returned (i.e. are in the ring),
+    // so a test that kills this process knows what must be on disk.
+    const bool forever = mode == "marks-forever";
+    for (long i = 1; forever || i <= 3000; ++i) {
+      for (int j = 0; j < 100; ++j) nvtxMarkA("tick");
+      std::printf("%ld\n", i * 100);
+      std::fflush(stdout);
+      usleep(1000);
+    }
+    return 0;
+  }
+  if (mode == "steps-with-spike") {
+    // 20 steps of ~2 ms, one of 40 ms (a spike), then 10 more of ~2 ms.
+    for (int i = 0; i < 31; ++i) {
+      nvtxRangePushA("train step");
+      nvtxMarkA("inside");
+      usleep(i == 20 ? 40000 : 2000);
+      nvtxRangePop();
+    }
+    return 0;
+  }
   std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
   return 2;
 }

@@ -9,6 +9,7 @@
 
 #include "agent_child_fixture.h"
 #include "aon/nccl_profiler_abi.h"
+#include "aon/nccl_resolve.h"
 
 namespace aon {
 
@@ -48,6 +49,18 @@ TEST_F(NcclPluginTest, CollectiveWithChannelsStoppedOutOfOrder) {
   auto strings = r->ReadStrings();
   ASSERT_TRUE(strings.ok());
   auto all = Records(r);
+  // The rank file holds what NCCL reported: channel times still raw
+  // %globaltimer values, tied to kernels and converted by the merge.
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  for (const NcclRecord& x : all) {
+    if (x.event_type == static_cast<uint8_t>(NcclEventType::kKernelCh) ||
+        x.event_type == static_cast<uint8_t>(NcclEventType::kColl)) {
+      EXPECT_EQ(x.gpu_timing, static_cast<uint8_t>(NcclGpuTiming::kRaw));
+    }
+  }
+  NcclResolveResult resolved =
+      ResolveNcclRecords(all, {}, {}, {}, RealtimeAnchorNs{meta->anchor_clock_ns, meta->anchor_realtime_ns});
   auto colls = OfType(all, NcclEventType::kColl);
   auto chans = OfType(all, NcclEventType::kKernelCh);
   auto comms = OfType(all, NcclEventType::kComm);
@@ -77,12 +90,8 @@ TEST_F(NcclPluginTest, CollectiveWithChannelsStoppedOutOfOrder) {
     EXPECT_EQ(ch.end_ns - ch.start_ns, ch.channel_id == 0 ? 7000u : 7800u);
   }
   EXPECT_EQ(strings->Get(comms[0].func_id), "test-comm");
-  auto meta = r->ReadRankMetadata();
-  ASSERT_TRUE(meta.ok());
-  EXPECT_EQ(meta->nccl_gpu_clock_pairs, 0);
-  bool noted = false;
-  for (const std::string& n : meta->notes) noted |= n.find("could not be calibrated") != std::string::npos;
-  EXPECT_TRUE(noted);
+  EXPECT_EQ(resolved.calibration.pairs, 0);
+  EXPECT_NE(resolved.note.find("could not be calibrated"), std::string::npos) << resolved.note;
 }
 
 TEST_F(NcclPluginTest, NullContextAndUnrecordedEventsAreHarmless) {

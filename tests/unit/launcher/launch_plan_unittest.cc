@@ -376,6 +376,8 @@ TEST_F(TempDir, PlanLaunchBuildsEverything) {
                      {"AON_SOURCE", "synthetic"},
                      {"AON_VERBOSE", "1"},
                      {"AON_NCCL", "default"},
+                     {"AON_MODE", "full"},
+                     {"AON_WINDOW", "60"},
                      {"NCCL_PROFILER_PLUGIN", agent},
                  }));
   // Every variable is passed with -x, before the user's own arguments.

@@ -19,24 +19,9 @@ namespace {
 using testing::MakeKernel;
 using testing::RankTrace;
 using testing::TempDir;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-bool AnyProblemContains(const MergeReport& report, const std::string& a,
-                        const std::string& b = "") {
-  for (const std::string& p : report.problems) {
-    if (Contains(p, a) && Contains(p, b)) return true;
-  }
-  return false;
-}
-
-std::string Problems(const MergeReport& report) {
-  std::string s;
-  for (const std::string& p : report.problems) s += "  " + p + "\n";
-  return s;
-}
+using testing::Contains;
+using testing::AnyProblemContains;
+using testing::Problems;
 
 struct Timeline {
   std::unique_ptr<TraceReader> reader;

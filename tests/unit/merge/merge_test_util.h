@@ -12,8 +12,10 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "aon/merge/merge.h"
 #include "aon/records.h"
 #include "aon/string_table.h"
 #include "aon/trace_file.h"
@@ -84,6 +86,14 @@ inline RankTrace RandomRankTrace(std::mt19937_64& rng, int rank, int world,
         const uint64_t s = kBaseNs + rng() % spread;
         SetField(&r, *start, s);
         SetField(&r, *end, s + rng() % 5000);
+      }
+      if constexpr (std::is_same_v<T, NcclRecord>) {
+        // As an agent that resolved at exit wrote them: no raw GPU times, every
+        // operation tied to a kernel (the merge leaves such records as they are).
+        if (r.gpu_timing == static_cast<uint8_t>(NcclGpuTiming::kRaw)) {
+          r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kCalibrated);
+        }
+        if (r.correlation_id == 0) r.correlation_id = 1;
       }
       v.push_back(r);
     }
@@ -252,6 +262,25 @@ inline void WriteJob(const std::string& dir, const std::vector<RankTrace>& trace
   for (const RankTrace& t : traces) {
     AON_ASSERT_OK(WriteRankTrace(RankPath(dir, t.meta.rank), t));
   }
+}
+
+inline bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// True if one of the merge's problem lines contains both a and b.
+inline bool AnyProblemContains(const merge::MergeReport& report, const std::string& a,
+                               const std::string& b = "") {
+  for (const std::string& p : report.problems) {
+    if (Contains(p, a) && Contains(p, b)) return true;
+  }
+  return false;
+}
+
+inline std::string Problems(const merge::MergeReport& report) {
+  std::string s;
+  for (const std::string& p : report.problems) s += "  " + p + "\n";
+  return s;
 }
 
 }  // namespace aon::testing

@@ -52,6 +52,9 @@ struct RunOptions {
   std::string memory_cap = "64M";    // --memory-cap
   std::string source = "cupti";      // --source: cupti | synthetic
   std::string nccl = "default";      // --nccl: default | channels | coll | off
+  std::string mode = "full";         // --mode: full | flight
+  std::string window = "60";         // --window: flight-mode seconds
+  std::string collector;             // aon-collector path ("" : the agent looks beside itself)
   int verbose = 0;                   // -v, counted
   bool merge = true;                 // false with --no-merge
   std::vector<std::string> command;  // launcher word and its arguments

@@ -1,0 +1,202 @@
+#include "collector_link.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "aon/collector_protocol.h"
+#include "aon/metadata_wire.h"
+
+extern char** environ;
+
+namespace aon::agent {
+namespace {
+
+
+int TryConnect(const std::string& name) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  sockaddr_un addr;
+  socklen_t len = CollectorAddress(name, &addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    int err = errno;
+    close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+void SleepMs(int ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// Reads one message with a deadline. "" and an error on timeout / close.
+StatusOr<std::string> Receive(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  int rc;
+  do {
+    rc = poll(&p, 1, timeout_ms);
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0) return Unavailable("the collector did not answer within " + std::to_string(timeout_ms) + " ms");
+  if (rc < 0) return ErrnoStatus("waiting for the collector", errno);
+  std::string buf(kMaxMessageBytes, '\0');
+  ssize_t n;
+  do {
+    n = recv(fd, buf.data(), buf.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus("reading the collector's answer", errno);
+  if (n == 0) return Unavailable("the collector closed the connection");
+  buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
+Status SendMessage(int fd, const std::string& msg, int pass_fd) {
+  if (msg.size() > kMaxMessageBytes) return InvalidArgument("message too long for the collector");
+  iovec iov{const_cast<char*>(msg.data()), msg.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (pass_fd >= 0) {
+    std::memset(control, 0, sizeof(control));
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus("sending to the collector", errno);
+  return Status::Ok();
+}
+
+// Starts `path --daemon ...`; the first child exits as soon as the real
+// collector is forked off, and is reaped here, so nothing is left as our child.
+Status SpawnCollector(const std::string& path, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  // The collector is not a CUDA program: it must not load us (or any injection) again.
+  std::vector<char*> envp;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view v(*e);
+    if (v.starts_with("CUDA_INJECTION64_PATH=") || v.starts_with("NVTX_INJECTION64_PATH=") ||
+        v.starts_with("LD_PRELOAD=") || v.starts_with("NCCL_PROFILER_PLUGIN=")) {
+      continue;
+    }
+    envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, path.c_str(), nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return ErrnoStatus("starting " + path, rc);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    return Unavailable(path + " exited with status " + std::to_string(WEXITSTATUS(status)) +
+                       " while starting");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string CollectorLink::FindCollector(const AgentConfig& config) {
+  if (!config.collector.empty()) return config.collector;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&CollectorLink::FindCollector), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return "";
+  }
+  std::string lib(info.dli_fname);
+  size_t slash = lib.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : lib.substr(0, slash);
+  std::string path = dir + "/../bin/aon-collector";
+  return access(path.c_str(), X_OK) == 0 ? path : "";
+}
+
+StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfig& config,
+                                                                const std::string& collector_path,
+                                                                const RankMetadata& hello,
+                                                                int ring_fd) {
+  const std::string name = CollectorSocketName(geteuid(), config.job_id, config.output_dir);
+  int fd = TryConnect(name);
+  if (fd < 0) {
+    if (collector_path.empty()) {
+      return NotFound("no aon-collector found (set AON_COLLECTOR)");
+    }
+    std::vector<std::string> args = {
+        "--daemon",        "--socket-name",  name,
+        "--output-dir",    config.output_dir, "--mode",
+        config.mode,       "--window",       std::to_string(config.window_s),
+        "--flush-ms",      std::to_string(config.flush_interval_ms),
+        "--nccl-stall",    std::to_string(config.flight_nccl_stall_s),
+        "--step-range",    config.flight_step_range,
+        "--step-factor",   std::to_string(config.flight_step_factor)};
+    if (config.verbose > 0) args.push_back("--verbose");
+    AON_RETURN_IF_ERROR(SpawnCollector(collector_path, args));
+    // The spawned collector (or one another rank started) binds within ms.
+    for (int i = 0; i < 250 && fd < 0; ++i) {
+      fd = TryConnect(name);
+      if (fd < 0) SleepMs(i < 50 ? 2 : 10);
+    }
+    if (fd < 0) {
+      return Unavailable("the collector started from " + collector_path +
+                         " did not accept connections: " + std::strerror(-fd));
+    }
+  }
+  std::unique_ptr<CollectorLink> link(new CollectorLink(fd));
+  AON_RETURN_IF_ERROR(SendMessage(fd, "HELLO 1\n" + EncodeRankMetadata(hello), ring_fd));
+  AON_ASSIGN_OR_RETURN(std::string answer, Receive(fd, 10000));
+  if (answer.starts_with("OK ")) {
+    link->rank_file_ = answer.substr(3, answer.find('\n') == std::string::npos
+                                            ? std::string::npos
+                                            : answer.find('\n') - 3);
+    return link;
+  }
+  return Unavailable("the collector refused this rank: " + answer);
+}
+
+CollectorLink::~CollectorLink() {
+  if (fd_ >= 0) close(fd_);
+}
+
+StatusOr<std::string> CollectorLink::Finish(const RankMetadata& final_metadata, int timeout_ms) {
+  AON_RETURN_IF_ERROR(SendMessage(fd_, "FINISH\n" + EncodeRankMetadata(final_metadata), -1));
+  AON_ASSIGN_OR_RETURN(std::string answer, Receive(fd_, timeout_ms));
+  while (!answer.empty() && answer.back() == '\n') answer.pop_back();
+  if (answer.starts_with("DONE ")) return answer.substr(5);
+  return Unavailable("the collector could not finish the rank file: " + answer);
+}
+
+}  // namespace aon::agent

@@ -1,0 +1,46 @@
+// The agent's connection to its node's collector (protocol:
+// common/include/aon/collector_protocol.h).
+//
+// Connect() finds the job's collector on this node or starts one: the
+// aon-collector binary is spawned detached (its own session, reaped at once
+// through a double fork) and races for the socket name with any collector
+// another rank started at the same time; whichever binds serves everybody.
+// Then the ring's memfd and the rank's identity are handed over.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "aon/config.h"
+#include "aon/status.h"
+#include "aon/trace_format.h"
+
+namespace aon::agent {
+
+class CollectorLink {
+ public:
+  // Path of aon-collector: AON_COLLECTOR, else ../bin/aon-collector beside
+  // this library. "" when none is found.
+  static std::string FindCollector(const AgentConfig& config);
+
+  // Connects (starting a collector if none answers within a few ms) and
+  // registers the ring. The answer names the rank file the collector writes.
+  static StatusOr<std::unique_ptr<CollectorLink>> Connect(const AgentConfig& config,
+                                                          const std::string& collector_path,
+                                                          const RankMetadata& hello, int ring_fd);
+  ~CollectorLink();
+
+  const std::string& rank_file() const { return rank_file_; }
+  int fd() const { return fd_; }
+
+  // Sends the final metadata and waits up to timeout_ms for the collector to
+  // have written and closed the rank file. Returns its path.
+  StatusOr<std::string> Finish(const RankMetadata& final_metadata, int timeout_ms);
+
+ private:
+  explicit CollectorLink(int fd) : fd_(fd) {}
+  int fd_ = -1;
+  std::string rank_file_;
+};
+
+}  // namespace aon::agent

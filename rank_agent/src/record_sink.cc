@@ -1,0 +1,114 @@
+#include "record_sink.h"
+
+#include <tuple>
+
+namespace aon::agent {
+
+RecordSink::RecordSink(uint64_t cap_bytes, int32_t pid, int32_t rank, std::string* why) {
+  uint64_t ring_bytes = ring::kMinRingBytes;
+  while (ring_bytes * 2 <= cap_bytes / 2) ring_bytes *= 2;
+  auto region = ring::Region::Create(ring_bytes, pid, rank);
+  if (region.ok()) {
+    region_ = std::move(region).value();
+    producer_ = ring::Producer(region_);
+    const uint64_t used = region_.region_bytes();
+    external_cap_ = cap_bytes > used ? cap_bytes - used : 0;
+  } else if (why != nullptr) {
+    *why = "no shared-memory ring (" + region.status().message() + "): every record is dropped";
+  }
+}
+
+bool RecordSink::ReserveExternal(uint64_t bytes) {
+  uint64_t used = external_used_.load(std::memory_order_relaxed);
+  do {
+    if (used + bytes > external_cap_) return false;
+  } while (!external_used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+void RecordSink::CountDropped(RecordKind kind, uint64_t n) {
+  if (producer_.attached()) {
+    producer_.CountDropped(static_cast<size_t>(kind), n);
+  } else {
+    local_dropped_[static_cast<size_t>(kind)].fetch_add(n, std::memory_order_relaxed);
+  }
+}
+
+std::array<uint64_t, kRecordKindCount> RecordSink::Dropped() const {
+  std::array<uint64_t, kRecordKindCount> out{};
+  for (size_t i = 0; i < kRecordKindCount; ++i) {
+    out[i] = local_dropped_[i].load(std::memory_order_relaxed);
+    if (region_.valid()) out[i] += region_.header()->dropped[i].load(std::memory_order_relaxed);
+  }
+  return out;
+}
+
+uint32_t RecordSink::Intern(std::string_view s, RecordKind kind) {
+  if (s.empty()) return 0;
+  std::lock_guard<std::mutex> lock(strings_mu_);
+  const size_t before = strings_.size();
+  // Looked up first: only a new string is charged and sent.
+  uint32_t id = strings_.Intern(s);
+  if (strings_.size() == before) return id;
+  if (!ReserveExternal(s.size() + 64)) {
+    // Kept (ids are dense) but counted: the cap is reached.
+    CountDropped(kind, 1);
+  }
+  // Under the lock: strings enter the ring in id order.
+  if (!producer_.attached() || !producer_.PushString(id, s)) unsent_strings_.push_back(id);
+  return id;
+}
+
+size_t RecordSink::ResendDroppedStrings() {
+  std::lock_guard<std::mutex> lock(strings_mu_);
+  std::vector<uint32_t> still;
+  for (uint32_t id : unsent_strings_) {
+    if (!producer_.attached() || !producer_.PushString(id, strings_.Get(id))) still.push_back(id);
+  }
+  unsent_strings_.swap(still);
+  return unsent_strings_.size();
+}
+
+void RecordSink::MarkFinished() {
+  if (region_.valid()) region_.header()->producer_state.store(1, std::memory_order_release);
+}
+
+Status RecordSink::WriteInProcess(TraceWriter& writer) {
+  constexpr size_t kBatch = 4096;
+  std::tuple<std::vector<KernelRecord>, std::vector<MemcpyRecord>, std::vector<MemsetRecord>,
+             std::vector<SyncRecord>, std::vector<ApiRecord>, std::vector<NvtxRecord>,
+             std::vector<NcclRecord>, std::vector<ExternalCorrelationRecord>>
+      batches;
+  Status st;
+  auto flush = [&](auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    if (st.ok() && !v.empty()) st = writer.Append<T>(v);
+    v.clear();
+  };
+  if (region_.valid()) {
+    ring::Consumer consumer(region_);
+    while (st.ok()) {
+      auto drained = consumer.Drain([&](const ring::Entry& e) {
+        ForEachRecordType([&](auto tag) {
+          using T = decltype(tag);
+          if (e.type != ring::RecordEntryType(RecordTraits<T>::kKind)) return;
+          auto& v = std::get<std::vector<T>>(batches);
+          v.emplace_back();
+          std::memcpy(&v.back(), e.payload, sizeof(T));
+          if (v.size() >= kBatch) flush(v);
+        });
+      });
+      if (!drained.ok()) {
+        st = drained.status();
+        break;
+      }
+      if (drained->bytes == 0) break;
+    }
+  }
+  std::apply([&](auto&... v) { (flush(v), ...); }, batches);
+  AON_RETURN_IF_ERROR(st);
+  std::lock_guard<std::mutex> lock(strings_mu_);
+  return writer.WriteStrings(strings_);
+}
+
+}  // namespace aon::agent

@@ -1,0 +1,91 @@
+// RecordSink: where the agent's producers put records. A shared-memory ring
+// (common/include/aon/shm_ring.h) that the node collector drains; in degraded
+// mode (no collector) the agent drains it itself at exit.
+//
+// Producers: CUPTI's buffer-completion thread, NCCL's threads, application
+// threads (NVTX, the synthetic device) and the exit path. A push is lock-free,
+// allocation-free and syscall-free; a full ring drops the record and counts it
+// per kind in the ring header, where the collector reads the counts.
+//
+// Memory budget (AON_MEMORY_CAP, hard): the ring takes the largest power of two
+// <= half the cap; the rest pays for CUPTI's host buffers (ReserveExternal) and
+// the agent's own string table. Nothing here can exceed the cap.
+//
+// Strings are interned here (under a mutex: new names are rare) and sent
+// through the ring once, before the first record that uses them. A string the
+// ring had no room for is sent again at exit (ResendDroppedStrings).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aon/records.h"
+#include "aon/shm_ring.h"
+#include "aon/status.h"
+#include "aon/string_table.h"
+#include "aon/trace_file.h"
+
+namespace aon::agent {
+
+class RecordSink {
+ public:
+  // Never fails: without shared memory (error in *why) every record is
+  // dropped and counted.
+  RecordSink(uint64_t cap_bytes, int32_t pid, int32_t rank, std::string* why);
+
+  template <typename T>
+  void Push(const T& record) {
+    constexpr auto kind = static_cast<size_t>(RecordTraits<T>::kKind);
+    if (closed_.load(std::memory_order_acquire) || !producer_.attached()) {
+      CountDropped(RecordTraits<T>::kKind, 1);
+      return;
+    }
+    producer_.Push(record);
+    (void)kind;
+  }
+
+  // CUPTI's buffer pool and other memory that counts against the cap. False
+  // if that would exceed it.
+  bool ReserveExternal(uint64_t bytes);
+  void ReleaseExternal(uint64_t bytes) { external_used_.fetch_sub(bytes, std::memory_order_relaxed); }
+
+  // Interns a string and sends it to the ring if new. Returns 0 ("") and
+  // counts a drop of `kind` when the cap leaves no room for it.
+  uint32_t Intern(std::string_view s, RecordKind kind);
+
+  void CountDropped(RecordKind kind, uint64_t n);
+  std::array<uint64_t, kRecordKindCount> Dropped() const;
+
+  // After Close() every Push is dropped and counted (the trace is being closed).
+  void Close() { closed_.store(true, std::memory_order_release); }
+  // Sends again the strings that found the ring full. Returns how many are still unsent.
+  size_t ResendDroppedStrings();
+  // Marks the producer finished in the ring header.
+  void MarkFinished();
+
+  const ring::Region& region() const { return region_; }
+  uint64_t ring_bytes() const { return region_.ring_bytes(); }
+
+  // Degraded mode (no collector): drains the ring into `writer`, in batches,
+  // and writes the string table. Bounded memory (one batch per kind).
+  Status WriteInProcess(TraceWriter& writer);
+
+ private:
+  ring::Region region_;
+  ring::Producer producer_;
+  uint64_t external_cap_ = 0;
+  std::atomic<uint64_t> external_used_{0};
+  std::atomic<bool> closed_{false};
+  std::array<std::atomic<uint64_t>, kRecordKindCount> local_dropped_{};  // no ring
+
+  std::mutex strings_mu_;
+  StringTable strings_;
+  std::vector<uint32_t> unsent_strings_;
+};
+
+}  // namespace aon::agent
