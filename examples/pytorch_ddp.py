@@ -10,7 +10,9 @@ A few Linear+ReLU layers trained on synthetic data generated on the GPU, NCCL ba
 Every step is one NVTX range "step <i>" (default domain) holding the ranges "forward",
 "backward" and "optimizer"; with --sleep-rank R --sleep-ms MS, rank R also sleeps MS
 milliseconds in every step inside an NVTX range "straggler_sleep" (a planted straggler
-that the report must find).
+that the report must find). With --torch-profiler the steps run inside
+torch.profiler.profile(activities=[CPU, CUDA]) and nothing is exported (the comparison
+point of bench/run_overhead.sh).
 
 Output: rank 0 prints one line per step; at the end every rank prints
 
@@ -30,6 +32,7 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -77,6 +80,9 @@ def parse_args():
     p.add_argument("--sleep-ms", type=float, default=0.0,
                    help="milliseconds the --sleep-rank rank sleeps per step (default 0)")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--torch-profiler", action="store_true",
+                   help="run the steps inside torch.profiler.profile(activities=[CPU, CUDA]); "
+                        "nothing is exported (overhead comparison)")
     args = p.parse_args()
     if args.steps < 1:
         p.error("--steps must be >= 1")
@@ -137,6 +143,12 @@ def main():
     steps_done = 0  # counted as we go, like the NVTX step ranges
     nvtx_step_ranges = 0
     last_loss = float("nan")
+    if args.torch_profiler:
+        from torch.profiler import ProfilerActivity, profile
+        profiler = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    else:
+        profiler = contextlib.nullcontext()
+    profiler.__enter__()
     for i in range(args.steps):
         t0 = time.perf_counter()
         torch.cuda.nvtx.range_push(f"step {i}")
@@ -173,6 +185,7 @@ def main():
             print(f"step {i} loss {last_loss:.5f} time {ms:.2f} ms", flush=True)
         if not math.isfinite(last_loss):
             fail(rank, f"loss is {last_loss} at step {i}")
+    profiler.__exit__(None, None, None)
 
     # DDP keeps the replicas identical: check it (sum and sum of squares of all weights).
     with torch.no_grad():
