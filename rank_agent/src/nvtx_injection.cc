@@ -21,7 +21,9 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -87,8 +89,23 @@ std::string Utf8(const wchar_t* w) {
   return out;
 }
 
+// Names seen by this thread, so a mark or range with a known name takes no lock
+// (the sink's string table is shared and locked). Bounded: cleared when full.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+constexpr size_t kThreadNameCache = 4096;
+
 uint32_t InternName(const char* s) {
-  return s ? Agent::Get().sink().Intern(s, RecordKind::kNvtx) : 0;
+  if (s == nullptr) return 0;
+  thread_local std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> cache;
+  const std::string_view name(s);
+  if (auto it = cache.find(name); it != cache.end()) return it->second;
+  const uint32_t id = Agent::Get().sink().Intern(name, RecordKind::kNvtx);
+  if (cache.size() >= kThreadNameCache) cache.clear();
+  cache.emplace(std::string(name), id);
+  return id;
 }
 
 OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {

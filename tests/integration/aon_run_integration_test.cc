@@ -386,6 +386,47 @@ TEST_F(SyntheticMpirunTest, AppFailureIsReturnedAndTheTraceIsStillMerged) {
   EXPECT_TRUE(fs::exists(job + "/timeline.h5")) << r.Describe();
 }
 
+// Flight mode: the collector keeps the last window in memory and writes it only
+// when a trigger fires. A failing job is one: aon-run sees the exit status and
+// asks the node collector to dump, so the failed job's window is in the trace.
+TEST_F(SyntheticMpirunTest, FlightModeWritesTheWindowWhenTheJobFails) {
+  const std::string job = tmp_ + "/job";
+  const std::string app = kSyntheticApp + " --iterations 3; exit 7";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "flight",
+                                "--window", "60", "mpirun", "-np", "2", "--oversubscribe", "sh",
+                                "-c", app});
+  EXPECT_EQ(r.exit_status, 7) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "flight recorder: the job failed")) << r.Describe();
+  const std::map<int, Counts> expected = ParseExpectations(r.out);
+  ASSERT_EQ(expected.size(), 2u) << r.Describe();
+  const Timeline t = ReadTimeline(job + "/timeline.h5");
+  for (const auto& [rank, counts] : expected) ExpectCountsMatch(t, rank, counts);
+  auto rank0 = aon::TraceReader::Open(job + "/rank-00000.h5");
+  ASSERT_TRUE(rank0.ok()) << rank0.status().ToString();
+  auto meta = (*rank0)->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  bool dumped = false;
+  for (const std::string& n : meta->notes) dumped |= Contains(n, "the job failed");
+  EXPECT_TRUE(dumped);
+}
+
+TEST_F(SyntheticMpirunTest, FlightModeWithoutATriggerKeepsNoRecords) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "flight", "mpirun",
+                                "-np", "2", "--oversubscribe", kSyntheticApp, "--iterations", "3"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  auto rank0 = aon::TraceReader::Open(job + "/rank-00000.h5");
+  ASSERT_TRUE(rank0.ok()) << rank0.status().ToString();
+  auto kernels = (*rank0)->TableSize(aon::RecordTraits<aon::KernelRecord>::Schema());
+  ASSERT_TRUE(kernels.ok());
+  EXPECT_EQ(*kernels, 0u);
+  auto meta = (*rank0)->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  bool said = false;
+  for (const std::string& n : meta->notes) said |= Contains(n, "were not persisted");
+  EXPECT_TRUE(said) << "the file says what flight mode left out";
+}
+
 // Clock synchronization for real: each rank runs in its own time namespace with
 // CLOCK_MONOTONIC shifted by 2 s x rank (as ranks on hosts with different
 // clocks), the agent measures its offset to rank 0 over the job's PMIx, and the
