@@ -7,7 +7,7 @@
 namespace aon::spank {
 namespace {
 
-enum OptionId { kAon = 1, kOutput, kKinds, kNccl, kMemoryCap, kMerge, kVerbose };
+enum OptionId { kAon = 1, kOutput, kKinds, kNccl, kMemoryCap, kMerge, kVerbose, kFlight };
 
 int OnOption(int val, const char* optarg, int remote) {
   PluginState& s = State();
@@ -33,6 +33,9 @@ int OnOption(int val, const char* optarg, int remote) {
       break;
     case kVerbose:
       s.user.verbose = true;
+      break;
+    case kFlight:
+      st = SetFlightOption(s.user, optarg);
       break;
     default:
       st = Internal("unknown option id " + std::to_string(val));
@@ -73,6 +76,11 @@ struct spank_option kOptions[] = {
     {const_cast<char*>("aon-merge"), const_cast<char*>("on|off"),
      const_cast<char*>("AON: merge the step's rank files when it ends (default on)."), 1, kMerge,
      OnOption},
+    {const_cast<char*>("aon-flight"), const_cast<char*>("SECONDS"),
+     const_cast<char*>("AON: flight recorder: keep only the last SECONDS in memory and write them "
+                       "when something goes wrong (a task dies, an NCCL stall, a step-time spike, "
+                       "or aon-collector --trigger)."),
+     1, kFlight, OnOption},
     {const_cast<char*>("aon-verbose"), nullptr,
      const_cast<char*>("AON: the agent reports its progress on stderr."), 0, kVerbose, OnOption},
 };

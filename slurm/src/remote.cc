@@ -61,6 +61,10 @@ Status SetupStep(spank_t sp, PluginState& s) {
   };
   if (!s.plan.memory_cap.empty()) env.emplace_back("AON_MEMORY_CAP", s.plan.memory_cap);
   if (s.plan.verbose) env.emplace_back("AON_VERBOSE", "1");
+  if (!s.plan.flight_window.empty()) {
+    env.emplace_back("AON_MODE", "flight");
+    env.emplace_back("AON_WINDOW", s.plan.flight_window);
+  }
   if (s.plan.nccl) env.emplace_back("NCCL_PROFILER_PLUGIN", agent);
   for (const auto& [name, value] : env) {
     if (spank_setenv(sp, name, value.c_str(), 1) != ESPANK_SUCCESS)

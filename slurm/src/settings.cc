@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "aon/config.h"
 
@@ -194,6 +195,16 @@ Status SetMergeOption(UserOptions& o, const char* optarg) {
   return Status::Ok();
 }
 
+Status SetFlightOption(UserOptions& o, const char* optarg) {
+  const std::string v = optarg ? optarg : "";
+  char* end = nullptr;
+  const double seconds = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(seconds >= 1 && seconds <= 86400))
+    return InvalidArgument("--aon-flight=" + v + ": expected seconds in [1, 86400]");
+  o.flight_window = v;
+  return Status::Ok();
+}
+
 Status SetMemoryCapOption(UserOptions& o, const char* optarg) {
   const std::string v = optarg ? optarg : "";
   auto size = ParseSize(v);
@@ -238,6 +249,7 @@ StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user)
   }
   p.nccl = user.nccl.value_or(site.nccl_default);
   p.merge = user.merge.value_or(true);
+  p.flight_window = user.flight_window;
   p.verbose = user.verbose;
   p.output_root = !user.output.empty() ? user.output : site.output_root;
   return p;

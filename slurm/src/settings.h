@@ -51,6 +51,7 @@ struct UserOptions {
   std::string memory_cap_text;
   bool verbose = false;       // --aon-verbose
   std::optional<bool> merge;  // --aon-merge=on|off
+  std::string flight_window;  // --aon-flight=SECONDS ("" = full mode)
 };
 
 // Option setters: each checks its value and says what was wrong. Calling one
@@ -61,6 +62,7 @@ Status SetKindsOption(UserOptions& o, const char* optarg);
 Status SetNcclOption(UserOptions& o, const char* optarg);
 Status SetMemoryCapOption(UserOptions& o, const char* optarg);
 Status SetMergeOption(UserOptions& o, const char* optarg);
+Status SetFlightOption(UserOptions& o, const char* optarg);
 
 struct StepPlan {
   bool profile = false;
@@ -70,6 +72,7 @@ struct StepPlan {
   bool nccl = true;
   bool verbose = false;
   bool merge = true;
+  std::string flight_window;  // AON_WINDOW with AON_MODE=flight ("" = full mode)
   std::string output_root;  // unexpanded template (user's, else site's, else "")
 };
 

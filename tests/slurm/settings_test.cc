@@ -96,4 +96,22 @@ TEST(JobDirectory, TemplatesAndRelativePaths) {
 }
 
 }  // namespace
+TEST(SpankSettings, FlightOptionTakesSecondsAndReachesThePlan) {
+  UserOptions o;
+  EXPECT_FALSE(SetFlightOption(o, "").ok());
+  EXPECT_FALSE(SetFlightOption(o, "0").ok());
+  EXPECT_FALSE(SetFlightOption(o, "10m").ok());
+  Status bad = SetFlightOption(o, "abc");
+  EXPECT_NE(bad.message().find("--aon-flight=abc"), std::string::npos) << bad.message();
+  ASSERT_TRUE(SetFlightOption(o, "120").ok());
+  o.mode = Mode::kOn;
+  SiteConfig site;
+  auto plan = MakeStepPlan(site, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->flight_window, "120");
+  UserOptions full;
+  full.mode = Mode::kOn;
+  EXPECT_EQ(MakeStepPlan(site, full)->flight_window, "");
+}
+
 }  // namespace aon::spank
