@@ -145,6 +145,13 @@ void PrintSummary(const LaunchPlan& plan, bool merged) {
   if (::access(chrome.c_str(), R_OK) == 0) {
     Say("  trace.json: " + chrome);
     Say("              open it at https://ui.perfetto.dev (Open trace file)");
+  } else if (::access(timeline.c_str(), R_OK) == 0) {
+    Say("  trace.json: not written (too many records for a viewer); export a window with:");
+    Say("              aon-export " + timeline + " --window START:END (seconds)");
+  }
+  if (const std::string overview = plan.job_dir + "/overview.json";
+      ::access(overview.c_str(), R_OK) == 0) {
+    Say("  overview:   " + overview + " (whole run, downsampled; opens in Perfetto too)");
   }
 }
 

@@ -17,6 +17,7 @@
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
 #include "output_file.h"
+#include "timeline_meta.h"
 
 namespace aon::merge {
 
@@ -153,10 +154,12 @@ const char* NcclTypeName(uint8_t type) {
   }
 }
 
-// Just the two columns the flow pass needs; the reader matches members by name.
+// Just the columns the flow pass needs; the reader matches members by name.
 struct RankCorrelation {
   uint32_t rank;
   uint32_t correlation_id;
+  uint64_t start_ns;
+  uint64_t end_ns;
 };
 
 TableSchema RankCorrelationSchema(const std::string& table) {
@@ -164,28 +167,87 @@ TableSchema RankCorrelationSchema(const std::string& table) {
       table,
       sizeof(RankCorrelation),
       {Field{"rank", offsetof(RankCorrelation, rank), FieldType::kU32},
-       Field{"correlation_id", offsetof(RankCorrelation, correlation_id), FieldType::kU32}}};
+       Field{"correlation_id", offsetof(RankCorrelation, correlation_id), FieldType::kU32},
+       Field{"start_ns", offsetof(RankCorrelation, start_ns), FieldType::kU64},
+       Field{"end_ns", offsetof(RankCorrelation, end_ns), FieldType::kU64}}};
+}
+
+// The columns that place a stream on its device (for sync records).
+struct RankStreamDevice {
+  uint32_t rank;
+  uint32_t stream_id;
+  uint32_t device_id;
+};
+
+TableSchema RankStreamDeviceSchema(const std::string& table) {
+  return TableSchema{table,
+                     sizeof(RankStreamDevice),
+                     {Field{"rank", offsetof(RankStreamDevice, rank), FieldType::kU32},
+                      Field{"stream_id", offsetof(RankStreamDevice, stream_id), FieldType::kU32},
+                      Field{"device_id", offsetof(RankStreamDevice, device_id), FieldType::kU32}}};
 }
 
 uint64_t FlowKey(uint32_t rank, uint32_t correlation_id) {
   return (uint64_t{rank} << 32) | correlation_id;
 }
 
-// Calls f(const Merged<T>&) for every record of the timeline's T table, reading
-// a bounded chunk at a time.
-template <typename T, typename F>
-Status ForEachMerged(const TraceReader& reader, F&& f) {
+// What an export keeps, resolved against the timeline: ranks as a bitmap, the
+// window on the timeline clock ([start, end), open sides at 0 / UINT64_MAX).
+class Selection {
+ public:
+  Selection(const ExportFilter& filter, uint64_t t0, size_t world)
+      : filter_(filter),
+        start_(filter.start.Resolve(t0, 0)),
+        end_(filter.end.Resolve(t0, UINT64_MAX)),
+        all_ranks_(filter.ranks.empty()) {
+    if (!all_ranks_) {
+      ranks_.resize(world);
+      for (size_t r = 0; r < world; ++r) ranks_[r] = filter.KeepsRank(static_cast<uint32_t>(r));
+    }
+  }
+  bool Rank(uint32_t rank) const {
+    if (all_ranks_) return true;
+    return rank < ranks_.size() ? ranks_[rank] != 0 : filter_.KeepsRank(rank);
+  }
+  // Overlaps the window: start < END and end >= START (a mark: START <= t < END).
+  bool Keep(uint32_t rank, uint64_t start, uint64_t end) const {
+    return start < end_ && std::max(start, end) >= start_ && Rank(rank);
+  }
+  // Tables are sorted by start: nothing after a record starting at or after END.
+  bool PastWindow(uint64_t start) const { return start >= end_; }
+  bool Kind(RecordKind kind) const { return filter_.KeepsKind(kind); }
+  uint64_t start() const { return start_; }
+  uint64_t end() const { return end_; }
+
+ private:
+  const ExportFilter& filter_;
+  uint64_t start_, end_;
+  bool all_ranks_;
+  std::vector<char> ranks_;
+};
+
+// Calls f(const Merged<T>&) for every record of the timeline's T table that
+// `keep(m)` accepts, reading a bounded chunk at a time, up to the first record
+// that starts at or after `stop_ns` (the table is sorted by start). f returns
+// false to stop with `stopped` as the status.
+template <typename T, typename Keep, typename F>
+Status ForEachMerged(const TraceReader& reader, uint64_t stop_ns, Keep&& keep, F&& f,
+                     const Status& stopped = Status::Ok()) {
   AON_ASSIGN_OR_RETURN(uint64_t n, reader.TableSize(MergedSchemaOf<T>()));
   std::vector<Merged<T>> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
   for (uint64_t first = 0; first < n; first += kChunkRecords) {
     const uint64_t count = std::min(kChunkRecords, n - first);
     AON_RETURN_IF_ERROR(reader.ReadTable(MergedSchemaOf<T>(), first, count, chunk.data()));
-    for (uint64_t i = 0; i < count; ++i) f(chunk[i]);
+    for (uint64_t i = 0; i < count; ++i) {
+      if (StartOf(chunk[i].record) >= stop_ns) return Status::Ok();
+      if (!keep(chunk[i])) continue;
+      if (!f(chunk[i])) return stopped;
+    }
   }
   return Status::Ok();
 }
 
-Status CollectKeys(const TraceReader& reader, const std::string& table,
+Status CollectKeys(const TraceReader& reader, const std::string& table, const Selection& sel,
                    std::vector<uint64_t>* keys) {
   const TableSchema schema = RankCorrelationSchema(table);
   AON_ASSIGN_OR_RETURN(uint64_t n, reader.TableSize(schema));
@@ -194,8 +256,10 @@ Status CollectKeys(const TraceReader& reader, const std::string& table,
     const uint64_t count = std::min(kChunkRecords, n - first);
     AON_RETURN_IF_ERROR(reader.ReadTable(schema, first, count, chunk.data()));
     for (uint64_t i = 0; i < count; ++i) {
-      if (chunk[i].correlation_id != 0)
-        keys->push_back(FlowKey(chunk[i].rank, chunk[i].correlation_id));
+      const RankCorrelation& c = chunk[i];
+      if (sel.PastWindow(c.start_ns)) return Status::Ok();
+      if (c.correlation_id != 0 && sel.Keep(c.rank, c.start_ns, c.end_ns))
+        keys->push_back(FlowKey(c.rank, c.correlation_id));
     }
   }
   return Status::Ok();
@@ -308,35 +372,91 @@ class TraceJsonWriter {
 
 class Exporter {
  public:
-  Exporter(const TraceReader& reader, TraceJsonWriter& out, std::vector<RankSummary> ranks)
-      : reader_(reader), out_(out), ranks_(std::move(ranks)) {}
+  Exporter(const TraceReader& reader, TraceJsonWriter& out, std::vector<RankSummary> ranks,
+           const Selection& sel, bool filtered, uint64_t max_records)
+      : reader_(reader),
+        out_(out),
+        ranks_(std::move(ranks)),
+        sel_(sel),
+        filtered_(filtered),
+        max_records_(max_records) {}
 
   Status Run(ChromeTraceStats* stats) {
     AON_RETURN_IF_ERROR(CollectFlows());
-    AON_RETURN_IF_ERROR(ForEachMerged<KernelRecord>(reader_, [&](const auto& m) { Kernel(m); }));
-    AON_RETURN_IF_ERROR(ForEachMerged<MemcpyRecord>(reader_, [&](const auto& m) { Memcpy(m); }));
-    AON_RETURN_IF_ERROR(ForEachMerged<MemsetRecord>(reader_, [&](const auto& m) { Memset(m); }));
-    AON_RETURN_IF_ERROR(ForEachMerged<SyncRecord>(reader_, [&](const auto& m) { Sync(m); }));
-    AON_RETURN_IF_ERROR(ForEachMerged<ApiRecord>(reader_, [&](const auto& m) { Api(m); }));
-    AON_RETURN_IF_ERROR(ForEachMerged<NvtxRecord>(reader_, [&](const auto& m) { Nvtx(m); }));
-    AON_RETURN_IF_ERROR(ForEachMerged<NcclRecord>(reader_, [&](const auto& m) { Nccl(m); }));
-    if (stats != nullptr) stats->flows = flows_;
+    if (filtered_ && sel_.Kind(RecordKind::kSync)) AON_RETURN_IF_ERROR(CollectStreamDevices());
+    AON_RETURN_IF_ERROR(Each<KernelRecord>([&](const auto& m) { Kernel(m); }));
+    AON_RETURN_IF_ERROR(Each<MemcpyRecord>([&](const auto& m) { Memcpy(m); }));
+    AON_RETURN_IF_ERROR(Each<MemsetRecord>([&](const auto& m) { Memset(m); }));
+    AON_RETURN_IF_ERROR(Each<SyncRecord>([&](const auto& m) { Sync(m); }));
+    AON_RETURN_IF_ERROR(Each<ApiRecord>([&](const auto& m) { Api(m); }));
+    AON_RETURN_IF_ERROR(Each<NvtxRecord>([&](const auto& m) { Nvtx(m); }));
+    AON_RETURN_IF_ERROR(Each<NcclRecord>([&](const auto& m) { Nccl(m); }));
+    if (stats != nullptr) {
+      stats->flows = flows_;
+      stats->records = records_;
+    }
     return Status::Ok();
   }
 
+  bool over_limit() const { return over_limit_; }
+  uint64_t records() const { return records_; }
+
  private:
+  // Exports the selected records of T; stops (over_limit_) past max_records_.
+  template <typename T, typename F>
+  Status Each(F&& export_one) {
+    if (!sel_.Kind(RecordTraits<T>::kKind)) return Status::Ok();
+    return ForEachMerged<T>(
+        reader_, sel_.end(),
+        [&](const Merged<T>& m) { return sel_.Keep(m.rank, m.record.start_ns, m.record.end_ns); },
+        [&](const Merged<T>& m) {
+          if (max_records_ != 0 && records_ >= max_records_) {
+            over_limit_ = true;
+            ++records_;
+            return false;
+          }
+          ++records_;
+          export_one(m);
+          return true;
+        },
+        Unavailable("more than " + std::to_string(max_records_) + " records selected"));
+  }
+
   // An API call gets an arrow to its GPU work only when both ends are in the
-  // timeline: a dangling flow end clutters viewers and bloats the file.
+  // export: a dangling flow end clutters viewers and bloats the file.
   Status CollectFlows() {
+    if (!sel_.Kind(RecordKind::kApi)) return Status::Ok();
     std::vector<uint64_t> api, gpu;
-    AON_RETURN_IF_ERROR(CollectKeys(reader_, RecordKindName(RecordKind::kApi), &api));
+    AON_RETURN_IF_ERROR(CollectKeys(reader_, RecordKindName(RecordKind::kApi), sel_, &api));
     for (RecordKind k : {RecordKind::kKernel, RecordKind::kMemcpy, RecordKind::kMemset}) {
-      AON_RETURN_IF_ERROR(CollectKeys(reader_, RecordKindName(k), &gpu));
+      if (!sel_.Kind(k)) continue;
+      AON_RETURN_IF_ERROR(CollectKeys(reader_, RecordKindName(k), sel_, &gpu));
     }
     SortUnique(&api);
     SortUnique(&gpu);
     std::set_intersection(api.begin(), api.end(), gpu.begin(), gpu.end(),
                           std::back_inserter(linked_));
+    return Status::Ok();
+  }
+
+  // A filtered export may not hold the first GPU record of a stream, which the
+  // full export takes the stream's device from (Sync): read those columns of the
+  // whole timeline, in the order the full export meets them.
+  Status CollectStreamDevices() {
+    for (RecordKind k : {RecordKind::kKernel, RecordKind::kMemcpy, RecordKind::kMemset}) {
+      const TableSchema schema = RankStreamDeviceSchema(RecordKindName(k));
+      AON_ASSIGN_OR_RETURN(uint64_t n, reader_.TableSize(schema));
+      std::vector<RankStreamDevice> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
+      for (uint64_t first = 0; first < n; first += kChunkRecords) {
+        const uint64_t count = std::min(kChunkRecords, n - first);
+        AON_RETURN_IF_ERROR(reader_.ReadTable(schema, first, count, chunk.data()));
+        for (uint64_t i = 0; i < count; ++i) {
+          if (!sel_.Rank(chunk[i].rank)) continue;
+          stream_device_.emplace(std::make_pair(chunk[i].rank, chunk[i].stream_id),
+                                 chunk[i].device_id);
+        }
+      }
+    }
     return Status::Ok();
   }
   bool Linked(uint32_t rank, uint32_t correlation_id) const {
@@ -585,6 +705,11 @@ class Exporter {
   const TraceReader& reader_;
   TraceJsonWriter& out_;
   std::vector<RankSummary> ranks_;  // indexed by rank
+  const Selection& sel_;
+  bool filtered_;
+  uint64_t max_records_;
+  uint64_t records_ = 0;
+  bool over_limit_ = false;
   std::vector<uint64_t> linked_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, int64_t> gpu_tracks_;
   std::map<std::pair<uint32_t, std::string>, int64_t> named_tracks_;
@@ -595,15 +720,17 @@ class Exporter {
   uint64_t flows_ = 0;
 };
 
-std::string MetaStringOr(const TraceReader& r, std::string_view name) {
-  auto v = r.GetMetaString(name);
-  return v.ok() ? *v : std::string();
-}
-
 }  // namespace
 
 Status ExportChromeTrace(const std::string& timeline_path, const std::string& json_path,
                          ChromeTraceStats* stats) {
+  return ExportChromeTrace(timeline_path, json_path, ChromeExportOptions{}, stats);
+}
+
+Status ExportChromeTrace(const std::string& timeline_path, const std::string& json_path,
+                         const ChromeExportOptions& options, ChromeTraceStats* stats) {
+  if (stats != nullptr) *stats = ChromeTraceStats{};
+  const ExportFilter& filter = options.filter;
   AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
   if (reader->kind() != FileKind::kTimeline) {
     return InvalidArgument("'" + timeline_path + "' is a rank trace, not a merged timeline");
@@ -612,23 +739,35 @@ Status ExportChromeTrace(const std::string& timeline_path, const std::string& js
   AON_ASSIGN_OR_RETURN(int64_t t0, reader->GetMetaInt("start_ns"));
   AON_ASSIGN_OR_RETURN(std::vector<RankSummary> rows,
                        reader->ReadAllOf<RankSummary>(RankSummarySchema(), "meta"));
-  std::set<uint32_t> synthetic;
-  {
-    const std::string list = MetaStringOr(*reader, "synthetic_ranks");
-    size_t pos = 0;
-    while (pos < list.size()) {
-      size_t comma = list.find(',', pos);
-      if (comma == std::string::npos) comma = list.size();
-      synthetic.insert(
-          static_cast<uint32_t>(std::strtoul(list.substr(pos, comma - pos).c_str(), nullptr, 10)));
-      pos = comma + 1;
-    }
-  }
+  const std::set<uint32_t> synthetic = SyntheticRanks(*reader);
   // Rows are written in rank order, one per rank; index them by rank anyway.
   std::vector<RankSummary> by_rank;
   for (const RankSummary& row : rows) {
     if (row.rank >= by_rank.size()) by_rank.resize(row.rank + 1, RankSummary{});
     by_rank[row.rank] = row;
+  }
+  const Selection sel(filter, static_cast<uint64_t>(t0), by_rank.size());
+  auto over_limit = [&](uint64_t records, bool exact) {
+    if (stats != nullptr) {
+      stats->over_limit = true;
+      stats->records = records;
+    }
+    return Unavailable("'" + json_path + "' not written: " + (exact ? "" : "more than ") +
+                       std::to_string(exact ? records : options.max_records) +
+                       " records selected (" + filter.Describe() + "), the limit is " +
+                       std::to_string(options.max_records));
+  };
+  // Without a window or ranks the count is known before reading any record.
+  if (options.max_records != 0 && !filter.HasWindow() && filter.ranks.empty()) {
+    uint64_t total = 0;
+    for (size_t k = 0; k < kRecordKindCount; ++k) {
+      const auto kind = static_cast<RecordKind>(k);
+      if (!sel.Kind(kind)) continue;
+      AON_ASSIGN_OR_RETURN(uint64_t n,
+                           reader->TableSize(RankCorrelationSchema(RecordKindName(kind))));
+      total += n;
+    }
+    if (total > options.max_records) return over_limit(total, true);
   }
 
   AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(json_path));
@@ -636,14 +775,19 @@ Status ExportChromeTrace(const std::string& timeline_path, const std::string& js
   out.Text("{\"traceEvents\":[\n");
   for (const RankSummary& row : rows) {
     if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
+    if (!sel.Rank(row.rank)) continue;
     std::string name = "rank " + std::to_string(row.rank);
     if (!strings.Get(row.host_id).empty()) name += " @ " + strings.Get(row.host_id);
     if (synthetic.count(row.rank) > 0) name += " [SYNTHETIC]";
     out.Metadata("process_name", row.rank, 0, name);
     out.SortIndex("process_sort_index", row.rank, 0, row.rank);
   }
-  Exporter exporter(*reader, out, std::move(by_rank));
-  AON_RETURN_IF_ERROR(exporter.Run(stats).WithContext("exporting '" + timeline_path + "'"));
+  Exporter exporter(*reader, out, std::move(by_rank), sel, !filter.empty(), options.max_records);
+  if (Status s = exporter.Run(stats); !s.ok()) {
+    // The .partial file is removed when `file` goes.
+    if (exporter.over_limit()) return over_limit(exporter.records(), false);
+    return s.WithContext("exporting '" + timeline_path + "'");
+  }
 
   // displayTimeUnit after the events: some older Perfetto builds read it from the
   // start of the file and then took ts as nanoseconds.
@@ -660,6 +804,18 @@ Status ExportChromeTrace(const std::string& timeline_path, const std::string& js
   add("clock_note", MetaStringOr(*reader, "clock_note"));
   add("start_ns", std::to_string(t0));
   add("time_origin", "ts 0 = start_ns on the timeline clock; ts and dur in microseconds");
+  add("records", std::to_string(exporter.records()));
+  if (!filter.empty()) {
+    // What was selected; records overlapping the window are whole, not clipped.
+    add("filter", filter.Describe());
+    if (filter.HasWindow()) {
+      add("window", filter.WindowText());
+      add("window_start_ns", std::to_string(sel.start()));
+      add("window_end_ns", sel.end() == UINT64_MAX ? std::string() : std::to_string(sel.end()));
+    }
+    if (!filter.ranks.empty()) add("ranks", filter.RanksText());
+    if (!filter.kinds.empty()) add("kinds", filter.KindsText());
+  }
   tail += "}}\n";
   out.Text(tail);
   out.Flush();

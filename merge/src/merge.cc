@@ -4,7 +4,8 @@
 // recorded, never fatal) -> decide the expected ranks -> build the unified string
 // table -> per record kind: read that kind from every rank, remap strings, shift
 // clocks, sort each rank, k-way merge into batched appends -> devices and ranks
-// tables, strings, /meta attributes -> Finish (atomic rename) -> Chrome JSON.
+// tables, strings, /meta attributes -> Finish (atomic rename) -> overview.json ->
+// Chrome JSON (unless over max_trace_records).
 #include "aon/merge/merge.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <utility>
 
 #include "aon/merge/chrome_trace.h"
+#include "aon/merge/overview.h"
 #include "aon/nccl_resolve.h"
 #include "aon/string_table.h"
 #include "record_ops.h"
@@ -355,10 +357,18 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
                                         ? (fs::path(options.job_dir) / "timeline.h5").string()
                                         : options.timeline_path;
   const std::string chrome_path = options.chrome_path.empty()
-                                      ? (fs::path(options.job_dir) / "trace.json").string()
+                                      ? FilteredTracePath(options.job_dir, options.chrome_filter)
                                       : options.chrome_path;
+  const std::string overview_path = options.overview_path.empty()
+                                        ? (fs::path(options.job_dir) / "overview.json").string()
+                                        : options.overview_path;
   if (options.write_chrome && chrome_path == timeline_path) {
     return InvalidArgument("--chrome and --output both name '" + chrome_path + "'");
+  }
+  if (options.write_overview &&
+      (overview_path == timeline_path || (options.write_chrome && overview_path == chrome_path))) {
+    return InvalidArgument("--overview names the same file as another output: '" + overview_path +
+                           "'");
   }
 
   AON_ASSIGN_OR_RETURN(JobFiles files, ScanJobDir(options.job_dir));
@@ -670,11 +680,36 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   AON_RETURN_IF_ERROR(writer->Finish());
   report->timeline_path = timeline_path;
 
-  if (options.write_chrome) {
-    AON_RETURN_IF_ERROR(ExportChromeTrace(timeline_path, chrome_path));
-    report->chrome_path = chrome_path;
+  // The overview first: it is small and always useful, also when the full
+  // Chrome JSON is over the limit or cannot be written.
+  Status overview_status;
+  if (options.write_overview) {
+    overview_status = WriteOverview(timeline_path, overview_path, options.overview_options);
+    if (overview_status.ok()) report->overview_path = overview_path;
   }
-  return Status::Ok();
+  if (options.write_chrome) {
+    ChromeExportOptions export_options;
+    export_options.filter = options.chrome_filter;
+    export_options.max_records = options.max_trace_records;
+    ChromeTraceStats stats;
+    Status s = ExportChromeTrace(timeline_path, chrome_path, export_options, &stats);
+    if (stats.over_limit) {
+      report->chrome_not_written =
+          s.message() +
+          " (--max-trace-records); export a part of the run instead with: aon-export " +
+          timeline_path +
+          " --window START:END (seconds from the start, e.g. --window 10:20), --ranks LIST "
+          "(e.g. 0-3,8) and/or --kinds LIST (e.g. kernels,nccl); or raise --max-trace-records "
+          "(0 = no limit)" +
+          (report->overview_path.empty() ? std::string()
+                                         : "; " + report->overview_path + " shows the whole run");
+    } else {
+      AON_RETURN_IF_ERROR(s);
+      report->chrome_path = chrome_path;
+      report->chrome_records = stats.records;
+    }
+  }
+  return overview_status;
 }
 
 std::string FormatMergeSummary(const MergeReport& report) {
@@ -702,7 +737,11 @@ std::string FormatMergeSummary(const MergeReport& report) {
   if (!any_dropped) out << " none";
   out << "\n";
   if (!report.timeline_path.empty()) out << "timeline: " << report.timeline_path << "\n";
+  if (!report.overview_path.empty()) out << "overview: " << report.overview_path << "\n";
   if (!report.chrome_path.empty()) out << "chrome trace: " << report.chrome_path << "\n";
+  if (!report.chrome_not_written.empty()) {
+    out << "chrome trace: not written (over --max-trace-records; see the note)\n";
+  }
   return out.str();
 }
 

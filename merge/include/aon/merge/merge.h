@@ -1,5 +1,7 @@
 // aon::merge: turns a job directory of per-rank trace files into one cluster
-// timeline (HDF5, FileKind::kTimeline) and, optionally, a Chrome/Perfetto JSON.
+// timeline (HDF5, FileKind::kTimeline) and, optionally, a Chrome/Perfetto JSON
+// (all of it, or the part MergeOptions::chrome_filter selects; skipped past
+// max_trace_records) and a downsampled overview of the whole run (overview.h).
 //
 // What the timeline holds (docs/trace-format.md has the layout):
 //   /records/<kind>  Merged<T> for every RecordKind: rank column + record, sorted
@@ -25,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "aon/merge/export_filter.h"
+#include "aon/merge/overview.h"
 #include "aon/records.h"
 #include "aon/status.h"
 #include "aon/trace_file.h"
@@ -38,8 +42,17 @@ const TableSchema& MergedDeviceSchema();
 struct MergeOptions {
   std::string job_dir;
   std::string timeline_path;  // "" = <job_dir>/timeline.h5
-  std::string chrome_path;    // "" = <job_dir>/trace.json
+  // "" = <job_dir>/trace.json, or <job_dir>/trace-<filter label>.json when
+  // chrome_filter selects a part (FilteredTracePath).
+  std::string chrome_path;
   bool write_chrome = true;
+  ExportFilter chrome_filter;  // --window / --ranks / --kinds; empty = everything
+  // More records than this in the Chrome export: it is not written (not an
+  // error; MergeReport::chrome_not_written says why). 0 = no limit.
+  uint64_t max_trace_records = kDefaultMaxTraceRecords;
+  std::string overview_path;  // "" = <job_dir>/overview.json
+  bool write_overview = true;
+  OverviewOptions overview_options;
   WriteOptions write_options;
   size_t output_batch_records = 1 << 16;  // merged records buffered per HDF5 append
 };
@@ -60,6 +73,11 @@ struct MergeReport {
   std::string job_dir;
   std::string timeline_path;  // set once written
   std::string chrome_path;    // set once written
+  std::string overview_path;  // set once written
+  // Set when the Chrome JSON was not written because it would hold more than
+  // max_trace_records records: the reason and how to export a part instead.
+  std::string chrome_not_written;
+  uint64_t chrome_records = 0;  // records in the Chrome JSON written
   std::string job_id;
   uint32_t world_size = 0;
   std::vector<RankOutcome> ranks;                    // one per expected rank, in rank order
@@ -74,7 +92,8 @@ struct MergeReport {
 
 // Merges options.job_dir. Fills *report as far as it got, also on error. Returns
 // an error only when nothing could be merged (no readable rank file) or an
-// output cannot be written; the message names the directory or the path.
+// output cannot be written; the message names the directory or the path. A
+// Chrome JSON over max_trace_records is not an error (chrome_not_written).
 Status MergeJob(const MergeOptions& options, MergeReport* report);
 
 // The human summary printed by aon-merge: ranks merged / expected, bad ranks

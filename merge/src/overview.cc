@@ -1,0 +1,451 @@
+// Timeline -> overview.json (overview.h): fixed-width bins per rank, read with
+// a few columns at a time; memory and output are O(ranks x bins).
+#include "aon/merge/overview.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstddef>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aon/merge/chrome_trace.h"
+#include "aon/records.h"
+#include "aon/string_table.h"
+#include "aon/trace_file.h"
+#include "aon/trace_format.h"
+#include "output_file.h"
+#include "timeline_meta.h"
+
+namespace aon::merge {
+namespace {
+
+constexpr uint64_t kChunkRecords = 1 << 16;
+constexpr size_t kFlushBytes = 1 << 20;
+
+// The columns the counters need; the reader matches members by name.
+struct Span {
+  uint32_t rank;
+  uint8_t event_type;  // NCCL only
+  uint64_t start_ns;
+  uint64_t end_ns;
+};
+
+TableSchema SpanSchema(RecordKind kind) {
+  TableSchema s{RecordKindName(kind),
+                sizeof(Span),
+                {Field{"rank", offsetof(Span, rank), FieldType::kU32},
+                 Field{"start_ns", offsetof(Span, start_ns), FieldType::kU64},
+                 Field{"end_ns", offsetof(Span, end_ns), FieldType::kU64}}};
+  if (kind == RecordKind::kNccl) {
+    s.fields.push_back(Field{"event_type", offsetof(Span, event_type), FieldType::kU8});
+  }
+  return s;
+}
+
+// Reads one table's spans in order (the timeline sorts each table by start).
+class SpanCursor {
+ public:
+  SpanCursor(const TraceReader& reader, RecordKind kind)
+      : reader_(reader), schema_(SpanSchema(kind)) {}
+
+  Status Open() {
+    AON_ASSIGN_OR_RETURN(n_, reader_.TableSize(schema_));
+    return Fill();
+  }
+  bool done() const { return next_ >= n_; }
+  const Span& peek() const { return chunk_[next_ - first_]; }
+  Status Advance() {
+    ++next_;
+    return Fill();
+  }
+
+ private:
+  Status Fill() {
+    if (next_ < n_ && next_ >= first_ + chunk_.size()) {
+      first_ = next_;
+      chunk_.resize(static_cast<size_t>(std::min(kChunkRecords, n_ - first_)));
+      for (Span& s : chunk_) s = Span{};
+      AON_RETURN_IF_ERROR(reader_.ReadTable(schema_, first_, chunk_.size(), chunk_.data()));
+    }
+    return Status::Ok();
+  }
+
+  const TraceReader& reader_;
+  TableSchema schema_;
+  uint64_t n_ = 0, first_ = 0, next_ = 0;
+  std::vector<Span> chunk_;
+};
+
+// Union of intervals per rank, added bin by bin into busy[rank * bins + bin].
+// Intervals must arrive in start order per rank.
+class BusyUnion {
+ public:
+  BusyUnion(uint64_t t0, uint64_t width, uint32_t bins, size_t ranks)
+      : t0_(t0), width_(width), bins_(bins), busy_(ranks * bins, 0), open_(ranks) {}
+
+  void Add(size_t rank, uint64_t start, uint64_t end) {
+    end = std::max(start, end);
+    Interval& cur = open_[rank];
+    if (cur.valid && start <= cur.end) {
+      cur.end = std::max(cur.end, end);
+      return;
+    }
+    if (cur.valid) Flush(rank, cur);
+    cur = Interval{true, start, end};
+  }
+  void Finish() {
+    for (size_t r = 0; r < open_.size(); ++r) {
+      if (open_[r].valid) Flush(r, open_[r]);
+      open_[r].valid = false;
+    }
+  }
+  uint64_t busy(size_t rank, uint32_t bin) const { return busy_[rank * bins_ + bin]; }
+
+ private:
+  struct Interval {
+    bool valid = false;
+    uint64_t start = 0, end = 0;
+  };
+  void Flush(size_t rank, const Interval& iv) {
+    // Clamp to the run; the last bin may reach past its end.
+    const uint64_t limit = t0_ + width_ * bins_;
+    const uint64_t a = std::max(iv.start, t0_), b = std::min(iv.end, limit);
+    if (a >= b) return;
+    for (uint64_t bin = (a - t0_) / width_; bin < bins_; ++bin) {
+      const uint64_t lo = t0_ + bin * width_, hi = lo + width_;
+      if (lo >= b) break;
+      busy_[rank * bins_ + bin] += std::min(b, hi) - std::max(a, lo);
+    }
+  }
+
+  uint64_t t0_, width_;
+  uint32_t bins_;
+  std::vector<uint64_t> busy_;
+  std::vector<Interval> open_;
+};
+
+// The smallest 1, 2 or 5 x 10^k that is >= v (v >= 1).
+uint64_t NiceCeil(uint64_t v) {
+  for (uint64_t p = 1;; p *= 10) {
+    for (uint64_t m : {1, 2, 5}) {
+      if (m * p >= v) return m * p;
+    }
+    if (p > UINT64_MAX / 100) return v;
+  }
+}
+
+struct NvtxKept {
+  uint64_t duration;
+  NvtxRecord record;
+};
+bool LongerFirst(const NvtxKept& a, const NvtxKept& b) { return a.duration > b.duration; }
+
+class JsonOut {
+ public:
+  JsonOut(AtomicTextFile* file, uint64_t t0) : file_(file), t0_(t0) {}
+
+  void Begin(char ph, std::string_view name, uint32_t pid, int64_t tid) {
+    if (events_ > 0) buf_ += ",\n";
+    ++events_;
+    buf_ += "{\"ph\":\"";
+    buf_.push_back(ph);
+    buf_ += "\",\"name\":";
+    AppendJsonString(&buf_, name);
+    buf_ += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
+  }
+  void Key(std::string_view key) {
+    buf_ += ",\"";
+    buf_ += key;
+    buf_ += "\":";
+  }
+  void Ts(uint64_t t) {
+    Key("ts");
+    Micros(t > t0_ ? t - t0_ : 0);
+  }
+  void Micros(uint64_t ns) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%" PRIu64 ".%03u", ns / 1000,
+                  static_cast<unsigned>(ns % 1000));
+    buf_ += text;
+  }
+  void Str(std::string_view key, std::string_view value) {
+    Key(key);
+    AppendJsonString(&buf_, value);
+  }
+  void Raw(std::string_view text) { buf_ += text; }
+  void End() {
+    buf_ += "}";
+    if (buf_.size() >= kFlushBytes) Flush();
+  }
+  void Flush() {
+    file_->Write(buf_);
+    buf_.clear();
+  }
+  uint64_t events() const { return events_; }
+
+ private:
+  AtomicTextFile* file_;
+  uint64_t t0_;
+  std::string buf_;
+  uint64_t events_ = 0;
+};
+
+std::string FormatValue(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4g", v);
+  return text;
+}
+
+}  // namespace
+
+Status WriteOverview(const std::string& timeline_path, const std::string& json_path,
+                     const OverviewOptions& options, OverviewStats* stats) {
+  if (stats != nullptr) *stats = OverviewStats{};
+  AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
+  if (reader->kind() != FileKind::kTimeline) {
+    return InvalidArgument("'" + timeline_path + "' is a rank trace, not a merged timeline");
+  }
+  AON_ASSIGN_OR_RETURN(StringTable strings, reader->ReadStrings());
+  AON_ASSIGN_OR_RETURN(int64_t start_meta, reader->GetMetaInt("start_ns"));
+  AON_ASSIGN_OR_RETURN(int64_t end_meta, reader->GetMetaInt("end_ns"));
+  AON_ASSIGN_OR_RETURN(std::vector<RankSummary> rows,
+                       reader->ReadAllOf<RankSummary>(RankSummarySchema(), "meta"));
+  const uint64_t t0 = static_cast<uint64_t>(start_meta);
+  const uint64_t t_end = std::max(t0, static_cast<uint64_t>(end_meta));
+
+  // Ranks that were merged, densely numbered.
+  std::vector<const RankSummary*> ok;
+  uint32_t max_rank = 0;
+  for (const RankSummary& row : rows) {
+    if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
+    ok.push_back(&row);
+    max_rank = std::max(max_rank, row.rank);
+  }
+  std::vector<int64_t> dense(ok.empty() ? 0 : size_t{max_rank} + 1, -1);
+  for (size_t i = 0; i < ok.size(); ++i) dense[ok[i]->rank] = static_cast<int64_t>(i);
+  auto index = [&](uint32_t rank) -> int64_t { return rank < dense.size() ? dense[rank] : -1; };
+  const std::set<uint32_t> synthetic = SyntheticRanks(*reader);
+
+  // Bins.
+  uint64_t max_bins = std::max<uint32_t>(1, options.max_bins);
+  if (!ok.empty() && ok.size() * max_bins > options.max_total_bins) {
+    max_bins =
+        std::max<uint64_t>(std::max<uint32_t>(1, std::min(options.min_bins, options.max_bins)),
+                           options.max_total_bins / ok.size());
+  }
+  const uint64_t span = t_end - t0;
+  const uint64_t width = NiceCeil(std::max<uint64_t>(1, (span + max_bins - 1) / max_bins));
+  const auto bins = static_cast<uint32_t>(std::max<uint64_t>(1, (span + width - 1) / width));
+  const size_t nranks = ok.size();
+
+  // GPU busy (kernels, memcpy, memset merged in start order) and kernels per bin.
+  BusyUnion gpu(t0, width, bins, nranks);
+  std::vector<uint64_t> kernels(nranks * bins, 0);
+  {
+    SpanCursor cursors[] = {SpanCursor(*reader, RecordKind::kKernel),
+                            SpanCursor(*reader, RecordKind::kMemcpy),
+                            SpanCursor(*reader, RecordKind::kMemset)};
+    for (SpanCursor& c : cursors) AON_RETURN_IF_ERROR(c.Open());
+    for (;;) {
+      SpanCursor* next = nullptr;
+      for (SpanCursor& c : cursors) {
+        if (!c.done() && (next == nullptr || c.peek().start_ns < next->peek().start_ns)) next = &c;
+      }
+      if (next == nullptr) break;
+      const Span& s = next->peek();
+      if (const int64_t r = index(s.rank); r >= 0) {
+        gpu.Add(static_cast<size_t>(r), s.start_ns, s.end_ns);
+        if (next == &cursors[0] && s.start_ns >= t0) {
+          const uint64_t bin = std::min<uint64_t>((s.start_ns - t0) / width, bins - 1);
+          ++kernels[static_cast<size_t>(r) * bins + bin];
+        }
+      }
+      AON_RETURN_IF_ERROR(next->Advance());
+    }
+    gpu.Finish();
+  }
+  // NCCL busy: operations only (channels are parts of them, comms span the job).
+  BusyUnion nccl(t0, width, bins, nranks);
+  {
+    SpanCursor c(*reader, RecordKind::kNccl);
+    AON_RETURN_IF_ERROR(c.Open());
+    while (!c.done()) {
+      const Span& s = c.peek();
+      const bool op = s.event_type == static_cast<uint8_t>(NcclEventType::kColl) ||
+                      s.event_type == static_cast<uint8_t>(NcclEventType::kP2p);
+      if (const int64_t r = index(s.rank); op && r >= 0) {
+        nccl.Add(static_cast<size_t>(r), s.start_ns, s.end_ns);
+      }
+      AON_RETURN_IF_ERROR(c.Advance());
+    }
+    nccl.Finish();
+  }
+  // NVTX top-level ranges longer than a bin: the longest 2 x bins per rank.
+  const size_t nvtx_cap = size_t{2} * bins;
+  std::vector<std::vector<NvtxKept>> nvtx(nranks);
+  uint64_t nvtx_omitted = 0;
+  {
+    const TableSchema& schema = MergedSchemaOf<NvtxRecord>();
+    AON_ASSIGN_OR_RETURN(uint64_t n, reader->TableSize(schema));
+    std::vector<Merged<NvtxRecord>> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
+    for (uint64_t first = 0; first < n; first += kChunkRecords) {
+      const uint64_t count = std::min(kChunkRecords, n - first);
+      AON_RETURN_IF_ERROR(reader->ReadTable(schema, first, count, chunk.data()));
+      for (uint64_t i = 0; i < count; ++i) {
+        const NvtxRecord& r = chunk[i].record;
+        const int64_t rank = index(chunk[i].rank);
+        if (rank < 0 || r.depth != 0 || r.type == static_cast<uint8_t>(NvtxType::kMark) ||
+            r.end_ns <= r.start_ns || r.end_ns - r.start_ns <= width) {
+          continue;
+        }
+        std::vector<NvtxKept>& heap = nvtx[static_cast<size_t>(rank)];
+        NvtxKept kept{r.end_ns - r.start_ns, r};
+        if (heap.size() < nvtx_cap) {
+          heap.push_back(kept);
+          std::push_heap(heap.begin(), heap.end(), LongerFirst);
+          continue;
+        }
+        ++nvtx_omitted;
+        if (kept.duration > heap.front().duration) {
+          std::pop_heap(heap.begin(), heap.end(), LongerFirst);
+          heap.back() = kept;
+          std::push_heap(heap.begin(), heap.end(), LongerFirst);
+        }
+      }
+    }
+  }
+
+  AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(json_path));
+  JsonOut out(file.get(), t0);
+  out.Raw("{\"traceEvents\":[\n");
+  uint64_t nvtx_written = 0, async_id = 0;
+  for (size_t r = 0; r < nranks; ++r) {
+    const RankSummary& row = *ok[r];
+    std::string name = "rank " + std::to_string(row.rank);
+    if (!strings.Get(row.host_id).empty()) name += " @ " + strings.Get(row.host_id);
+    if (synthetic.count(row.rank) > 0) name += " [SYNTHETIC]";
+    out.Begin('M', "process_name", row.rank, 0);
+    std::string quoted;
+    AppendJsonString(&quoted, name);
+    out.Raw(",\"args\":{\"name\":" + quoted + "}");
+    out.End();
+    out.Begin('M', "process_sort_index", row.rank, 0);
+    out.Raw(",\"args\":{\"sort_index\":" + std::to_string(row.rank) + "}");
+    out.End();
+
+    // Counters: a sample per change, 0 at the end of the run.
+    auto counter = [&](std::string_view track, std::string_view series, auto value_of) {
+      std::string last;
+      for (uint32_t b = 0; b <= bins; ++b) {
+        const std::string v = b < bins ? value_of(b) : std::string("0");
+        if (v == last) continue;
+        out.Begin('C', track, row.rank, 0);
+        out.Ts(t0 + uint64_t{b} * width);
+        out.Raw(",\"args\":{");
+        std::string key;
+        AppendJsonString(&key, series);
+        out.Raw(key + ":" + v + "}");
+        out.End();
+        last = v;
+      }
+    };
+    const double w = static_cast<double>(width);
+    counter("GPU busy", "fraction",
+            [&](uint32_t b) { return FormatValue(static_cast<double>(gpu.busy(r, b)) / w); });
+    counter("NCCL busy", "fraction",
+            [&](uint32_t b) { return FormatValue(static_cast<double>(nccl.busy(r, b)) / w); });
+    counter("kernels", "per bin",
+            [&](uint32_t b) { return std::to_string(kernels[r * bins + b]); });
+
+    // NVTX ranges, in time order, on their threads.
+    std::vector<NvtxKept>& kept = nvtx[r];
+    std::sort(kept.begin(), kept.end(), [](const NvtxKept& a, const NvtxKept& b) {
+      return a.record.start_ns != b.record.start_ns ? a.record.start_ns < b.record.start_ns
+                                                    : a.duration > b.duration;
+    });
+    std::set<uint32_t> threads;
+    for (const NvtxKept& k : kept) {
+      const NvtxRecord& n = k.record;
+      if (threads.insert(n.thread_id).second) {
+        const bool main = row.pid == static_cast<int64_t>(n.thread_id);
+        std::string label;
+        AppendJsonString(&label, (main ? "main thread " : "thread ") + std::to_string(n.thread_id));
+        out.Begin('M', "thread_name", row.rank, n.thread_id);
+        out.Raw(",\"args\":{\"name\":" + label + "}");
+        out.End();
+      }
+      const std::string& domain = strings.Get(n.domain_id);
+      const std::string cat = "nvtx:" + (domain.empty() ? std::string("default") : domain);
+      const std::string& label = strings.Get(n.name_id);
+      const std::string_view shown = label.empty() ? std::string_view("nvtx range") : label;
+      if (n.type == static_cast<uint8_t>(NvtxType::kStartEnd)) {
+        const std::string id = std::to_string(++async_id);
+        out.Begin('b', shown, row.rank, n.thread_id);
+        out.Str("cat", cat);
+        out.Raw(",\"id\":" + id);
+        out.Ts(n.start_ns);
+        out.End();
+        out.Begin('e', shown, row.rank, n.thread_id);
+        out.Str("cat", cat);
+        out.Raw(",\"id\":" + id);
+        out.Ts(n.end_ns);
+        out.End();
+      } else {
+        out.Begin('X', shown, row.rank, n.thread_id);
+        out.Str("cat", cat);
+        out.Ts(n.start_ns);
+        out.Key("dur");
+        out.Micros(n.end_ns - n.start_ns);
+        out.End();
+      }
+      ++nvtx_written;
+    }
+  }
+
+  std::string tail = "\n],\"displayTimeUnit\":\"ns\",\"metadata\":{\"generator\":\"aon-merge\"";
+  auto add = [&](const char* key, const std::string& value) {
+    tail += ",\"";
+    tail += key;
+    tail += "\":";
+    AppendJsonString(&tail, value);
+  };
+  auto add_number = [&](const char* key, uint64_t value) {
+    tail += ",\"";
+    tail += key;
+    tail += "\":" + std::to_string(value);
+  };
+  add("kind", "overview");
+  add("timeline", timeline_path);
+  add("job_id", MetaStringOr(*reader, "job_id"));
+  add("source", MetaStringOr(*reader, "source"));
+  add("start_ns", std::to_string(t0));
+  add("end_ns", std::to_string(t_end));
+  add_number("bin_ns", width);
+  add_number("bins", bins);
+  add_number("ranks", nranks);
+  add_number("nvtx_ranges", nvtx_written);
+  add_number("nvtx_ranges_omitted", nvtx_omitted);
+  add("time_origin", "ts 0 = start_ns on the timeline clock; ts and dur in microseconds");
+  add("counters",
+      "GPU busy: fraction of the bin during which any kernel, memcpy or memset of the rank ran; "
+      "NCCL busy: the same for NCCL collective and p2p operations; kernels: kernels started in "
+      "the bin");
+  tail += "}}\n";
+  out.Raw(tail);
+  out.Flush();
+  if (stats != nullptr) {
+    stats->bin_ns = width;
+    stats->bins = bins;
+    stats->ranks = static_cast<uint32_t>(nranks);
+    stats->events = out.events();
+    stats->nvtx_ranges = nvtx_written;
+    stats->nvtx_ranges_omitted = nvtx_omitted;
+  }
+  return file->Commit();
+}
+
+}  // namespace aon::merge

@@ -1,0 +1,113 @@
+// aon-export TIMELINE.h5: viewer exports of an already merged timeline, without
+// merging again: a Chrome/Perfetto trace of a time window, of some ranks and/or
+// of some record kinds, and/or the downsampled overview of the whole run.
+// Exit status: 0 written; 1 the timeline cannot be read, an output cannot be
+// written, or the trace would hold more than --max-trace-records records
+// (nothing written); 2 bad command line (bad --window / --ranks / --kinds values
+// included: the message names the option and the value; nothing written).
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "aon/merge/chrome_trace.h"
+#include "aon/merge/export_filter.h"
+#include "aon/merge/overview.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "aon-export: write Chrome/Perfetto JSON from a merged AON timeline (timeline.h5): the "
+      "trace of a time window, ranks or record kinds, and/or a downsampled overview of the "
+      "whole run"};
+  std::string timeline, output, overview, window, ranks, kinds;
+  uint64_t max_records = aon::merge::kDefaultMaxTraceRecords;
+  bool no_trace = false;
+  bool quiet = false;
+  app.add_option("timeline", timeline, "merged timeline (aon-merge's timeline.h5)")->required();
+  auto* out_opt = app.add_option(
+      "-o,--output", output,
+      "trace JSON to write (default: trace.json next to the timeline, or "
+      "trace-<selection>.json with --window/--ranks/--kinds, e.g. trace-10s-20s.json)");
+  app.add_option("--window", window,
+                 "only records overlapping START:END, in seconds from the start of the "
+                 "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)");
+  app.add_option("--ranks", ranks, "only these ranks, e.g. 0-3,8,12-15");
+  app.add_option("--kinds", kinds,
+                 "only these record kinds, e.g. kernels,nccl (kernels, memcpy, memset, sync, "
+                 "api, nvtx, nccl)");
+  app.add_option("--max-trace-records", max_records,
+                 "refuse (write nothing, exit 1) a trace of more records than this; 0 = no limit")
+      ->default_val(max_records);
+  app.add_option("--overview", overview, "also write the overview of the whole run to this file");
+  app.add_flag("--no-trace", no_trace, "write no trace (only --overview)")->excludes(out_opt);
+  app.add_flag("-q,--quiet", quiet, "print nothing but errors");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  aon::merge::ChromeExportOptions options;
+  options.max_records = max_records;
+  auto parse = [&](const char* option, const std::string& text, auto parser) {
+    if (app.count(option) == 0) return true;
+    aon::Status s = parser(text, &options.filter);
+    if (!s.ok()) std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
+    return s.ok();
+  };
+  if (!parse("--window", window, aon::merge::ParseWindow) ||
+      !parse("--ranks", ranks, aon::merge::ParseRankList) ||
+      !parse("--kinds", kinds, aon::merge::ParseKindList)) {
+    return 2;
+  }
+  if (no_trace && overview.empty()) {
+    std::fprintf(stderr, "aon-export: error: --no-trace without --overview: nothing to write\n");
+    return 2;
+  }
+  if (!no_trace && output.empty()) {
+    output = aon::merge::FilteredTracePath(std::filesystem::path(timeline).parent_path().string(),
+                                           options.filter);
+  }
+  for (const std::string* path : {&output, &overview}) {
+    if (!path->empty() && (*path == timeline || (path == &overview && *path == output))) {
+      std::fprintf(stderr, "aon-export: error: '%s' is named twice (timeline or another output)\n",
+                   path->c_str());
+      return 2;
+    }
+  }
+
+  if (!overview.empty()) {
+    aon::merge::OverviewStats stats;
+    aon::Status s = aon::merge::WriteOverview(timeline, overview, {}, &stats);
+    if (!s.ok()) {
+      std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
+      return 1;
+    }
+    if (!quiet) {
+      std::printf("aon-export: overview: %s (%u ranks x %u bins of %llu ns)\n", overview.c_str(),
+                  stats.ranks, stats.bins, static_cast<unsigned long long>(stats.bin_ns));
+    }
+  }
+  if (no_trace) return 0;
+  aon::merge::ChromeTraceStats stats;
+  aon::Status s = aon::merge::ExportChromeTrace(timeline, output, options, &stats);
+  if (!s.ok()) {
+    std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
+    if (stats.over_limit) {
+      std::fprintf(stderr,
+                   "aon-export: choose a part with --window START:END (seconds from the start, "
+                   "e.g. --window 10:20), --ranks LIST or --kinds LIST, or raise "
+                   "--max-trace-records (0 = no limit)\n");
+    }
+    return 1;
+  }
+  if (stats.records == 0) {
+    std::fprintf(stderr, "aon-export: warning: no records selected (%s); %s holds no events\n",
+                 options.filter.Describe().c_str(), output.c_str());
+  }
+  if (!quiet) {
+    std::printf("aon-export: trace: %s (%llu records: %s)\n", output.c_str(),
+                static_cast<unsigned long long>(stats.records), options.filter.Describe().c_str());
+  }
+  return 0;
+}
