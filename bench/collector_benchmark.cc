@@ -71,6 +71,7 @@
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
 #include "record_batches.h"
+#include "synthetic_step.h"
 
 namespace {
 
@@ -112,9 +113,12 @@ struct Workload {
   std::array<uint64_t, kRecordKindCount> per_kind{};
 };
 
-class Generator {
+// The record mix of one op group (synthetic_step.h); records enter the ring in
+// completion order, each name once before its first use. Program and timings
+// come from one generator (rng_).
+class Generator : public bench::StepGenerator<Generator> {
  public:
-  explicit Generator(Workload* w) : w_(w) {
+  explicit Generator(Workload* w) : StepGenerator(20261130, 1), w_(w) {
     // Compute kernels: name, then a fixed block size, registers, shared memory
     // and up to three grid sizes (the same kernel sees few shapes).
     static const char* const kKernelNames[] = {
@@ -208,42 +212,11 @@ class Generator {
         "TensorIteratorBase&, at::native::detail::ClampLimits, c10::Scalar const&)::{lambda()#1}>",
     };
     static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) == 39);
-    static const int32_t kBlocks[] = {128, 256, 512, 1024, 384, 256, 128, 64};
-    static const int32_t kGrids[] = {1, 8, 66, 132, 264, 528, 1024, 2048, 4096, 8192, 16384, 65536};
-    static const uint32_t kRegs[] = {16, 24, 32, 40, 64, 96, 128, 168, 255};
-    for (size_t i = 0; i < 39; ++i) {
-      Shape s;
-      s.name_id = Intern(kKernelNames[i]);
-      s.block = kBlocks[Rand(8)];
-      s.n_grids = 1 + static_cast<int>(Rand(3));
-      for (int g = 0; g < 3; ++g) s.grids[g] = kGrids[Rand(12)];
-      s.grid_y = Rand(6) == 0 ? 1 + static_cast<int32_t>(Rand(16)) : 1;
-      s.regs = kRegs[Rand(9)];
-      s.static_smem = Rand(3) == 0 ? 0 : static_cast<uint32_t>(256 << Rand(7));
-      s.dynamic_smem = Rand(4) == 0 ? static_cast<uint32_t>(1024 * (8 << Rand(5))) : 0;
-      kernels_.push_back(s);
-      // Zipf-like: the few hot kernels (GEMMs, elementwise) dominate.
-      zipf_total_ += 1.0 / static_cast<double>(i + 1);
-      zipf_cdf_.push_back(zipf_total_);
-    }
-    nccl_kernel_ = Intern("ncclDevKernel_AllReduce_Sum_f16_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
-    api_launch_ = Intern("cudaLaunchKernel");
-    api_memcpy_ = Intern("cudaMemcpyAsync");
-    api_memset_ = Intern("cudaMemsetAsync");
-    api_wait_ = Intern("cudaStreamWaitEvent");
-    api_event_sync_ = Intern("cudaEventSynchronize");
-    api_stream_sync_ = Intern("cudaStreamSynchronize");
-    static const char* const kNvtxNames[] = {
-        "forward", "backward", "optimizer.step", "aten::linear", "aten::layer_norm",
-        "aten::scaled_dot_product_attention", "aten::gelu", "aten::dropout", "aten::add",
-        "aten::embedding", "aten::cross_entropy_loss", "LinearBackward0", "NativeLayerNormBackward0",
-        "ScaledDotProductFlashAttentionBackward0", "GeluBackward0", "AddBackward0",
-        "DDP.reducer.allreduce", "aten::copy_", "aten::mul", "aten::_foreach_add_"};
-    for (const char* n : kNvtxNames) nvtx_names_.push_back(Intern(n));
-    nccl_allreduce_ = Intern("AllReduce");
-    nccl_ring_ = Intern("Ring");
-    nccl_simple_ = Intern("Simple");
-    nccl_f16_ = Intern("ncclFloat16");
+    InitNames(kKernelNames, rng_);
+    host_ = 431'337'123'456'789;  // ~5 days of uptime
+    gpu_ = std::unordered_map<uint32_t, uint64_t>{
+        {kComputeStream, host_}, {kSideStream, host_}, {kNcclStream, host_}, {kCopyStream, host_}};
+    thread_ = 4242;
   }
 
   void Run(uint64_t records) {
@@ -252,14 +225,8 @@ class Generator {
   }
 
  private:
-  struct Shape {
-    uint32_t name_id;
-    int32_t block;
-    int n_grids;
-    int32_t grids[3];
-    int32_t grid_y;
-    uint32_t regs, static_smem, dynamic_smem;
-  };
+  friend class bench::StepGenerator<Generator>;
+
   struct Pending {
     uint64_t avail_ns;  // when the agent would push it
     uint64_t seq;       // ties: creation order
@@ -270,33 +237,21 @@ class Generator {
     std::array<uint32_t, 4> names;  // string ids used (0: none)
   };
 
-  uint64_t Rand(uint64_t n) { return rng_() % n; }
-  uint64_t LogUniform(double lo, double hi) {
-    std::uniform_real_distribution<double> u(std::log(lo), std::log(hi));
-    return static_cast<uint64_t>(std::exp(u(rng_)));
-  }
-  uint64_t Us(double lo_us, double hi_us) { return LogUniform(lo_us * 1000.0, hi_us * 1000.0); }
-  uint32_t NextCorrelation() { return corr_ += 1 + (Rand(3) == 0 ? 1 : 0); }
-
-  uint32_t Intern(const std::string& s) {
-    auto it = ids_.find(s);
-    if (it != ids_.end()) return it->second;
-    const auto id = static_cast<uint32_t>(strings_.size());
-    strings_.push_back(s);
-    ids_.emplace(s, id);
-    return id;
-  }
-
-  const Shape& PickKernel() {
-    std::uniform_real_distribution<double> u(0.0, zipf_total_);
-    const double x = u(rng_);
-    const size_t i = static_cast<size_t>(
-        std::lower_bound(zipf_cdf_.begin(), zipf_cdf_.end(), x) - zipf_cdf_.begin());
-    return kernels_[std::min(i, kernels_.size() - 1)];
+  // The string ids a record uses.
+  template <typename T>
+  static std::array<uint32_t, 4> Names(const T& r) {
+    if constexpr (std::is_same_v<T, KernelRecord> || std::is_same_v<T, ApiRecord> ||
+                  std::is_same_v<T, NvtxRecord>) {
+      return {r.name_id, 0, 0, 0};
+    } else if constexpr (std::is_same_v<T, NcclRecord>) {
+      return {r.func_id, r.algo_id, r.proto_id, r.datatype_id};
+    } else {
+      return {};
+    }
   }
 
   template <typename T>
-  void Add(const T& r, uint64_t avail_ns, std::array<uint32_t, 4> names = {}) {
+  void Add(const T& r, uint64_t avail_ns) {
     Pending p{};
     p.avail_ns = avail_ns;
     p.seq = seq_++;
@@ -305,7 +260,7 @@ class Generator {
     p.drop_slot = static_cast<uint32_t>(RecordTraits<T>::kKind);
     static_assert(sizeof(T) <= sizeof(p.payload));
     std::memcpy(p.payload.data(), &r, sizeof(T));
-    p.names = names;
+    p.names = Names(r);
     pending_.push_back(p);
     w_->records++;
     w_->record_bytes += sizeof(T);
@@ -319,239 +274,39 @@ class Generator {
     w_->items.push_back(Workload::Item{type, bytes, drop_slot, off});
   }
 
-  // One API record on the host thread; returns it (start/end set).
-  ApiRecord Api(uint32_t name_id, uint32_t cbid, uint64_t dur_ns) {
-    ApiRecord a{};
-    host_ += Us(1, 20);
-    a.start_ns = host_;
-    a.end_ns = host_ + dur_ns;
-    host_ = a.end_ns;
-    a.correlation_id = NextCorrelation();
-    a.callback_id = cbid;
-    a.thread_id = thread_;
-    a.return_value = 0;
-    a.name_id = name_id;
-    a.domain = static_cast<uint8_t>(ApiDomain::kRuntime);
-    if (external_pending_) {
-      ExternalCorrelationRecord x{};
-      x.external_id = ++op_id_;
-      x.correlation_id = a.correlation_id;
-      x.external_kind = 1;
-      Add(x, a.start_ns);
-      external_pending_ = false;
-    }
-    Add(a, a.end_ns, {name_id, 0, 0, 0});
-    return a;
-  }
-
-  // Start of GPU work on `stream` launched by `a`.
-  uint64_t GpuStart(uint32_t stream, const ApiRecord& a) {
-    uint64_t& g = gpu_[stream];
-    return std::max(a.start_ns + Us(3, 8), g + Us(1, 20));
-  }
-
-  void Kernel(uint32_t stream, const Shape& s, uint64_t dur_ns) {
-    const ApiRecord a = Api(api_launch_, 211, Us(2, 10));
-    KernelRecord k{};
-    k.start_ns = GpuStart(stream, a);
-    k.end_ns = k.start_ns + dur_ns;
-    gpu_[stream] = k.end_ns;
-    k.correlation_id = a.correlation_id;
-    k.device_id = 0;
-    k.context_id = 1;
-    k.stream_id = stream;
-    k.name_id = s.name_id;
-    k.grid_x = s.grids[Rand(static_cast<uint64_t>(s.n_grids))];
-    k.grid_y = s.grid_y;
-    k.grid_z = 1;
-    k.block_x = s.block;
-    k.block_y = 1;
-    k.block_z = 1;
-    k.registers_per_thread = s.regs;
-    k.static_shared_bytes = s.static_smem;
-    k.dynamic_shared_bytes = s.dynamic_smem;
-    Add(k, k.end_ns, {s.name_id, 0, 0, 0});
-    last_kernel_ = k;
-  }
-
-  // A slice of a training step: see the file comment for the mix.
-  void OpGroup(uint64_t group) {
-    enum Op : uint8_t { kLaunch, kLaunchSide, kLaunchNccl, kCopy, kSet, kWait, kEventSync };
-    std::vector<Op> ops;
-    for (int i = 0; i < 26; ++i) ops.push_back(kLaunch);
-    for (int i = 0; i < 8; ++i) ops.push_back(kLaunchSide);
-    ops.push_back(kLaunchNccl);
-    for (int i = 0; i < 5; ++i) ops.push_back(kCopy);
-    for (int i = 0; i < 2; ++i) ops.push_back(kSet);
-    ops.push_back(kWait);
-    ops.push_back(kEventSync);
+  // StepGenerator's hooks.
+  uint64_t BeginGroup(uint64_t group, std::vector<Op>& ops) {
     std::shuffle(ops.begin(), ops.end(), rng_);
     thread_ = group % 2 == 0 ? 4242 : 4251;  // forward thread, autograd thread
+    return host_ + Us(1, 20);
+  }
+  static bool TorchOpAt(size_t i, size_t n) { return i == 0 || i == n / 2; }
+  void Launch(size_t /*i*/, uint32_t stream) {
+    const uint64_t dur = Us(2, 200);
+    const Shape& s = PickKernel(rng_);
+    Kernel(stream, s, dur, 0, Api(api_launch_, 211, Us(2, 10)));
+  }
+  void LaunchNccl(uint64_t /*group*/) {
+    const uint64_t enqueue = host_;
+    const uint64_t dur = Us(20, 400);
+    const KernelRecord k = Kernel(kNcclStream, nccl_kernel_, dur, 0, Api(api_launch_, 211, Us(2, 10)));
+    static const uint64_t kBytes[] = {4u << 20, 16u << 20, 25u << 20, 1u << 20};
+    const uint64_t start = enqueue + Us(1, 3);
+    NcclRecord n = AllReduce(0x9e3779b97f4a7c15ull, kBytes[Rand(4)], 3, 8, 1);
+    n.start_ns = start;
+    n.end_ns = k.end_ns;
+    n.gpu_start_ns = k.start_ns;
+    n.seq_number = nccl_seq_++;
+    n.external_id = 0;
+    n.correlation_id = k.correlation_id;
+    n.stream_id = kNcclStream;
+    n.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kKernel);
+    Add(n, n.end_ns);
+  }
+  uint32_t InnerNvtxName(size_t /*i*/) { return nvtx_names_[3 + Rand(nvtx_names_.size() - 3)]; }
 
-    const uint64_t group_start = host_ + Us(1, 20);
-    host_ = group_start;
-    const size_t quarter = ops.size() / 4;
-    std::array<uint64_t, 4> inner_start{}, inner_end{};
-    int syncs = 0;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (i % quarter == 0 && i / quarter < 4) inner_start[i / quarter] = host_ + 500;
-      // PyTorch's external correlation: an op's id, tied to the next API call.
-      if (i == 0 || i == ops.size() / 2) external_pending_ = true;
-      switch (ops[i]) {
-        case kLaunch: Kernel(kComputeStream, PickKernel(), Us(2, 200)); break;
-        case kLaunchSide: Kernel(kSideStream, PickKernel(), Us(2, 200)); break;
-        case kLaunchNccl: {
-          const uint64_t enqueue = host_;
-          Kernel(kNcclStream, Shape{nccl_kernel_, 512, 1, {16, 16, 16}, 1, 96, 0, 0}, Us(20, 400));
-          static const uint64_t kBytes[] = {4u << 20, 16u << 20, 25u << 20, 1u << 20};
-          NcclRecord n{};
-          n.start_ns = enqueue + Us(1, 3);
-          n.end_ns = last_kernel_.end_ns;
-          n.gpu_start_ns = last_kernel_.start_ns;
-          n.comm_hash = 0x9e3779b97f4a7c15ull;
-          n.seq_number = nccl_seq_++;
-          n.bytes = kBytes[Rand(4)];
-          n.count = n.bytes / 2;
-          n.external_id = 0;
-          n.correlation_id = last_kernel_.correlation_id;
-          n.func_id = nccl_allreduce_;
-          n.algo_id = nccl_ring_;
-          n.proto_id = nccl_simple_;
-          n.datatype_id = nccl_f16_;
-          n.root = -1;
-          n.peer = -1;
-          n.n_channels = 16;
-          n.n_warps = 16;
-          n.stream_id = kNcclStream;
-          n.channel_id = -1;
-          n.comm_rank = 3;
-          n.comm_nranks = 8;
-          n.comm_nnodes = 1;
-          n.event_type = static_cast<uint8_t>(NcclEventType::kColl);
-          n.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kKernel);
-          Add(n, n.end_ns, {nccl_allreduce_, nccl_ring_, nccl_simple_, nccl_f16_});
-          break;
-        }
-        case kCopy: {
-          static const uint64_t kBytes[] = {8, 4096, 65536, 1u << 20, 4u << 20};
-          const uint32_t stream = Rand(2) == 0 ? kComputeStream : kCopyStream;
-          const ApiRecord a = Api(api_memcpy_, 41, Us(3, 10));
-          MemcpyRecord m{};
-          m.bytes = kBytes[Rand(5)];
-          m.start_ns = GpuStart(stream, a);
-          m.end_ns = m.start_ns + 1500 + m.bytes / 20;  // ~20 GB/s
-          gpu_[stream] = m.end_ns;
-          m.correlation_id = a.correlation_id;
-          m.device_id = 0;
-          m.context_id = 1;
-          m.stream_id = stream;
-          m.src_device_id = 0;
-          m.dst_device_id = 0;
-          m.copy_kind = Rand(3) == 0 ? 2 : 1;  // DtoH, HtoD
-          m.src_kind = m.copy_kind == 1 ? 2 : 3;
-          m.dst_kind = m.copy_kind == 1 ? 3 : 2;
-          m.flags = 1;
-          Add(m, m.end_ns);
-          break;
-        }
-        case kSet: {
-          const ApiRecord a = Api(api_memset_, 51, Us(2, 6));
-          MemsetRecord s{};
-          s.bytes = uint64_t{1} << (12 + Rand(12));
-          s.start_ns = GpuStart(kComputeStream, a);
-          s.end_ns = s.start_ns + 1000 + s.bytes / 400;
-          gpu_[kComputeStream] = s.end_ns;
-          s.correlation_id = a.correlation_id;
-          s.device_id = 0;
-          s.context_id = 1;
-          s.stream_id = kComputeStream;
-          s.value = 0;
-          s.memory_kind = 3;
-          s.flags = 1;
-          Add(s, s.end_ns);
-          break;
-        }
-        case kWait: {
-          // cudaStreamWaitEvent: two sync records (the event recorded on the
-          // side stream, waited for by the compute stream and the NCCL stream).
-          const ApiRecord a = Api(api_wait_, 147, Us(2, 5));
-          for (uint32_t stream : {kComputeStream, kNcclStream}) {
-            SyncRecord s{};
-            s.start_ns = a.start_ns;
-            s.end_ns = a.end_ns;
-            s.correlation_id = a.correlation_id;
-            s.context_id = 1;
-            s.stream_id = stream;
-            s.event_id = 17;
-            s.sync_type = 2;
-            Add(s, s.end_ns);
-            ++syncs;
-          }
-          break;
-        }
-        case kEventSync: {
-          // The host waits for the side stream's event.
-          ApiRecord a = Api(api_event_sync_, 137, Us(2, 5));
-          const uint64_t until = std::max(a.end_ns, gpu_[kSideStream] + Us(2, 8));
-          SyncRecord s{};
-          s.start_ns = a.start_ns;
-          s.end_ns = until;
-          s.correlation_id = a.correlation_id;
-          s.context_id = 1;
-          s.stream_id = UINT32_MAX;
-          s.event_id = 17;
-          s.sync_type = 1;
-          Add(s, s.end_ns);
-          ++syncs;
-          host_ = until;
-          break;
-        }
-      }
-      if ((i + 1) % quarter == 0 && (i + 1) / quarter <= 4) inner_end[(i + 1) / quarter - 1] = host_ + 700;
-    }
-    // The end of the group: cudaStreamSynchronize waits for every stream (a
-    // sync record for each of the two busiest streams).
-    {
-      const ApiRecord a = Api(api_stream_sync_, 131, Us(2, 5));
-      uint64_t until = a.end_ns;
-      for (const auto& [stream, end] : gpu_) until = std::max(until, end + Us(2, 8));
-      for (uint32_t stream : {kComputeStream, kSideStream}) {
-        if (syncs >= 5) break;
-        SyncRecord s{};
-        s.start_ns = a.start_ns;
-        s.end_ns = until;
-        s.correlation_id = a.correlation_id;
-        s.context_id = 1;
-        s.stream_id = stream;
-        s.sync_type = 3;
-        Add(s, s.end_ns);
-        ++syncs;
-      }
-      host_ = until;
-    }
-    // NVTX: the group's outer range and four nested ones (pushed when popped).
-    const uint32_t outer_name = nvtx_names_[group % 3];
-    for (int i = 0; i < 4; ++i) {
-      NvtxRecord n{};
-      n.start_ns = inner_start[static_cast<size_t>(i)];
-      n.end_ns = std::max(inner_end[static_cast<size_t>(i)], n.start_ns + 1000);
-      n.thread_id = thread_;
-      n.name_id = nvtx_names_[3 + Rand(nvtx_names_.size() - 3)];
-      n.depth = 1;
-      n.type = static_cast<uint8_t>(NvtxType::kPushPop);
-      Add(n, n.end_ns, {n.name_id, 0, 0, 0});
-    }
-    NvtxRecord outer{};
-    outer.start_ns = group_start;
-    outer.end_ns = host_ + 300;
-    outer.thread_id = thread_;
-    outer.name_id = outer_name;
-    outer.depth = 0;
-    outer.type = static_cast<uint8_t>(NvtxType::kPushPop);
-    Add(outer, outer.end_ns, {outer_name, 0, 0, 0});
-    host_ += Us(1, 20);
-
-    // Into the ring in completion order, each name once before its first use.
+  // Into the ring in completion order, each name once before its first use.
+  void EndGroup() {
     std::stable_sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
       return a.avail_ns < b.avail_ns;
     });
@@ -578,32 +333,11 @@ class Generator {
     pending_.clear();
   }
 
-  static constexpr uint32_t kComputeStream = 7, kSideStream = 14, kNcclStream = 13,
-                            kCopyStream = 21;
-
   Workload* w_;
-  std::mt19937_64 rng_{20261130};
-  std::vector<std::string> strings_{std::string()};
-  std::unordered_map<std::string, uint32_t> ids_{{std::string(), 0}};
   std::vector<bool> sent_{true};
-  std::vector<Shape> kernels_;
-  std::vector<double> zipf_cdf_;
-  double zipf_total_ = 0;
-  uint32_t nccl_kernel_ = 0, api_launch_ = 0, api_memcpy_ = 0, api_memset_ = 0, api_wait_ = 0,
-           api_event_sync_ = 0, api_stream_sync_ = 0;
-  uint32_t nccl_allreduce_ = 0, nccl_ring_ = 0, nccl_simple_ = 0, nccl_f16_ = 0;
-  std::vector<uint32_t> nvtx_names_;
   std::vector<Pending> pending_;
   uint64_t seq_ = 0;
-  uint64_t host_ = 431'337'123'456'789;  // ~5 days of uptime
-  std::unordered_map<uint32_t, uint64_t> gpu_{{kComputeStream, host_}, {kSideStream, host_},
-                                               {kNcclStream, host_}, {kCopyStream, host_}};
-  uint32_t corr_ = 1000;
-  uint32_t thread_ = 4242;
-  uint64_t op_id_ = 0;
-  bool external_pending_ = false;
   uint64_t nccl_seq_ = 0;
-  KernelRecord last_kernel_{};
   uint64_t last_kernel_start_ = 0;
 };
 

@@ -91,6 +91,7 @@
 #include "aon/status.h"
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
+#include "synthetic_step.h"
 
 namespace {
 
@@ -273,7 +274,6 @@ constexpr uint64_t kFlushBytes = uint64_t{8} << 20;  // a quarter of a 32 MiB ri
 constexpr uint64_t kGroupPeriodNs = 2'000'000;      // the shared step schedule
 constexpr uint64_t kHostBaseNs = 431'337'123'456'789;  // ~5 days of uptime
 constexpr uint64_t kRealtimeBaseNs = 1'796'000'000'000'000'000;  // late 2026
-constexpr uint32_t kComputeStream = 7, kSideStream = 14, kNcclStream = 13, kCopyStream = 21;
 constexpr uint32_t kCustom0 = 3;  // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 (PyTorch ops)
 
 uint64_t SplitMix(uint64_t x) {
@@ -327,51 +327,17 @@ const char* const kKernelNames[] = {
 constexpr size_t kComputeKernels = sizeof(kKernelNames) / sizeof(kKernelNames[0]);
 static_assert(kComputeKernels == 39);
 
-const char* const kNvtxNames[] = {
-    "forward", "backward", "optimizer.step", "aten::linear", "aten::layer_norm",
-    "aten::scaled_dot_product_attention", "aten::gelu", "aten::dropout", "aten::add",
-    "aten::embedding", "aten::cross_entropy_loss", "LinearBackward0", "NativeLayerNormBackward0",
-    "ScaledDotProductFlashAttentionBackward0", "GeluBackward0", "AddBackward0",
-    "DDP.reducer.allreduce", "aten::copy_", "aten::mul", "aten::_foreach_add_"};
-constexpr size_t kNvtxNameCount = sizeof(kNvtxNames) / sizeof(kNvtxNames[0]);
-
 // One rank file. Timestamps are generated on the job's reference clock and put
 // on the rank's own clock (Local) as records are made.
-class RankGenerator {
+class RankGenerator : public bench::StepGenerator<RankGenerator> {
  public:
   RankGenerator(const Options& o, uint32_t rank)
-      : o_(o), rank_(rank), rng_(SplitMix(o.seed * 1'000'003 + rank + 1)), shared_(SplitMix(o.seed)) {
+      : StepGenerator(SplitMix(o.seed * 1'000'003 + rank + 1), kCustom0),
+        o_(o),
+        rank_(rank),
+        shared_(SplitMix(o.seed)) {
     // Kernel shapes from the shared generator: every rank runs the same model.
-    static const int32_t kBlocks[] = {128, 256, 512, 1024, 384, 256, 128, 64};
-    static const int32_t kGrids[] = {1, 8, 66, 132, 264, 528, 1024, 2048, 4096, 8192, 16384, 65536};
-    static const uint32_t kRegs[] = {16, 24, 32, 40, 64, 96, 128, 168, 255};
-    for (size_t i = 0; i < kComputeKernels; ++i) {
-      Shape s;
-      s.name_id = Intern(kKernelNames[i]);
-      s.block = kBlocks[Shared(8)];
-      s.n_grids = 1 + static_cast<int>(Shared(3));
-      for (int g = 0; g < 3; ++g) s.grids[g] = kGrids[Shared(12)];
-      s.grid_y = Shared(6) == 0 ? 1 + static_cast<int32_t>(Shared(16)) : 1;
-      s.regs = kRegs[Shared(9)];
-      s.static_smem = Shared(3) == 0 ? 0 : static_cast<uint32_t>(256u << Shared(7));
-      s.dynamic_smem = Shared(4) == 0 ? static_cast<uint32_t>(1024u * (8u << Shared(5))) : 0;
-      kernels_.push_back(s);
-      zipf_total_ += 1.0 / static_cast<double>(i + 1);
-      zipf_cdf_.push_back(zipf_total_);
-    }
-    nccl_kernel_ = Shape{Intern("ncclDevKernel_AllReduce_Sum_f16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
-                         512, 1, {16, 16, 16}, 1, 96, 0, 0};
-    api_launch_ = Intern("cudaLaunchKernel");
-    api_memcpy_ = Intern("cudaMemcpyAsync");
-    api_memset_ = Intern("cudaMemsetAsync");
-    api_wait_ = Intern("cudaStreamWaitEvent");
-    api_event_sync_ = Intern("cudaEventSynchronize");
-    api_stream_sync_ = Intern("cudaStreamSynchronize");
-    for (const char* n : kNvtxNames) nvtx_names_.push_back(Intern(n));
-    nccl_allreduce_ = Intern("AllReduce");
-    nccl_ring_ = Intern("Ring");
-    nccl_simple_ = Intern("Simple");
-    nccl_f16_ = Intern("ncclFloat16");
+    InitNames(kKernelNames, shared_);
     comm_hash_ = SplitMix(o.seed ^ 0xC0FFEE) | 1;
     // The device's strings, as the agent interns them when it starts.
     uuid_id_ = Intern(UuidString());
@@ -417,7 +383,8 @@ class RankGenerator {
     const uint64_t target = o_.records_per_rank;
     const uint64_t before_comm = target - 1;  // the kComm record comes last
     uint64_t group = 0;
-    while (emitted_ < before_comm && st_.ok()) OpGroup(group++, before_comm);
+    limit_ = before_comm;
+    while (emitted_ < before_comm && st_.ok()) OpGroup(group++);
     if (st_.ok()) {
       // The communicator: init at the start, finalize at the end (host clock).
       NcclRecord c{};
@@ -456,14 +423,8 @@ class RankGenerator {
   }
 
  private:
-  struct Shape {
-    uint32_t name_id;
-    int32_t block;
-    int n_grids;
-    int32_t grids[3];
-    int32_t grid_y;
-    uint32_t regs, static_smem, dynamic_smem;
-  };
+  friend class bench::StepGenerator<RankGenerator>;
+
   struct Pending {
     uint64_t avail_ref;  // when the collector would receive it (completion)
     uint64_t seq;        // ties: creation order
@@ -519,25 +480,9 @@ class RankGenerator {
     return m;
   }
 
-  uint64_t Rand(uint64_t n) { return rng_() % n; }
   uint64_t Shared(uint64_t n) { return shared_() % n; }
-  static uint64_t LogUniform(std::mt19937_64& g, double lo, double hi) {
-    std::uniform_real_distribution<double> u(std::log(lo), std::log(hi));
-    return static_cast<uint64_t>(std::exp(u(g)));
-  }
-  uint64_t Us(double lo_us, double hi_us) { return LogUniform(rng_, lo_us * 1e3, hi_us * 1e3); }
   uint64_t SharedUs(double lo_us, double hi_us) {
     return LogUniform(shared_, lo_us * 1e3, hi_us * 1e3);
-  }
-  uint32_t NextCorrelation() { return corr_ += 1 + (Rand(3) == 0 ? 1 : 0); }
-
-  uint32_t Intern(const std::string& s) {
-    auto it = ids_.find(s);
-    if (it != ids_.end()) return it->second;
-    const auto id = static_cast<uint32_t>(strings_.size());
-    strings_.push_back(s);
-    ids_.emplace(s, id);
-    return id;
   }
 
   // Reference time -> this rank's clock (inverse of reference = t + offset +
@@ -556,14 +501,6 @@ class RankGenerator {
     return static_cast<uint64_t>(static_cast<int64_t>(local - reference_local_) +
                                  static_cast<int64_t>(kRealtimeBaseNs + (start_ref_ - kHostBaseNs)) +
                                  gpu_skew_ns_);
-  }
-
-  const Shape& PickKernel() {
-    std::uniform_real_distribution<double> u(0.0, zipf_total_);
-    const double x = u(shared_);
-    const size_t i = static_cast<size_t>(
-        std::lower_bound(zipf_cdf_.begin(), zipf_cdf_.end(), x) - zipf_cdf_.begin());
-    return kernels_[std::min(i, kernels_.size() - 1)];
   }
 
   // Queues a record made on the reference clock: its times go to the rank's clock.
@@ -589,258 +526,61 @@ class RankGenerator {
     pending_.push_back(p);
   }
 
-  ApiRecord Api(uint32_t name_id, uint32_t cbid, uint64_t dur_ns) {
-    ApiRecord a{};
-    host_ += Us(1, 20);
-    a.start_ns = host_;
-    a.end_ns = host_ + dur_ns;
-    host_ = a.end_ns;
-    a.correlation_id = NextCorrelation();
-    a.callback_id = cbid;
-    a.thread_id = thread_;
-    a.return_value = 0;
-    a.name_id = name_id;
-    a.domain = static_cast<uint8_t>(ApiDomain::kRuntime);
-    if (torch_op_pending_) {
-      ExternalCorrelationRecord x{};
-      x.external_id = ++torch_op_id_;
-      x.correlation_id = a.correlation_id;
-      x.external_kind = kCustom0;
-      Add(x, a.start_ns);
-      torch_op_pending_ = false;
-    }
-    Add(a, a.end_ns);
-    return a;
-  }
-
-  uint64_t GpuStart(uint32_t stream, const ApiRecord& a) {
-    return std::max(a.start_ns + Us(3, 8), gpu_[stream] + Us(1, 20));
-  }
-
-  KernelRecord Kernel(uint32_t stream, const Shape& s, uint64_t dur_ns, uint64_t not_before_end,
-                      const ApiRecord& a) {
-    KernelRecord k{};
-    k.start_ns = GpuStart(stream, a);
-    k.end_ns = std::max(k.start_ns + dur_ns, not_before_end);
-    gpu_[stream] = k.end_ns;
-    k.correlation_id = a.correlation_id;
-    k.device_id = 0;
-    k.context_id = 1;
-    k.stream_id = stream;
-    k.name_id = s.name_id;
-    k.grid_x = s.grids[Rand(static_cast<uint64_t>(s.n_grids))];
-    k.grid_y = s.grid_y;
-    k.grid_z = 1;
-    k.block_x = s.block;
-    k.block_y = 1;
-    k.block_z = 1;
-    k.registers_per_thread = s.regs;
-    k.static_shared_bytes = s.static_smem;
-    k.dynamic_shared_bytes = s.dynamic_smem;
-    Add(k, k.end_ns);
-    return k;
-  }
-
-  // One slice of a training step (see the file comment); stops at `limit` records.
-  void OpGroup(uint64_t group, uint64_t limit) {
-    enum Op : uint8_t { kLaunch, kLaunchSide, kLaunchNccl, kCopy, kSet, kWait, kEventSync };
-    std::vector<Op> ops;
-    for (int i = 0; i < 26; ++i) ops.push_back(kLaunch);
-    for (int i = 0; i < 8; ++i) ops.push_back(kLaunchSide);
-    ops.push_back(kLaunchNccl);
-    for (int i = 0; i < 5; ++i) ops.push_back(kCopy);
-    for (int i = 0; i < 2; ++i) ops.push_back(kSet);
-    ops.push_back(kWait);
-    ops.push_back(kEventSync);
-    // Shared by every rank, drawn the same number of times per group.
+  // StepGenerator's hooks. The program (op order, kernel choice, NCCL sizes,
+  // NVTX names) comes from the shared generator, drawn up front.
+  uint64_t BeginGroup(uint64_t group, std::vector<Op>& ops) {
     std::shuffle(ops.begin(), ops.end(), shared_);
     const uint64_t group_sched = schedule_;
     schedule_ += kGroupPeriodNs - 200'000 + SharedUs(1, 400);
     const size_t nccl_at = static_cast<size_t>(std::find(ops.begin(), ops.end(), kLaunchNccl) - ops.begin());
     // The all-reduce ends once the last rank arrived: a shared time.
-    const uint64_t allreduce_end =
-        group_sched + 250'000 + nccl_at * 26'000 + SharedUs(20, 400);
+    allreduce_end_ = group_sched + 250'000 + nccl_at * 26'000 + SharedUs(20, 400);
     static const uint64_t kNcclBytes[] = {4u << 20, 16u << 20, 25u << 20, 1u << 20};
-    const uint64_t nccl_bytes = kNcclBytes[Shared(4)];
-    std::array<uint32_t, 5> nvtx_pick{};
-    for (auto& n : nvtx_pick) n = nvtx_names_[3 + Shared(kNvtxNameCount - 3)];
-    std::vector<const Shape*> picks;
-    for (Op op : ops) picks.push_back(op == kLaunch || op == kLaunchSide ? &PickKernel() : nullptr);
+    nccl_bytes_ = kNcclBytes[Shared(4)];
+    for (auto& n : nvtx_pick_) n = nvtx_names_[3 + Shared(bench::kStepNvtxNameCount - 3)];
+    picks_.clear();
+    for (Op op : ops) picks_.push_back(op == kLaunch || op == kLaunchSide ? &PickKernel(shared_) : nullptr);
 
     thread_ = static_cast<uint32_t>(pid_) + (group % 2 == 0 ? 0 : 17);  // forward, autograd
-    const uint64_t group_start = std::max(host_ + Us(1, 20), group_sched + Us(1, 30));
-    host_ = group_start;
-    const size_t quarter = ops.size() / 4;
-    std::array<uint64_t, 4> inner_start{}, inner_end{};
-    int syncs = 0;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (i % quarter == 0 && i / quarter < 4) inner_start[i / quarter] = host_ + 500;
-      if (i == 0) torch_op_pending_ = true;
-      switch (ops[i]) {
-        case kLaunch:
-        case kLaunchSide: {
-          const ApiRecord a = Api(api_launch_, 211, Us(2, 10));
-          Kernel(ops[i] == kLaunch ? kComputeStream : kSideStream, *picks[i], Us(2, 200), 0, a);
-          break;
-        }
-        case kLaunchNccl: {
-          const uint64_t enqueue = host_ + Us(1, 3);
-          const uint64_t launch_id = ++nccl_launch_id_;
-          const ApiRecord a = Api(api_launch_, 211, Us(4, 12));
-          ExternalCorrelationRecord x{};  // AON's NCCL plugin: CUSTOM2 around the launch
-          x.external_id = launch_id;
-          x.correlation_id = a.correlation_id;
-          x.external_kind = kNcclExternalCorrelationKind;
-          Add(x, a.start_ns);
-          const KernelRecord k = Kernel(kNcclStream, nccl_kernel_, Us(15, 30), allreduce_end, a);
-          NcclRecord n{};
-          n.start_ns = enqueue;
-          n.end_ns = k.end_ns - Us(0.5, 2);
-          n.gpu_start_ns = k.start_ns + Us(0.5, 2);  // first channel start
-          n.comm_hash = comm_hash_;
-          n.seq_number = group;
-          n.bytes = nccl_bytes;
-          n.count = n.bytes / 2;
-          n.external_id = launch_id;
-          n.func_id = nccl_allreduce_;
-          n.algo_id = nccl_ring_;
-          n.proto_id = nccl_simple_;
-          n.datatype_id = nccl_f16_;
-          n.root = -1;
-          n.peer = -1;
-          n.n_channels = 16;
-          n.n_warps = 16;
-          n.channel_id = -1;
-          n.comm_rank = static_cast<int32_t>(rank_);
-          n.comm_nranks = static_cast<int32_t>(o_.ranks);
-          n.comm_nnodes = static_cast<int32_t>((o_.ranks + 7) / 8);
-          n.event_type = static_cast<uint8_t>(NcclEventType::kColl);
-          if (o_.nccl_raw) {
-            n.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kRaw);
-          } else {
-            n.correlation_id = k.correlation_id;
-            n.stream_id = kNcclStream;
-            n.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kCalibrated);
-          }
-          Add(n, k.end_ns + 1'000);
-          break;
-        }
-        case kCopy: {
-          static const uint64_t kBytes[] = {8, 4096, 65536, 1u << 20, 4u << 20};
-          const uint32_t stream = Rand(2) == 0 ? kComputeStream : kCopyStream;
-          const ApiRecord a = Api(api_memcpy_, 41, Us(3, 10));
-          MemcpyRecord m{};
-          m.bytes = kBytes[Rand(5)];
-          m.start_ns = GpuStart(stream, a);
-          m.end_ns = m.start_ns + 1500 + m.bytes / 20;  // ~20 GB/s
-          gpu_[stream] = m.end_ns;
-          m.correlation_id = a.correlation_id;
-          m.device_id = 0;
-          m.context_id = 1;
-          m.stream_id = stream;
-          m.src_device_id = 0;
-          m.dst_device_id = 0;
-          m.copy_kind = Rand(3) == 0 ? 2 : 1;  // DtoH, HtoD
-          m.src_kind = m.copy_kind == 1 ? 2 : 3;
-          m.dst_kind = m.copy_kind == 1 ? 3 : 2;
-          m.flags = 1;
-          Add(m, m.end_ns);
-          break;
-        }
-        case kSet: {
-          const ApiRecord a = Api(api_memset_, 51, Us(2, 6));
-          MemsetRecord s{};
-          s.bytes = uint64_t{1} << (12 + Rand(12));
-          s.start_ns = GpuStart(kComputeStream, a);
-          s.end_ns = s.start_ns + 1000 + s.bytes / 400;
-          gpu_[kComputeStream] = s.end_ns;
-          s.correlation_id = a.correlation_id;
-          s.device_id = 0;
-          s.context_id = 1;
-          s.stream_id = kComputeStream;
-          s.memory_kind = 3;
-          s.flags = 1;
-          Add(s, s.end_ns);
-          break;
-        }
-        case kWait: {
-          const ApiRecord a = Api(api_wait_, 147, Us(2, 5));
-          for (uint32_t stream : {kComputeStream, kNcclStream}) {
-            SyncRecord s{};
-            s.start_ns = a.start_ns;
-            s.end_ns = a.end_ns;
-            s.correlation_id = a.correlation_id;
-            s.context_id = 1;
-            s.stream_id = stream;
-            s.event_id = 17;
-            s.sync_type = 2;
-            Add(s, s.end_ns);
-            ++syncs;
-          }
-          break;
-        }
-        case kEventSync: {
-          const ApiRecord a = Api(api_event_sync_, 137, Us(2, 5));
-          const uint64_t until = std::max(a.end_ns, gpu_[kSideStream] + Us(2, 8));
-          SyncRecord s{};
-          s.start_ns = a.start_ns;
-          s.end_ns = until;
-          s.correlation_id = a.correlation_id;
-          s.context_id = 1;
-          s.stream_id = UINT32_MAX;
-          s.event_id = 17;
-          s.sync_type = 1;
-          Add(s, s.end_ns);
-          ++syncs;
-          host_ = until;
-          break;
-        }
-      }
-      if ((i + 1) % quarter == 0 && (i + 1) / quarter <= 4) inner_end[(i + 1) / quarter - 1] = host_ + 700;
+    return std::max(host_ + Us(1, 20), group_sched + Us(1, 30));
+  }
+  static bool TorchOpAt(size_t i, size_t /*n*/) { return i == 0; }
+  void Launch(size_t i, uint32_t stream) {
+    const ApiRecord a = Api(api_launch_, 211, Us(2, 10));
+    Kernel(stream, *picks_[i], Us(2, 200), 0, a);
+  }
+  void LaunchNccl(uint64_t group) {
+    const uint64_t enqueue = host_ + Us(1, 3);
+    const uint64_t launch_id = ++nccl_launch_id_;
+    const ApiRecord a = Api(api_launch_, 211, Us(4, 12));
+    ExternalCorrelationRecord x{};  // AON's NCCL plugin: CUSTOM2 around the launch
+    x.external_id = launch_id;
+    x.correlation_id = a.correlation_id;
+    x.external_kind = kNcclExternalCorrelationKind;
+    Add(x, a.start_ns);
+    const KernelRecord k = Kernel(kNcclStream, nccl_kernel_, Us(15, 30), allreduce_end_, a);
+    NcclRecord n = AllReduce(comm_hash_, nccl_bytes_, static_cast<int32_t>(rank_),
+                             static_cast<int32_t>(o_.ranks), static_cast<int32_t>((o_.ranks + 7) / 8));
+    n.start_ns = enqueue;
+    n.end_ns = k.end_ns - Us(0.5, 2);
+    n.gpu_start_ns = k.start_ns + Us(0.5, 2);  // first channel start
+    n.seq_number = group;
+    n.external_id = launch_id;
+    if (o_.nccl_raw) {
+      n.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kRaw);
+    } else {
+      n.correlation_id = k.correlation_id;
+      n.stream_id = kNcclStream;
+      n.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kCalibrated);
     }
-    {
-      // cudaStreamSynchronize at the end of the group waits for every stream.
-      const ApiRecord a = Api(api_stream_sync_, 131, Us(2, 5));
-      uint64_t until = a.end_ns;
-      for (const auto& [stream, end] : gpu_) until = std::max(until, end + Us(2, 8));
-      for (uint32_t stream : {kComputeStream, kSideStream}) {
-        if (syncs >= 5) break;
-        SyncRecord s{};
-        s.start_ns = a.start_ns;
-        s.end_ns = until;
-        s.correlation_id = a.correlation_id;
-        s.context_id = 1;
-        s.stream_id = stream;
-        s.sync_type = 3;
-        Add(s, s.end_ns);
-        ++syncs;
-      }
-      host_ = until;
-    }
-    for (size_t i = 0; i < 4; ++i) {
-      NvtxRecord n{};
-      n.start_ns = inner_start[i];
-      n.end_ns = std::max(inner_end[i], n.start_ns + 1000);
-      n.thread_id = thread_;
-      n.name_id = nvtx_pick[i];
-      n.depth = 1;
-      n.type = static_cast<uint8_t>(NvtxType::kPushPop);
-      Add(n, n.end_ns);
-    }
-    NvtxRecord outer{};
-    outer.start_ns = group_start;
-    outer.end_ns = host_ + 300;
-    outer.thread_id = thread_;
-    outer.name_id = nvtx_names_[group % 3];
-    outer.depth = 0;
-    outer.type = static_cast<uint8_t>(NvtxType::kPushPop);
-    Add(outer, outer.end_ns);
-    host_ += Us(1, 20);
-
-    // Completion order, as CUPTI and the ring deliver them; cut at `limit`.
+    Add(n, k.end_ns + 1'000);
+  }
+  uint32_t InnerNvtxName(size_t i) const { return nvtx_pick_[i]; }
+  // Completion order, as CUPTI and the ring deliver them; cut at limit_.
+  void EndGroup() {
     std::stable_sort(pending_.begin(), pending_.end(),
                      [](const Pending& a, const Pending& b) { return a.avail_ref < b.avail_ref; });
-    Release(static_cast<size_t>(std::min<uint64_t>(pending_.size(), limit - emitted_)));
+    Release(static_cast<size_t>(std::min<uint64_t>(pending_.size(), limit_ - emitted_)));
   }
 
   // Moves the first n pending records into the per-kind batches, flushing the
@@ -909,25 +649,14 @@ class RankGenerator {
 
   const Options& o_;
   uint32_t rank_;
-  std::mt19937_64 rng_;     // this rank's timings
   std::mt19937_64 shared_;  // the job's program: same on every rank
   std::string path_;
   std::unique_ptr<TraceWriter> writer_;
   Status st_;
 
-  std::vector<std::string> strings_{std::string()};
-  std::unordered_map<std::string, uint32_t> ids_{{std::string(), 0}};
   size_t strings_written_ = 0;
   uint32_t uuid_id_ = 0, gpu_name_id_ = 0;
 
-  std::vector<Shape> kernels_;
-  std::vector<double> zipf_cdf_;
-  double zipf_total_ = 0;
-  Shape nccl_kernel_{};
-  uint32_t api_launch_ = 0, api_memcpy_ = 0, api_memset_ = 0, api_wait_ = 0, api_event_sync_ = 0,
-           api_stream_sync_ = 0;
-  uint32_t nccl_allreduce_ = 0, nccl_ring_ = 0, nccl_simple_ = 0, nccl_f16_ = 0;
-  std::vector<uint32_t> nvtx_names_;
   uint64_t comm_hash_ = 0;
 
   int64_t offset_ns_ = 0;
@@ -936,15 +665,15 @@ class RankGenerator {
   int64_t gpu_skew_ns_ = 0;
   uint64_t start_ref_ = 0;
   uint64_t reference_local_ = 0;
-  uint64_t host_ = 0;
   uint64_t schedule_ = 0;
-  std::unordered_map<uint32_t, uint64_t> gpu_;
   int64_t pid_ = 0;
-  uint32_t thread_ = 0;
-  uint32_t corr_ = 1000;
-  uint64_t torch_op_id_ = 0;
   uint64_t nccl_launch_id_ = 0;
-  bool torch_op_pending_ = false;
+  // The current group's program (BeginGroup).
+  uint64_t allreduce_end_ = 0;
+  uint64_t nccl_bytes_ = 0;
+  std::array<uint32_t, 5> nvtx_pick_{};
+  std::vector<const Shape*> picks_;
+  uint64_t limit_ = 0;  // records before the kComm one
 
   std::vector<Pending> pending_;
   uint64_t seq_ = 0;
