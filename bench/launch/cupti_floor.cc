@@ -29,7 +29,13 @@
 #include <mutex>
 #include <vector>
 
+// The agent's own API filter lists: the floor enables exactly what AON enables.
+#include "cupti_api_filter.h"
+
 namespace {
+
+using aon::agent::IsNoisyRuntimeApi;
+using aon::agent::IsTracedDriverApi;
 
 constexpr size_t kBufferBytes = 4u << 20;  // as the agent
 constexpr size_t kPreallocatedBuffers = 4;
@@ -86,41 +92,6 @@ uint64_t CUPTIAPI Timestamp() {
 }
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
-
-bool StartsWithName(const char* name, const char* n) {
-  size_t len = std::strlen(n);
-  return std::strncmp(name, n, len) == 0 && (name[len] == '\0' || name[len] == '_');
-}
-
-// The agent's IsNoisyRuntimeApi list.
-bool IsNoisyRuntimeApi(const char* name) {
-  static const char* const kNoisy[] = {
-      "cudaGetDevice", "cudaSetDevice", "cudaGetLastError", "cudaPeekAtLastError",
-      "cudaGetDeviceCount", "cudaGetDeviceProperties", "cudaDeviceGetAttribute",
-      "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaPointerGetAttributes",
-      "cudaFuncGetAttributes", "cudaGetFuncBySymbol", "cudaDriverGetVersion",
-      "cudaRuntimeGetVersion", "cudaStreamQuery", "cudaEventQuery", "cudaGetDriverEntryPoint",
-      "cudaThreadExchangeStreamCaptureMode", "cudaStreamGetPriority", "cudaStreamGetFlags",
-      "cudaDeviceGetStreamPriorityRange", "cudaGetExportTable", "cudaGetErrorString",
-      "cudaGetErrorName", "cudaDeviceCanAccessPeer", "cudaStreamGetId", "cudaStreamGetDevice",
-      "cudaCtxResetPersistingL2Cache", "cudaGetDriverEntryPointByVersion",
-      "cudaDeviceGetPCIBusId", "cudaDeviceGetByPCIBusId"};
-  for (const char* n : kNoisy) {
-    if (StartsWithName(name, n)) return true;
-  }
-  return false;
-}
-
-// The agent's IsTracedDriverApi list.
-bool IsTracedDriverApi(const char* name) {
-  static const char* const kPrefixes[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset",
-                                          "cuStreamSynchronize", "cuCtxSynchronize",
-                                          "cuEventSynchronize", "cuStreamWaitEvent"};
-  for (const char* p : kPrefixes) {
-    if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
-  }
-  return false;
-}
 
 void ConfigureApiFilters() {
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {

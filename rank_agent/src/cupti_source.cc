@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agent.h"
+#include "cupti_api_filter.h"
 #include "aon/timebase.h"
 #include "nccl_plugin.h"
 
@@ -290,42 +291,6 @@ std::string ResultText(CUptiResult r) {
   const char* s = nullptr;
   cuptiGetResultString(r, &s);
   return std::string(s ? s : "unknown CUPTI error") + " (" + std::to_string(static_cast<int>(r)) + ")";
-}
-
-// Runtime calls that carry no timing information and are called constantly by
-// frameworks (device/stream queries, error polling).
-bool IsNoisyRuntimeApi(const char* name) {
-  static const char* const kNoisy[] = {
-      "cudaGetDevice", "cudaSetDevice", "cudaGetLastError", "cudaPeekAtLastError",
-      "cudaGetDeviceCount", "cudaGetDeviceProperties", "cudaDeviceGetAttribute",
-      "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaPointerGetAttributes",
-      "cudaFuncGetAttributes", "cudaGetFuncBySymbol", "cudaDriverGetVersion",
-      "cudaRuntimeGetVersion", "cudaStreamQuery", "cudaEventQuery", "cudaGetDriverEntryPoint",
-      "cudaThreadExchangeStreamCaptureMode", "cudaStreamGetPriority", "cudaStreamGetFlags",
-      "cudaDeviceGetStreamPriorityRange", "cudaGetExportTable", "cudaGetErrorString",
-      "cudaGetErrorName", "cudaDeviceCanAccessPeer", "cudaStreamGetId", "cudaStreamGetDevice",
-      "cudaCtxResetPersistingL2Cache", "cudaGetDriverEntryPointByVersion",
-      "cudaDeviceGetPCIBusId", "cudaDeviceGetByPCIBusId"};
-  for (const char* n : kNoisy) {
-    if (std::strncmp(name, n, std::strlen(n)) == 0 &&
-        (name[std::strlen(n)] == '\0' || name[std::strlen(n)] == '_')) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// Driver calls worth a record: those that put work on the GPU or wait for it.
-// Libraries such as NCCL and cuBLAS launch through the driver directly; the
-// rest of the driver API mirrors runtime calls that are recorded already.
-bool IsTracedDriverApi(const char* name) {
-  static const char* const kPrefixes[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset",
-                                          "cuStreamSynchronize", "cuCtxSynchronize",
-                                          "cuEventSynchronize", "cuStreamWaitEvent"};
-  for (const char* p : kPrefixes) {
-    if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
-  }
-  return false;
 }
 
 void ConfigureApiFilters(Agent& agent) {
