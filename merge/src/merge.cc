@@ -714,9 +714,16 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
 
 std::string FormatMergeSummary(const MergeReport& report) {
   std::ostringstream out;
+  // A truncated rank (killed process, collector stopped) is merged up to where
+  // its trace ends: say so instead of counting it as missing.
+  const auto partial = static_cast<uint32_t>(
+      std::count_if(report.ranks.begin(), report.ranks.end(), [](const RankOutcome& r) {
+        return r.status == RankStatus::kTruncated && r.records > 0;
+      }));
   out << "aon-merge: job " << (report.job_id.empty() ? "(no id)" : report.job_id) << ": merged "
-      << report.ranks_ok() << " of " << report.world_size << " ranks from " << report.job_dir
-      << "\n";
+      << report.ranks_ok() + partial << " of " << report.world_size << " ranks";
+  if (partial > 0) out << " (" << partial << " truncated)";
+  out << " from " << report.job_dir << "\n";
   for (const RankOutcome& o : report.ranks) {
     if (o.status == RankStatus::kOk) continue;
     out << "  rank " << o.rank << ": " << RankStatusName(o.status) << ": " << o.message << "\n";

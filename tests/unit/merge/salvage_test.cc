@@ -224,6 +224,9 @@ TEST(MergeSalvage, TruncatedMetadataMarksTheRank) {
     expected += traces[1].Get<T>().size();
   });
   EXPECT_EQ(o.records, expected) << "merged normally";
+  // The summary counts it as merged, and says it is truncated.
+  const std::string summary = FormatMergeSummary(report);
+  EXPECT_TRUE(Contains(summary, "merged 2 of 2 ranks (1 truncated)")) << summary;
   const std::vector<RankSummary> rows = RankRows(report.timeline_path);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[1].status, static_cast<uint8_t>(RankStatus::kTruncated));
