@@ -40,33 +40,50 @@ socklen_t CollectorAddress(const std::string& name, sockaddr_un* addr) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
 }
 
-StatusOr<std::string> CollectorControl(const std::string& socket_name, const std::string& message,
-                                  int timeout_ms) {
+int ConnectToCollector(const std::string& name) {
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoStatus("socket", errno);
+  if (fd < 0) return -errno;
   sockaddr_un addr;
-  socklen_t len = CollectorAddress(socket_name, &addr);
+  socklen_t len = CollectorAddress(name, &addr);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     int err = errno;
     close(fd);
-    return ErrnoStatus("no collector on '" + socket_name + "'", err);
+    return -err;
   }
-  if (send(fd, message.data(), message.size(), MSG_NOSIGNAL) < 0) {
-    int err = errno;
-    close(fd);
-    return ErrnoStatus("sending to the collector", err);
-  }
+  return fd;
+}
+
+StatusOr<std::string> ReceiveFromCollector(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
   int rc;
   do {
     rc = poll(&p, 1, timeout_ms);
   } while (rc < 0 && errno == EINTR);
-  std::string buf(4096, '\0');
-  ssize_t n = rc > 0 ? recv(fd, buf.data(), buf.size(), 0) : -1;
-  close(fd);
   if (rc == 0) return Unavailable("the collector did not answer within " + std::to_string(timeout_ms) + " ms");
-  if (n <= 0) return Unavailable("the collector closed the connection without answering");
+  if (rc < 0) return ErrnoStatus("waiting for the collector", errno);
+  std::string buf(kMaxMessageBytes, '\0');
+  ssize_t n;
+  do {
+    n = recv(fd, buf.data(), buf.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus("reading the collector's answer", errno);
+  if (n == 0) return Unavailable("the collector closed the connection without answering");
   buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
+StatusOr<std::string> CollectorControl(const std::string& socket_name, const std::string& message,
+                                       int timeout_ms) {
+  int fd = ConnectToCollector(socket_name);
+  if (fd < 0) return ErrnoStatus("no collector on '" + socket_name + "'", -fd);
+  if (send(fd, message.data(), message.size(), MSG_NOSIGNAL) < 0) {
+    int err = errno;
+    close(fd);
+    return ErrnoStatus("sending to the collector", err);
+  }
+  auto answer = ReceiveFromCollector(fd, timeout_ms);
+  close(fd);
+  AON_ASSIGN_OR_RETURN(std::string buf, std::move(answer));
   while (!buf.empty() && buf.back() == '\n') buf.pop_back();
   return buf;
 }

@@ -163,6 +163,7 @@ class Collector {
   void HandleControl(int sock, const std::string& text);
   void DrainAll();
   void Drain(Rank& r, uint64_t now);
+  void DrainToEnd(Rank& r);
   void FlushAll();
   void FlushRank(Rank& r);
   void WriteStrings(Rank& r, bool final);
@@ -383,6 +384,16 @@ void Collector::Drain(Rank& r, uint64_t now) {
   }
 }
 
+// Everything committed to the ring by now (a dead process's ring stays mapped
+// here); bounded, in case a live producer keeps writing.
+void Collector::DrainToEnd(Rank& r) {
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t before = r.records;
+    Drain(r, NowNs());
+    if (r.records == before) break;
+  }
+}
+
 void Collector::DrainAll() {
   const uint64_t now = NowNs();
   for (auto& r : ranks_) {
@@ -490,11 +501,7 @@ void Collector::CheckWatches(uint64_t now) {
 void Collector::Finalize(Rank& r, bool died) {
   if (r.done) return;
   // Everything that reached the ring (a dead process's ring stays mapped here).
-  for (int i = 0; i < 1000 && !r.ring_broken; ++i) {
-    const uint64_t before = r.records;
-    Drain(r, NowNs());
-    if (r.records == before) break;
-  }
+  DrainToEnd(r);
   if (r.consumer.Backlog() > 0 && !r.ring_broken) {
     r.notes.push_back("collector: " + std::to_string(r.consumer.Backlog()) +
                       " bytes of the ring were reserved but never committed (the process died "
@@ -525,8 +532,7 @@ void Collector::Finalize(Rank& r, bool died) {
     m.truncated = 0;
   }
   m.last_record_ns = r.last_record_ns;
-  if (!r.region.valid()) {
-  } else {
+  if (r.region.valid()) {
     for (size_t k = 0; k < kRecordKindCount; ++k) {
       m.dropped[k] = std::max(m.dropped[k], r.consumer.Dropped(k)) + r.lost[k];
     }
@@ -585,12 +591,8 @@ void Collector::OnMessage(Rank& r) {
   Message m = ReceiveMessage(r.sock);
   if (m.fd >= 0) close(m.fd);
   if (m.closed) {
-    if (!r.finished) {
-      Finalize(r, /*died=*/true);
-    } else if (r.sock >= 0) {
-      close(r.sock);
-      r.sock = -1;
-    }
+    // Closed without FINISH: the rank died.
+    if (!r.finished) Finalize(r, /*died=*/true);
     if (r.sock >= 0) {
       close(r.sock);
       r.sock = -1;
@@ -609,11 +611,7 @@ void Collector::OnMessage(Rank& r) {
     if (flight()) {
       // Held in the window until the collector exits (a late trigger, such
       // as the job failing, can still persist it).
-      for (int i = 0; i < 1000; ++i) {
-        const uint64_t before = r.records;
-        Drain(r, NowNs());
-        if (r.records == before) break;
-      }
+      DrainToEnd(r);
       Send(r.sock, "DONE " + r.path + "\n");
       last_gone_ns_ = NowNs();
     } else {

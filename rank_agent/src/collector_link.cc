@@ -24,43 +24,10 @@ namespace aon::agent {
 namespace {
 
 
-int TryConnect(const std::string& name) {
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  sockaddr_un addr;
-  socklen_t len = CollectorAddress(name, &addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    int err = errno;
-    close(fd);
-    return -err;
-  }
-  return fd;
-}
-
 void SleepMs(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
-}
-
-// Reads one message with a deadline. "" and an error on timeout / close.
-StatusOr<std::string> Receive(int fd, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
-  int rc;
-  do {
-    rc = poll(&p, 1, timeout_ms);
-  } while (rc < 0 && errno == EINTR);
-  if (rc == 0) return Unavailable("the collector did not answer within " + std::to_string(timeout_ms) + " ms");
-  if (rc < 0) return ErrnoStatus("waiting for the collector", errno);
-  std::string buf(kMaxMessageBytes, '\0');
-  ssize_t n;
-  do {
-    n = recv(fd, buf.data(), buf.size(), 0);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus("reading the collector's answer", errno);
-  if (n == 0) return Unavailable("the collector closed the connection");
-  buf.resize(static_cast<size_t>(n));
-  return buf;
 }
 
 Status SendMessage(int fd, const std::string& msg, int pass_fd) {
@@ -150,7 +117,7 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
                                                                 const RankMetadata& hello,
                                                                 int ring_fd) {
   const std::string name = CollectorSocketName(geteuid(), config.job_id, config.output_dir);
-  int fd = TryConnect(name);
+  int fd = ConnectToCollector(name);
   if (fd < 0) {
     if (collector_path.empty()) {
       return NotFound("no aon-collector found (set AON_COLLECTOR)");
@@ -167,7 +134,7 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
     AON_RETURN_IF_ERROR(SpawnCollector(collector_path, args));
     // The spawned collector (or one another rank started) binds within ms.
     for (int i = 0; i < 250 && fd < 0; ++i) {
-      fd = TryConnect(name);
+      fd = ConnectToCollector(name);
       if (fd < 0) SleepMs(i < 50 ? 2 : 10);
     }
     if (fd < 0) {
@@ -177,7 +144,7 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
   }
   std::unique_ptr<CollectorLink> link(new CollectorLink(fd));
   AON_RETURN_IF_ERROR(SendMessage(fd, "HELLO 1\n" + EncodeRankMetadata(hello), ring_fd));
-  AON_ASSIGN_OR_RETURN(std::string answer, Receive(fd, 10000));
+  AON_ASSIGN_OR_RETURN(std::string answer, ReceiveFromCollector(fd, 10000));
   if (answer.starts_with("OK ")) {
     link->rank_file_ = answer.substr(3, answer.find('\n') == std::string::npos
                                             ? std::string::npos
@@ -193,7 +160,7 @@ CollectorLink::~CollectorLink() {
 
 StatusOr<std::string> CollectorLink::Finish(const RankMetadata& final_metadata, int timeout_ms) {
   AON_RETURN_IF_ERROR(SendMessage(fd_, "FINISH\n" + EncodeRankMetadata(final_metadata), -1));
-  AON_ASSIGN_OR_RETURN(std::string answer, Receive(fd_, timeout_ms));
+  AON_ASSIGN_OR_RETURN(std::string answer, ReceiveFromCollector(fd_, timeout_ms));
   while (!answer.empty() && answer.back() == '\n') answer.pop_back();
   if (answer.starts_with("DONE ")) return answer.substr(5);
   return Unavailable("the collector could not finish the rank file: " + answer);

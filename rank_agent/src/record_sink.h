@@ -40,13 +40,11 @@ class RecordSink {
 
   template <typename T>
   void Push(const T& record) {
-    constexpr auto kind = static_cast<size_t>(RecordTraits<T>::kKind);
     if (closed_.load(std::memory_order_acquire) || !producer_.attached()) {
       CountDropped(RecordTraits<T>::kKind, 1);
       return;
     }
     producer_.Push(record);
-    (void)kind;
   }
 
   // CUPTI's buffer pool and other memory that counts against the cap. False

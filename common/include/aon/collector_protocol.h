@@ -36,6 +36,13 @@ std::string CollectorSocketName(uid_t uid, std::string_view job_id, std::string_
 // The socket address of an abstract name; returns the address length.
 socklen_t CollectorAddress(const std::string& name, sockaddr_un* addr);
 
+// Connects a SOCK_SEQPACKET socket to the collector named `name`: the fd, or
+// -errno (ECONNREFUSED / ENOENT: no collector is running).
+int ConnectToCollector(const std::string& name);
+
+// Reads one message from the collector, waiting at most timeout_ms.
+StatusOr<std::string> ReceiveFromCollector(int fd, int timeout_ms);
+
 // Sends a control verb ("TRIGGER <reason>\n", "QUIESCE\n") to the collector
 // on `socket_name` and waits up to timeout_ms for its one-line answer.
 StatusOr<std::string> CollectorControl(const std::string& socket_name, const std::string& message,
