@@ -15,7 +15,8 @@
 namespace aon::clocksync {
 namespace {
 
-constexpr const char* kEndpointKey = "aon.clock.endpoint";
+constexpr const char* kEndpointKey = "aon.clock.endpoint";  // rank 0: "ip,ip,...:port"
+constexpr const char* kClockIdKey = "aon.clock.id";         // node leaders: TimebaseClockId()
 
 // IPv4 addresses of this host, loopback last (other nodes cannot use it, but
 // ranks on this node can).
@@ -36,6 +37,80 @@ std::vector<std::string> LocalAddresses() {
 
 std::string PmixError(const char* what, pmix_status_t rc) {
   return std::string(what) + ": " + PMIx_Error_string(rc);
+}
+
+// Job data of our own namespace (cached by the client at init on both Open MPI
+// and Slurm; a 2 s timeout in case a server has to be asked).
+pmix_value_t* GetJobValue(const pmix_proc_t& proc, const char* key) {
+  pmix_info_t info;
+  int timeout_s = 2;
+  PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &timeout_s, PMIX_INT);
+  pmix_value_t* value = nullptr;
+  pmix_status_t rc = PMIx_Get(&proc, key, &info, 1, &value);
+  PMIX_INFO_DESTRUCT(&info);
+  if (rc != PMIX_SUCCESS && value != nullptr) {
+    PMIX_VALUE_RELEASE(value);
+    value = nullptr;
+  }
+  return value;
+}
+
+// The node leader: the lowest rank among our namespace's local peers (rank 0
+// on its own node). Without PMIX_LOCAL_PEERS, a rank of local rank 0 is its
+// node's leader and any other does not know its leader (-1: it measures).
+int64_t ElectNodeLeader(const pmix_proc_t& me, std::string* how) {
+  pmix_proc_t job;
+  PMIX_LOAD_PROCID(&job, me.nspace, PMIX_RANK_WILDCARD);
+  if (pmix_value_t* peers = GetJobValue(job, PMIX_LOCAL_PEERS)) {
+    int64_t lowest = -1;
+    bool has_me = false, parsed = peers->type == PMIX_STRING && peers->data.string != nullptr;
+    if (parsed) {
+      const std::string list = peers->data.string;
+      size_t pos = 0;
+      while (pos <= list.size() && parsed) {
+        size_t comma = list.find(',', pos);
+        if (comma == std::string::npos) comma = list.size();
+        const std::string item = list.substr(pos, comma - pos);
+        pos = comma + 1;
+        char* end = nullptr;
+        const unsigned long long r = std::strtoull(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0') {
+          parsed = false;
+          break;
+        }
+        if (lowest < 0 || static_cast<int64_t>(r) < lowest) lowest = static_cast<int64_t>(r);
+        has_me |= r == me.rank;
+      }
+    }
+    PMIX_VALUE_RELEASE(peers);
+    if (parsed && has_me) {
+      *how = "lowest rank of PMIX_LOCAL_PEERS";
+      return lowest;
+    }
+  }
+  if (pmix_value_t* local = GetJobValue(me, PMIX_LOCAL_RANK)) {
+    const bool first = local->type == PMIX_UINT16 && local->data.uint16 == 0;
+    PMIX_VALUE_RELEASE(local);
+    if (first) {
+      *how = "local rank 0 (no usable PMIX_LOCAL_PEERS)";
+      return me.rank;
+    }
+  }
+  *how = "no usable PMIX_LOCAL_PEERS and not local rank 0: node leader unknown";
+  return -1;
+}
+
+Status Publish(const std::vector<std::pair<const char*, std::string>>& entries) {
+  for (const auto& [key, text] : entries) {
+    pmix_value_t value;
+    PMIX_VALUE_LOAD(&value, text.c_str(), PMIX_STRING);
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &value);
+    PMIX_VALUE_DESTRUCT(&value);
+    if (rc != PMIX_SUCCESS) return Unavailable(PmixError("PMIx_Put", rc));
+  }
+  pmix_status_t rc = PMIx_Commit();
+  if (rc != PMIX_SUCCESS) return Unavailable(PmixError("PMIx_Commit", rc));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -61,6 +136,13 @@ std::unique_ptr<RankClockSync> RankClockSync::Start(int period_ms, int rounds) {
     s->failure_ = "PMIx singleton (no launcher): clocks not synchronized";
     return s;
   }
+  s->clock_id_ = TimebaseClockId();
+  if (pmix_value_t* host = GetJobValue(me, PMIX_HOSTNAME)) {
+    if (host->type == PMIX_STRING && host->data.string != nullptr) s->host_ = host->data.string;
+    PMIX_VALUE_RELEASE(host);
+  }
+  std::string how;
+  s->node_leader_ = ElectNodeLeader(me, &how);
   s->is_root_ = me.rank == 0;
   if (s->is_root_) {
     auto server = PingServer::Start("0.0.0.0", 0, [] { return TimebaseNowNs(); });
@@ -72,13 +154,21 @@ std::unique_ptr<RankClockSync> RankClockSync::Start(int period_ms, int rounds) {
     std::string endpoints;
     for (const std::string& a : LocalAddresses()) endpoints += (endpoints.empty() ? "" : ",") + a;
     endpoints += ":" + std::to_string(s->server_->port());
-    pmix_value_t value;
-    PMIX_VALUE_LOAD(&value, endpoints.c_str(), PMIX_STRING);
-    rc = PMIx_Put(PMIX_GLOBAL, kEndpointKey, &value);
-    PMIX_VALUE_DESTRUCT(&value);
-    if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
-    if (rc != PMIX_SUCCESS) s->failure_ = PmixError("publishing rank 0's clock endpoint", rc);
+    Status published = Publish({{kEndpointKey, endpoints}, {kClockIdKey, s->clock_id_}});
+    if (!published.ok()) {
+      s->failure_ = "publishing rank 0's clock endpoint: " + published.message();
+    }
     return s;  // the reference: nothing to measure
+  }
+  if (s->node_leader_ == static_cast<int64_t>(me.rank)) {
+    // Our followers compare their clock id with this one. If it cannot be
+    // published they measure for themselves: slower, never wrong.
+    Status published = Publish({{kClockIdKey, s->clock_id_}});
+    if (!published.ok()) {
+      s->role_note_ = "publishing the node leader's clock id: " + published.message();
+    }
+  } else if (s->node_leader_ < 0) {
+    s->role_note_ = how;
   }
   s->thread_ = std::thread([p = s.get()] { p->Run(); });
   return s;
@@ -89,21 +179,22 @@ RankClockSync::~RankClockSync() {
   if (thread_.joinable()) thread_.join();
 }
 
-void RankClockSync::Run() {
-  // Rank 0 may publish after we ask: some PMIx servers answer NOT_FOUND at once
-  // rather than wait (seen with Open MPI 4.1's under load), so ask again, with
-  // short waits, until it is there, the process ends, or a minute has passed.
-  pmix_proc_t root;
-  PMIX_LOAD_PROCID(&root, nspace_.c_str(), 0);
+std::string RankClockSync::Fetch(uint32_t rank, const char* key, std::chrono::seconds limit,
+                                 std::string* error) {
+  // The owner may publish after we ask: some PMIx servers answer NOT_FOUND at
+  // once rather than wait (seen with Open MPI 4.1's under load), so ask again,
+  // with short waits, until it is there, the process ends, or `limit` passed.
+  pmix_proc_t owner;
+  PMIX_LOAD_PROCID(&owner, nspace_.c_str(), rank);
   pmix_value_t* value = nullptr;
   pmix_status_t rc = PMIX_ERR_NOT_FOUND;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto give_up = std::chrono::steady_clock::now() + limit;
   int pause_ms = 5;
   while (!stop_.load() && std::chrono::steady_clock::now() < give_up) {
     pmix_info_t info;
     int timeout_s = 2;
     PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &timeout_s, PMIX_INT);
-    rc = PMIx_Get(&root, kEndpointKey, &info, 1, &value);
+    rc = PMIx_Get(&owner, key, &info, 1, &value);
     PMIX_INFO_DESTRUCT(&info);
     if (rc == PMIX_SUCCESS) break;
     if (value) PMIX_VALUE_RELEASE(value);
@@ -111,18 +202,55 @@ void RankClockSync::Run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
     pause_ms = std::min(pause_ms * 2, 200);
   }
-  if (rc != PMIX_SUCCESS || value == nullptr || value->type != PMIX_STRING) {
+  std::string text;
+  if (rc == PMIX_SUCCESS && value != nullptr && value->type == PMIX_STRING &&
+      value->data.string != nullptr) {
+    text = value->data.string;
+  } else {
+    *error = "fetching rank " + std::to_string(rank) + "'s " + key + ": " +
+             (rc == PMIX_SUCCESS ? std::string("not a string") : PMIx_Error_string(rc));
+    rc = PMIX_ERROR;
+  }
+  if (value) PMIX_VALUE_RELEASE(value);
+  return rc == PMIX_SUCCESS ? text : std::string();
+}
+
+void RankClockSync::Run() {
+  const bool follower_candidate = node_leader_ >= 0 && node_leader_ != rank_;
+  if (follower_candidate) {
+    // A leader publishes right after its PMIx_Init; 10 s covers slow starts.
+    std::string error;
+    const std::string leader_clock =
+        Fetch(static_cast<uint32_t>(node_leader_), kClockIdKey, std::chrono::seconds(10), &error);
+    std::string why;
+    if (!leader_clock.empty() && !clock_id_.empty() && leader_clock == clock_id_) {
+      follows_ = static_cast<int32_t>(node_leader_);
+      fetch_done_ = true;
+      return;  // same clock as our leader: nothing to measure
+    }
+    if (stop_.load()) {
+      fetch_done_ = true;
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    last_error_ = PmixError("fetching rank 0's clock endpoint", rc);
+    role_note_ = !error.empty() ? error
+                 : clock_id_.empty()
+                     ? std::string("own clock id unknown")
+                     : "clock id differs from node leader rank " + std::to_string(node_leader_) +
+                           "'s (another time namespace or kernel)";
+  }
+  std::string error;
+  const std::string endpoints = Fetch(0, kEndpointKey, std::chrono::seconds(60), &error);
+  if (endpoints.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_error_ = error;
     fetch_done_ = true;
-    if (value) PMIX_VALUE_RELEASE(value);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    root_endpoints_ = value->data.string;
+    root_endpoints_ = endpoints;
   }
-  PMIX_VALUE_RELEASE(value);
   Measure(2000);
   fetch_done_ = true;
   while (!stop_.load()) {
@@ -183,16 +311,34 @@ SyncResult RankClockSync::Model() {
   if (is_root_) {
     r.synchronized = true;
     r.bound_ns = 0;
-    r.note = "rank 0: the job's reference clock";
+    // How many ping connections it answered: node leaders and ranks measuring
+    // for themselves, never followers (tests check this).
+    r.note = "rank 0: the job's reference clock (served " + std::to_string(server_->served()) +
+             " ping connections)";
     return r;
   }
-  // A short process may end before its first measurement: give the rendezvous
-  // a moment (rank 0 waits in MPI_Finalize for everyone) before giving up.
+  // A short process may end before its first fetch or measurement: give the
+  // rendezvous a moment (rank 0 waits in MPI_Finalize for everyone) before
+  // giving up.
   for (int i = 0; i < 200 && !fetch_done_.load(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  const std::string where = host_.empty() ? std::string() : " on " + host_;
+  if (const int32_t leader = follows_.load(); leader >= 0) {
+    r.leader_rank = leader;
+    if (leader == 0) {
+      // Rank 0's clock is the reference, and we read that very clock.
+      r.synchronized = true;
+      r.bound_ns = 0;
+      r.note = "reads rank 0's clock (the reference)" + where + ": nothing to measure";
+    } else {
+      r.note = "reads node leader rank " + std::to_string(leader) + "'s clock" + where +
+               ": its measurement applies (the merge copies it)";
+    }
+    return r;
+  }
   Measure(300);  // at exit; rank 0 may already be gone
   std::lock_guard<std::mutex> lock(mu_);
   r.measurements = measurements_.size();
@@ -208,8 +354,12 @@ SyncResult RankClockSync::Model() {
   r.drift = model->drift;
   r.reference_ns = model->reference_ns;
   r.bound_ns = static_cast<int64_t>(model->bound_ns);
+  std::string role = " (node leader)";
+  if (node_leader_ != rank_) {
+    role = role_note_.empty() ? std::string() : " (not following a leader: " + role_note_ + ")";
+  }
   r.note = "synchronized to rank 0 by " + std::to_string(r.measurements) +
-           " ping-pong measurements";
+           " ping-pong measurements" + where + role;
   return r;
 }
 

@@ -95,6 +95,8 @@ std::string EncodeRankMetadata(const RankMetadata& m) {
   Put(out, "end_reason", m.end_reason);
   PutNumber(out, "truncated", m.truncated);
   PutNumber(out, "last_record_ns", m.last_record_ns);
+  PutNumber(out, "clock_leader_rank", m.clock_leader_rank);
+  Put(out, "clock_id", m.clock_id);
   for (size_t k = 0; k < kRecordKindCount; ++k) {
     Put(out, std::string("dropped.") + RecordKindName(static_cast<RecordKind>(k)),
         std::to_string(m.dropped[k]));
@@ -152,6 +154,8 @@ StatusOr<RankMetadata> DecodeRankMetadata(std::string_view text) {
       {"end_reason", str(&m.end_reason)},
       {"truncated", num(&m.truncated)},
       {"last_record_ns", num(&m.last_record_ns)},
+      {"clock_leader_rank", num(&m.clock_leader_rank)},
+      {"clock_id", str(&m.clock_id)},
       {"nccl_gpu_clock_offset_ns", num(&m.nccl_gpu_clock_offset_ns)},
       {"nccl_gpu_clock_pairs", num(&m.nccl_gpu_clock_pairs)},
       {"nccl_gpu_clock_spread_ns", num(&m.nccl_gpu_clock_spread_ns)},

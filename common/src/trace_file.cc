@@ -401,6 +401,8 @@ Status TraceWriter::WriteRankMetadata(const RankMetadata& m) {
   AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_spread_ns", m.nccl_gpu_clock_spread_ns));
   AON_RETURN_IF_ERROR(SetMetaAttribute("truncated", m.truncated));
   AON_RETURN_IF_ERROR(SetMetaAttribute("last_record_ns", m.last_record_ns));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_leader_rank", int64_t{m.clock_leader_rank}));
+  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_id", m.clock_id));
   {
     // Written again (the collector rewrites metadata at every flush): the
     // devices table is replaced, not appended to.
@@ -678,6 +680,9 @@ StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
   // Added in 1.2.
   if (auto v = GetMetaInt("truncated"); v.ok()) m.truncated = *v;
   if (auto v = GetMetaInt("last_record_ns"); v.ok()) m.last_record_ns = static_cast<uint64_t>(*v);
+  // Added in 1.3.
+  if (auto v = GetMetaInt("clock_leader_rank"); v.ok()) m.clock_leader_rank = static_cast<int32_t>(*v);
+  if (auto v = GetMetaString("clock_id"); v.ok()) m.clock_id = *v;
   AON_ASSIGN_OR_RETURN(m.devices, ReadAllOf<DeviceInfo>(DeviceInfoSchema(), "meta"));
   return m;
 }

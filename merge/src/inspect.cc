@@ -68,6 +68,8 @@ void AddRankMetadata(const RankMetadata& m, FileInspection* out) {
   md.emplace_back("clock_drift_ppm", m.clock_drift_ppm);
   md.emplace_back("clock_error_bound_ns", m.clock_error_bound_ns);
   md.emplace_back("clock_synchronized", m.clock_synchronized);
+  md.emplace_back("clock_leader_rank", int64_t{m.clock_leader_rank});
+  md.emplace_back("clock_id", m.clock_id);
   md.emplace_back("source", m.source);
   md.emplace_back("kinds", m.kinds);
   md.emplace_back("memory_cap_bytes", m.memory_cap_bytes);

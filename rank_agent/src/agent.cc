@@ -105,8 +105,9 @@ Agent::Agent() {
   }
   if (config_ok_ && !config_.output_dir.empty()) ConnectCollector();
   InstallExitHooks();
-  // Clock rendezvous with rank 0 through the job's PMIx; measuring runs on its
-  // own thread, so this returns at once.
+  // Clock rendezvous through the job's PMIx (node leaders measure against rank
+  // 0, other ranks of a node follow their leader); fetching and measuring run on
+  // their own thread, so this returns at once.
   clock_sync_ = clocksync::RankClockSync::Start();
   Log("agent started: rank %d/%d (local %d) on %s, launcher %s, kinds %s, cap %llu bytes",
       identity_.rank, identity_.world_size, identity_.local_rank, identity_.host.c_str(),
@@ -151,6 +152,7 @@ RankMetadata Agent::BaseMetadata() const {
   m.clock_domain = kTimebaseName;
   m.anchor_clock_ns = anchor_.timebase_ns;
   m.anchor_realtime_ns = anchor_.realtime_ns;
+  m.clock_id = TimebaseClockId();
   m.kinds = config_.KindsString();
   m.memory_cap_bytes = config_.memory_cap_bytes;
   m.agent_version = kAgentVersion;
@@ -268,10 +270,13 @@ void Agent::Finish(const char* reason) {
     m.clock_drift_ppm = clock.drift * 1e6;
     m.clock_reference_ns = clock.reference_ns;
     m.clock_error_bound_ns = clock.bound_ns;
+    m.clock_leader_rank = clock.leader_rank;
     Log("clock: %s (offset %lld ns, drift %.3f ppm, bound %lld ns)", clock.note.c_str(),
         static_cast<long long>(clock.offset_ns), clock.drift * 1e6,
         static_cast<long long>(clock.bound_ns));
-    if (!clock.synchronized && identity_.world_size != 1) Note(clock.note);
+    // A follower of a node leader other than rank 0 is unsynchronized in its
+    // own file until the merge copies its leader's model: not a degradation.
+    if (!clock.synchronized && clock.leader_rank < 0 && identity_.world_size != 1) Note(clock.note);
     m.dropped = sink_->Dropped();
     {
       std::lock_guard<std::mutex> lock(meta_mu_);

@@ -200,13 +200,16 @@ bool SlurmCluster::Setup(const ClusterOptions& o, std::string* error) {
     std::vector<std::string> argv = {"slurmd", "-D", "-N", name, "-f", conf_};
     if (o.network_namespaces) {
       // Own hostname (unshare --uts) and network namespace (nsenter --net).
-      argv = {"unshare",
-              "--uts",
-              "--kill-child=SIGTERM",
-              "sh",
-              "-c",
-              "hostname " + name + " && exec nsenter --net=/run/netns/" +
-                  netns_[static_cast<size_t>(i)] + " slurmd -D -N " + name + " -f " + conf_};
+      argv = {"unshare", "--uts", "--kill-child=SIGTERM"};
+      const size_t at = static_cast<size_t>(i);
+      if (at < o.monotonic_offset_s.size() && o.monotonic_offset_s[at] != 0) {
+        // --kill-child forks, so sh and slurmd start inside the new time namespace.
+        argv.insert(argv.end(),
+                    {"--time", "--monotonic", std::to_string(o.monotonic_offset_s[at])});
+      }
+      argv.insert(argv.end(), {"sh", "-c",
+                               "hostname " + name + " && exec nsenter --net=/run/netns/" +
+                                   netns_[at] + " slurmd -D -N " + name + " -f " + conf_});
     }
     slurmds_.push_back(std::make_unique<Process>(argv, env, dir_));
   }

@@ -5,6 +5,7 @@
 //   * several nodes: a bridge plus one network namespace per node (veth, addresses
 //     in 10.254.X.0/24), each slurmd in its namespace with its own hostname
 //     (unshare --uts, nsenter --net); slurmctld on the bridge address;
+//   * optionally a time namespace per node (monotonic_offset_s);
 //   * TmpFS=<dir>/tmpfs/%n: Slurm's PMIx plugin keeps spmix_appdir_<job>.<step>
 //     there, which nodes sharing /tmp would collide on.
 // Teardown kills exactly the processes it started, deletes its namespaces and
@@ -27,6 +28,10 @@ struct ClusterOptions {
   int nodes = 1;
   bool network_namespaces = false;  // required for nodes > 1
   std::string plugstack_line;       // e.g. "optional /path/aon.so"
+  // Per node (with network namespaces), in seconds: slurmd runs in its own time
+  // namespace whose CLOCK_MONOTONIC is this far ahead, and so do its steps'
+  // tasks: nodes with really different clocks. Empty or 0: the host's clock.
+  std::vector<int> monotonic_offset_s;
 };
 
 class SlurmCluster {

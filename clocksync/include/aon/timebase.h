@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <cstdint>
+#include <string>
 
 namespace aon {
 
@@ -33,5 +34,15 @@ struct RealtimeAnchor {
 // Reads REALTIME between two timebase reads, several times, and keeps the
 // tightest bracket; the timebase value is the bracket's midpoint.
 RealtimeAnchor TakeRealtimeAnchor();
+
+// Which CLOCK_MONOTONIC this process reads: "<boot id>/timens:<inode>". The
+// boot id (/proc/sys/kernel/random/boot_id) names the running kernel; the time
+// namespace (/proc/self/ns/time) is needed too, because processes of one kernel
+// in different time namespaces read clocks that differ by the namespace's
+// offset (tests give "nodes" on one host their own clocks exactly this way).
+// Equal ids: the same clock, so one measurement serves both (node leaders,
+// aon/clock_leaders.h). "" when the boot id cannot be read: an empty id proves
+// nothing, so such a rank measures its clock itself.
+std::string TimebaseClockId();
 
 }  // namespace aon

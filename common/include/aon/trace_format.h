@@ -28,8 +28,11 @@ namespace aon {
 inline constexpr int kFormatMajor = 1;
 // 1.1: NCCL records filled, NCCL GPU clock metadata. 1.2: truncated and
 // last_record_ns metadata, raw NCCL records resolved by the merge, NCCL GPU clock
-// columns in RankSummary.
-inline constexpr int kFormatMinor = 2;
+// columns in RankSummary. 1.3: clock_leader_rank and clock_id metadata (node
+// leaders: one rank per node and clock measures, the others name it).
+// 1.3 also: NCCL graph_replay filled, CUDA-graph bookkeeping NCCL rows (event
+// types 6-8) in rank files (records.h).
+inline constexpr int kFormatMinor = 3;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -71,6 +74,15 @@ struct RankMetadata {
   uint64_t clock_reference_ns = 0;
   int64_t clock_error_bound_ns = -1;  // -1: unknown (not synchronized)
   bool clock_synchronized = false;
+  // Node leaders (1.3; -1 and "" in older files). Only one rank per node and
+  // clock measures; the others read the same CLOCK_MONOTONIC and name the rank
+  // whose measurement applies to them (clock_leader_rank; -1 = its own, or
+  // none). clock_id says which clock that is: the kernel's boot id and the time
+  // namespace ("<boot id>/timens:<inode>"); equal ids = the same clock, which
+  // is what lets the merge give a follower its leader's correction
+  // (clock_leaders.h).
+  int32_t clock_leader_rank = -1;
+  std::string clock_id;
 
   // Capture.
   std::string source;  // "cupti", "synthetic", "none"

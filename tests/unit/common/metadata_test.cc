@@ -1,9 +1,11 @@
 // RankMetadata and StringTable round trips through real files.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <string>
 #include <vector>
 
+#include "aon/metadata_wire.h"
 #include "aon/string_table.h"
 #include "aon/trace_file.h"
 #include "trace_test_util.h"
@@ -30,6 +32,8 @@ RankMetadata FullMetadata() {
   m.clock_drift_ppm = 1.25;
   m.clock_error_bound_ns = 900;
   m.clock_synchronized = true;
+  m.clock_leader_rank = 4;
+  m.clock_id = "e7aa5dad-5c64-45be-81d5-674b473cc05c/timens:4026531834";
   m.source = "synthetic";
   m.kinds = "kernels,memcpy,api";
   m.memory_cap_bytes = 64ull << 20;
@@ -61,6 +65,8 @@ void ExpectSameMetadata(const RankMetadata& a, const RankMetadata& b) {
   EXPECT_EQ(a.clock_drift_ppm, b.clock_drift_ppm);
   EXPECT_EQ(a.clock_error_bound_ns, b.clock_error_bound_ns);
   EXPECT_EQ(a.clock_synchronized, b.clock_synchronized);
+  EXPECT_EQ(a.clock_leader_rank, b.clock_leader_rank);
+  EXPECT_EQ(a.clock_id, b.clock_id);
   EXPECT_EQ(a.source, b.source);
   EXPECT_EQ(a.kinds, b.kinds);
   EXPECT_EQ(a.memory_cap_bytes, b.memory_cap_bytes);
@@ -103,6 +109,58 @@ TEST(FormatMetadata, DefaultsRoundTrip) {
   EXPECT_EQ(back->clock_error_bound_ns, -1);
   EXPECT_TRUE(back->devices.empty());
   EXPECT_TRUE(back->notes.empty());
+}
+
+// 1.3 added clock_leader_rank and clock_id: a 1.2 file (without them) reads as
+// "this rank measured for itself, clock unknown", which leaves it as it was.
+TEST(FormatMetadata, OlderMinorWithoutClockLeaderFieldsReadsAsOwnMeasurement) {
+  TempDir dir;
+  const std::string path = dir.File("rank.h5");
+  {
+    auto writer = TraceWriter::Create(path, FileKind::kRank);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE((*writer)->WriteRankMetadata(FullMetadata()).ok());
+    ASSERT_TRUE((*writer)->WriteStrings(StringTable()).ok());
+    ASSERT_TRUE((*writer)->Finish().ok());
+  }
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t meta = H5Gopen2(f, "/meta", H5P_DEFAULT);
+  EXPECT_GE(H5Adelete(meta, "clock_leader_rank"), 0);
+  EXPECT_GE(H5Adelete(meta, "clock_id"), 0);
+  H5Gclose(meta);
+  hid_t minor = H5Aopen(f, "aon_format_minor", H5P_DEFAULT);
+  const int64_t two = 2;
+  EXPECT_GE(H5Awrite(minor, H5T_NATIVE_INT64, &two), 0);
+  H5Aclose(minor);
+  H5Fclose(f);
+
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ((*reader)->format_minor(), 2);
+  auto back = (*reader)->ReadRankMetadata();
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->clock_leader_rank, -1);
+  EXPECT_EQ(back->clock_id, "");
+  EXPECT_TRUE(back->clock_synchronized);
+  EXPECT_EQ(back->clock_offset_ns, FullMetadata().clock_offset_ns);
+}
+
+// The agent -> collector socket carries the 1.3 fields too (the collector
+// writes the rank file from them).
+TEST(FormatMetadata, WireCarriesClockLeaderFields) {
+  const RankMetadata m = FullMetadata();
+  auto back = DecodeRankMetadata(EncodeRankMetadata(m));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->clock_leader_rank, 4);
+  EXPECT_EQ(back->clock_id, m.clock_id);
+  auto defaults = DecodeRankMetadata(EncodeRankMetadata(RankMetadata()));
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->clock_leader_rank, -1);
+  EXPECT_EQ(defaults->clock_id, "");
+  auto bad = DecodeRankMetadata("clock_leader_rank=four\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("clock_leader_rank"), std::string::npos);
 }
 
 TEST(FormatMetadata, ExtremeValuesRoundTrip) {
