@@ -1,5 +1,6 @@
 // NCCL record post-processing (see nccl_resolve.h): the agent's former
-// FinalizeNcclRecords, on tables read back from a rank file.
+// FinalizeNcclRecords, on tables read back from a rank file, plus CUDA-graph
+// replays.
 #include "aon/nccl_resolve.h"
 
 #include <algorithm>
@@ -17,23 +18,269 @@ bool IsOperation(const NcclRecord& r) {
          r.event_type == static_cast<uint8_t>(NcclEventType::kP2p);
 }
 
+bool IsGraphBookkeeping(const NcclRecord& r) {
+  return r.event_type == static_cast<uint8_t>(NcclEventType::kGraphNode) ||
+         r.event_type == static_cast<uint8_t>(NcclEventType::kCapturedColl) ||
+         r.event_type == static_cast<uint8_t>(NcclEventType::kCapturedP2p);
+}
+
 constexpr uint8_t kTimingNone = static_cast<uint8_t>(NcclGpuTiming::kNone);
 constexpr uint8_t kTimingRaw = static_cast<uint8_t>(NcclGpuTiming::kRaw);
 constexpr uint8_t kTimingKernel = static_cast<uint8_t>(NcclGpuTiming::kKernel);
+
+// What the graph pass decided about each record (indexed like `nccl` after it).
+enum class Role : uint8_t { kPlain, kCaptured, kReplay };
+
+struct ReplayKernel {
+  uint64_t start;
+  uint64_t end;
+  uint32_t correlation;
+  uint32_t stream;
+};
+
+void AddNote(std::string* note, const std::string& text) {
+  if (!note->empty()) *note += "; ";
+  *note += text;
+}
+
+// The CUDA-graph pass (nccl_resolve.h, "CUDA graphs"). Removes the bookkeeping
+// rows, appends replay records, and returns each record's role; raw replay
+// channel times tied to their kernel are added to `replay_offsets` for the
+// calibration.
+std::vector<Role> ResolveGraphReplays(std::vector<NcclRecord>& nccl,
+                                      std::span<const KernelRecord> kernels,
+                                      std::span<const ApiRecord> apis, NcclResolveResult* result,
+                                      std::vector<int64_t>* replay_offsets) {
+  // Node rows: created node -> its launch; clone -> original. Captured calls.
+  std::unordered_map<uint64_t, uint64_t> launch_of_created;
+  std::unordered_map<uint64_t, uint64_t> original_of_clone;
+  std::vector<NcclRecord> captured_calls;
+  for (const NcclRecord& r : nccl) {
+    if (r.event_type == static_cast<uint8_t>(NcclEventType::kGraphNode)) {
+      if (r.count == 0) {
+        if (launch_of_created.emplace(r.seq_number, r.external_id).second) ++result->graph_nodes;
+      } else if (original_of_clone.emplace(r.seq_number, r.count).second) {
+        ++result->graph_node_clones;
+      }
+    } else if (r.event_type == static_cast<uint8_t>(NcclEventType::kCapturedColl) ||
+               r.event_type == static_cast<uint8_t>(NcclEventType::kCapturedP2p)) {
+      captured_calls.push_back(r);
+    }
+  }
+  if (launch_of_created.size() + original_of_clone.size() + captured_calls.size() > 0) {
+    std::erase_if(nccl, IsGraphBookkeeping);
+  }
+  std::vector<Role> role(nccl.size(), Role::kPlain);
+  if (launch_of_created.empty() && captured_calls.empty()) return role;
+
+  // Every node (created or clone, through any number of clone generations) ->
+  // the NCCL launch that created its origin. A clone whose chain does not end at
+  // a created node (its row lost) maps to nothing: its replays are reported,
+  // not guessed.
+  std::unordered_map<uint64_t, uint64_t> launch_of_node = launch_of_created;
+  for (const auto& [clone, original] : original_of_clone) {
+    uint64_t n = original;
+    for (int depth = 0; depth < 64; ++depth) {
+      if (auto c = launch_of_created.find(n); c != launch_of_created.end()) {
+        launch_of_node.emplace(clone, c->second);
+        break;
+      }
+      auto up = original_of_clone.find(n);
+      if (up == original_of_clone.end()) break;
+      n = up->second;
+    }
+  }
+
+  // The replayed kernels of each launch, in start order.
+  std::unordered_map<uint64_t, std::vector<ReplayKernel>> replays_of_launch;
+  std::unordered_map<uint32_t, uint64_t> graph_launch_call;  // correlation -> API call start
+  for (const KernelRecord& k : kernels) {
+    if (k.graph_node_id == 0) continue;
+    auto l = launch_of_node.find(k.graph_node_id);
+    if (l == launch_of_node.end()) continue;
+    replays_of_launch[l->second].push_back({k.start_ns, k.end_ns, k.correlation_id, k.stream_id});
+    graph_launch_call.emplace(k.correlation_id, 0);
+  }
+  for (auto& [launch, replays] : replays_of_launch) {
+    std::sort(replays.begin(), replays.end(),
+              [](const ReplayKernel& a, const ReplayKernel& b) { return a.start < b.start; });
+  }
+  for (const ApiRecord& a : apis) {
+    auto c = graph_launch_call.find(a.correlation_id);
+    if (c != graph_launch_call.end() && (c->second == 0 || a.start_ns < c->second)) {
+      c->second = a.start_ns;
+    }
+  }
+
+  // The operations each launch ran at capture (NCCL reported them then), and
+  // launches already expanded (a resolved file run again).
+  std::unordered_set<uint64_t> launches;
+  for (const auto& [node, launch] : launch_of_created) launches.insert(launch);
+  for (const NcclRecord& c : captured_calls) {
+    if (c.external_id != 0) launches.insert(c.external_id);
+  }
+  launches.erase(0);
+  std::unordered_map<uint64_t, std::vector<size_t>> ops_of_launch;
+  std::unordered_set<uint64_t> expanded;
+  for (size_t i = 0; i < nccl.size(); ++i) {
+    const NcclRecord& r = nccl[i];
+    if (!IsOperation(r) || r.external_id == 0 || !launches.count(r.external_id)) continue;
+    if (r.graph_replay != 0) {
+      expanded.insert(r.external_id);
+    } else {
+      ops_of_launch[r.external_id].push_back(i);
+    }
+  }
+  // Records NCCL reported without a launch (host-callback replays are among
+  // them), by communicator: candidates for the replays of captured calls.
+  std::unordered_map<uint64_t, std::vector<size_t>> unlaunched_of_comm;
+  for (size_t i = 0; i < nccl.size(); ++i) {
+    const NcclRecord& r = nccl[i];
+    if (IsOperation(r) && r.external_id == 0 && r.graph_replay == 0 && r.correlation_id == 0) {
+      unlaunched_of_comm[r.comm_hash].push_back(i);
+    }
+  }
+
+  std::vector<uint64_t> ordered(launches.begin(), launches.end());
+  std::sort(ordered.begin(), ordered.end());  // deterministic output order
+  std::vector<NcclRecord> added;
+  for (uint64_t launch : ordered) {
+    if (expanded.count(launch)) continue;
+    std::vector<size_t> ops = ops_of_launch[launch];
+    bool from_calls = false;
+    if (ops.empty()) {
+      // NCCL reported nothing at capture: the captured calls are the operations.
+      for (const NcclRecord& c : captured_calls) {
+        if (c.external_id != launch) continue;
+        NcclRecord op = c;
+        op.event_type =
+            static_cast<uint8_t>(c.event_type == static_cast<uint8_t>(NcclEventType::kCapturedP2p)
+                                     ? NcclEventType::kP2p
+                                     : NcclEventType::kColl);
+        op.end_ns = std::max(op.end_ns, op.start_ns);
+        op.gpu_start_ns = 0;
+        op.gpu_timing = kTimingNone;
+        op.graph_replay = 0;
+        ops.push_back(nccl.size());
+        nccl.push_back(op);
+        role.push_back(Role::kPlain);
+        ++result->captured_from_calls;
+      }
+      from_calls = true;
+    }
+    if (ops.empty()) {
+      ++result->graph_launches_unmatched;
+      continue;
+    }
+    const std::vector<ReplayKernel>& replays = replays_of_launch[launch];
+    for (size_t i : ops) {
+      role[i] = Role::kCaptured;
+      ++result->captured_operations;
+      if (replays.empty()) {
+        ++result->captured_without_replay;
+        continue;
+      }
+      nccl[i].stream_id = replays.front().stream;
+      // NCCL's own replay records (only where it reported nothing at capture):
+      // the same call (communicator, function, size, peer), after the capture;
+      // each replayed kernel takes the latest one that started before it.
+      std::vector<size_t> reported_for(replays.size(), SIZE_MAX);
+      if (from_calls) {
+        const NcclRecord& op = nccl[i];
+        const uint8_t want_type = op.event_type;
+        std::vector<size_t> cands;
+        for (size_t j : unlaunched_of_comm[op.comm_hash]) {
+          const NcclRecord& r = nccl[j];
+          if (role[j] != Role::kPlain || r.event_type != want_type || r.func_id != op.func_id ||
+              r.count != op.count || r.datatype_id != op.datatype_id ||
+              (op.peer >= 0 && r.peer != op.peer) ||  // P2pApi names no peer
+              r.start_ns < op.start_ns) {
+            continue;
+          }
+          cands.push_back(j);
+        }
+        std::sort(cands.begin(), cands.end(),
+                  [&](size_t a, size_t b) { return nccl[a].start_ns < nccl[b].start_ns; });
+        size_t next = 0;
+        for (size_t k = 0; k < replays.size(); ++k) {
+          size_t best = SIZE_MAX;
+          while (next < cands.size() && nccl[cands[next]].start_ns <= replays[k].start)
+            best = next++;
+          if (best != SIZE_MAX) reported_for[k] = cands[best];
+        }
+      }
+      for (size_t k = 0; k < replays.size(); ++k) {
+        const ReplayKernel& kr = replays[k];
+        const uint32_t number = static_cast<uint32_t>(k + 1);
+        ++result->graph_replays;
+        if (reported_for[k] != SIZE_MAX) {
+          NcclRecord& r = nccl[reported_for[k]];
+          role[reported_for[k]] = Role::kReplay;
+          ++result->graph_replays_reported;
+          if (k == 0 || nccl[i].seq_number == 0) nccl[i].seq_number = r.seq_number;
+          r.graph_replay = number;
+          r.external_id = launch;
+          r.correlation_id = kr.correlation;
+          r.stream_id = kr.stream;
+          if (r.gpu_timing == kTimingNone) {
+            r.gpu_start_ns = kr.start;
+            r.end_ns = std::max(kr.end, r.start_ns);
+            r.gpu_timing = kTimingKernel;
+          } else if (r.gpu_timing == kTimingRaw && r.gpu_start_ns != 0) {
+            replay_offsets->push_back(static_cast<int64_t>(kr.start) -
+                                      static_cast<int64_t>(r.gpu_start_ns));
+          }
+          continue;
+        }
+        NcclRecord c = nccl[i];
+        c.graph_replay = number;
+        c.correlation_id = kr.correlation;
+        c.stream_id = kr.stream;
+        const uint64_t call = graph_launch_call[kr.correlation];
+        c.start_ns = call != 0 && call <= kr.start ? call : kr.start;
+        c.gpu_start_ns = kr.start;
+        c.end_ns = std::max(kr.end, c.start_ns);
+        c.gpu_timing = kTimingKernel;
+        added.push_back(c);
+      }
+    }
+  }
+  for (const NcclRecord& c : added) {
+    nccl.push_back(c);
+    role.push_back(Role::kReplay);
+  }
+
+  std::string& note = result->note;
+  if (result->captured_without_replay > 0) {
+    AddNote(&note, "NCCL CUDA graphs: " + std::to_string(result->captured_without_replay) + " of " +
+                       std::to_string(result->captured_operations) +
+                       " captured operations have no replayed kernel in this file (never "
+                       "replayed, or their graph nodes were not recorded): no replay records");
+  }
+  if (result->graph_launches_unmatched > 0) {
+    AddNote(&note, "NCCL CUDA graphs: " + std::to_string(result->graph_launches_unmatched) +
+                       " captured NCCL launches have graph nodes but no NCCL operation: their "
+                       "replays are not attributed");
+  }
+  return role;
+}
 
 }  // namespace
 
 bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl) {
   return std::any_of(nccl.begin(), nccl.end(), [](const NcclRecord& r) {
-    return r.gpu_timing == kTimingRaw || (IsOperation(r) && r.correlation_id == 0);
+    return r.gpu_timing == kTimingRaw || (IsOperation(r) && r.correlation_id == 0) ||
+           IsGraphBookkeeping(r);
   });
 }
 
-NcclResolveResult ResolveNcclRecords(std::span<NcclRecord> nccl,
+NcclResolveResult ResolveNcclRecords(std::vector<NcclRecord>& nccl,
                                      std::span<const ExternalCorrelationRecord> ext,
                                      std::span<const KernelRecord> kernels,
                                      std::span<const ApiRecord> apis, RealtimeAnchorNs anchor) {
   NcclResolveResult result;
+  std::vector<int64_t> replay_offsets;
+  const std::vector<Role> role = ResolveGraphReplays(nccl, kernels, apis, &result, &replay_offsets);
 
   // NCCL's launches: external id -> CUPTI correlation id (the last one wins, as
   // in the agent).
@@ -58,9 +305,10 @@ NcclResolveResult ResolveNcclRecords(std::span<NcclRecord> nccl,
     std::sort(launches.begin(), launches.end());
   }
 
-  // Pass 1: the correlation id of every operation.
-  for (NcclRecord& r : nccl) {
-    if (!IsOperation(r)) continue;
+  // Pass 1: the correlation id of every operation (replays have their kernel's).
+  for (size_t i = 0; i < nccl.size(); ++i) {
+    NcclRecord& r = nccl[i];
+    if (!IsOperation(r) || role[i] == Role::kReplay || r.graph_replay != 0) continue;
     if (r.correlation_id != 0) {
       ++result.already_resolved;
       continue;
@@ -90,9 +338,16 @@ NcclResolveResult ResolveNcclRecords(std::span<NcclRecord> nccl,
 
   // The kernels of those correlation ids only (the first record of an id wins,
   // as in the agent).
+  // Neither replays (a graph launch's kernels share one correlation id) nor
+  // captured operations (their launch ran nothing) are looked up.
+  auto looked_up = [&](size_t i) {
+    const NcclRecord& r = nccl[i];
+    return IsOperation(r) && r.correlation_id != 0 && role[i] == Role::kPlain &&
+           r.graph_replay == 0;
+  };
   std::unordered_set<uint32_t> wanted;
-  for (const NcclRecord& r : nccl) {
-    if (IsOperation(r) && r.correlation_id != 0) wanted.insert(r.correlation_id);
+  for (size_t i = 0; i < nccl.size(); ++i) {
+    if (looked_up(i)) wanted.insert(nccl[i].correlation_id);
   }
   struct KernelAt {
     uint64_t start;
@@ -115,8 +370,9 @@ NcclResolveResult ResolveNcclRecords(std::span<NcclRecord> nccl,
   // operations of a fused launch (a send/recv group) start when their peer is
   // ready.
   std::unordered_map<uint32_t, int64_t> offset_of_kernel;
-  for (NcclRecord& r : nccl) {
-    if (!IsOperation(r) || r.correlation_id == 0) continue;
+  for (size_t i = 0; i < nccl.size(); ++i) {
+    NcclRecord& r = nccl[i];
+    if (!looked_up(i)) continue;
     auto k = kernel_of_corr.find(r.correlation_id);
     if (k == kernel_of_corr.end()) {
       ++result.without_kernel;
@@ -140,8 +396,8 @@ NcclResolveResult ResolveNcclRecords(std::span<NcclRecord> nccl,
 
   // Calibration: median over kernels; spread of the middle 80 % (the
   // channel-vs-kernel start jitter).
-  std::vector<int64_t> offsets;
-  offsets.reserve(offset_of_kernel.size());
+  std::vector<int64_t> offsets = std::move(replay_offsets);
+  offsets.reserve(offsets.size() + offset_of_kernel.size());
   for (const auto& [corr, offset] : offset_of_kernel) offsets.push_back(offset);
   NcclGpuClockCalibration& cal = result.calibration;
   if (!offsets.empty()) {
@@ -174,9 +430,9 @@ NcclResolveResult ResolveNcclRecords(std::span<NcclRecord> nccl,
     r.gpu_timing = static_cast<uint8_t>(result.channel_timing);
   }
   if (result.raw_converted > 0 && result.channel_timing == NcclGpuTiming::kAssumed) {
-    result.note =
-        "NCCL: GPU channel times could not be calibrated against CUPTI (no correlated kernels); "
-        "%globaltimer was taken as CLOCK_REALTIME";
+    AddNote(&result.note,
+            "NCCL: GPU channel times could not be calibrated against CUPTI (no correlated "
+            "kernels); %globaltimer was taken as CLOCK_REALTIME");
   }
   return result;
 }

@@ -694,6 +694,7 @@ class Exporter {
     out_.ArgU("stream", r.stream_id);
     out_.ArgU("correlation_id", r.correlation_id);
     out_.ArgU("gpu_timing", r.gpu_timing);
+    if (r.graph_replay != 0) out_.ArgU("graph_replay", r.graph_replay);
     // When the GPU started it, relative to the host call: the rank's wait to get going.
     if (r.gpu_start_ns != 0) {
       out_.ArgI("gpu_start_after_call_ns",

@@ -283,9 +283,31 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* 
 
 uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
 
-// Subscribed only to hold CUPTI's single subscriber slot (and learn when
-// another tool has it); no callback domain is enabled.
-void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+// The subscriber holds CUPTI's single slot (and learns when another tool has
+// it). The only callbacks enabled are two resource callbacks for CUDA graphs,
+// which tie NCCL operations captured into a graph to the kernels that replay
+// them (nccl_plugin.h): a kernel node created (during stream capture: inside
+// the capturing cuLaunchKernelEx, on its thread) and a node cloned (graph
+// instantiation). Other graph nodes return at once.
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
+  const auto* graph = static_cast<const CUpti_GraphData*>(
+      static_cast<const CUpti_ResourceData*>(data)->resourceDescriptor);
+  if (graph == nullptr || graph->node == nullptr || graph->nodeType != CU_GRAPH_NODE_TYPE_KERNEL) {
+    return;
+  }
+  uint64_t id = 0;
+  if (cuptiGetGraphNodeId(graph->node, &id) != CUPTI_SUCCESS) return;
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+    OnGraphKernelNodeCreated(id);
+  } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && graph->originalNode != nullptr) {
+    uint64_t original = 0;
+    if (cuptiGetGraphNodeId(graph->originalNode, &original) == CUPTI_SUCCESS) {
+      OnGraphKernelNodeCloned(original, id);
+    }
+  }
+}
 
 std::string ResultText(CUptiResult r) {
   const char* s = nullptr;
@@ -379,6 +401,17 @@ bool StartCuptiSource() {
     }
   }
   cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);  // GPU names and UUIDs for the metadata
+  if (agent.enabled(RecordKind::kNccl) && agent.config().nccl != "off") {
+    for (CUpti_CallbackId cbid :
+         {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
+      r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid);
+      if (r != CUPTI_SUCCESS) {
+        agent.Note("CUPTI: no CUDA-graph node callbacks (" + ResultText(r) +
+                   "): replays of graph-captured NCCL operations are not attributed");
+        break;
+      }
+    }
+  }
   if (agent.enabled(RecordKind::kApi)) ConfigureApiFilters(agent);
   cuptiActivityFlushPeriod(kFlushPeriodMs);
   agent.SetFlushHook(FlushAtFinish);

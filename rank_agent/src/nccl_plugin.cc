@@ -17,13 +17,33 @@
 // Correlation: NCCL's KernelLaunch event brackets its cuLaunchKernelEx on the
 // launching thread. We push a CUPTI external correlation id (kind CUSTOM2) there,
 // so CUPTI's EXTERNAL_CORRELATION record names the driver call whose
-// correlation id the kernel record carries. Operations started on that thread
-// since the previous launch are the ones this launch runs, and get its id.
-// CUDA graphs are not handled yet (TODO #4): on H200 with NCCL 2.28.3, a
-// captured all-reduce was reported after the capture's launch event (so a
-// neighbouring operation took that launch), and with channel capture NCCL
-// reported every replay itself, without a launch. Replays therefore show up as
-// NCCL kernels (graph_node_id set) but not as NCCL records; see the GPU check.
+// correlation id the kernel record carries. Which operations a launch runs:
+// NCCL 2.28 (src/group.cc doLaunches, src/enqueue.cc) launches a plan's kernel
+// and THEN reports its operations (hostStreamPlanTask, right after the launch,
+// same thread), so an operation takes the launch of its communicator opened on
+// its thread in the current group call. An operation reported before any such
+// launch (the order older sequences and our ABI tests also use) waits for the
+// next launch of its communicator on its thread. A group call (NCCL's GroupApi
+// event, on the user's thread) closes both: operations still waiting then are
+// left to the merge's nearest-launch fallback. Operations reported on a thread
+// that makes no NCCL calls (CUDA's host-callback thread: NCCL reports there
+// when its plan has proxy work and a host node was enqueued, always for
+// graph-captured plans with --nccl channels) wait for nothing.
+//
+// CUDA graphs (issue #4). Under stream capture NCCL's launch creates a kernel
+// node instead of running, and CUPTI's GRAPHNODE_CREATED resource callback
+// reports that node on the launching thread, inside our launch bracket: we
+// record (node id, launch) as a kGraphNode row; instantiation clones nodes under
+// new ids (GRAPHNODE_CLONED: clone rows for clones of NCCL nodes). CUPTI kernel
+// records of replays carry the executable graph's node id, so the merge maps a
+// replayed kernel -> node -> launch -> the operations it ran, and makes one
+// record per replay (nccl_resolve.h). NCCL reports a captured operation at
+// capture time only when its plan has no proxy work (no host node in the
+// graph); otherwise (--nccl channels, network proxies) it reports every replay
+// from the host-callback thread and nothing at capture. So that the captured
+// call is always known, NCCL API calls made during capture (CollApi/P2pApi
+// events with graphCaptured) are recorded too (kCapturedColl/kCapturedP2p rows,
+// tied to the launch that follows them).
 #include "nccl_plugin.h"
 
 #include <cupti.h>
@@ -58,6 +78,7 @@ constexpr int kChannelsMask = kDefaultMask | kNcclProfileKernelCh;
 
 constexpr size_t kRetired = 4096;
 constexpr size_t kMaxUnlaunched = 1024;
+constexpr size_t kMaxCapturedCalls = 1024;
 
 struct Comm {
   uint64_t hash;
@@ -113,8 +134,44 @@ std::deque<Operation*>& RetiredOps() {
   return *retired;
 }
 
-// Operations started on this thread and not yet given a launch.
+// Per thread, for the current group call (see the file comment): operations
+// reported before their launch, the launches opened (communicator -> external
+// id), and API calls made under stream capture, waiting for their launch.
+struct OpenLaunch {
+  const Comm* comm;
+  uint64_t external_id;
+};
 thread_local std::vector<Operation*> t_unlaunched;
+thread_local std::vector<OpenLaunch> t_open;
+thread_local std::vector<NcclRecord> t_captured_calls;
+thread_local bool t_api_thread = false;  // NCCL's GroupApi event came on this thread
+thread_local bool t_capturing = false;   // ... for a call under stream capture
+// The NCCL launch in progress on this thread (its bracket), for CUPTI's graph
+// node callbacks; 0 when none.
+thread_local uint64_t t_launch = 0;
+thread_local const Comm* t_launch_comm = nullptr;
+thread_local uint32_t t_nodes_in_launch = 0;
+
+// Diagnostics, one note at exit (how NCCL ordered its events, what graphs did).
+struct Counters {
+  std::atomic<uint64_t> after_launch{0};   // took the launch opened before it
+  std::atomic<uint64_t> before_launch{0};  // claimed by a launch after it
+  std::atomic<uint64_t> no_launch{0};      // no launch of its communicator on its thread
+  std::atomic<uint64_t> captured_launches{0};
+  std::atomic<uint64_t> captured_launches_without_node{0};
+  std::atomic<uint64_t> graph_nodes{0};
+  std::atomic<uint64_t> graph_clones{0};
+  std::atomic<uint64_t> captured_calls{0};
+};
+Counters g_count;
+
+// Graph kernel nodes created by NCCL launches, and their clones: a clone is
+// recorded only when its original is one of these.
+std::mutex g_graph_mu;
+std::unordered_set<uint64_t>& NcclGraphNodes() {
+  static auto* nodes = new std::unordered_set<uint64_t>();
+  return *nodes;
+}
 uint32_t InternCached(const char* s) {
   if (s == nullptr || *s == '\0') return 0;
   // NCCL passes pointers to its own constant strings: cache by pointer, per
@@ -187,15 +244,35 @@ Operation* NewOperation(Comm* comm, uint64_t type, uint8_t n_channels) {
     op->reserved_channels.store(n_channels, std::memory_order_relaxed);
     refs += n_channels;
   }
-  if (comm->launches) ++refs;  // until its kernel launch claims it
+  // Its launch: the one its communicator opened on this thread in this group
+  // call (NCCL reports operations right after launching them), else the next
+  // one (held by a reference until then), else none.
+  bool wait = false;
+  if (comm->launches) {
+    for (auto it = t_open.rbegin(); it != t_open.rend(); ++it) {
+      if (it->comm == comm) {
+        op->external_id.store(it->external_id, std::memory_order_relaxed);
+        break;
+      }
+    }
+    if (op->external_id.load(std::memory_order_relaxed) != 0) {
+      g_count.after_launch.fetch_add(1, std::memory_order_relaxed);
+    } else if (t_api_thread) {
+      wait = true;
+      ++refs;
+    } else {
+      g_count.no_launch.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   op->refs.store(refs, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(g_ops_mu);
     LiveOps().insert(op);
   }
-  if (comm->launches) {
+  if (wait) {
     if (t_unlaunched.size() >= kMaxUnlaunched) {
       // No launch event for a long time (not expected from NCCL): stop waiting.
+      g_count.no_launch.fetch_add(1, std::memory_order_relaxed);
       Release(t_unlaunched.front());
       t_unlaunched.erase(t_unlaunched.begin());
     }
@@ -268,19 +345,100 @@ void StartChannel(void** handle, void* parent, uint8_t channel_id, uint64_t gpu_
   *handle = ch;
 }
 
-void StartLaunch(void** handle) {
+void StartLaunch(Comm* comm, void** handle) {
   auto* l = new Launch();
   l->type = kNcclProfileKernelLaunch;
   l->external_id = g_next_external_id.fetch_add(1, std::memory_order_relaxed);
   l->pushed = g_cupti_correlation.load(std::memory_order_relaxed) &&
               cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2,
                                                      l->external_id) == CUPTI_SUCCESS;
+  // Operations of this communicator reported before it on this thread are its;
+  // if there are none, it runs the ones reported next.
+  size_t claimed = 0;
+  auto keep = t_unlaunched.begin();
   for (Operation* op : t_unlaunched) {
+    if (op->record.comm_hash != comm->hash) {
+      *keep++ = op;
+      continue;
+    }
     op->external_id.store(l->external_id, std::memory_order_release);
+    Release(op);
+    ++claimed;
+  }
+  t_unlaunched.erase(keep, t_unlaunched.end());
+  g_count.before_launch.fetch_add(claimed, std::memory_order_relaxed);
+  if (claimed == 0) {
+    std::erase_if(t_open, [comm](const OpenLaunch& o) { return o.comm == comm; });
+    t_open.push_back({comm, l->external_id});
+  }
+  // Calls captured on this communicator are what this launch captures.
+  auto call = t_captured_calls.begin();
+  while (call != t_captured_calls.end()) {
+    if (call->comm_hash != comm->hash) {
+      ++call;
+      continue;
+    }
+    call->external_id = l->external_id;
+    Agent::Get().sink().Push(*call);
+    call = t_captured_calls.erase(call);
+  }
+  if (t_capturing) g_count.captured_launches.fetch_add(1, std::memory_order_relaxed);
+  t_launch = l->external_id;
+  t_launch_comm = comm;
+  t_nodes_in_launch = 0;
+  *handle = l;
+}
+
+// NCCL's GroupApi event: a new group call on this thread. What the previous
+// one left waiting gets no launch.
+void StartGroupCall(bool graph_captured) {
+  for (Operation* op : t_unlaunched) {
+    g_count.no_launch.fetch_add(1, std::memory_order_relaxed);
     Release(op);
   }
   t_unlaunched.clear();
-  *handle = l;
+  for (const NcclRecord& call : t_captured_calls) Agent::Get().sink().Push(call);
+  t_captured_calls.clear();
+  t_open.clear();
+  t_api_thread = true;
+  t_capturing = graph_captured;
+}
+
+// A CollApi / P2pApi event under stream capture: kept until its launch.
+void RecordCapturedCall(Comm* comm, NcclEventType type, const char* func, size_t count,
+                        const char* datatype, int root) {
+  NcclRecord r{};
+  r.start_ns = r.end_ns = TimebaseNowNs();
+  r.comm_hash = comm->hash;
+  r.func_id = InternCached(func);
+  r.count = count;
+  r.bytes = count * DatatypeBytes(datatype);
+  r.datatype_id = InternCached(datatype);
+  r.root = root;
+  r.peer = -1;  // P2pApi does not name the peer
+  r.channel_id = -1;
+  r.comm_rank = comm->rank;
+  r.comm_nranks = comm->nranks;
+  r.comm_nnodes = comm->nnodes;
+  r.event_type = static_cast<uint8_t>(type);
+  r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kNone);
+  if (t_captured_calls.size() >= kMaxCapturedCalls) {
+    Agent::Get().sink().Push(t_captured_calls.front());
+    t_captured_calls.erase(t_captured_calls.begin());
+  }
+  t_captured_calls.push_back(r);
+  g_count.captured_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A kGraphNode row (records.h).
+NcclRecord GraphNodeRow(uint64_t node_id) {
+  NcclRecord r{};
+  r.start_ns = r.end_ns = TimebaseNowNs();
+  r.seq_number = node_id;
+  r.channel_id = r.root = r.peer = -1;
+  r.event_type = static_cast<uint8_t>(NcclEventType::kGraphNode);
+  r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kNone);
+  return r;
 }
 
 void UpdateMin(std::atomic<uint64_t>& a, uint64_t v) {
@@ -367,7 +525,31 @@ aon_nccl_result_t StartV5(void* context, void** handle, AonNcclEventV5* e) {
   *handle = nullptr;
   auto* comm = static_cast<Comm*>(context);
   if (comm == nullptr || e == nullptr) return kOk;  // NCCL calls on after a failed init
-  if (!StartShared(comm, handle, e) && e->type == kNcclProfileKernelLaunch) StartLaunch(handle);
+  if (StartShared(comm, handle, e)) return kOk;
+  // API events come with Coll/P2p whether asked for or not (NCCL's
+  // src/plugin/profiler.cc); they get no handle.
+  switch (e->type) {
+    case kNcclProfileKernelLaunch:
+      if (comm->launches) StartLaunch(comm, handle);
+      break;
+    case kNcclProfileGroupApi:
+      if (comm->launches) StartGroupCall(e->group_api.graph_captured);
+      break;
+    case kNcclProfileCollApi:
+      if (comm->launches && e->coll_api.graph_captured) {
+        RecordCapturedCall(comm, NcclEventType::kCapturedColl, e->coll_api.func, e->coll_api.count,
+                           e->coll_api.datatype, e->coll_api.root);
+      }
+      break;
+    case kNcclProfileP2pApi:
+      if (comm->launches && e->p2p_api.graph_captured) {
+        RecordCapturedCall(comm, NcclEventType::kCapturedP2p, e->p2p_api.func, e->p2p_api.count,
+                           e->p2p_api.datatype, -1);
+      }
+      break;
+    default:
+      break;
+  }
   return kOk;
 }
 
@@ -418,6 +600,13 @@ aon_nccl_result_t Stop(void* handle) {
     }
     case kNcclProfileKernelLaunch: {
       auto* l = static_cast<Launch*>(h);
+      if (t_launch == l->external_id) {
+        if (t_capturing && t_nodes_in_launch == 0) {
+          g_count.captured_launches_without_node.fetch_add(1, std::memory_order_relaxed);
+        }
+        t_launch = 0;
+        t_launch_comm = nullptr;
+      }
       if (l->pushed) {
         uint64_t id = 0;
         cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &id);
@@ -463,12 +652,45 @@ aon_nccl_result_t Finalize(void* context) {
 
 void EnableNcclCuptiCorrelation() { g_cupti_correlation.store(true, std::memory_order_relaxed); }
 
+void OnGraphKernelNodeCreated(uint64_t node_id) {
+  if (t_launch == 0 || t_launch_comm == nullptr) return;  // not inside an NCCL launch
+  ++t_nodes_in_launch;
+  {
+    std::lock_guard<std::mutex> lock(g_graph_mu);
+    NcclGraphNodes().insert(node_id);
+  }
+  NcclRecord r = GraphNodeRow(node_id);
+  r.external_id = t_launch;
+  r.comm_hash = t_launch_comm->hash;
+  r.comm_rank = t_launch_comm->rank;
+  r.comm_nranks = t_launch_comm->nranks;
+  r.comm_nnodes = t_launch_comm->nnodes;
+  Agent::Get().sink().Push(r);
+  g_count.graph_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
+void OnGraphKernelNodeCloned(uint64_t original_node_id, uint64_t clone_node_id) {
+  if (original_node_id == 0 || clone_node_id == 0 || original_node_id == clone_node_id) return;
+  {
+    std::lock_guard<std::mutex> lock(g_graph_mu);
+    auto& nodes = NcclGraphNodes();
+    if (!nodes.count(original_node_id)) return;       // not an NCCL node
+    if (!nodes.insert(clone_node_id).second) return;  // reported before
+  }
+  NcclRecord r = GraphNodeRow(clone_node_id);
+  r.count = original_node_id;
+  Agent::Get().sink().Push(r);
+  g_count.graph_clones.fetch_add(1, std::memory_order_relaxed);
+}
+
 void FlushLiveNcclOperations() {
   RecordSink& sink = Agent::Get().sink();
   // Operations still waiting at exit (a channel that never reported, or the
   // process ending mid-operation): keep what is known, and say how many. Tying
   // operations to kernels and calibrating channel times happens in the merge
   // (common/include/aon/nccl_resolve.h), over the whole rank file.
+  for (const NcclRecord& call : t_captured_calls) sink.Push(call);  // the exiting thread's
+  t_captured_calls.clear();
   std::lock_guard<std::mutex> lock(g_ops_mu);
   size_t open = LiveOps().size();
   for (Operation* op : LiveOps()) sink.Push(Snapshot(op));
@@ -476,6 +698,25 @@ void FlushLiveNcclOperations() {
   if (open > 0) {
     Agent::Get().Note("NCCL: " + std::to_string(open) +
                       " operations had not completed at exit; recorded with what was known");
+  }
+  // What NCCL's event order and CUDA graphs looked like (for the GPU checks).
+  auto n = [](const std::atomic<uint64_t>& c) {
+    return std::to_string(c.load(std::memory_order_relaxed));
+  };
+  const Counters& c = g_count;
+  if (c.before_launch.load() + c.no_launch.load() > 0 || c.captured_launches.load() > 0 ||
+      c.graph_nodes.load() > 0 || c.captured_calls.load() > 0) {
+    Agent::Get().Note("NCCL launches: " + n(c.after_launch) +
+                      " operations reported after their launch, " + n(c.before_launch) +
+                      " before it, " + n(c.no_launch) +
+                      " with no launch of their communicator on their thread");
+  }
+  if (c.captured_launches.load() > 0 || c.graph_nodes.load() > 0 || c.captured_calls.load() > 0) {
+    Agent::Get().Note(
+        "NCCL CUDA graphs: " + n(c.captured_launches) + " NCCL launches under stream capture (" +
+        n(c.captured_launches_without_node) + " with no graph kernel node reported by CUPTI), " +
+        n(c.graph_nodes) + " kernel nodes created by NCCL launches, " + n(c.graph_clones) +
+        " clones of them, " + n(c.captured_calls) + " NCCL calls captured");
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "aon/report/report.h"
@@ -473,18 +474,22 @@ Communication AnalyzeCommunication(const Timeline& t, const Steps* steps) {
     have_coll |= m.record.event_type == static_cast<uint8_t>(NcclEventType::kColl);
   if (have_coll) {
     c.source = "NCCL records";
-    std::map<std::pair<uint64_t, uint64_t>, Collective> by_key;
-    std::map<std::pair<uint64_t, uint64_t>, uint64_t> first_seen;
+    // (comm, seq_number, graph_replay): replays of a graph-captured collective
+    // share its sequence number and are numbered by graph_replay.
+    using Key = std::tuple<uint64_t, uint64_t, uint32_t>;
+    std::map<Key, Collective> by_key;
+    std::map<Key, uint64_t> first_seen;
     for (const auto& m : t.nccl) {
       const NcclRecord& n = m.record;
       if (n.event_type != static_cast<uint8_t>(NcclEventType::kColl)) continue;
-      Collective& col = by_key[{n.comm_hash, n.seq_number}];
+      const Key key{n.comm_hash, n.seq_number, n.graph_replay};
+      Collective& col = by_key[key];
       if (col.ranks.empty()) {
         col.type = t.strings.Get(n.func_id);
         col.bytes = n.bytes;
         col.algo = t.strings.Get(n.algo_id);
         col.proto = t.strings.Get(n.proto_id);
-        first_seen[{n.comm_hash, n.seq_number}] = n.start_ns;
+        first_seen[key] = n.start_ns;
       }
       if (std::find(col.ranks.begin(), col.ranks.end(), m.rank) != col.ranks.end()) continue;
       col.ranks.push_back(m.rank);
@@ -494,9 +499,9 @@ Communication AnalyzeCommunication(const Timeline& t, const Steps* steps) {
     // Communicator size = most ranks any of its collectives has.
     std::map<uint64_t, size_t> comm_size;
     for (const auto& [key, col] : by_key)
-      comm_size[key.first] = std::max(comm_size[key.first], col.ranks.size());
+      comm_size[std::get<0>(key)] = std::max(comm_size[std::get<0>(key)], col.ranks.size());
     for (auto& [key, col] : by_key) {
-      if (col.ranks.size() < 2 || col.ranks.size() < comm_size[key.first])
+      if (col.ranks.size() < 2 || col.ranks.size() < comm_size[std::get<0>(key)])
         continue;  // not seen on all ranks
       Finish(&col);
       c.collectives.push_back(std::move(col));

@@ -41,6 +41,37 @@ def rank_files(job):
     return files
 
 
+# Collective names as NCCL's specialized kernels carry them
+# ("ncclDevKernel_AllReduce_Sum_f32_RING_LL"); generic kernels name none.
+KERNEL_FUNCS = ("ReduceScatter", "AllReduce", "AllGather", "Broadcast", "SendRecv", "Reduce")
+
+
+def kernel_func(name):
+    for f in KERNEL_FUNCS:
+        if re.search(r"_" + f + r"(_|\(|$)", name):
+            return f
+    return None
+
+
+def misattributed(ops, names, kname):
+    """Operations tied to a kernel that names another collective (a launch
+    lent to a neighbouring operation)."""
+    bad = []
+    for r in ops:
+        f = kernel_func(kname.get(int(r["correlation_id"]), ""))
+        want = "SendRecv" if names[r["func_id"]] in ("Send", "Recv") else names[r["func_id"]]
+        if f is not None and f != want:
+            bad.append(r)
+    return bad
+
+
+def rank_notes(path):
+    with h5py.File(path, "r") as f:
+        notes = f["meta"].attrs.get("notes", "")
+    notes = notes.decode() if isinstance(notes, bytes) else str(notes)
+    return [n for n in notes.split("\n") if n.strip()]
+
+
 def timeline_nccl(path):
     """One rank's NCCL records and kernel names from the job's timeline.h5.
 
@@ -148,6 +179,15 @@ def check_nccl(exp, path, row):
         problems.append(f"nccl ops: trace {got} != program {want}")
     if "nccl_graph_replays" in exp and len(replays) != int(exp["nccl_graph_replays"]):
         problems.append(f"graph replays: trace {len(replays)} != program {exp['nccl_graph_replays']}")
+    # Each captured operation's replays are numbered 1..n, once each.
+    for cid in sorted(captured_ids):
+        numbers = sorted(int(x) for x in replays[replays["external_id"] == cid]["graph_replay"])
+        if numbers != list(range(1, len(numbers) + 1)):
+            problems.append(f"captured operation external_id={cid}: replays numbered {numbers}")
+    # What the agent saw of NCCL's event order and of CUDA graphs (diagnostics).
+    for note in rank_notes(path):
+        if note.startswith("NCCL") or "graph" in note:
+            print(f"[nccl] rank {row['rank']} note: {note}")
     comms = n[n["event_type"] == 5]
     if len(comms) != int(exp["nccl_comms"]):
         problems.append(f"nccl communicators: trace {len(comms)} != program {exp['nccl_comms']}")
@@ -163,6 +203,13 @@ def check_nccl(exp, path, row):
                   f"t={(int(r['start_ns']) - first) / 1e6:.3f}ms external_id={e} in_ext_table={e in ext} "
                   f"corr={int(r['correlation_id'])} kernel={kname.get(int(r['correlation_id']))} "
                   f"timing={int(r['gpu_timing'])}")
+    wrong = misattributed(ops, names, kname)
+    if wrong:
+        problems.append(f"{len(wrong)} of {len(ops)} NCCL operations tied to a kernel of another collective")
+        for r in wrong[:4]:
+            print(f"[nccl] misattributed: {names[r['func_id']]} seq={int(r['seq_number'])} "
+                  f"replay={int(r['graph_replay'])} external_id={int(r['external_id'])} "
+                  f"kernel={kname.get(int(r['correlation_id']))}")
     # 2 = channel timing calibrated against CUPTI, 4 = the span of its CUPTI kernel.
     untimed = int((~np.isin(ops["gpu_timing"], [2, 4])).sum())
     if untimed:
@@ -224,6 +271,13 @@ def check_ddp(exp, path):
               f"{(int(ops['start_ns'].max()) - int(ops['start_ns'].min())) / 1e6:.3f}ms "
               f"external_id={int(r['external_id'])} corr={int(r['correlation_id'])} "
               f"kernel={kname.get(int(r['correlation_id']))}")
+    wrong = misattributed(ops, names, kname)  # diagnostic only: PyTorch groups collectives
+    if wrong:
+        print(f"[nccl] ddp: {len(wrong)} of {len(ops)} operations tied to a kernel naming another "
+              f"collective (expected only for grouped collectives)")
+    for note in rank_notes(path):
+        if note.startswith("NCCL"):
+            print(f"[nccl] ddp rank {row['rank']} note: {note}")
     row.update(nccl_ops=len(ops), nccl_correlated=correlated)
     if len(ops) == 0:
         problems.append("no NCCL operations recorded (PyTorch's NCCL did not load the plugin?)")

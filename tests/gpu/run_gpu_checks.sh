@@ -91,6 +91,13 @@ PY
 echo "[busy] app exit $busy_rc, trace: $busy_ok" | tee "$OUT/check-busy.txt"
 [ "$busy_rc" = 0 ] && [[ "$busy_ok" == PASS* ]] || status=1
 
+log "CUPTI facts behind the CUDA-graph attribution of NCCL operations (tests/gpu/graph_probe.cu)"
+nvcc -O2 -arch=sm_90 -o "$OUT/graph_probe" tests/gpu/graph_probe.cu -lcupti -lcuda > "$OUT/probe-build.log" 2>&1 \
+  || cat "$OUT/probe-build.log"
+"$OUT/graph_probe" > "$OUT/graph-probe.log" 2>&1
+grep -E "^(FACT|graph_probe)" "$OUT/graph-probe.log" | sed 's/^/[graph-probe] /' | tee "$OUT/check-graph-probe.txt"
+grep -q "graph_probe: PASS" "$OUT/graph-probe.log" || { echo "[graph-probe] FAIL (see $OUT/graph-probe.log)" | tee -a "$OUT/check-graph-probe.txt"; status=1; }
+
 log "clock sync of the mpirun jobs (PMIx rendezvous inside the agent)"
 python3 - "$OUT" <<'PY' | tee "$OUT/check-clock.txt"
 import glob, sys, h5py

@@ -9,14 +9,28 @@
 // written by agents that resolved at exit are already resolved, and running it
 // on them changes nothing (it is idempotent).
 //
+// CUDA graphs. NCCL reports a captured operation once, at capture, where its
+// launch creates a kernel node instead of running; the agent records which
+// graph nodes each NCCL launch created and their clones (kGraphNode rows, see
+// records.h). Every kernel record whose graph_node_id is one of those nodes, or
+// a clone of one, is a replay of that launch's operations: each becomes a record
+// with graph_replay = 1, 2, ... (kernel start order), the captured operation's
+// attributes and the kernel's correlation id, stream and GPU span. When NCCL
+// reported no operation at capture but reports each replay itself (host
+// callbacks in the graph: --nccl channels, or proxy work across nodes), the
+// captured call (kCapturedColl/kCapturedP2p row) becomes the captured operation
+// and NCCL's replay records are numbered and tied to the replayed kernels
+// instead of being counted as new operations. The bookkeeping rows are removed.
+//
 // Pure: no I/O, no CUPTI, no clock reads. Memory: maps of NCCL-related ids only
-// (the NCCL external correlations, their launches and kernels), never one entry
-// per kernel or API record of the rank.
+// (the NCCL external correlations, their launches, kernels and graph nodes),
+// never one entry per kernel or API record of the rank.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "aon/records.h"
 
@@ -55,8 +69,18 @@ struct NcclResolveResult {
   uint64_t unresolved = 0;        // none found (no NCCL launch recorded at all)
   uint64_t without_kernel = 0;    // a correlation id, but no kernel record with it
   uint64_t raw_converted = 0;     // records whose kRaw times were converted
+  // CUDA graphs (see above).
+  uint64_t graph_nodes = 0;               // kernel nodes created by captured NCCL launches
+  uint64_t graph_node_clones = 0;         // their clones (instantiation)
+  uint64_t captured_operations = 0;       // operations captured into a graph (graph_replay 0)
+  uint64_t captured_from_calls = 0;       // of which made from a captured API call
+  uint64_t graph_replays = 0;             // replay records (graph_replay >= 1) made or numbered
+  uint64_t graph_replays_reported = 0;    // of which NCCL reported itself (host-callback replays)
+  uint64_t captured_without_replay = 0;   // captured operations with no replayed kernel found
+  uint64_t graph_launches_unmatched = 0;  // launches with graph nodes but no operation or call
   // Set when raw channel times had to be converted without CUPTI pairs
-  // (%globaltimer taken as CLOCK_REALTIME); "" otherwise.
+  // (%globaltimer taken as CLOCK_REALTIME), or when graph replays could not all be
+  // attributed; "" otherwise. Several findings are joined by "; ".
   std::string note;
 };
 
@@ -75,14 +99,19 @@ struct NcclResolveResult {
 //    anchor.clock_ns - anchor.realtime_ns (channel_timing kAssumed, `note` set);
 //  * every kRaw record (kColl/kP2p: gpu_start_ns, end_ns; kKernelCh: start_ns,
 //    end_ns) is converted with that offset and marked kCalibrated / kAssumed.
+//  * CUDA graphs (see above), before all of this: the bookkeeping rows are
+//    removed from `nccl`, replay records appended; replay records keep the
+//    correlation id and span of their own kernel (a graph launch's kernels share
+//    one correlation id, so they are never looked up by it);
 // Other record types (kComm) are left alone.
-NcclResolveResult ResolveNcclRecords(std::span<NcclRecord> nccl,
+NcclResolveResult ResolveNcclRecords(std::vector<NcclRecord>& nccl,
                                      std::span<const ExternalCorrelationRecord> ext,
                                      std::span<const KernelRecord> kernels,
                                      std::span<const ApiRecord> apis, RealtimeAnchorNs anchor);
 
-// True when ResolveNcclRecords could change something: a kRaw record, or a
-// collective / p2p record without a correlation id. A caller may skip reading
+// True when ResolveNcclRecords could change something: a kRaw record, a
+// collective / p2p record without a correlation id, or a CUDA-graph bookkeeping
+// row (kGraphNode, kCapturedColl, kCapturedP2p). A caller may skip reading
 // the other tables when false (files of agents that resolved at exit).
 bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl);
 

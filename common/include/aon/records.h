@@ -154,7 +154,36 @@ static_assert(sizeof(NvtxRecord) == 40);
 //   kComm: one per communicator: start = init, end = finalize, func_id = name.
 // GPU times come from %globaltimer and are put on the host timebase with an
 // offset measured against CUPTI's records of the same kernels (gpu_timing).
-enum class NcclEventType : uint8_t { kColl = 1, kP2p = 2, kKernelCh = 3, kComm = 5 };
+//
+// CUDA graphs (format 1.3). A collective captured into a graph keeps one kColl /
+// kP2p record with graph_replay 0 (tied to its capture-time launch; no GPU
+// time: nothing ran); each replay of its kernel is a record of its own with
+// graph_replay = 1, 2, ... in time order, the captured call's attributes and
+// seq_number, and the replayed kernel's correlation id and GPU span. Rank files
+// also hold the agent's bookkeeping rows below, which the merge consumes
+// (nccl_resolve.h) and never writes to a timeline:
+//   kGraphNode: a CUDA-graph kernel node NCCL's launch created while its stream
+//     was captured (external_id = that launch's id, comm fields = its
+//     communicator, count = 0), or a clone of such a node made when a graph is
+//     instantiated or cloned (external_id = 0, count = the original node's id).
+//     seq_number = the node's CUPTI id (cuptiGetGraphNodeId, what
+//     KernelRecord::graph_node_id holds); start_ns = end_ns = when it was seen.
+//   kCapturedColl / kCapturedP2p: an NCCL API call made while its stream was
+//     being captured (NCCL's CollApi / P2pApi event with graphCaptured set):
+//     func_id, count, bytes, datatype_id, root / peer, comm fields, external_id =
+//     the launch that captured it (0 if none was seen), start_ns = the call. The
+//     merge turns it into the captured operation's record when NCCL reported no
+//     operation at capture (NCCL does so when the graph replays host callbacks,
+//     e.g. with --nccl channels, and then reports every replay itself).
+enum class NcclEventType : uint8_t {
+  kColl = 1,
+  kP2p = 2,
+  kKernelCh = 3,
+  kComm = 5,
+  kGraphNode = 6,     // rank files only
+  kCapturedColl = 7,  // rank files only
+  kCapturedP2p = 8,   // rank files only
+};
 enum class NcclGpuTiming : uint8_t {
   kNone = 0,        // no GPU times (KernelCh not captured)
   kRaw = 1,         // %globaltimer ns, not yet converted: rank files streamed by the
@@ -187,8 +216,8 @@ struct NcclRecord {
   int32_t comm_rank;
   int32_t comm_nranks;
   int32_t comm_nnodes;
-  // Reserved for CUDA-graph replays (1, 2, ...); always 0 until they are
-  // attributed (see rank_agent/src/nccl_plugin.cc).
+  // 0: an operation run by its own launch, or captured into a CUDA graph;
+  // 1, 2, ...: the n-th replay of a captured operation (see above).
   uint32_t graph_replay;
   uint8_t event_type;  // NcclEventType
   uint8_t gpu_timing;  // NcclGpuTiming

@@ -91,6 +91,31 @@ void Launch(void* ctx) {
   CHECK(v5->stop_event(h));
 }
 
+// The API events NCCL 2.28 sends whenever Coll/P2p are asked for: one GroupApi
+// per group call (outermost), then one CollApi per collective call.
+void GroupApi(void* ctx, bool captured = false) {
+  AonNcclEventV5 e{};
+  e.type = kNcclProfileGroupApi;
+  e.group_api.graph_captured = captured;
+  e.group_api.group_depth = 1;
+  void* h = nullptr;
+  CHECK(v5->start_event(ctx, &h, &e));
+  if (h != nullptr) CHECK(v5->stop_event(h));
+}
+
+void CollApi(void* ctx, bool captured, const char* func = "AllReduce", size_t count = 1024) {
+  AonNcclEventV5 e{};
+  e.type = kNcclProfileCollApi;
+  e.coll_api.func = func;
+  e.coll_api.count = count;
+  e.coll_api.datatype = "ncclFloat32";
+  e.coll_api.root = 0;
+  e.coll_api.graph_captured = captured;
+  void* h = nullptr;
+  CHECK(v5->start_event(ctx, &h, &e));
+  if (h != nullptr) CHECK(v5->stop_event(h));
+}
+
 // Realistic %globaltimer values (Unix-epoch ns, as on current drivers).
 constexpr uint64_t kGpu0 = 1'790'000'000'000'000'000ull;
 
@@ -100,9 +125,11 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   Load();
   if (mode == "basic") {
-    // The usual order: op starts, launch, op stops (enqueued), then the proxy
-    // thread reports its two channels.
+    // An operation reported before its launch (as older NCCL sequences did): op
+    // starts, launch, op stops (enqueued), then the proxy thread reports its two
+    // channels.
     void* ctx = InitV5(0xabc, 0, 2);
+    GroupApi(ctx);
     void* op = StartColl(ctx, 7, 2);
     Launch(ctx);
     CHECK(v5->stop_event(op));
@@ -139,6 +166,7 @@ int main(int argc, char** argv) {
       threads.emplace_back([t] {
         void* ctx = InitV5(0x1000 + t, 0, 8);
         for (uint64_t seq = 0; seq < 200; ++seq) {
+          GroupApi(ctx);
           void* op = StartColl(ctx, seq, 3);
           Launch(ctx);
           std::thread proxy([ctx, op, seq] {
@@ -160,6 +188,7 @@ int main(int argc, char** argv) {
     void* ctx = InitV5(0x22, 0, 2);
     for (int i = 0; i < 3; ++i) {
       for (const char* func : {"Send", "Recv"}) {
+        GroupApi(ctx);
         AonNcclEventV5 e{};
         e.type = kNcclProfileP2p;
         e.p2p.func = func;
@@ -180,6 +209,7 @@ int main(int argc, char** argv) {
     void* ctx = InitV5(0x33, 0, 2);
     // Op A announces 1 channel, runs it, and a surplus channel shows up after
     // the op has completed: it must be ignored (counted), not crash.
+    GroupApi(ctx);
     void* a = StartColl(ctx, 1, 1);
     Launch(ctx);
     CHECK(v5->stop_event(a));
@@ -188,6 +218,7 @@ int main(int argc, char** argv) {
     if (late != nullptr) return 25;
     // Op B announces 2 channels but only one ever reports: at exit it is
     // recorded with what is known.
+    GroupApi(ctx);
     void* b = StartColl(ctx, 2, 2);
     Launch(ctx);
     CHECK(v5->stop_event(b));
@@ -223,6 +254,64 @@ int main(int argc, char** argv) {
     CHECK(v4->record_event_state(h, kNcclStateKernelChStop, &a));
     CHECK(v4->stop_event(h));
     CHECK(v4->finalize(ctx));
+    return 0;
+  }
+  if (mode == "launch-then-operation") {
+    // NCCL 2.28's real order (src/group.cc doLaunches): a group call's kernel
+    // is launched, THEN its operations are reported (same thread). A stream
+    // capture in the middle: its all-reduce is reported after the capture's
+    // launch too, and must take that launch, not lend it to a neighbour. A
+    // group over two communicators launches once per communicator. External
+    // ids are numbered from 1 in launch order.
+    void* a = InitV5(0xa1, 0, 2);
+    void* b = InitV5(0xb1, 0, 2);
+    GroupApi(a);                          // seq 1: launch 1
+    CollApi(a, false);
+    Launch(a);
+    CHECK(v5->stop_event(StartColl(a, 1, 0)));
+    GroupApi(a, /*captured=*/true);       // seq 2, captured: launch 2
+    CollApi(a, true, "AllReduce", 4096);
+    Launch(a);
+    CHECK(v5->stop_event(StartColl(a, 2, 0)));
+    GroupApi(a);                          // seq 3: launch 3
+    CollApi(a, false);
+    Launch(a);
+    CHECK(v5->stop_event(StartColl(a, 3, 0)));
+    GroupApi(a);                          // one group: seq 4 on a (launch 4), seq 5 on b (launch 5)
+    CollApi(a, false);
+    CollApi(b, false);
+    Launch(a);
+    CHECK(v5->stop_event(StartColl(a, 4, 0)));
+    Launch(b);
+    CHECK(v5->stop_event(StartColl(b, 5, 0)));
+    CHECK(v5->finalize(a));
+    CHECK(v5->finalize(b));
+    return 0;
+  }
+  if (mode == "capture-with-host-callbacks") {
+    // --nccl channels under stream capture: NCCL reports nothing at capture
+    // (launch 1 creates the graph's kernel node), then each replay from CUDA's
+    // host-callback thread (no launch there), with channels. Then an ordinary
+    // collective on the user thread (launch 2).
+    void* ctx = InitV5(0xc1, 0, 2);
+    GroupApi(ctx, /*captured=*/true);
+    CollApi(ctx, true, "AllReduce", 2048);
+    Launch(ctx);
+    std::thread host_callbacks([ctx] {
+      for (uint64_t r = 0; r < 3; ++r) {
+        void* op = StartColl(ctx, 10 + r, 1);
+        CHECK(v5->stop_event(op));
+        StopChannel(StartChannel(ctx, op, 0, kGpu0 + r * 1000), kGpu0 + r * 1000 + 500);
+      }
+    });
+    host_callbacks.join();
+    GroupApi(ctx);
+    CollApi(ctx, false);
+    Launch(ctx);
+    void* op = StartColl(ctx, 13, 1);
+    CHECK(v5->stop_event(op));
+    StopChannel(StartChannel(ctx, op, 0, kGpu0 + 9000), kGpu0 + 9500);
+    CHECK(v5->finalize(ctx));
     return 0;
   }
   if (mode == "mask") {

@@ -177,6 +177,82 @@ TEST_F(NcclPluginTest, VersionFourTableWorksWithoutLaunchEvents) {
   EXPECT_EQ(OfType(all, NcclEventType::kKernelCh).size(), 1u);
 }
 
+// NCCL 2.28 reports a group call's operations after launching its kernel, on
+// the same thread. Each operation takes its own launch, including a captured
+// all-reduce reported after the capture's launch (the bug that made a
+// neighbour take that launch), and a group over two communicators ties each
+// operation to its communicator's launch. The captured call is kept as a
+// bookkeeping row tied to the capture's launch.
+TEST_F(NcclPluginTest, OperationsReportedAfterTheirLaunchTakeThatLaunch) {
+  int st = RunChild("launch-then-operation", Env({{"AON_NCCL", "default"}}));
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto strings = r->ReadStrings();
+  ASSERT_TRUE(strings.ok());
+  auto all = Records(r);
+  auto colls = OfType(all, NcclEventType::kColl);
+  ASSERT_EQ(colls.size(), 5u);
+  for (const NcclRecord& c : colls) {
+    // Launches are numbered 1, 2, ... in order, and the sequence numbers follow them.
+    EXPECT_EQ(c.external_id, c.seq_number) << "seq " << c.seq_number;
+    EXPECT_EQ(c.comm_hash, c.seq_number == 5 ? 0xb1u : 0xa1u);
+  }
+  auto calls = OfType(all, NcclEventType::kCapturedColl);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].external_id, 2u);  // the capture's launch
+  EXPECT_EQ(calls[0].comm_hash, 0xa1u);
+  EXPECT_EQ(calls[0].count, 4096u);
+  EXPECT_EQ(calls[0].bytes, 4096u * 4);
+  EXPECT_EQ(strings->Get(calls[0].func_id), "AllReduce");
+  EXPECT_EQ(strings->Get(calls[0].datatype_id), "ncclFloat32");
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  bool order = false, graphs = false;
+  for (const std::string& n : meta->notes) {
+    order |= n.find("5 operations reported after their launch, 0 before it, 0 with no launch") !=
+             std::string::npos;
+    graphs |= n.find("1 NCCL launches under stream capture (1 with no graph kernel node") !=
+              std::string::npos;
+  }
+  EXPECT_TRUE(order);
+  EXPECT_TRUE(graphs);  // no CUPTI in this process: no node callbacks, and the note says so
+}
+
+// With host callbacks in the graph (--nccl channels), NCCL reports nothing at
+// capture and every replay from CUDA's callback thread: those records wait for
+// no launch (they are emitted as soon as their channels end) and keep
+// external_id 0, for the merge to number; the captured call is tied to the
+// capture's launch; the user thread's next collective takes its own launch.
+TEST_F(NcclPluginTest, ReplaysReportedFromTheHostCallbackThreadWaitForNoLaunch) {
+  int st = RunChild("capture-with-host-callbacks", Env());
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto all = Records(r);
+  auto colls = OfType(all, NcclEventType::kColl);
+  ASSERT_EQ(colls.size(), 4u);
+  for (const NcclRecord& c : colls) {
+    EXPECT_EQ(c.external_id, c.seq_number == 13 ? 2u : 0u) << "seq " << c.seq_number;
+    EXPECT_EQ(c.gpu_timing, static_cast<uint8_t>(NcclGpuTiming::kRaw));
+  }
+  auto calls = OfType(all, NcclEventType::kCapturedColl);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].external_id, 1u);
+  EXPECT_EQ(calls[0].count, 2048u);
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->dropped[static_cast<size_t>(RecordKind::kNccl)], 0u);
+  bool order = false, unfinished = false;
+  for (const std::string& n : meta->notes) {
+    order |= n.find("1 operations reported after their launch, 0 before it, 3 with no launch") !=
+             std::string::npos;
+    unfinished |= n.find("had not completed") != std::string::npos;
+  }
+  EXPECT_TRUE(order);
+  EXPECT_FALSE(unfinished);  // nothing was left waiting for a launch
+}
+
 TEST_F(NcclPluginTest, ModesSetTheActivationMask) {
   auto mask_of = [&](const std::string& mode) {
     std::string out = dir_ + "/out.txt";

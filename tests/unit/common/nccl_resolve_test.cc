@@ -1,18 +1,25 @@
 // ResolveNcclRecords: NCCL operations tied to their CUPTI kernels (by external
 // correlation, by nearest launch), raw %globaltimer channel times calibrated
-// (median, middle-80 % spread) or assumed (realtime anchor), fused launches, and
-// idempotence on resolved records.
+// (median, middle-80 % spread) or assumed (realtime anchor), fused launches,
+// idempotence on resolved records, and CUDA-graph capture and replay.
 #include "aon/nccl_resolve.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <vector>
 
 namespace aon {
 namespace {
 
 constexpr uint8_t U8(NcclGpuTiming t) { return static_cast<uint8_t>(t); }
+
+bool IsOp(const NcclRecord& r) {
+  return r.event_type == static_cast<uint8_t>(NcclEventType::kColl) ||
+         r.event_type == static_cast<uint8_t>(NcclEventType::kP2p);
+}
 
 NcclRecord Op(uint64_t start, uint64_t external_id = 0, NcclEventType type = NcclEventType::kColl) {
   NcclRecord r{};
@@ -328,6 +335,309 @@ TEST(NcclResolve, Idempotent) {
   std::vector<NcclRecord> tied(resolved.begin(), resolved.begin() + 5);
   EXPECT_FALSE(NcclRecordsNeedResolution(tied));
   EXPECT_TRUE(NcclRecordsNeedResolution(std::vector<NcclRecord>{Op(5)}));
+}
+
+// ---- CUDA graphs ---------------------------------------------------------------
+
+// A collective with its descriptive fields, as NCCL reports it.
+NcclRecord Coll(uint64_t start, uint64_t external_id, uint64_t comm, uint64_t seq,
+                uint32_t func = 11, uint64_t count = 256) {
+  NcclRecord r = Op(start, external_id);
+  r.comm_hash = comm;
+  r.seq_number = seq;
+  r.func_id = func;
+  r.count = count;
+  r.bytes = count * 4;
+  r.datatype_id = 21;
+  r.algo_id = 31;
+  r.proto_id = 32;
+  r.n_channels = 2;
+  r.n_warps = 16;
+  r.comm_nranks = 2;
+  return r;
+}
+
+NcclRecord P2p(uint64_t start, uint64_t external_id, uint64_t comm, uint32_t func, int peer) {
+  NcclRecord r = Op(start, external_id, NcclEventType::kP2p);
+  r.comm_hash = comm;
+  r.func_id = func;
+  r.count = 64;
+  r.peer = peer;
+  return r;
+}
+
+// A kernel node NCCL's launch `external_id` created under capture.
+NcclRecord NodeCreated(uint64_t node, uint64_t external_id, uint64_t comm) {
+  NcclRecord r{};
+  r.event_type = static_cast<uint8_t>(NcclEventType::kGraphNode);
+  r.seq_number = node;
+  r.external_id = external_id;
+  r.comm_hash = comm;
+  r.channel_id = r.root = r.peer = -1;
+  return r;
+}
+
+NcclRecord NodeCloned(uint64_t clone, uint64_t original) {
+  NcclRecord r = NodeCreated(clone, 0, 0);
+  r.count = original;
+  return r;
+}
+
+// An NCCL API call made under capture (CollApi event with graphCaptured).
+NcclRecord CapturedCall(uint64_t start, uint64_t external_id, uint64_t comm, uint32_t func = 11,
+                        uint64_t count = 256) {
+  NcclRecord r = Coll(start, external_id, comm, 0, func, count);
+  r.event_type = static_cast<uint8_t>(NcclEventType::kCapturedColl);
+  r.algo_id = r.proto_id = 0;
+  r.n_channels = r.n_warps = 0;
+  return r;
+}
+
+KernelRecord GraphKernel(uint32_t corr, uint64_t start, uint64_t end, uint64_t node,
+                         uint32_t stream = 9) {
+  KernelRecord k = Kernel(corr, start, end, stream);
+  k.graph_node_id = node;
+  k.graph_id = 3;
+  return k;
+}
+
+std::vector<NcclRecord> Replays(const std::vector<NcclRecord>& all, uint64_t comm = 0) {
+  std::vector<NcclRecord> out;
+  for (const NcclRecord& r : all) {
+    if (r.graph_replay != 0 && (comm == 0 || r.comm_hash == comm)) out.push_back(r);
+  }
+  std::sort(out.begin(), out.end(), [](const NcclRecord& a, const NcclRecord& b) {
+    return std::make_pair(a.graph_replay, a.func_id) < std::make_pair(b.graph_replay, b.func_id);
+  });
+  return out;
+}
+
+bool AnyBookkeeping(const std::vector<NcclRecord>& all) {
+  return std::any_of(all.begin(), all.end(), [](const NcclRecord& r) { return r.event_type >= 6; });
+}
+
+// Default capture (no host node in the graph): NCCL reports the operation once,
+// right after the capture's launch; each replayed kernel (of the instantiated
+// graph's clone of the node) becomes a record of its own.
+TEST(NcclResolveGraphs, EachReplayOfACapturedCollectiveIsARecord) {
+  Tables t;
+  t.nccl = {Coll(1'000, 1, 0xA, 4),  // an eager all-reduce before
+            Coll(2'000, 2, 0xA, 5),  // the captured one
+            NodeCreated(500, 2, 0xA), NodeCloned(900, 500),
+            CapturedCall(1'990, 2, 0xA)};  // its API call: NCCL reported it, so unused
+  t.ext = {Ext(1, 10), Ext(2, 20)};
+  t.apis = {Launch(10, 990), Launch(20, 1'995), Launch(31, 5'000), Launch(32, 6'000),
+            Launch(33, 7'000)};
+  // Replays (out of time order in the table, as CUPTI buffers may deliver them).
+  t.kernels = {Kernel(10, 1'100, 1'400, 7), GraphKernel(33, 7'100, 7'300, 900),
+               GraphKernel(31, 5'100, 5'300, 900), GraphKernel(32, 6'100, 6'350, 900),
+               GraphKernel(77, 6'200, 6'210, 4242)};  // a kernel of another graph
+  const NcclResolveResult r = t.Resolve();
+  EXPECT_EQ(r.graph_nodes, 1u);
+  EXPECT_EQ(r.graph_node_clones, 1u);
+  EXPECT_EQ(r.captured_operations, 1u);
+  EXPECT_EQ(r.captured_from_calls, 0u);
+  EXPECT_EQ(r.graph_replays, 3u);
+  EXPECT_EQ(r.graph_replays_reported, 0u);
+  EXPECT_EQ(r.captured_without_replay, 0u);
+  EXPECT_EQ(r.without_kernel, 0u);  // the captured launch ran nothing: not a miss
+  EXPECT_TRUE(r.note.empty()) << r.note;
+  EXPECT_FALSE(AnyBookkeeping(t.nccl));
+  ASSERT_EQ(t.nccl.size(), 5u);
+
+  const NcclRecord& eager = t.nccl[0];
+  EXPECT_EQ(eager.correlation_id, 10u);
+  EXPECT_EQ(eager.gpu_timing, U8(NcclGpuTiming::kKernel));
+  const NcclRecord& captured = t.nccl[1];
+  EXPECT_EQ(captured.graph_replay, 0u);
+  EXPECT_EQ(captured.correlation_id, 20u);  // tied to its capture-time launch
+  EXPECT_EQ(captured.gpu_timing, U8(NcclGpuTiming::kNone));
+  EXPECT_EQ(captured.gpu_start_ns, 0u);
+  EXPECT_EQ(captured.stream_id, 9u);
+
+  const std::vector<NcclRecord> replays = Replays(t.nccl);
+  ASSERT_EQ(replays.size(), 3u);
+  const uint32_t corr[] = {31, 32, 33};
+  const uint64_t call[] = {5'000, 6'000, 7'000}, start[] = {5'100, 6'100, 7'100},
+                 end[] = {5'300, 6'350, 7'300};
+  for (size_t i = 0; i < 3; ++i) {
+    const NcclRecord& x = replays[i];
+    SCOPED_TRACE(i);
+    EXPECT_EQ(x.graph_replay, i + 1);
+    EXPECT_EQ(x.correlation_id, corr[i]);
+    EXPECT_EQ(x.start_ns, call[i]);  // the graph launch call
+    EXPECT_EQ(x.gpu_start_ns, start[i]);
+    EXPECT_EQ(x.end_ns, end[i]);
+    EXPECT_EQ(x.gpu_timing, U8(NcclGpuTiming::kKernel));
+    EXPECT_EQ(x.stream_id, 9u);
+    // Everything that describes the operation is the captured one's.
+    EXPECT_EQ(x.event_type, captured.event_type);
+    EXPECT_EQ(x.comm_hash, 0xAu);
+    EXPECT_EQ(x.seq_number, 5u);
+    EXPECT_EQ(x.func_id, captured.func_id);
+    EXPECT_EQ(x.count, captured.count);
+    EXPECT_EQ(x.bytes, captured.bytes);
+    EXPECT_EQ(x.algo_id, captured.algo_id);
+    EXPECT_EQ(x.proto_id, captured.proto_id);
+    EXPECT_EQ(x.datatype_id, captured.datatype_id);
+    EXPECT_EQ(x.n_channels, captured.n_channels);
+    EXPECT_EQ(x.comm_nranks, captured.comm_nranks);
+    EXPECT_EQ(x.external_id, captured.external_id);  // names the captured operation
+  }
+
+  // Idempotent: a second resolution changes nothing and adds no replay.
+  const std::vector<NcclRecord> once = t.nccl;
+  const NcclResolveResult again = t.Resolve();
+  EXPECT_TRUE(SameBytes(t.nccl, once));
+  EXPECT_EQ(again.graph_replays, 0u);
+  EXPECT_FALSE(NcclRecordsNeedResolution(t.nccl));
+}
+
+// Two graphs on two communicators, instantiated twice and cloned again (a
+// clone of a clone), with a captured send/recv group (one kernel runs both):
+// replays are numbered per captured operation in time order, across
+// instantiations; a kernel reported with the created node's own id counts too.
+TEST(NcclResolveGraphs, TwoGraphsTwoCommunicatorsSeveralInstantiations) {
+  Tables t;
+  t.nccl = {Coll(1'000, 2, 0xA, 8),   P2p(2'000, 3, 0xB, 41, 1), P2p(2'001, 3, 0xB, 42, 1),
+            NodeCreated(500, 2, 0xA), NodeCreated(600, 3, 0xB),  NodeCloned(900, 500),
+            NodeCloned(901, 500),                            // graph A instantiated twice
+            NodeCloned(950, 600),     NodeCloned(951, 950),  // graph B cloned, then instantiated
+            NodeCloned(951, 950)};                           // a callback seen twice
+  t.ext = {Ext(2, 20), Ext(3, 30)};
+  t.kernels = {GraphKernel(101, 10'000, 10'100, 900, 5), GraphKernel(102, 10'050, 10'200, 951, 6),
+               GraphKernel(103, 11'000, 11'100, 901, 5), GraphKernel(104, 11'050, 11'300, 951, 6),
+               GraphKernel(105, 12'000, 12'100, 500, 5)};
+  const NcclResolveResult r = t.Resolve();
+  EXPECT_EQ(r.graph_nodes, 2u);
+  EXPECT_EQ(r.graph_node_clones, 4u);
+  EXPECT_EQ(r.captured_operations, 3u);
+  EXPECT_EQ(r.graph_replays, 3u + 2u * 2u);
+  EXPECT_TRUE(r.note.empty()) << r.note;
+
+  const std::vector<NcclRecord> a = Replays(t.nccl, 0xA);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].correlation_id, 101u);
+  EXPECT_EQ(a[1].correlation_id, 103u);
+  EXPECT_EQ(a[2].correlation_id, 105u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].graph_replay, i + 1);
+    EXPECT_EQ(a[i].seq_number, 8u);
+  }
+  const std::vector<NcclRecord> b = Replays(t.nccl, 0xB);
+  ASSERT_EQ(b.size(), 4u);  // 2 replays x (Send, Recv)
+  std::map<uint32_t, std::vector<uint32_t>> replay_of_func;
+  for (const NcclRecord& x : b) {
+    EXPECT_EQ(x.event_type, static_cast<uint8_t>(NcclEventType::kP2p));
+    EXPECT_EQ(x.peer, 1);
+    EXPECT_EQ(x.correlation_id, x.graph_replay == 1 ? 102u : 104u);
+    EXPECT_EQ(x.end_ns, x.graph_replay == 1 ? 10'200u : 11'300u);
+    replay_of_func[x.func_id].push_back(x.graph_replay);
+  }
+  EXPECT_EQ(replay_of_func[41], (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(replay_of_func[42], (std::vector<uint32_t>{1, 2}));
+}
+
+// With host callbacks in the graph (--nccl channels), NCCL reports nothing at
+// capture and reports each replay itself, from CUDA's callback thread, with a
+// new sequence number and channel times but no launch. The captured call
+// becomes the captured operation; NCCL's replay records are numbered and tied
+// to the replayed kernels, not counted as new operations.
+TEST(NcclResolveGraphs, ChannelModeReplaysReportedByNcclAreNumberedNotCounted) {
+  Tables t;
+  const uint64_t g = 1'790'000'000'000'000'000ull;              // %globaltimer
+  const int64_t offset = -static_cast<int64_t>(g) + 1'000'000;  // host = gpu + offset
+  auto host = [&](uint64_t gpu) {
+    return static_cast<uint64_t>(static_cast<int64_t>(gpu) + offset);
+  };
+  t.nccl = {RawOp(100, 1, g - 999'000 + 50, g - 999'000 + 500),  // eager: calibrates the clock
+            CapturedCall(2'000, 2, 0xA), NodeCreated(500, 2, 0xA), NodeCloned(900, 500)};
+  t.nccl[0].comm_hash = 0xA;
+  // NCCL's replay records: each starts on the host just before its kernel.
+  for (uint64_t i = 0; i < 3; ++i) {
+    NcclRecord x = Coll(4'990 + i * 1'000, 0, 0xA, 12 + i);
+    x.gpu_start_ns = g - 1'000'000 + 5'000 + i * 1'000 + 7;
+    x.end_ns = g - 1'000'000 + 5'000 + i * 1'000 + 180;
+    x.gpu_timing = U8(NcclGpuTiming::kRaw);
+    t.nccl.push_back(x);
+  }
+  t.nccl.push_back(Coll(5'500, 0, 0xA, 40, 11, 999));  // another size: not a replay
+  t.nccl.push_back(RawChannel(g - 1'000'000 + 5'010, g - 1'000'000 + 5'170));
+  t.ext = {Ext(1, 10), Ext(2, 20)};
+  t.apis = {Launch(10, 90), Launch(20, 2'005)};
+  t.kernels = {Kernel(10, host(g - 999'000 + 50), host(g - 999'000 + 600), 7)};
+  for (uint32_t i = 0; i < 3; ++i) {
+    t.kernels.push_back(GraphKernel(31 + i, 5'000 + i * 1'000 + 7, 5'000 + i * 1'000 + 200, 900));
+  }
+  const NcclResolveResult r = t.Resolve();
+  EXPECT_EQ(r.captured_operations, 1u);
+  EXPECT_EQ(r.captured_from_calls, 1u);
+  EXPECT_EQ(r.graph_replays, 3u);
+  EXPECT_EQ(r.graph_replays_reported, 3u);
+  EXPECT_EQ(r.calibration.offset_ns, offset);
+  EXPECT_EQ(r.calibration.pairs, 4);  // the eager kernel and the three replays
+  EXPECT_TRUE(r.note.empty()) << r.note;
+  EXPECT_FALSE(AnyBookkeeping(t.nccl));
+
+  // Calls the program made (graph_replay 0): the eager one, the captured one
+  // and the other size; the three replays are not among them.
+  size_t calls = 0;
+  const NcclRecord* captured = nullptr;
+  for (const NcclRecord& x : t.nccl) {
+    if (IsOp(x) && x.graph_replay == 0) ++calls;
+    if (IsOp(x) && x.graph_replay == 0 && x.external_id == 2) captured = &x;
+  }
+  EXPECT_EQ(calls, 3u);
+  ASSERT_NE(captured, nullptr);
+  EXPECT_EQ(captured->event_type, static_cast<uint8_t>(NcclEventType::kColl));
+  EXPECT_EQ(captured->correlation_id, 20u);
+  EXPECT_EQ(captured->seq_number, 12u);  // its first replay's
+  EXPECT_EQ(captured->gpu_timing, U8(NcclGpuTiming::kNone));
+  EXPECT_EQ(captured->count, 256u);
+
+  const std::vector<NcclRecord> replays = Replays(t.nccl);
+  ASSERT_EQ(replays.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(replays[i].graph_replay, i + 1);
+    EXPECT_EQ(replays[i].seq_number, 12u + i);  // NCCL's own numbers are kept
+    EXPECT_EQ(replays[i].external_id, 2u);
+    EXPECT_EQ(replays[i].correlation_id, 31u + i);
+    EXPECT_EQ(replays[i].gpu_timing, U8(NcclGpuTiming::kCalibrated));
+    EXPECT_EQ(replays[i].gpu_start_ns, 5'000u + i * 1'000 + 7);
+    EXPECT_EQ(replays[i].end_ns, 5'000u + i * 1'000 + 180);
+  }
+}
+
+// A replayed kernel whose graph node is not linked to any NCCL launch (here the
+// clone row is missing) is reported, never attributed by guess; so is a launch
+// whose nodes were recorded but whose operation was not.
+TEST(NcclResolveGraphs, MissingNodeMappingIsReportedNotInvented) {
+  Tables t;
+  t.nccl = {Coll(2'000, 2, 0xA, 5), NodeCreated(500, 2, 0xA),  // clone 900 of 500 not recorded
+            NodeCreated(600, 3, 0xB)};                         // launch 3: no operation, no call
+  t.ext = {Ext(2, 20), Ext(3, 30)};
+  t.kernels = {GraphKernel(31, 5'100, 5'300, 900), GraphKernel(32, 6'100, 6'300, 900),
+               GraphKernel(33, 6'500, 6'600, 600)};
+  const NcclResolveResult r = t.Resolve();
+  EXPECT_EQ(r.captured_operations, 1u);
+  EXPECT_EQ(r.captured_without_replay, 1u);
+  EXPECT_EQ(r.graph_launches_unmatched, 1u);
+  EXPECT_EQ(r.graph_replays, 0u);
+  EXPECT_TRUE(Replays(t.nccl).empty());
+  EXPECT_FALSE(AnyBookkeeping(t.nccl));
+  ASSERT_EQ(t.nccl.size(), 1u);
+  EXPECT_EQ(t.nccl[0].correlation_id, 20u);
+  EXPECT_NE(r.note.find("1 of 1 captured operations have no replayed kernel"), std::string::npos)
+      << r.note;
+  EXPECT_NE(r.note.find("1 captured NCCL launches have graph nodes but no NCCL operation"),
+            std::string::npos)
+      << r.note;
+}
+
+TEST(NcclResolveGraphs, BookkeepingRowsNeedResolution) {
+  EXPECT_TRUE(NcclRecordsNeedResolution(std::vector<NcclRecord>{NodeCloned(2, 1)}));
+  EXPECT_TRUE(NcclRecordsNeedResolution(std::vector<NcclRecord>{CapturedCall(1, 0, 2)}));
 }
 
 }  // namespace

@@ -116,6 +116,11 @@ RankTrace SpreadTrace(std::mt19937_64& rng, int rank, int world, size_t per_kind
           r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kCalibrated);
           r.gpu_start_ns = 0;
           if (r.correlation_id == 0) r.correlation_id = 1;
+          // A resolved file has no CUDA-graph bookkeeping rows (event types 6-8).
+          if (r.event_type >= static_cast<uint8_t>(NcclEventType::kGraphNode) &&
+              r.event_type <= static_cast<uint8_t>(NcclEventType::kCapturedP2p)) {
+            r.event_type = 4;
+          }
         }
         if constexpr (std::is_same_v<T, NvtxRecord>) {
           r.type = static_cast<uint8_t>(1 + rng() % 3);
