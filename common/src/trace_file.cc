@@ -461,6 +461,43 @@ Status TraceWriter::AppendTable(const TableSchema& schema, const void* records, 
   return Status::Ok();
 }
 
+Status TraceWriter::CreateVirtualTable(const TableSchema& schema, uint64_t rows,
+                                      std::span<const VirtualPiece> pieces,
+                                      std::string_view group) {
+  int64_t g = -1;
+  AON_RETURN_IF_ERROR(EnsureGroup(group, &g));
+  Hid grp = Group(static_cast<hid_t>(g));
+  const std::string ctx = FormatContext(path_) + ", virtual dataset /" + Join(group, schema.name);
+  if (H5Lexists(grp.get(), schema.name.c_str(), H5P_DEFAULT) > 0) {
+    return InvalidArgument(ctx + " already exists");
+  }
+  hsize_t dims[1] = {rows};
+  Hid space = Space(H5Screate_simple(1, dims, nullptr));
+  Hid dcpl = Plist(H5Pcreate(H5P_DATASET_CREATE));
+  for (const VirtualPiece& p : pieces) {
+    if (p.count == 0) continue;
+    if (p.first + p.count > rows) return InvalidArgument(ctx + ": a piece ends past its rows");
+    hsize_t start[1] = {p.first}, count[1] = {p.count};
+    Hid vspace = Space(H5Screate_simple(1, dims, nullptr));
+    H5Sselect_hyperslab(vspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+    // The source dataset's extent is not known here; select the piece's rows of
+    // an unlimited 1-D space, which HDF5 resolves against the real dataset.
+    hsize_t src_dims[1] = {p.source_first + p.count}, src_max[1] = {H5S_UNLIMITED};
+    Hid sspace = Space(H5Screate_simple(1, src_dims, src_max));
+    hsize_t src_start[1] = {p.source_first};
+    H5Sselect_hyperslab(sspace.get(), H5S_SELECT_SET, src_start, nullptr, count, nullptr);
+    if (H5Pset_virtual(dcpl.get(), vspace.get(), p.file.c_str(), p.dataset.c_str(), sspace.get()) <
+        0) {
+      return IoError(ctx + ": mapping " + p.file + ":" + p.dataset + ": " + Hdf5Error());
+    }
+  }
+  Hid disk = DiskType(schema);
+  Hid ds = Dataset(H5Dcreate2(grp.get(), schema.name.c_str(), disk.get(), space.get(), H5P_DEFAULT,
+                              dcpl.get(), H5P_DEFAULT));
+  if (!ds.valid()) return IoError(ctx + ": " + Hdf5Error());
+  return Status::Ok();
+}
+
 Status TraceWriter::WriteStrings(const StringTable& strings) {
   return AppendStrings(strings.strings());
 }

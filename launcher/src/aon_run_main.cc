@@ -97,7 +97,13 @@ void Merge(const LaunchPlan& plan) {
       " with " + plan.merge_path);
   std::fflush(stdout);
   std::vector<std::string> env = aon::launcher::EnvironmentWith(environ, {});
-  auto status = aon::launcher::RunAndWait(plan.merge_path, {plan.merge_path, plan.job_dir}, env);
+  if (plan.merge_argv.front() != plan.merge_path) {
+    std::string line = "merging on the job's hosts:";
+    for (const std::string& w : plan.merge_argv) line += " " + w;
+    Say(line);
+    std::fflush(stdout);
+  }
+  auto status = aon::launcher::RunAndWait(plan.merge_argv.front(), plan.merge_argv, env);
   if (!status.ok()) {
     Say("warning: merge failed: " + status.status().message());
   } else if (int code = aon::launcher::ExitStatusFromWaitStatus(*status); code != 0) {
@@ -219,6 +225,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-merge", no_merge, "leave the rank files; don't run aon-merge");
   app.add_flag("--no-report", no_report, "don't run aon-report after the merge");
+  app.add_option("--merge-procs", options.merge_procs,
+                 "merge with N processes on this host (aon-merge --procs N);\n"
+                 "default: one per host an Open MPI job names (-H/--hostfile), else 1")
+      ->type_name("N")
+      ->check(CLI::Range(1, 4096));
   app.add_flag("-v,--verbose", options.verbose,
                "print the command and environment aon-run uses;\nthe agent reports its progress");
   app.set_version_flag("--version", std::string("aon-run ") + AON_VERSION);

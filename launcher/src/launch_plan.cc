@@ -239,6 +239,19 @@ std::vector<std::string> RewriteOpenMpi(const std::vector<std::string>& command,
   return out;
 }
 
+// Open MPI options that take a value (so that the value is not taken for the
+// application); the host options are handled separately.
+bool OpenMpiOptionTakesValue(std::string_view w) {
+  static const std::set<std::string_view> kWithValue = {
+      "-np", "-n", "-c", "--np", "-N", "-npernode", "--npernode", "-npersocket",
+      "--map-by", "-map-by", "--bind-to", "-bind-to", "--rank-by", "-rank-by", "-x",
+      "--output-filename", "-output-filename", "--wdir", "-wdir", "--prefix", "-prefix",
+      "--report-bindings-file", "--timeout", "-timeout", "--cpus-per-proc", "-cpus-per-proc",
+      "--personality", "--preload-files", "-s", "--path", "-path", "--launch-agent",
+      "-am", "--am", "--app", "-app", "--tune", "-tune"};
+  return kWithValue.count(w) > 0;
+}
+
 // A job id from the environment, made safe as a path component.
 std::string SanitizeForPath(std::string_view text) {
   std::string out;
@@ -462,6 +475,29 @@ std::vector<std::string> RewriteCommand(const std::vector<std::string>& command,
   return command;
 }
 
+std::vector<std::string> OpenMpiHostOptions(const std::vector<std::string>& command) {
+  static const std::set<std::string_view> kHostOptions = {
+      "-H", "--host", "-host", "--hostfile", "-hostfile", "--machinefile", "-machinefile",
+      "--default-hostfile", "-default-hostfile"};
+  std::vector<std::string> out;
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& w = command[i];
+    if (w.empty() || w[0] != '-') break;  // the application
+    if (w == "--") break;
+    const size_t eq = w.find('=');
+    const std::string_view name = std::string_view(w).substr(0, eq);
+    if (kHostOptions.count(name) > 0) {
+      out.push_back(w);
+      if (eq == std::string::npos && i + 1 < command.size()) out.push_back(command[++i]);
+    } else if (w == "--mca" || w == "-mca" || w == "--gmca" || w == "-gmca") {
+      i += 2;  // two values
+    } else if (eq == std::string::npos && OpenMpiOptionTakesValue(w)) {
+      ++i;
+    }
+  }
+  return out;
+}
+
 StatusOr<LaunchPlan> PlanLaunch(const RunOptions& options, const HostContext& host) {
   AON_RETURN_IF_ERROR(ValidateOptions(options));
   LaunchPlan plan;
@@ -502,6 +538,27 @@ StatusOr<LaunchPlan> PlanLaunch(const RunOptions& options, const HostContext& ho
   plan.argv = RewriteCommand(options.command, plan.launcher, plan.agent_env, host.env);
   plan.launcher_env = LauncherEnvironment(plan.launcher, plan.agent_env, &plan.launcher_unset);
   plan.merge_path = SiblingProgram(host.exe_path, "aon-merge");
+  // The merge: N local processes when asked; else, for an Open MPI job that names
+  // its hosts, one merge process per host through the same mpirun options (each
+  // reads the rank files of its node when the job directory is node-local, and
+  // a share of them when it is shared); else one process.
+  const std::vector<std::string> hosts = plan.launcher == LauncherKind::kOpenMpi
+                                             ? OpenMpiHostOptions(options.command)
+                                             : std::vector<std::string>();
+  if (options.merge_procs > 1) {
+    plan.merge_argv = {plan.merge_path, "--procs", std::to_string(options.merge_procs),
+                       plan.job_dir};
+  } else if (options.merge_procs == 0 && !hosts.empty()) {
+    plan.merge_argv = {plan.program_path};
+    plan.merge_argv.insert(plan.merge_argv.end(), hosts.begin(), hosts.end());
+    for (const std::string& w : options.command) {
+      if (w == "--allow-run-as-root") plan.merge_argv.push_back(w);
+    }
+    plan.merge_argv.insert(plan.merge_argv.end(),
+                           {"--map-by", "ppr:1:node", plan.merge_path, plan.job_dir});
+  } else {
+    plan.merge_argv = {plan.merge_path, plan.job_dir};
+  }
   return plan;
 }
 

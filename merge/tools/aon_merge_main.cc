@@ -4,13 +4,46 @@
 // trace over --max-trace-records is skipped with a note), 1 when nothing could
 // be merged or an output could not be written, 2 for a bad command line
 // (including bad --window / --ranks / --kinds values: then nothing is written).
+//
+// Several processes: `mpirun -np N aon-merge ...` / `srun aon-merge ...` (one or
+// more per node), or `aon-merge --procs N ...`, which starts mpirun itself.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "aon/merge/export_filter.h"
 #include "aon/merge/merge.h"
+#include "mpi_comm.h"
+
+namespace {
+
+// aon-merge --procs N outside an MPI job: the same command under mpirun.
+int RelaunchUnderMpirun(int procs, int argc, char** argv) {
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(procs), "--oversubscribe"};
+  if (geteuid() == 0) args.push_back("--allow-run-as-root");
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  args.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]));
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  execvp("mpirun", cargs.data());
+  std::fprintf(stderr,
+               "aon-merge: error: --procs %d: cannot start mpirun: %s (run it as "
+               "'mpirun -np %d aon-merge ...', or use --procs 1)\n",
+               procs, std::strerror(errno), procs);
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -45,7 +78,21 @@ int main(int argc, char** argv) {
   auto* overview = app.add_option("--overview", options.overview_path,
                                   "overview JSON to write (default: <job_dir>/overview.json)");
   app.add_flag("--no-overview", no_overview, "do not write the overview JSON")->excludes(overview);
-  app.add_flag("-q,--quiet", quiet, "print no summary (problems still go to stderr)");
+  app.add_flag("-q,--quiet", quiet,
+               "print no summary and no progress bar (problems still go to stderr)");
+  int procs = 1;
+  double memory_mb = static_cast<double>(options.memory_budget_bytes >> 20);
+  bool no_progress = false;
+  app.add_option("-j,--procs,--jobs", procs,
+                 "merge processes: starts 'mpirun -np N' of aon-merge unless already run by "
+                 "mpirun/srun (then one per process started)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--memory-mb", memory_mb,
+                 "records each merge process holds in memory at once (MiB, about); more data "
+                 "is merged in more rounds")
+      ->default_val(memory_mb)
+      ->check(CLI::Range(0.001, 1e9));
+  app.add_flag("--no-progress", no_progress, "no progress bar (it is drawn only on a terminal)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -66,8 +113,19 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  std::unique_ptr<aon::merge::MergeComm> comm;
+  if (aon::merge::LaunchedAsMpiJob()) {
+    comm = aon::merge::InitMpiComm(&argc, &argv);
+  } else if (procs > 1) {
+    return RelaunchUnderMpirun(procs, argc, argv);
+  }
+  options.comm = comm.get();
+  options.memory_budget_bytes = static_cast<uint64_t>(memory_mb * 1048576.0);
+  options.progress = !quiet && !no_progress;
+
   aon::merge::MergeReport report;
   aon::Status status = aon::merge::MergeJob(options, &report);
+  if (report.process != 0) return status.ok() ? 0 : 1;  // process 0 speaks for all
   if (!status.ok()) {
     std::fprintf(stderr, "aon-merge: error: %s\n", status.message().c_str());
     if (!report.timeline_path.empty()) {

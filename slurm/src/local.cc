@@ -1,10 +1,15 @@
 // srun (local context, running as the user). The job directory is created here
 // as the user, and when the step's tasks have ended (normally, failed or killed)
-// slurm_spank_exit merges the step: one aon-merge process on the submit node, then
-// aon-report if it is installed. Issue #7 makes the merge a collective MPI step.
+// slurm_spank_exit merges the step: by one aon-merge process here, or, for a step
+// of several nodes inside an allocation (salloc, sbatch), by one aon-merge process
+// per node run as a step of the same job (srun --mpi=pmix: the processes are an
+// MPI job), falling back to one process here when that step cannot run. (A bare
+// multi-node srun's own allocation is gone when its exit callback runs.) Then
+// aon-report if it is installed.
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -46,6 +51,9 @@ int LocalInitPostOpt(spank_t) {
     return -1;
   }
   s.plan = *plan;
+  // Before srun allocates anything: a job id here means salloc/sbatch made the
+  // allocation, which is still there when the step ends (srun's own is not).
+  s.in_allocation = std::getenv("SLURM_JOB_ID") != nullptr;
   if (s.site.disabled && s.user.mode && *s.user.mode != Mode::kOff)
     UserMessage("profiling is disabled on this cluster; --aon is ignored");
   return 0;
@@ -61,6 +69,9 @@ int LocalUserInit(spank_t sp) {
     return 0;
   } else {
     s.step_known = true;
+    // Only here: slurm_spank_exit in srun no longer has the step's node count.
+    uint32_t nodes = 1;
+    if (spank_get_item(sp, S_JOB_NNODES, &nodes) == ESPANK_SUCCESS && nodes > 0) s.step_nodes = nodes;
     auto dir =
         JobDirectory(s.plan, SubmitDirectory(), UserName(getuid()), getuid(), s.job_id, s.step_id);
     Status made = dir.ok() ? MakePrivateDirectories(*dir) : dir.status();
@@ -73,6 +84,38 @@ int LocalUserInit(spank_t sp) {
   UserMessage(s.failure.message() + "; this step runs without profiling");
   return s.site.strict ? -1 : 0;
 }
+
+namespace {
+
+// An executable named `name` in $PATH, or "".
+std::string FindInPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = dirs.substr(start, end - start);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+// Merges on the step's nodes, one process each; the result of srun, or an
+// error when srun is not found.
+StatusOr<int> MergeOnNodes(const PluginState& s, const std::string& bindir, uint32_t nodes) {
+  const std::string srun = FindInPath("srun");
+  if (srun.empty()) return NotFound("srun is not in PATH");
+  // --aon=off: the merge step itself is never profiled (an inherited --aon,
+  // e.g. from sbatch --aon, would otherwise apply to it).
+  return RunProgram({srun, "--jobid=" + std::to_string(s.job_id), "--overlap", "--quiet",
+                     "-N", std::to_string(nodes), "-n", std::to_string(nodes),
+                     "--ntasks-per-node=1", "--mpi=pmix",
+                     "--aon=off", bindir + "/aon-merge", "-q", "--no-progress", s.job_dir});
+}
+
+}  // namespace
 
 int LocalExit(spank_t) {
   PluginState& s = State();
@@ -90,8 +133,20 @@ int LocalExit(spank_t) {
                 s.job_dir);
     return 0;
   }
+  const uint32_t nodes = s.step_nodes;
   // -q: the line printed below says where the results are; problems still show.
-  auto rc = RunProgram({bindir + "/aon-merge", "-q", s.job_dir});
+  StatusOr<int> rc = 1;
+  if (nodes > 1 && s.in_allocation) {
+    rc = MergeOnNodes(s, bindir, nodes);
+    if (!rc.ok() || *rc != 0) {
+      UserMessage("step " + step + ": merging on its " + std::to_string(nodes) + " nodes failed (" +
+                  (rc.ok() ? "srun exit status " + std::to_string(*rc) : rc.status().message()) +
+                  "); merging here with one process");
+    }
+  }
+  if (nodes <= 1 || !s.in_allocation || !rc.ok() || *rc != 0) {
+    rc = RunProgram({bindir + "/aon-merge", "-q", s.job_dir});
+  }
   const bool merged = rc.ok() && *rc == 0;
   if (merged && access((bindir + "/aon-report").c_str(), X_OK) == 0) {
     auto report = RunProgram({bindir + "/aon-report", s.job_dir});

@@ -21,6 +21,8 @@ struct PluginState {
   bool step_known = false;
   uint32_t job_id = 0;
   uint32_t step_id = 0;
+  uint32_t step_nodes = 1;     // nodes of the step (srun, from local_user_init)
+  bool in_allocation = false;  // srun started inside salloc/sbatch: the job outlives the step
   std::string job_dir;  // set once the directory exists
   uid_t job_uid = 0;    // the job's user (its collector runs as that user)
   Status failure;       // first profiler failure of this step (reported once)

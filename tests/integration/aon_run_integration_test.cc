@@ -17,11 +17,13 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "aon/clock_leaders.h"
 #include "aon/records.h"
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
@@ -33,6 +35,7 @@ namespace fs = std::filesystem;
 using aon::testing::ProcessResult;
 using aon::testing::RunProcess;
 using Env = std::map<std::string, std::string>;
+using aon::RankMetadata;
 
 const std::string kBinDir = AON_BUILD_BIN_DIR;
 const std::string kAonRun = kBinDir + "/aon-run";
@@ -344,6 +347,39 @@ TEST_F(SyntheticMpirunTest, FourRanksMergeIntoOneTimeline) {
   EXPECT_TRUE(Contains(r.err, "https://ui.perfetto.dev")) << r.Describe();
 }
 
+// --merge-procs 2: the merge runs as two MPI processes writing shards that the
+// timeline joins; counts stay exact and the report reads it like any timeline.
+TEST_F(SyntheticMpirunTest, ShardedMergeWithTwoProcessesKeepsCountsExact) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRunReal({"-o", job, "--merge-procs", "2", "--source", "synthetic",
+                                "mpirun", "-np", "4", "--oversubscribe", kSyntheticApp,
+                                "--iterations", "20"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  EXPECT_TRUE(fs::exists(job + "/timeline.shards/shard-00000.h5")) << r.Describe();
+  EXPECT_TRUE(fs::exists(job + "/timeline.shards/shard-00001.h5")) << r.Describe();
+  const std::map<int, Counts> expected = ParseExpectations(r.out);
+  ASSERT_EQ(expected.size(), 4u) << r.Describe();
+  Timeline timeline = ReadTimeline(job + "/timeline.h5");
+  for (const auto& [rank, counts] : expected) ExpectCountsMatch(timeline, rank, counts);
+  EXPECT_TRUE(fs::exists(job + "/report.html")) << r.Describe();
+  EXPECT_TRUE(fs::exists(job + "/trace.json")) << r.Describe();
+}
+
+// An Open MPI job that names its hosts is merged by one process per host,
+// through the same mpirun host options.
+TEST_F(SyntheticMpirunTest, JobThatNamesItsHostsIsMergedOnThoseHosts) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-H",
+                                "localhost:4", "-np", "4", kSyntheticApp, "--iterations", "5"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "merging on the job's hosts:")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "-H localhost:4 --map-by ppr:1:node")) << r.Describe();
+  const std::map<int, Counts> expected = ParseExpectations(r.out);
+  ASSERT_EQ(expected.size(), 4u) << r.Describe();
+  Timeline timeline = ReadTimeline(job + "/timeline.h5");
+  for (const auto& [rank, counts] : expected) ExpectCountsMatch(timeline, rank, counts);
+}
+
 TEST_F(SyntheticMpirunTest, MergeRunsWhenARankFileIsMissing) {
   const std::string job = tmp_ + "/job";
   const std::string elsewhere = tmp_ + "/elsewhere";
@@ -441,6 +477,7 @@ TEST_F(SyntheticMpirunTest, RanksWithShiftedClocksAreAlignedInTheTimeline) {
                                 "--oversubscribe", "sh", "-c", app});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
 
+  std::set<std::string> clock_ids;
   for (int rank = 0; rank < 3; ++rank) {
     char name[32];
     std::snprintf(name, sizeof(name), "/rank-%05d.h5", rank);
@@ -456,6 +493,12 @@ TEST_F(SyntheticMpirunTest, RanksWithShiftedClocksAreAlignedInTheTimeline) {
         << "rank " << rank << ": offset " << meta->clock_offset_ns << " bound "
         << meta->clock_error_bound_ns;
     EXPECT_LT(meta->clock_error_bound_ns, 1'000'000) << "loopback: far below 1 ms";
+    // One host, but each rank in its own time namespace: nobody shares a clock
+    // with its node leader, so every rank measured for itself.
+    EXPECT_EQ(meta->clock_leader_rank, -1) << "rank " << rank;
+    EXPECT_FALSE(meta->clock_id.empty()) << "rank " << rank;
+    EXPECT_TRUE(clock_ids.insert(meta->clock_id).second)
+        << "rank " << rank << ": clock ids must differ";
   }
 
   auto timeline = aon::TraceReader::Open(job + "/timeline.h5");
@@ -484,6 +527,100 @@ TEST_F(SyntheticMpirunTest, RanksWithShiftedClocksAreAlignedInTheTimeline) {
   EXPECT_LT(worst, 20'000'000u) << "the ranks' all-reduce ends are " << worst / 1e6
                                 << " ms apart after correction (offsets were 2 and 4 s)";
   RecordProperty("worst_end_spread_ns", std::to_string(worst));
+}
+
+// Node leaders on one host. Every rank of a node is a local peer of the
+// others, so rank 0 leads the node; ranks that read its very CLOCK_MONOTONIC
+// (same boot id, same time namespace) follow it and measure nothing, ranks in
+// another time namespace measure for themselves.
+RankMetadata ReadRankMeta(const std::string& job, int rank) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "/rank-%05d.h5", rank);
+  auto reader = aon::TraceReader::Open(job + name);
+  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+  if (!reader.ok()) return {};
+  auto meta = (*reader)->ReadRankMetadata();
+  EXPECT_TRUE(meta.ok()) << meta.status().ToString();
+  return meta.ok() ? *meta : RankMetadata();
+}
+
+// The timeline's per-rank clock columns and its own clock attributes.
+void ExpectTimelineSynchronized(const std::string& path, size_t ranks) {
+  auto timeline = aon::TraceReader::Open(path);
+  ASSERT_TRUE(timeline.ok()) << timeline.status().ToString();
+  auto synced = (*timeline)->GetMetaInt("clock_synchronized");
+  ASSERT_TRUE(synced.ok());
+  auto note = (*timeline)->GetMetaString("clock_note");
+  EXPECT_EQ(*synced, 1) << (note.ok() ? *note : "");
+  auto rows = (*timeline)->ReadAllOf<aon::RankSummary>(aon::RankSummarySchema(), "meta");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), ranks);
+  for (const aon::RankSummary& row : *rows) {
+    EXPECT_GE(row.clock_error_bound_ns, 0) << "rank " << row.rank << " not synchronized";
+  }
+}
+
+TEST_F(SyntheticMpirunTest, RanksOnRankZerosClockFollowItAndNobodyPings) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--verbose", "mpirun", "-np",
+                                "4", "--oversubscribe", kSyntheticApp, "--iterations", "5"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  const RankMetadata root = ReadRankMeta(job, 0);
+  EXPECT_EQ(root.clock_leader_rank, -1);
+  EXPECT_TRUE(root.clock_synchronized);
+  EXPECT_FALSE(root.clock_id.empty());
+  // Rank 0's ping server answered nobody: all three others followed it.
+  EXPECT_TRUE(Contains(r.err,
+                       "rank 0: clock: rank 0: the job's reference clock (served 0 ping "
+                       "connections)"))
+      << r.Describe();
+  for (int rank = 1; rank < 4; ++rank) {
+    const RankMetadata m = ReadRankMeta(job, rank);
+    EXPECT_EQ(m.clock_leader_rank, 0) << "rank " << rank;
+    EXPECT_EQ(m.clock_id, root.clock_id) << "rank " << rank;
+    // Rank 0's clock is the reference: a follower of rank 0 is synchronized in its own file.
+    EXPECT_TRUE(m.clock_synchronized) << "rank " << rank;
+    EXPECT_EQ(m.clock_offset_ns, 0) << "rank " << rank;
+    EXPECT_EQ(m.clock_error_bound_ns, 0) << "rank " << rank;
+    EXPECT_TRUE(Contains(
+        r.err, "rank " + std::to_string(rank) + ": clock: reads rank 0's clock (the reference)"))
+        << r.Describe();
+  }
+  ExpectTimelineSynchronized(job + "/timeline.h5", 4);
+}
+
+TEST_F(SyntheticMpirunTest, RanksInAnotherTimeNamespaceMeasureThemselves) {
+  // Ranks 0 and 1 read the host's clock; ranks 2 and 3 each run in their own
+  // time namespace 3 s ahead: same host (same node leader, rank 0), other clocks.
+  const std::string job = tmp_ + "/job";
+  const std::string app =
+      "if [ \"$OMPI_COMM_WORLD_RANK\" -ge 2 ]; then exec unshare --time --fork --monotonic 3 " +
+      kSyntheticApp + " --iterations 5; else exec " + kSyntheticApp + " --iterations 5; fi";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--verbose", "mpirun", "-np",
+                                "4", "--oversubscribe", "sh", "-c", app});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  std::vector<RankMetadata> meta;
+  for (int rank = 0; rank < 4; ++rank) meta.push_back(ReadRankMeta(job, rank));
+  EXPECT_EQ(meta[1].clock_leader_rank, 0);
+  EXPECT_EQ(meta[1].clock_id, meta[0].clock_id);
+  EXPECT_TRUE(Contains(r.err, "rank 1: clock: reads rank 0's clock")) << r.Describe();
+  for (int rank : {2, 3}) {
+    const RankMetadata& m = meta[static_cast<size_t>(rank)];
+    EXPECT_EQ(m.clock_leader_rank, -1) << "rank " << rank;
+    EXPECT_NE(m.clock_id, meta[0].clock_id) << "rank " << rank;
+    ASSERT_TRUE(m.clock_synchronized) << "rank " << rank << r.Describe();
+    EXPECT_LE(std::llabs(m.clock_offset_ns + 3'000'000'000LL), m.clock_error_bound_ns)
+        << "rank " << rank << ": offset " << m.clock_offset_ns;
+    EXPECT_TRUE(
+        Contains(r.err, "rank " + std::to_string(rank) + ": clock: synchronized to rank 0 by"))
+        << r.Describe();
+    EXPECT_TRUE(Contains(r.err, "not following a leader: clock id differs from node leader rank 0"))
+        << r.Describe();
+  }
+  std::vector<RankMetadata*> all;
+  for (RankMetadata& m : meta) all.push_back(&m);
+  EXPECT_TRUE(aon::ApplyClockLeaders(all).empty());
+  ExpectTimelineSynchronized(job + "/timeline.h5", 4);
 }
 
 }  // namespace

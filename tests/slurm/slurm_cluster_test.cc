@@ -14,9 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <regex>
 #include <sstream>
 
+#include "aon/clock_leaders.h"
 #include "aon/records.h"
 #include "aon/trace_file.h"
 #include "process_runner.h"
@@ -102,6 +104,10 @@ std::string ProfiledDir(const std::string& text) {
   std::smatch m;
   static const std::regex re(R"(aon: step \d+\.\d+ profiled: (\S+)/timeline\.h5,)");
   return std::regex_search(text, m, re) ? m[1].str() : "";
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
 }
 
 int CountLinesWith(const std::string& text, const std::string& needle) {
@@ -379,6 +385,178 @@ TEST_F(SlurmTwoNodes, SrunAonFourTasksAcrossTwoNodes) {
   ExpectProfiledStep(r, 4, cluster_->Logs());
   EXPECT_EQ(CountLinesWith(r.out, "NODE n1 "), 2) << r.Describe();
   EXPECT_EQ(CountLinesWith(r.out, "NODE n2 "), 2) << r.Describe();
+  // srun made its own allocation, which is gone when the step ends: merged here.
+  EXPECT_FALSE(Contains(r.err, "merging on its")) << r.Describe();
+}
+
+// Inside a two-node batch job the step is merged by one aon-merge process per
+// node (an srun step of the same job), into shards the timeline joins.
+TEST_F(SlurmTwoNodes, SbatchTwoNodeStepIsMergedOnBothNodes) {
+  const std::string script = work_ + "/job.sh";
+  std::ofstream(script) << "#!/bin/sh\nsrun --aon --mpi=pmix -N 2 -n 4 --ntasks-per-node=2 "
+                        << kApp << " --iterations 4\n";
+  std::map<std::string, std::string> env = kMpiEnv;
+  env["OMPI_MCA_btl"] = "self,tcp";
+  ProcessResult r = cluster_->Run({"sbatch", "--wait", "-N", "2", "-n", "4", "-o",
+                                   work_ + "/job.out", script},
+                                  env, work_, "", std::chrono::seconds(180));
+  ASSERT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
+  std::ifstream in(work_ + "/job.out");
+  std::stringstream out;
+  out << in.rdbuf();
+  ProcessResult as_step;
+  as_step.exit_status = 0;
+  as_step.out = out.str();
+  ExpectProfiledStep(as_step, 4, cluster_->Logs());
+  EXPECT_FALSE(Contains(as_step.out, "merging here with one process")) << as_step.out;
+  const std::string dir = ProfiledDir(as_step.out);
+  auto reader = aon::TraceReader::Open(dir + "/timeline.h5");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ(*(*reader)->GetMetaInt("merge_processes"), 2) << as_step.out << cluster_->Logs();
+  EXPECT_TRUE(fs::exists(dir + "/timeline.shards/shard-00001.h5")) << as_step.out;
+}
+
+// "rank offset bound status" per /meta/ranks row and "synced N" from aon-inspect --json.
+std::string InspectClockColumns(const std::string& timeline, const std::string& cwd) {
+  const std::string script =
+      "import json,subprocess,sys\n"
+      "d=json.loads(subprocess.run([sys.argv[1],'--json',sys.argv[2]],check=True,"
+      "capture_output=True,text=True).stdout)\n"
+      "md=d['metadata']\n"
+      "md=dict(md) if isinstance(md,list) else md\n"
+      "print('synced', int(md['clock_synchronized']))\n"
+      "for r in d['ranks']: print('rank', r['rank'], r['clock_offset_ns'], "
+      "r['clock_error_bound_ns'], r['status'])\n";
+  ProcessResult r = aon::testing::RunProcess(
+      {"python3", "-c", script, AON_BUILD_BIN_DIR "/aon-inspect", timeline}, {}, cwd);
+  EXPECT_EQ(r.exit_status, 0) << r.Describe();
+  return r.out;
+}
+
+// Node leaders on two nodes whose clocks really differ: n2's slurmd, and so
+// every task it starts, runs in a time namespace whose CLOCK_MONOTONIC is 5 s
+// ahead of n1's. Block distribution puts ranks 0,1 on n1 and 2,3 on n2. One
+// rank per node measures (rank 0 is the reference; rank 2 pings rank 0 through
+// the nodes' network namespaces), the other names its node leader and the same
+// clock, and the merged timeline has every rank on rank 0's clock.
+class SlurmTwoNodesTwoClocks : public SlurmTwoNodes {
+ protected:
+  static constexpr int64_t kAheadS = 5;
+  ClusterOptions Options() override {
+    ClusterOptions o = SlurmTwoNodes::Options();
+    o.monotonic_offset_s = {0, static_cast<int>(kAheadS)};
+    return o;
+  }
+
+  // Runs the 4-task step (2 per node, verbose agent logs) and reads the rank files.
+  void RunStep() {
+    std::map<std::string, std::string> env = kMpiEnv;
+    env["OMPI_MCA_btl"] = "self,tcp";
+    env["AON_VERBOSE"] = "1";
+    r_ = cluster_->Run(
+        {"srun", "--aon", "--mpi=pmix", "-N", "2", "-n", "4", "--ntasks-per-node=2", "sh", "-c",
+         "echo NODE $SLURMD_NODENAME $SLURM_PROCID; exec " + kApp + " --iterations 5"},
+        env, work_, "", std::chrono::seconds(180));
+    ExpectProfiledStep(r_, 4, cluster_->Logs());
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(CountLinesWith(r_.out, "NODE n1 "), 2) << r_.Describe();
+    ASSERT_EQ(CountLinesWith(r_.out, "NODE n2 "), 2) << r_.Describe();
+    dir_ = ProfiledDir(r_.err + r_.out);
+    ASSERT_FALSE(dir_.empty());
+    for (int rank = 0; rank < 4; ++rank) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "/rank-%05d.h5", rank);
+      auto reader = aon::TraceReader::Open(dir_ + name);
+      ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+      auto m = (*reader)->ReadRankMetadata();
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      meta_.push_back(*m);
+    }
+  }
+  ProcessResult r_;
+  std::string dir_;
+  std::vector<aon::RankMetadata> meta_;
+};
+
+TEST_F(SlurmTwoNodesTwoClocks, OneLeaderPerNodeMeasuresAndTheOthersFollowIt) {
+  ASSERT_NO_FATAL_FAILURE(RunStep());
+  const ProcessResult& r = r_;
+  const std::vector<aon::RankMetadata>& meta = meta_;
+  std::map<std::string, std::vector<int>> by_host;
+  for (const aon::RankMetadata& m : meta) by_host[m.host].push_back(m.rank);
+  ASSERT_EQ(by_host.size(), 2u) << "two nodes";
+  std::set<std::string> node_clocks;
+  for (const auto& [host, ranks] : by_host) {
+    ASSERT_EQ(ranks.size(), 2u) << host;
+    int leaders = 0;
+    const aon::RankMetadata& leader = meta[static_cast<size_t>(ranks.front())];
+    for (int rank : ranks) {
+      const aon::RankMetadata& m = meta[static_cast<size_t>(rank)];
+      if (m.clock_leader_rank == -1) {
+        ++leaders;
+        EXPECT_EQ(rank, ranks.front()) << host << ": the node's lowest rank leads";
+        EXPECT_TRUE(m.clock_synchronized) << "rank " << rank << " measured\n" << r.Describe();
+      } else {
+        EXPECT_EQ(m.clock_leader_rank, ranks.front()) << "rank " << rank << " on " << host;
+        EXPECT_FALSE(m.clock_id.empty());
+        EXPECT_EQ(m.clock_id, leader.clock_id) << "rank " << rank << " reads its leader's clock";
+        // Measured nothing: its log says whose measurement applies.
+        EXPECT_TRUE(Contains(r.err, "rank " + std::to_string(rank) + ": clock: reads "))
+            << r.Describe();
+      }
+    }
+    EXPECT_EQ(leaders, 1) << host << ": exactly one rank measures";
+    node_clocks.insert(leader.clock_id);
+  }
+  EXPECT_EQ(node_clocks.size(), 2u) << "n2 runs in its own time namespace";
+
+  // Rank 0 is the reference; rank 1 reads that very clock; rank 2 measured n2's
+  // clock 5 s ahead; rank 3 is unsynchronized in its own file (its leader's
+  // model is only known at the leader's exit) and names rank 2.
+  EXPECT_EQ(meta[0].clock_error_bound_ns, 0);
+  EXPECT_EQ(meta[1].clock_leader_rank, 0);
+  EXPECT_TRUE(meta[1].clock_synchronized);
+  EXPECT_EQ(meta[1].clock_offset_ns, 0);
+  EXPECT_EQ(meta[2].clock_leader_rank, -1);
+  ASSERT_GE(meta[2].clock_error_bound_ns, 0);
+  const int64_t truth = -kAheadS * 1'000'000'000LL;
+  EXPECT_LE(std::llabs(meta[2].clock_offset_ns - truth), meta[2].clock_error_bound_ns)
+      << "offset " << meta[2].clock_offset_ns << " bound " << meta[2].clock_error_bound_ns;
+  EXPECT_LT(meta[2].clock_error_bound_ns, 5'000'000) << "veth links: well below 5 ms";
+  EXPECT_EQ(meta[3].clock_leader_rank, 2);
+  EXPECT_FALSE(meta[3].clock_synchronized);
+
+  // What the merge does with them (aon/clock_leaders.h)...
+  std::vector<aon::RankMetadata> applied = meta;
+  std::vector<aon::RankMetadata*> pointers;
+  for (aon::RankMetadata& m : applied) pointers.push_back(&m);
+  const std::vector<std::string> problems = aon::ApplyClockLeaders(pointers);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_TRUE(applied[3].clock_synchronized);
+  EXPECT_EQ(applied[3].clock_offset_ns, meta[2].clock_offset_ns);
+  EXPECT_EQ(applied[3].clock_error_bound_ns, meta[2].clock_error_bound_ns);
+}
+
+// What aon-merge wrote for the same step: every rank on rank 0's clock, rank 3
+// with rank 2's correction. Needs aon-merge to call aon::ApplyClockLeaders.
+TEST_F(SlurmTwoNodesTwoClocks, MergedTimelineHasEveryRankSynchronized) {
+  ASSERT_NO_FATAL_FAILURE(RunStep());
+  std::vector<aon::RankMetadata> applied = meta_;
+  std::vector<aon::RankMetadata*> pointers;
+  for (aon::RankMetadata& m : applied) pointers.push_back(&m);
+  ASSERT_TRUE(aon::ApplyClockLeaders(pointers).empty());
+  const std::string columns = InspectClockColumns(dir_ + "/timeline.h5", work_);
+  EXPECT_TRUE(Contains(columns, "synced 1\n")) << columns;
+  for (int rank = 0; rank < 4; ++rank) {
+    const aon::RankMetadata& m = applied[static_cast<size_t>(rank)];
+    const std::string row = "rank " + std::to_string(rank) + " " +
+                            std::to_string(m.clock_offset_ns) + " " +
+                            std::to_string(m.clock_error_bound_ns) + " ok\n";
+    EXPECT_TRUE(Contains(columns, row))
+        << "want '" << row << "' in:\n"
+        << columns << "(rank 3 follows rank 2: aon-merge must give it rank 2's correction with "
+        << "aon::ApplyClockLeaders, common/include/aon/clock_leaders.h)";
+  }
 }
 
 }  // namespace

@@ -21,6 +21,17 @@
 
 namespace aon {
 
+// One piece of a virtual table: rows [source_first, source_first + count) of
+// dataset `dataset` in file `file` appear as rows [first, first + count) of the
+// virtual table. A relative `file` is found next to the virtual table's file.
+struct VirtualPiece {
+  std::string file;
+  std::string dataset;  // e.g. "/records/kernels"
+  uint64_t source_first = 0;
+  uint64_t first = 0;
+  uint64_t count = 0;
+};
+
 struct WriteOptions {
   int deflate_level = 4;          // 0 disables compression
   uint64_t chunk_records = 16384; // records per HDF5 chunk
@@ -60,6 +71,13 @@ class TraceWriter {
   }
 
   Status WriteStrings(const StringTable& strings);
+  // Creates <group>/<schema.name> as an HDF5 virtual dataset of `rows` rows made
+  // of `pieces` (the sharded merge: each merge process wrote one time range of
+  // the timeline into its own file). Readers see one ordinary table; the source
+  // files must stay where the pieces say. Rows no piece covers read as zeros.
+  Status CreateVirtualTable(const TableSchema& schema, uint64_t rows,
+                            std::span<const VirtualPiece> pieces,
+                            std::string_view group = "records");
 
   // Flushes everything written so far to the .partial file (H5Fflush of the
   // whole file): a reader of the .partial file, after the writer is killed,

@@ -391,6 +391,36 @@ TEST_F(TempDir, PlanLaunchBuildsEverything) {
   EXPECT_EQ(plan->launcher_unset, (Args{"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}));
 }
 
+TEST(OpenMpiHostOptions, TakesHostOptionsUpToTheApplication) {
+  EXPECT_EQ(OpenMpiHostOptions({"mpirun", "-np", "8", "-H", "n1:4,n2:4", "--map-by", "node",
+                                "./train", "-H", "not-mpirun's"}),
+            (Args{"-H", "n1:4,n2:4"}));
+  EXPECT_EQ(OpenMpiHostOptions({"mpirun", "--hostfile", "hosts.txt", "--mca", "btl", "self,tcp",
+                                "-x", "FOO", "--host=a,b", "python3", "t.py"}),
+            (Args{"--hostfile", "hosts.txt", "--host=a,b"}));
+  EXPECT_EQ(OpenMpiHostOptions({"mpirun", "-np", "2", "./app", "--hostfile", "x"}), Args{});
+  EXPECT_EQ(OpenMpiHostOptions({"mpirun"}), Args{});
+}
+
+TEST_F(TempDir, MergeRunsOnTheJobsHostsOrWithTheProcessesAsked) {
+  HostContext host = Host();
+  auto plan = PlanLaunch(Options({"mpirun", "--allow-run-as-root", "-np", "4", "-H", "n1,n2",
+                                  "./train"}),
+                         host);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->merge_argv,
+            (Args{dir_ + "/path/mpirun", "-H", "n1,n2", "--allow-run-as-root", "--map-by",
+                  "ppr:1:node", dir_ + "/bin/aon-merge", plan->job_dir}));
+  RunOptions o = Options({"mpirun", "-np", "4", "-H", "n1,n2", "./train"});
+  o.merge_procs = 3;
+  plan = PlanLaunch(o, host);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->merge_argv, (Args{dir_ + "/bin/aon-merge", "--procs", "3", plan->job_dir}));
+  plan = PlanLaunch(Options({"mpirun", "-np", "4", "./train"}), host);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->merge_argv, (Args{dir_ + "/bin/aon-merge", plan->job_dir}));
+}
+
 TEST_F(TempDir, PlanLaunchKeepsAUserJobIdAndMakesOutputAbsolute) {
   HostContext host = Host({{"AON_JOB_ID", "my-run"}, {"SLURM_JOB_ID", "77"}});
   RunOptions o = Options({"srun", "-n", "2", "./train"});

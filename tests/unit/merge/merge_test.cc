@@ -83,14 +83,8 @@ TEST_P(MergeReference, MatchesReferenceMerge) {
   const RandomCase& c = GetParam();
   TempDir dir;
   std::mt19937_64 rng(c.seed);
-  std::vector<RankTrace> traces;
-  for (int r = 0; r < c.ranks; ++r) {
-    testing::RandomTraceOptions o;
-    o.max_records = c.max_records;
-    o.random_offset = c.offsets;
-    o.force_empty = c.empty_every > 0 && r % c.empty_every == 0;
-    traces.push_back(testing::RandomRankTrace(rng, r, c.ranks, o));
-  }
+  std::vector<RankTrace> traces =
+      testing::RandomJob(rng, c.ranks, c.max_records, c.offsets, c.empty_every);
   // Written in reverse rank order: file creation order must not matter.
   for (auto it = traces.rbegin(); it != traces.rend(); ++it) {
     AON_ASSERT_OK(testing::WriteRankTrace(testing::RankPath(dir.path(), it->meta.rank), *it));

@@ -94,6 +94,12 @@ inline RankTrace RandomRankTrace(std::mt19937_64& rng, int rank, int world,
           r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kCalibrated);
         }
         if (r.correlation_id == 0) r.correlation_id = 1;
+        // ... and no CUDA-graph bookkeeping rows (event types 6-8, records.h):
+        // the merge consumes those, a resolved file has none.
+        if (r.event_type >= static_cast<uint8_t>(NcclEventType::kGraphNode) &&
+            r.event_type <= static_cast<uint8_t>(NcclEventType::kCapturedP2p)) {
+          r.event_type = 4;  // unused by AON: copied as it is
+        }
       }
       v.push_back(r);
     }
@@ -258,6 +264,22 @@ inline std::map<std::string, std::string> FlattenJsonFile(const TempDir& dir,
 }
 
 // Writes a job directory: one rank file per entry of `traces` (rank from metadata).
+// `ranks` random ranks (RandomRankTrace) of one job: up to max_records per
+// kind, random clock offsets or not, every empty_every-th rank (from rank 0)
+// without records (0: none).
+inline std::vector<RankTrace> RandomJob(std::mt19937_64& rng, int ranks, size_t max_records,
+                                        bool offsets = false, int empty_every = 0) {
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < ranks; ++r) {
+    RandomTraceOptions o;
+    o.max_records = max_records;
+    o.random_offset = offsets;
+    o.force_empty = empty_every > 0 && r % empty_every == 0;
+    traces.push_back(RandomRankTrace(rng, r, ranks, o));
+  }
+  return traces;
+}
+
 inline void WriteJob(const std::string& dir, const std::vector<RankTrace>& traces) {
   for (const RankTrace& t : traces) {
     AON_ASSERT_OK(WriteRankTrace(RankPath(dir, t.meta.rank), t));

@@ -57,6 +57,7 @@ struct RunOptions {
   std::string collector;             // aon-collector path ("" : the agent looks beside itself)
   int verbose = 0;                   // -v, counted
   bool merge = true;                 // false with --no-merge
+  int merge_procs = 0;               // --merge-procs: 0 = one per host the job names, else N local
   std::vector<std::string> command;  // launcher word and its arguments
 };
 
@@ -138,7 +139,15 @@ struct LaunchPlan {
   std::string job_dir;                      // absolute; created by PrepareOutputDir
   std::string agent_path;
   std::string merge_path;  // aon-merge next to aon-run (may not exist)
+  // How the merge runs after the job: argv[0] is the program (aon-merge, or the
+  // job's mpirun with its host options and one merge process per host).
+  std::vector<std::string> merge_argv;
 };
+
+// The host-selecting options of an Open MPI command line (-H/--host,
+// --hostfile/--machinefile/--default-hostfile, with their values), scanned up
+// to the application: the merge runs one process on each of those hosts.
+std::vector<std::string> OpenMpiHostOptions(const std::vector<std::string>& command);
 
 // Validates the options, finds the launcher and the agent and picks the job
 // directory. Creates nothing. A default job directory that already exists gets

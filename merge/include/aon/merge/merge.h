@@ -17,9 +17,13 @@
 // duplicate or incomplete file is named in MergeReport::problems (and in the
 // timeline's "problems" attribute) and everything valid is still merged.
 //
-// Memory: one record kind of all ranks is in memory at a time (each rank's
-// records sorted, then k-way merged into bounded output batches). The streaming
-// MPI merge replaces this when it lands.
+// Processes and memory: MergeOptions::comm runs it as several processes, each
+// reading the rank files it is given (its node's, when the job directory is
+// node-local) and writing one time range of the timeline into a shard
+// (<timeline stem>.shards/shard-NNNNN.h5) that the timeline's virtual datasets
+// join; a process holds about memory_budget_bytes of records at a time (a
+// sample sort in rounds), never a whole kind. Only process 0 fills *report with
+// the totals and writes the timeline, the overview and the Chrome JSON.
 #pragma once
 
 #include <array>
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "aon/merge/export_filter.h"
+#include "aon/merge/merge_comm.h"
 #include "aon/merge/overview.h"
 #include "aon/records.h"
 #include "aon/status.h"
@@ -55,6 +60,13 @@ struct MergeOptions {
   OverviewOptions overview_options;
   WriteOptions write_options;
   size_t output_batch_records = 1 << 16;  // merged records buffered per HDF5 append
+  // The merge processes (aon-merge under mpirun/srun passes MPI's); nullptr = this
+  // process alone. Every process calls MergeJob with the same options.
+  MergeComm* comm = nullptr;
+  // Records held in memory at once by one process, about: more data is merged
+  // in more rounds (each re-reads the blocks it needs), never all at once.
+  uint64_t memory_budget_bytes = uint64_t{1} << 30;
+  bool progress = false;  // a progress bar on stderr (process 0, when it is a terminal)
 };
 
 // The outcome for one expected rank (0..world_size-1).
@@ -86,6 +98,10 @@ struct MergeReport {
   std::array<uint64_t, kRecordKindCount> dropped{};  // sum over merged ranks
   uint64_t start_ns = 0;                             // earliest record start on the reference clock
   uint64_t end_ns = 0;                               // latest record end
+  int procs = 1;                                     // merge processes
+  int process = 0;                                   // this one (only process 0 has the totals)
+  std::string shard_dir;                             // set when the records are in shards
+  std::array<uint64_t, kRecordKindCount> rounds{};   // sort rounds per kind (memory budget)
 
   uint32_t ranks_ok() const;
 };
