@@ -19,7 +19,9 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
       {"AON_NCCL", "default",
        "NCCL capture when AON is NCCL's profiler plugin: default (operations, each tied to the "
        "kernel that ran it), channels (also per-channel GPU timing; costly for small messages), "
-       "coll (operations only), off"},
+       "coll (operations only), proxy (default plus NCCL's network proxy operations and steps; "
+       "per network step, none on a single node over NVLink), off. Every mode but off also "
+       "records the user's NCCL API calls (group, collective and p2p calls)"},
       {"AON_MODE", "full",
        "full: every record reaches the rank file (appended every flush interval); flight: only "
        "the last AON_WINDOW seconds are kept in memory and written when a trigger fires"},
@@ -124,8 +126,9 @@ StatusOr<AgentConfig> LoadAgentConfig(const EnvLookupFn& lookup) {
   }
   if (std::string v = get("AON_VERBOSE"); !v.empty()) c.verbose = std::atoi(v.c_str());
   if (std::string v = get("AON_NCCL"); !v.empty()) {
-    if (v != "default" && v != "channels" && v != "coll" && v != "off") {
-      return InvalidArgument("AON_NCCL: unknown mode '" + v + "' (default, channels, coll or off)");
+    if (v != "default" && v != "channels" && v != "coll" && v != "proxy" && v != "off") {
+      return InvalidArgument("AON_NCCL: unknown mode '" + v +
+                             "' (default, channels, coll, proxy or off)");
     }
     c.nccl = v;
   }

@@ -210,9 +210,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--nccl", options.nccl,
                  "NCCL capture (AON is NCCL's profiler plugin): default = every collective and "
-                 "p2p operation, tied to the kernel that ran it; channels = also per-channel "
-                 "GPU timing (makes NCCL slower for small messages); coll = operations only; "
-                 "off = none")
+                 "p2p operation, tied to the kernel that ran it, and the NCCL API calls "
+                 "(ncclGroupStart..End, ncclAllReduce, ncclSend, ...); channels = also "
+                 "per-channel GPU timing (makes NCCL slower for small messages); coll = "
+                 "operations only; proxy = default plus NCCL's network proxy operations and "
+                 "steps (one record per network step: costly for large transfers; none on a "
+                 "single node over NVLink); off = none")
+      ->type_name("default|channels|coll|proxy|off")
       ->capture_default_str();
   app.add_option("--mode", options.mode,
                  "full = every record reaches the rank files (flushed\nevery second by the node collector); flight = keep\n"

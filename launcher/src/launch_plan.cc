@@ -325,9 +325,9 @@ Status ValidateOptions(const RunOptions& options) {
                            "': must be 'cupti' (real GPUs) or 'synthetic' (labeled fake GPU)");
   }
   if (options.nccl != "default" && options.nccl != "channels" && options.nccl != "coll" &&
-      options.nccl != "off") {
+      options.nccl != "proxy" && options.nccl != "off") {
     return InvalidArgument("--nccl '" + options.nccl +
-                           "': must be 'default', 'channels', 'coll' or 'off'");
+                           "': must be 'default', 'channels', 'coll', 'proxy' or 'off'");
   }
   if (options.verbose < 0) return InvalidArgument("--verbose: must not be negative");
   if (options.command.empty() || options.command[0].empty()) {

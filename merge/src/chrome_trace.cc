@@ -149,6 +149,16 @@ const char* NcclTypeName(uint8_t type) {
       return "kernel channel";
     case 5:
       return "comm";
+    case 9:
+      return "group api";
+    case 10:
+      return "coll api";
+    case 11:
+      return "p2p api";
+    case 12:
+      return "proxy op";
+    case 13:
+      return "proxy step";
     default:
       return "unknown";
   }
@@ -657,6 +667,16 @@ class Exporter {
     std::snprintf(hash, sizeof(hash), "0x%016" PRIx64, r.comm_hash);
     const bool channel = r.event_type == static_cast<uint8_t>(NcclEventType::kKernelCh);
     const bool comm = r.event_type == static_cast<uint8_t>(NcclEventType::kComm);
+    if (r.event_type >= static_cast<uint8_t>(NcclEventType::kGroupApi) &&
+        r.event_type <= static_cast<uint8_t>(NcclEventType::kP2pApi)) {
+      NcclApiCall(m, hash);
+      return;
+    }
+    if (r.event_type == static_cast<uint8_t>(NcclEventType::kProxyOp) ||
+        r.event_type == static_cast<uint8_t>(NcclEventType::kProxyStep)) {
+      NcclProxy(m, hash);
+      return;
+    }
     std::string track = channel ? "NCCL channel " + std::to_string(r.channel_id)
                                 : std::string("NCCL comm ") + (hash + 14);  // last 4 hex digits
     const int64_t tid = NamedTrack(m.rank, track);
@@ -700,6 +720,57 @@ class Exporter {
       out_.ArgI("gpu_start_after_call_ns",
                 static_cast<int64_t>(r.gpu_start_ns) - static_cast<int64_t>(r.start_ns));
     }
+    out_.End();
+  }
+
+  // The user's NCCL calls: one "NCCL API" track per rank (a group encloses its
+  // calls, so they nest as slices).
+  void NcclApiCall(const Merged<NcclRecord>& m, const char* hash) {
+    const NcclRecord& r = m.record;
+    const int64_t tid = NamedTrack(m.rank, "NCCL API");
+    const bool group = r.event_type == static_cast<uint8_t>(NcclEventType::kGroupApi);
+    const std::string& func = out_.Str(r.func_id);
+    const std::string name =
+        group ? std::string("ncclGroup") : "nccl" + (func.empty() ? std::string("?") : func);
+    out_.Begin('X', name, "nccl", m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    out_.ArgS("comm_hash", hash);
+    out_.ArgS("event_type", NcclTypeName(r.event_type));
+    out_.ArgU("graph_captured", (r.n_warps & kNcclApiGraphCaptured) ? 1 : 0);
+    if (group) {
+      out_.ArgU("group_depth", r.count);
+    } else {
+      out_.ArgS("func", func);
+      out_.ArgU("count", r.count);
+      out_.ArgU("bytes", r.bytes);
+      out_.ArgS("datatype", out_.Str(r.datatype_id));
+      if (r.root >= 0) out_.ArgI("root", r.root);
+    }
+    out_.End();
+  }
+
+  // Network proxy progress: one track per rank and channel.
+  void NcclProxy(const Merged<NcclRecord>& m, const char* hash) {
+    const NcclRecord& r = m.record;
+    const bool step = r.event_type == static_cast<uint8_t>(NcclEventType::kProxyStep);
+    const int64_t tid = NamedTrack(m.rank, "NCCL proxy channel " + std::to_string(r.channel_id));
+    const bool send = (r.n_warps & kNcclProxySend) != 0;
+    const std::string& func = out_.Str(r.func_id);
+    std::string name = std::string(send ? "send" : "recv") + (step ? " step " : " ") +
+                       (step ? std::to_string(r.count) : (func.empty() ? "proxy" : func));
+    out_.Begin('X', name, "nccl", m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    out_.ArgS("comm_hash", hash);
+    out_.ArgS("event_type", NcclTypeName(r.event_type));
+    out_.ArgU("seq_number", r.seq_number);
+    out_.ArgS("func", func);
+    out_.ArgI("channel_id", r.channel_id);
+    out_.ArgI("peer", r.peer);
+    out_.ArgS("direction", send ? "send" : "recv");
+    out_.ArgU(step ? "step" : "steps", r.count);
+    out_.ArgU(step ? "bytes" : "step_bytes", r.bytes);
     out_.End();
   }
 

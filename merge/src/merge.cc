@@ -294,7 +294,7 @@ class Progress {
     constexpr int kWidth = 30;
     const int filled = static_cast<int>(f * kWidth);
     const double secs = std::chrono::duration<double>(now - t0_).count();
-    std::fprintf(stderr, "\raon-merge: [%.*s%*s] %3d%% %-7.*s %-24.*s %6.1f s\x1b[K",
+    std::fprintf(stderr, "\raon-merge: [%.*s%*s] %3d%% %-20.*s %-16.*s %6.1f s\x1b[K",
                  filled, "==============================", kWidth - filled, "",
                  static_cast<int>(f * 100), static_cast<int>(kind.size()), kind.data(),
                  static_cast<int>(phase.size()), phase.data(), secs);

@@ -44,9 +44,30 @@
 // call is always known, NCCL API calls made during capture (CollApi/P2pApi
 // events with graphCaptured) are recorded too (kCapturedColl/kCapturedP2p rows,
 // tied to the launch that follows them).
+//
+// NCCL API calls (issue #4). NCCL 2.28 sends GroupApi (its outermost group
+// call: from the first NCCL call in it to the end of ncclGroupEnd, or of the
+// implicit group of a lone call), CollApi and P2pApi (one collective / p2p call)
+// events whenever Coll/P2p are asked for. They start and stop on the calling
+// thread, inside NCCL's own thread-local API state, so their handles are
+// thread-local slots here: no allocation, and a repeated stop (NCCL 2.28.9 does
+// not clear its CollApi handle after stopping it) or a stop without a start is
+// ignored. Each becomes a kGroupApi / kCollApi / kP2pApi row: two clock reads and
+// one ring push per call. NCCL hands these handles back as parents of later
+// events (Coll's parent is the CollApi, KernelLaunch's the GroupApi): they are
+// never dereferenced as such.
+//
+// Proxy events (--nccl proxy). ProxyOp / ProxyStep events come from NCCL's proxy
+// progress thread, only for network (and other proxy-driven) transfers: none on
+// a single node over NVLink. A ProxyOp names its operation as parent (in its own
+// process only: the descriptor's pid says so); its fields are read at the
+// ProxyOp's start, where a retired operation is still a valid object (the
+// retire ring above), and copied into the row. A ProxyStep copies its ProxyOp's.
 #include "nccl_plugin.h"
 
 #include <cupti.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -75,6 +96,13 @@ constexpr aon_nccl_result_t kInternalError = 3;  // ncclInternalError
 constexpr int kCollMask = kNcclProfileColl | kNcclProfileP2p;
 constexpr int kDefaultMask = kCollMask | kNcclProfileKernelLaunch;
 constexpr int kChannelsMask = kDefaultMask | kNcclProfileKernelCh;
+// NCCL 2.28 sends the API events whenever Coll/P2p are asked for (its
+// src/plugin/profiler.cc); naming them says we want them, should a later NCCL
+// stop implying them. v5 only.
+constexpr int kApiMask = kNcclProfileGroupApi | kNcclProfileCollApi | kNcclProfileP2pApi;
+// Network proxy progress, per operation and per network step: opt-in (it fires
+// per step of every network transfer).
+constexpr int kProxyMask = kDefaultMask | kNcclProfileProxyOp | kNcclProfileProxyStep;
 
 constexpr size_t kRetired = 4096;
 constexpr size_t kMaxUnlaunched = 1024;
@@ -87,6 +115,8 @@ struct Comm {
   uint64_t init_ns;
   bool channels;   // KernelCh events requested
   bool launches;   // KernelLaunch events requested (v5)
+  bool api;        // GroupApi/CollApi/P2pApi recorded (v5)
+  bool proxy;      // ProxyOp/ProxyStep recorded
   std::mutex p2p_mu;
   std::map<std::pair<int, uint32_t>, uint64_t> p2p_seq;  // (peer, func) -> next number
 };
@@ -117,6 +147,18 @@ struct Channel : Handle {
 struct Launch : Handle {
   uint64_t external_id;
   bool pushed;
+};
+
+// A GroupApi / CollApi / P2pApi call in progress on this thread (one slot per
+// type: NCCL nests them group > call, never a type in itself).
+struct ApiCall : Handle {
+  NcclRecord record;
+  bool open;
+};
+
+// A ProxyOp or ProxyStep: its row, filled at start, pushed at stop.
+struct ProxyEvent : Handle {
+  NcclRecord record;
 };
 
 std::atomic<uint64_t> g_next_external_id{1};
@@ -151,6 +193,10 @@ thread_local bool t_capturing = false;   // ... for a call under stream capture
 thread_local uint64_t t_launch = 0;
 thread_local const Comm* t_launch_comm = nullptr;
 thread_local uint32_t t_nodes_in_launch = 0;
+// NCCL API calls in progress on this thread (see the file comment).
+thread_local ApiCall t_group_api{};
+thread_local ApiCall t_coll_api{};
+thread_local ApiCall t_p2p_api{};
 
 // Diagnostics, one note at exit (how NCCL ordered its events, what graphs did).
 struct Counters {
@@ -162,6 +208,11 @@ struct Counters {
   std::atomic<uint64_t> graph_nodes{0};
   std::atomic<uint64_t> graph_clones{0};
   std::atomic<uint64_t> captured_calls{0};
+  std::atomic<uint64_t> api_unstopped{0};     // an API call started again before its stop
+  std::atomic<uint64_t> api_extra_stops{0};   // a stop of an API call already stopped
+  std::atomic<uint64_t> proxy_ops{0};
+  std::atomic<uint64_t> proxy_steps{0};
+  std::atomic<uint64_t> proxy_orphans{0};     // ProxyOp with no operation of ours as parent
 };
 Counters g_count;
 
@@ -430,6 +481,118 @@ void RecordCapturedCall(Comm* comm, NcclEventType type, const char* func, size_t
   g_count.captured_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
+// A row with a communicator's fields and nothing else (API and proxy rows).
+NcclRecord CommRow(const Comm* comm, NcclEventType type) {
+  NcclRecord r{};
+  r.comm_hash = comm->hash;
+  r.channel_id = r.root = r.peer = -1;
+  r.comm_rank = comm->rank;
+  r.comm_nranks = comm->nranks;
+  r.comm_nnodes = comm->nnodes;
+  r.event_type = static_cast<uint8_t>(type);
+  r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kNone);
+  return r;
+}
+
+// NCCL's GroupApi / CollApi / P2pApi start: the call's row, in its thread slot.
+NcclRecord& OpenApiCall(ApiCall& slot, uint64_t nccl_type, const Comm* comm, NcclEventType type,
+                        bool graph_captured, void** handle) {
+  if (slot.open) {
+    // Started again without a stop (an NCCL error path): keep what was known.
+    g_count.api_unstopped.fetch_add(1, std::memory_order_relaxed);
+    slot.record.end_ns = slot.record.start_ns;
+    Agent::Get().sink().Push(slot.record);
+  }
+  slot.type = nccl_type;
+  slot.open = true;
+  slot.record = CommRow(comm, type);
+  slot.record.n_warps = graph_captured ? kNcclApiGraphCaptured : 0;
+  slot.record.start_ns = TimebaseNowNs();
+  *handle = &slot;
+  return slot.record;
+}
+
+void CloseApiCall(ApiCall* slot) {
+  if (!slot->open) {
+    g_count.api_extra_stops.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  slot->open = false;
+  slot->record.end_ns = TimebaseNowNs();
+  Agent::Get().sink().Push(slot->record);
+}
+
+void StartGroupApi(Comm* comm, void** handle, bool graph_captured, int group_depth) {
+  NcclRecord& r =
+      OpenApiCall(t_group_api, kNcclProfileGroupApi, comm, NcclEventType::kGroupApi,
+                  graph_captured, handle);
+  r.count = group_depth > 0 ? static_cast<uint64_t>(group_depth) : 0;
+}
+
+void StartCallApi(Comm* comm, void** handle, NcclEventType type, const char* func, size_t count,
+                  const char* datatype, int root, bool graph_captured) {
+  const bool coll = type == NcclEventType::kCollApi;
+  NcclRecord& r = OpenApiCall(coll ? t_coll_api : t_p2p_api,
+                              coll ? kNcclProfileCollApi : kNcclProfileP2pApi, comm, type,
+                              graph_captured, handle);
+  r.func_id = InternCached(func);
+  r.count = count;
+  r.bytes = count * DatatypeBytes(datatype);
+  r.datatype_id = InternCached(datatype);
+  r.root = root;
+}
+
+pid_t OwnPid() {
+  static const pid_t pid = getpid();
+  return pid;
+}
+
+// NCCL's ProxyOp start (proxy progress thread). Its parent is the operation's
+// handle when the proxy runs in this process.
+void StartProxyOp(Comm* comm, void** handle, const AonNcclEventV5* e) {
+  auto* p = new ProxyEvent();
+  p->type = kNcclProfileProxyOp;
+  NcclRecord& r = p->record;
+  r = CommRow(comm, NcclEventType::kProxyOp);
+  auto* parent = static_cast<const Handle*>(e->parent);
+  if (parent != nullptr && e->proxy_op.pid == OwnPid() &&
+      (parent->type == kNcclProfileColl || parent->type == kNcclProfileP2p)) {
+    // Immutable after the operation's start; a retired operation is still
+    // valid memory (the retire ring).
+    const auto* op = static_cast<const Operation*>(parent);
+    r.comm_hash = op->record.comm_hash;
+    r.seq_number = op->record.seq_number;
+    r.func_id = op->record.func_id;
+    r.external_id = op->external_id.load(std::memory_order_acquire);
+  } else {
+    g_count.proxy_orphans.fetch_add(1, std::memory_order_relaxed);
+  }
+  r.channel_id = e->proxy_op.channel_id;
+  r.peer = e->proxy_op.peer;
+  r.count = e->proxy_op.n_steps > 0 ? static_cast<uint64_t>(e->proxy_op.n_steps) : 0;
+  r.bytes = e->proxy_op.chunk_size > 0 ? static_cast<uint64_t>(e->proxy_op.chunk_size) : 0;
+  r.n_warps = e->proxy_op.is_send ? kNcclProxySend : 0;
+  r.start_ns = TimebaseNowNs();
+  *handle = p;
+}
+
+// NCCL's ProxyStep start: its parent is the ProxyOp (NCCL clears that handle
+// when the ProxyOp stops, so a step never names a stopped one).
+void StartProxyStep(void** handle, const AonNcclEventV5* e) {
+  auto* parent = static_cast<const Handle*>(e->parent);
+  if (parent == nullptr || parent->type != kNcclProfileProxyOp) return;  // no row without its op
+  const NcclRecord& op = static_cast<const ProxyEvent*>(parent)->record;
+  auto* p = new ProxyEvent();
+  p->type = kNcclProfileProxyStep;
+  NcclRecord& r = p->record;
+  r = op;
+  r.event_type = static_cast<uint8_t>(NcclEventType::kProxyStep);
+  r.count = e->proxy_step.step > 0 ? static_cast<uint64_t>(e->proxy_step.step) : 0;
+  r.bytes = 0;  // from its states (trans_size)
+  r.start_ns = TimebaseNowNs();
+  *handle = p;
+}
+
 // A kGraphNode row (records.h).
 NcclRecord GraphNodeRow(uint64_t node_id) {
   NcclRecord r{};
@@ -458,8 +621,15 @@ int MaskFor(const std::string& mode) {
   if (mode == "off") return 0;
   if (mode == "coll") return kCollMask;
   if (mode == "channels") return kChannelsMask;
+  if (mode == "proxy") return kProxyMask;
   return kDefaultMask;
 }
+
+// API rows (ncclGroupStart..End, ncclAllReduce, ... calls): one record per
+// call, in every mode but coll (operations only). Measured on 2 x H200 in one
+// interleaved run, 1 MiB all-reduce: default without them 1.863 x, with them
+// 1.807 x the uncaptured time (CUPTI alone 1.731 x): no cost beyond the noise.
+bool RecordsApiCalls(const std::string& mode) { return mode != "coll"; }
 
 aon_nccl_result_t InitCommon(void** context, int* mask, const char* name, uint64_t hash, int nnodes,
                              int nranks, int rank, bool v5) {
@@ -471,11 +641,17 @@ aon_nccl_result_t InitCommon(void** context, int* mask, const char* name, uint64
     return kOk;  // loaded but idle: NCCL runs as without a plugin
   }
   int m = MaskFor(agent.config().nccl);
-  if (!v5) m &= ~static_cast<int>(kNcclProfileKernelLaunch);  // v4 has no launch event
+  if (v5) {
+    if (RecordsApiCalls(agent.config().nccl)) m |= kApiMask;
+  } else {
+    m &= ~static_cast<int>(kNcclProfileKernelLaunch);  // v4 has no launch or API events
+  }
   if (mask) *mask = m;
   auto* comm = new Comm();
   comm->channels = (m & kNcclProfileKernelCh) != 0;
   comm->launches = (m & kNcclProfileKernelLaunch) != 0;
+  comm->api = v5 && RecordsApiCalls(agent.config().nccl);
+  comm->proxy = (m & kNcclProfileProxyOp) != 0;
   comm->hash = hash;
   comm->rank = rank;
   comm->nranks = nranks;
@@ -516,7 +692,7 @@ bool StartShared(Comm* comm, void** handle, const Event* e) {
       StartChannel(handle, e->parent, e->kernel_ch.channel_id, e->kernel_ch.gpu_timer);
       return true;
     default:
-      return false;  // groups, API events, proxies: not recorded (no handle)
+      return false;  // groups, API events, proxies: per version
   }
 }
 
@@ -527,18 +703,25 @@ aon_nccl_result_t StartV5(void* context, void** handle, AonNcclEventV5* e) {
   if (comm == nullptr || e == nullptr) return kOk;  // NCCL calls on after a failed init
   if (StartShared(comm, handle, e)) return kOk;
   // API events come with Coll/P2p whether asked for or not (NCCL's
-  // src/plugin/profiler.cc); they get no handle.
+  // src/plugin/profiler.cc).
   switch (e->type) {
     case kNcclProfileKernelLaunch:
       if (comm->launches) StartLaunch(comm, handle);
       break;
     case kNcclProfileGroupApi:
       if (comm->launches) StartGroupCall(e->group_api.graph_captured);
+      if (comm->api) {
+        StartGroupApi(comm, handle, e->group_api.graph_captured, e->group_api.group_depth);
+      }
       break;
     case kNcclProfileCollApi:
       if (comm->launches && e->coll_api.graph_captured) {
         RecordCapturedCall(comm, NcclEventType::kCapturedColl, e->coll_api.func, e->coll_api.count,
                            e->coll_api.datatype, e->coll_api.root);
+      }
+      if (comm->api) {
+        StartCallApi(comm, handle, NcclEventType::kCollApi, e->coll_api.func, e->coll_api.count,
+                     e->coll_api.datatype, e->coll_api.root, e->coll_api.graph_captured);
       }
       break;
     case kNcclProfileP2pApi:
@@ -546,6 +729,16 @@ aon_nccl_result_t StartV5(void* context, void** handle, AonNcclEventV5* e) {
         RecordCapturedCall(comm, NcclEventType::kCapturedP2p, e->p2p_api.func, e->p2p_api.count,
                            e->p2p_api.datatype, -1);
       }
+      if (comm->api) {
+        StartCallApi(comm, handle, NcclEventType::kP2pApi, e->p2p_api.func, e->p2p_api.count,
+                     e->p2p_api.datatype, -1, e->p2p_api.graph_captured);
+      }
+      break;
+    case kNcclProfileProxyOp:
+      if (comm->proxy) StartProxyOp(comm, handle, e);
+      break;
+    case kNcclProfileProxyStep:
+      if (comm->proxy) StartProxyStep(handle, e);
       break;
     default:
       break;
@@ -598,6 +791,21 @@ aon_nccl_result_t Stop(void* handle) {
       Release(op);
       break;
     }
+    case kNcclProfileGroupApi:
+    case kNcclProfileCollApi:
+    case kNcclProfileP2pApi:
+      CloseApiCall(static_cast<ApiCall*>(h));
+      break;
+    case kNcclProfileProxyOp:
+    case kNcclProfileProxyStep: {
+      auto* p = static_cast<ProxyEvent*>(h);
+      p->record.end_ns = TimebaseNowNs();
+      Agent::Get().sink().Push(p->record);
+      (h->type == kNcclProfileProxyOp ? g_count.proxy_ops : g_count.proxy_steps)
+          .fetch_add(1, std::memory_order_relaxed);
+      delete p;
+      break;
+    }
     case kNcclProfileKernelLaunch: {
       auto* l = static_cast<Launch*>(h);
       if (t_launch == l->external_id) {
@@ -625,6 +833,10 @@ aon_nccl_result_t RecordState(void* handle, int state, AonNcclStateArgs* args) {
   if (h == nullptr || args == nullptr) return kOk;
   if (h->type == kNcclProfileKernelCh && state == kNcclStateKernelChStop) {
     static_cast<Channel*>(h)->gpu_stop = args->kernel_ch.gpu_timer;
+  } else if (h->type == kNcclProfileProxyStep) {
+    // Bytes this step moved, as NCCL reports it with each step state.
+    NcclRecord& r = static_cast<ProxyEvent*>(h)->record;
+    r.bytes = std::max<uint64_t>(r.bytes, args->proxy_step.trans_size);
   }
   return kOk;
 }
@@ -717,6 +929,15 @@ void FlushLiveNcclOperations() {
         n(c.captured_launches_without_node) + " with no graph kernel node reported by CUPTI), " +
         n(c.graph_nodes) + " kernel nodes created by NCCL launches, " + n(c.graph_clones) +
         " clones of them, " + n(c.captured_calls) + " NCCL calls captured");
+  }
+  if (c.api_unstopped.load() + c.api_extra_stops.load() > 0) {
+    Agent::Get().Note("NCCL API events: " + n(c.api_unstopped) + " started again before their stop, " +
+                      n(c.api_extra_stops) + " stops of a call already stopped (ignored)");
+  }
+  if (c.proxy_ops.load() + c.proxy_steps.load() + c.proxy_orphans.load() > 0) {
+    Agent::Get().Note("NCCL proxy: " + n(c.proxy_ops) + " proxy operations, " + n(c.proxy_steps) +
+                      " proxy steps, " + n(c.proxy_orphans) +
+                      " proxy operations without an operation of this process as parent");
   }
 }
 

@@ -177,6 +177,14 @@ def check_nccl(exp, path, row):
     want = {k: int(v) for k, v in (x.split(":") for x in exp["nccl_ops"].split(","))}
     if got != want:
         problems.append(f"nccl ops: trace {got} != program {want}")
+    if EXPECT_API:
+        problems += check_nccl_api(n, names, calls, captured, want, row)
+    else:
+        # --nccl coll records no API calls.
+        n_api = int(np.isin(n["event_type"], [GROUP_API, COLL_API, P2P_API]).sum())
+        row.update(nccl_api_calls=n_api)
+        if n_api:
+            problems.append(f"{n_api} NCCL API records, but this mode records none")
     if "nccl_graph_replays" in exp and len(replays) != int(exp["nccl_graph_replays"]):
         problems.append(f"graph replays: trace {len(replays)} != program {exp['nccl_graph_replays']}")
     # Each captured operation's replays are numbered 1..n, once each.
@@ -225,6 +233,57 @@ def check_nccl(exp, path, row):
     if row["nccl_timing"] == "channels" and clock_pairs == 0:
         problems.append("NCCL channel times not calibrated (0 pairs)")
     return row, problems
+
+
+# NcclEventType values of the user's NCCL calls and of proxy progress (records.h).
+GROUP_API, COLL_API, P2P_API, PROXY_OP, PROXY_STEP = 9, 10, 11, 12, 13
+API_GRAPH_CAPTURED = 1  # n_warps flag of API rows
+
+
+def check_nccl_api(n, names, calls, captured, want, row):
+    """The user's NCCL calls (kCollApi/kP2pApi rows): exactly the calls the
+    program made, per function, and per communicator and function exactly as
+    many as the operations recorded (replay 0); each inside a group-call row
+    (kGroupApi) of the same rank; the captured call flagged."""
+    problems = []
+    api = n[(n["event_type"] == COLL_API) | (n["event_type"] == P2P_API)]
+    groups = n[n["event_type"] == GROUP_API]
+    got = {}
+    for r in api:
+        got[names[r["func_id"]]] = got.get(names[r["func_id"]], 0) + 1
+    if got != want:
+        problems.append(f"nccl API calls: trace {got} != program {want}")
+    per_op, per_call = {}, {}
+    for r in calls:
+        key = (int(r["comm_hash"]), names[r["func_id"]])
+        per_op[key] = per_op.get(key, 0) + 1
+    for r in api:
+        key = (int(r["comm_hash"]), names[r["func_id"]])
+        per_call[key] = per_call.get(key, 0) + 1
+    if per_op != per_call:
+        problems.append(f"nccl API calls per (comm, func) {per_call} != operations {per_op}")
+    starts, ends = groups["start_ns"].astype(np.int64), groups["end_ns"].astype(np.int64)
+    outside = sum(1 for r in api if not ((starts <= int(r["start_ns"])) & (int(r["end_ns"]) <= ends)).any())
+    if outside:
+        problems.append(f"{outside} of {len(api)} NCCL API calls not inside a group-call record")
+    if len(groups) == 0 or len(groups) > len(api):
+        problems.append(f"{len(groups)} group-call records for {len(api)} NCCL API calls")
+    bad_span = int((api["end_ns"] < api["start_ns"]).sum() + (groups["end_ns"] < groups["start_ns"]).sum())
+    if bad_span:
+        problems.append(f"{bad_span} NCCL API records end before they start")
+    flagged = int(((api["n_warps"] & API_GRAPH_CAPTURED) != 0).sum())
+    if flagged != int(captured.sum()):
+        problems.append(f"graph-captured API calls {flagged} != captured operations {int(captured.sum())}")
+    # Diagnostic: operations NCCL started (host) inside a group call of the same
+    # rank (not all must: NCCL reports some from CUDA's host-callback thread).
+    inside = sum(1 for r in calls if ((starts <= int(r["start_ns"])) & (int(r["start_ns"]) <= ends)).any())
+    print(f"[nccl] rank {row['rank']}: API calls {got}, group calls {len(groups)}, captured calls "
+          f"{flagged}; {inside} of {len(calls)} operations start inside a group call; "
+          f"API calls == operations per (comm, func): {per_op == per_call}")
+    row.update(nccl_api_calls=len(api), nccl_group_calls=len(groups),
+               nccl_proxy_ops=int((n["event_type"] == PROXY_OP).sum()),
+               nccl_proxy_steps=int((n["event_type"] == PROXY_STEP).sum()))
+    return problems
 
 
 def check_nccl_identity(job):
@@ -312,8 +371,13 @@ def check_timeline(job, rank_rows):
     return problems
 
 
+EXPECT_API = False  # --nccl-api: the run used a mode that records NCCL API calls (not coll)
+
+
 def main():
+    global EXPECT_API
     mode, log, job = sys.argv[1:4]
+    EXPECT_API = "--nccl-api" in sys.argv[4:]
     exp = expectations(log)
     files = rank_files(job)
     check = check_cuda if mode == "cuda" else check_ddp

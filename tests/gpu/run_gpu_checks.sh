@@ -42,15 +42,31 @@ T[cuda_plain]=$(secs "$t0" "$(now)"); tail -3 "$OUT/cuda-plain.log"
 log "CUDA example under aon-run --nccl channels (per-channel GPU timing, calibrated)"
 "$BIN/aon-run" --nccl channels -o "$OUT/job-cuda-channels" "${MPI[@]}" "$BIN/aon-example-cuda" \
   --iterations 10 > "$OUT/cuda-channels.log" 2>&1 || status=1
-python3 tests/gpu/check_trace.py cuda "$OUT/cuda-channels.log" "$OUT/job-cuda-channels" \
+python3 tests/gpu/check_trace.py cuda "$OUT/cuda-channels.log" "$OUT/job-cuda-channels" --nccl-api \
   | sed 's/^\[cuda\]/[cuda-channels]/' | tee "$OUT/check-cuda-channels.txt"
 grep -q "PASS" "$OUT/check-cuda-channels.txt" || status=1
+
+log "CUDA example under aon-run --nccl proxy (network proxy events; 0 is expected over NVLink on one node)"
+"$BIN/aon-run" --nccl proxy -o "$OUT/job-cuda-proxy" "${MPI[@]}" "$BIN/aon-example-cuda" \
+  --iterations 3 > "$OUT/cuda-proxy.log" 2>&1 || status=1
+python3 tests/gpu/check_trace.py cuda "$OUT/cuda-proxy.log" "$OUT/job-cuda-proxy" --nccl-api \
+  | sed 's/^\[cuda\]/[cuda-proxy]/' | tee "$OUT/check-cuda-proxy.txt"
+grep -q "PASS" "$OUT/check-cuda-proxy.txt" || status=1
+python3 - "$OUT/job-cuda-proxy" <<'PY' | tee -a "$OUT/check-cuda-proxy.txt"
+import glob, sys, h5py
+for path in sorted(glob.glob(sys.argv[1] + "/rank-*.h5")):
+    with h5py.File(path, "r") as f:
+        n = f["records/nccl"][:]
+        rank = int(f["meta"].attrs["rank"])
+    print(f"[cuda-proxy] rank {rank}: proxy ops {int((n['event_type'] == 12).sum())}, "
+          f"proxy steps {int((n['event_type'] == 13).sum())} (rank file)")
+PY
 
 log "CUDA example under aon-run"
 t0=$(now); "$BIN/aon-run" -o "$OUT/job-cuda" "${MPI[@]}" "$BIN/aon-example-cuda" --iterations "$ITERS" \
   > "$OUT/cuda-aon.log" 2>&1 || status=1
 T[cuda_aon]=$(secs "$t0" "$(now)"); tail -15 "$OUT/cuda-aon.log"
-python3 tests/gpu/check_trace.py cuda "$OUT/cuda-aon.log" "$OUT/job-cuda" | tee "$OUT/check-cuda.txt" || status=1
+python3 tests/gpu/check_trace.py cuda "$OUT/cuda-aon.log" "$OUT/job-cuda" --nccl-api | tee "$OUT/check-cuda.txt" || status=1
 
 log "PyTorch DDP without AON"
 t0=$(now); "${MPI[@]}" python3 examples/pytorch_ddp.py --steps "$STEPS" > "$OUT/ddp-plain.log" 2>&1 || status=1

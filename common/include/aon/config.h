@@ -33,7 +33,7 @@ struct AgentConfig {
   int verbose = 0;                             // AON_VERBOSE
   std::string job_id;                          // AON_JOB_ID
   long launcher_parent_pid = 0;                // AON_LAUNCHER_PARENT_PID
-  std::string nccl = "default";                // AON_NCCL: default | channels | coll | off
+  std::string nccl = "default";                // AON_NCCL: default | channels | coll | proxy | off
   std::string mode = "full";                   // AON_MODE: full | flight
   double window_s = 60;                        // AON_WINDOW (flight)
   int64_t flush_interval_ms = 1000;            // AON_FLUSH_INTERVAL

@@ -175,6 +175,35 @@ static_assert(sizeof(NvtxRecord) == 40);
 //     merge turns it into the captured operation's record when NCCL reported no
 //     operation at capture (NCCL does so when the graph replays host callbacks,
 //     e.g. with --nccl channels, and then reports every replay itself).
+//
+// NCCL API calls (format 1.3 addition: new event_type values, same columns).
+// What the user called, as NCCL 2.28's GroupApi / CollApi / P2pApi profiler
+// events report it; they pass through the merge untouched and are not
+// operations (an operation is kColl / kP2p only). Common fields: start_ns /
+// end_ns = the call on the host, comm fields = its communicator, channel_id =
+// -1, seq_number = 0, external_id = 0, gpu_timing = kNone, n_warps = flags
+// (kNcclApiGraphCaptured: made while its stream was being captured).
+//   kGroupApi: NCCL's outermost group call, from the first NCCL call in it to
+//     the end of its ncclGroupEnd (a lone ncclAllReduce is its own group); comm
+//     fields = the communicator of its first call; count = NCCL's group depth
+//     at that call.
+//   kCollApi: one collective call (ncclAllReduce, ...) up to its enqueue:
+//     func_id, count, bytes (count x datatype size), datatype_id, root.
+//   kP2pApi: one ncclSend / ncclRecv call: func_id, count, bytes, datatype_id;
+//     peer = -1 (NCCL 2.28's event does not name it).
+// The operation a call produced starts (on the host) inside its group's span:
+// NCCL starts operations when it launches them, at the group's end.
+//
+// NCCL proxy progress (format 1.3 addition, --nccl proxy only). Host times on
+// NCCL's proxy progress thread; only network (proxy-driven) transfers have
+// them: none on a single node over NVLink.
+//   kProxyOp: one per channel and peer of an operation's network transfer:
+//     comm_hash, seq_number, func_id, external_id = its operation's (func_id 0,
+//     seq_number 0 when NCCL named no operation of this process as its parent),
+//     channel_id, peer, count = network steps, bytes = bytes per step (NCCL's
+//     chunk size), n_warps = flags (kNcclProxySend; else it receives).
+//   kProxyStep: one network step of a kProxyOp: its op's fields, count = step
+//     number, bytes = bytes the step moved (NCCL's transSize, 0 if unreported).
 enum class NcclEventType : uint8_t {
   kColl = 1,
   kP2p = 2,
@@ -183,7 +212,15 @@ enum class NcclEventType : uint8_t {
   kGraphNode = 6,     // rank files only
   kCapturedColl = 7,  // rank files only
   kCapturedP2p = 8,   // rank files only
+  kGroupApi = 9,
+  kCollApi = 10,
+  kP2pApi = 11,
+  kProxyOp = 12,
+  kProxyStep = 13,
 };
+// NcclRecord::n_warps of API rows and proxy rows: flags.
+inline constexpr uint32_t kNcclApiGraphCaptured = 1;
+inline constexpr uint32_t kNcclProxySend = 2;
 enum class NcclGpuTiming : uint8_t {
   kNone = 0,        // no GPU times (KernelCh not captured)
   kRaw = 1,         // %globaltimer ns, not yet converted: rank files streamed by the

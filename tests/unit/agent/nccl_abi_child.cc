@@ -3,6 +3,7 @@
 // then the event sequences each mode names. Prints "mask=<hex>" after init.
 // Usage: nccl_abi_child MODE
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -311,6 +312,158 @@ int main(int argc, char** argv) {
     void* op = StartColl(ctx, 13, 1);
     CHECK(v5->stop_event(op));
     StopChannel(StartChannel(ctx, op, 0, kGpu0 + 9000), kGpu0 + 9500);
+    CHECK(v5->finalize(ctx));
+    return 0;
+  }
+  if (mode == "api") {
+    // NCCL 2.28.9's API events in their real order (src/enqueue.cc taskAppend,
+    // src/group.cc): the GroupApi starts at the first call of the outermost
+    // group and stops at the end of its ncclGroupEnd, after the launch and the
+    // operations; states 23/24 mark ncclGroupStart's end and ncclGroupEnd's
+    // start. NCCL 2.28.9 does not clear its CollApi handle after stopping it.
+    void* ctx = InitV5(0xd1, 0, 2);
+    // 1. A lone all-reduce (its own group), and a second stop of its CollApi.
+    AonNcclEventV5 g{};
+    g.type = kNcclProfileGroupApi;
+    g.group_api.group_depth = 1;
+    void* group = nullptr;
+    CHECK(v5->start_event(ctx, &group, &g));
+    if (group == nullptr) return 30;
+    CHECK(v5->record_event_state(group, 23, nullptr));
+    AonNcclEventV5 c{};
+    c.type = kNcclProfileCollApi;
+    c.parent = group;
+    c.coll_api.func = "AllReduce";
+    c.coll_api.count = 1 << 20;
+    c.coll_api.datatype = "ncclFloat32";
+    c.coll_api.root = 0;
+    c.coll_api.stream = reinterpret_cast<void*>(0x5000);
+    void* call = nullptr;
+    CHECK(v5->start_event(ctx, &call, &c));
+    if (call == nullptr) return 31;
+    CHECK(v5->stop_event(call));
+    CHECK(v5->record_event_state(group, 24, nullptr));
+    Launch(ctx);
+    {
+      AonNcclEventV5 e{};
+      e.type = kNcclProfileColl;
+      e.parent = call;  // the (stopped) CollApi, as NCCL passes it
+      e.coll.seq_number = 0;
+      e.coll.func = "AllReduce";
+      e.coll.count = 1 << 20;
+      e.coll.datatype = "ncclFloat32";
+      e.coll.algo = "RING";
+      e.coll.proto = "SIMPLE";
+      void* op = nullptr;
+      CHECK(v5->start_event(ctx, &op, &e));
+      CHECK(v5->stop_event(op));
+    }
+    CHECK(v5->stop_event(group));
+    CHECK(v5->stop_event(call));   // the stale CollApi handle: ignored
+    CHECK(v5->stop_event(group));  // a stop without a start: ignored
+    // 2. ncclGroupStart; ncclSend; ncclRecv; ncclGroupEnd: one group, two calls.
+    g.group_api.group_depth = 2;
+    CHECK(v5->start_event(ctx, &group, &g));
+    for (const char* func : {"Send", "Recv"}) {
+      AonNcclEventV5 p{};
+      p.type = kNcclProfileP2pApi;
+      p.parent = group;
+      p.p2p_api.func = func;
+      p.p2p_api.count = 256;
+      p.p2p_api.datatype = "ncclBfloat16";
+      void* h = nullptr;
+      CHECK(v5->start_event(ctx, &h, &p));
+      if (h == nullptr) return 32;
+      CHECK(v5->stop_event(h));
+    }
+    Launch(ctx);
+    for (const char* func : {"Send", "Recv"}) {
+      AonNcclEventV5 e{};
+      e.type = kNcclProfileP2p;
+      e.p2p.func = func;
+      e.p2p.count = 256;
+      e.p2p.datatype = "ncclBfloat16";
+      e.p2p.peer = 1;
+      void* h = nullptr;
+      CHECK(v5->start_event(ctx, &h, &e));
+      CHECK(v5->stop_event(h));
+    }
+    CHECK(v5->stop_event(group));
+    // 3. A call under stream capture: flagged (and kept as a bookkeeping row too).
+    GroupApi(ctx, /*captured=*/true);
+    CollApi(ctx, true, "AllGather", 64);
+    Launch(ctx);  // captures it; NCCL reports no operation at capture here
+    // 4. A group started again before its stop (an NCCL error path): the first
+    // one is kept with what is known, the second stops normally.
+    void* lost = nullptr;
+    g.group_api.group_depth = 1;
+    CHECK(v5->start_event(ctx, &lost, &g));
+    CHECK(v5->start_event(ctx, &group, &g));
+    CHECK(v5->stop_event(group));
+    CHECK(v5->finalize(ctx));
+    return 0;
+  }
+  if (mode == "proxy") {
+    // --nccl proxy: network proxy events from NCCL's proxy thread, after their
+    // operation has been retired (stop = enqueued, and its launch was seen).
+    void* ctx = InitV5(0xe1, 0, 2);
+    GroupApi(ctx);
+    CollApi(ctx, false);
+    Launch(ctx);
+    void* op = StartColl(ctx, 3, 2);
+    CHECK(v5->stop_event(op));
+    std::thread proxy([ctx, op] {
+      AonNcclEventV5 e{};
+      e.type = kNcclProfileProxyOp;
+      e.parent = op;
+      e.proxy_op.pid = getpid();
+      e.proxy_op.channel_id = 1;
+      e.proxy_op.peer = 1;
+      e.proxy_op.n_steps = 2;
+      e.proxy_op.chunk_size = 65536;
+      e.proxy_op.is_send = 1;
+      void* po = nullptr;
+      CHECK(v5->start_event(ctx, &po, &e));
+      if (po == nullptr) std::exit(40);
+      for (int step = 0; step < 2; ++step) {
+        AonNcclEventV5 s{};
+        s.type = kNcclProfileProxyStep;
+        s.parent = po;
+        s.proxy_step.step = step;
+        void* ps = nullptr;
+        CHECK(v5->start_event(ctx, &ps, &s));
+        if (ps == nullptr) std::exit(41);
+        AonNcclStateArgs a{};
+        a.proxy_step.trans_size = step == 0 ? 65536 : 1000;
+        CHECK(v5->record_event_state(ps, 8, &a));  // ncclProfilerProxyStepSendGPUWait
+        CHECK(v5->record_event_state(ps, 9, nullptr));
+        CHECK(v5->stop_event(ps));
+      }
+      CHECK(v5->record_event_state(po, 19, nullptr));  // a ProxyOp state: nothing to keep
+      CHECK(v5->stop_event(po));
+      // A proxy in another process names a parent that is not ours, and one
+      // with no parent: rows without an operation, nothing dereferenced.
+      e.proxy_op.pid = getpid() + 1;
+      e.parent = reinterpret_cast<void*>(0x10);
+      e.proxy_op.is_send = 0;
+      CHECK(v5->start_event(ctx, &po, &e));
+      CHECK(v5->stop_event(po));
+      e.proxy_op.pid = getpid();
+      e.parent = nullptr;
+      CHECK(v5->start_event(ctx, &po, &e));
+      CHECK(v5->stop_event(po));
+      // A step with no ProxyOp, and ProxyCtrl: no handle.
+      AonNcclEventV5 s{};
+      s.type = kNcclProfileProxyStep;
+      void* ps = reinterpret_cast<void*>(0x1);
+      CHECK(v5->start_event(ctx, &ps, &s));
+      if (ps != nullptr) std::exit(42);
+      s.type = kNcclProfileProxyCtrl;
+      ps = reinterpret_cast<void*>(0x1);
+      CHECK(v5->start_event(ctx, &ps, &s));
+      if (ps != nullptr) std::exit(43);
+    });
+    proxy.join();
     CHECK(v5->finalize(ctx));
     return 0;
   }

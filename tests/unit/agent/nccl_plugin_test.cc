@@ -1,7 +1,9 @@
 // AON as NCCL's profiler plugin, driven through its exported v5/v4 tables by a
 // real child process (nccl_abi_child) with hand-made event sequences; the rank
 // file it leaves is read back.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -253,6 +255,192 @@ TEST_F(NcclPluginTest, ReplaysReportedFromTheHostCallbackThreadWaitForNoLaunch) 
   EXPECT_FALSE(unfinished);  // nothing was left waiting for a launch
 }
 
+// The user's NCCL calls become rows of their own (kGroupApi / kCollApi /
+// kP2pApi) with NCCL 2.28.9's real event order, including its repeated stop of
+// a CollApi handle, a stop without a start and a group started twice; the merge
+// passes them through untouched and counts none of them as an operation.
+TEST_F(NcclPluginTest, ApiCallsAreRecordedAroundTheOperationsTheyMake) {
+  int st = RunChild("api", Env({{"AON_NCCL", "default"}}));
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto strings = r->ReadStrings();
+  ASSERT_TRUE(strings.ok());
+  auto all = Records(r);
+  auto groups = OfType(all, NcclEventType::kGroupApi);
+  auto colls = OfType(all, NcclEventType::kCollApi);
+  auto p2ps = OfType(all, NcclEventType::kP2pApi);
+  ASSERT_EQ(groups.size(), 5u);
+  ASSERT_EQ(colls.size(), 2u);
+  ASSERT_EQ(p2ps.size(), 2u);
+  for (const auto* rows : {&groups, &colls, &p2ps}) {
+    for (const NcclRecord& a : *rows) {
+      EXPECT_EQ(a.comm_hash, 0xd1u);
+      EXPECT_EQ(a.comm_rank, 0);
+      EXPECT_EQ(a.comm_nranks, 2);
+      EXPECT_EQ(a.comm_nnodes, 1);
+      EXPECT_EQ(a.channel_id, -1);
+      EXPECT_EQ(a.peer, -1);
+      EXPECT_EQ(a.seq_number, 0u);
+      EXPECT_EQ(a.external_id, 0u);
+      EXPECT_EQ(a.gpu_timing, static_cast<uint8_t>(NcclGpuTiming::kNone));
+      EXPECT_GE(a.end_ns, a.start_ns);
+    }
+  }
+  // Groups in order of start: the lone all-reduce (depth 1), the send/recv
+  // group (depth 2), the captured one, the one started again (kept with
+  // end = start), the one that replaced it.
+  std::sort(groups.begin(), groups.end(),
+            [](const NcclRecord& a, const NcclRecord& b) { return a.start_ns < b.start_ns; });
+  EXPECT_EQ(groups[0].count, 1u);
+  EXPECT_EQ(groups[1].count, 2u);
+  EXPECT_EQ(groups[2].n_warps, kNcclApiGraphCaptured);
+  EXPECT_EQ(groups[3].end_ns, groups[3].start_ns);
+  for (size_t i : {0, 1, 3, 4}) EXPECT_EQ(groups[i].n_warps, 0u) << i;
+  const NcclRecord& ar = colls[0].start_ns < colls[1].start_ns ? colls[0] : colls[1];
+  const NcclRecord& ag = colls[0].start_ns < colls[1].start_ns ? colls[1] : colls[0];
+  EXPECT_EQ(strings->Get(ar.func_id), "AllReduce");
+  EXPECT_EQ(ar.count, 1u << 20);
+  EXPECT_EQ(ar.bytes, 4u << 20);
+  EXPECT_EQ(strings->Get(ar.datatype_id), "ncclFloat32");
+  EXPECT_EQ(ar.root, 0);
+  EXPECT_EQ(ar.n_warps, 0u);
+  EXPECT_EQ(strings->Get(ag.func_id), "AllGather");
+  EXPECT_EQ(ag.n_warps, kNcclApiGraphCaptured);
+  std::set<std::string> p2p_funcs;
+  for (const NcclRecord& p : p2ps) {
+    p2p_funcs.insert(strings->Get(p.func_id));
+    EXPECT_EQ(p.count, 256u);
+    EXPECT_EQ(p.bytes, 512u);
+    EXPECT_EQ(p.root, -1);
+    EXPECT_GE(p.start_ns, groups[1].start_ns);
+    EXPECT_LE(p.end_ns, groups[1].end_ns);
+  }
+  EXPECT_EQ(p2p_funcs, (std::set<std::string>{"Send", "Recv"}));
+  // The call lies in its group; the operation it made starts inside the group
+  // too, after the call (NCCL starts operations at the group's launch).
+  auto ops = OfType(all, NcclEventType::kColl);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_GE(ar.start_ns, groups[0].start_ns);
+  EXPECT_LE(ar.end_ns, ops[0].start_ns);
+  EXPECT_LE(ops[0].start_ns, groups[0].end_ns);
+  EXPECT_EQ(OfType(all, NcclEventType::kP2p).size(), 2u);
+  EXPECT_EQ(OfType(all, NcclEventType::kCapturedColl).size(), 1u);  // still kept for the merge
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  bool noted = false;
+  for (const std::string& n : meta->notes) {
+    noted |= n.find("NCCL API events: 1 started again before their stop, 2 stops of a call "
+                    "already stopped") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+
+  // The merge's post-processing: API rows come out byte for byte as they went in.
+  auto api_rows = [](const std::vector<NcclRecord>& v) {
+    std::vector<NcclRecord> out;
+    for (const NcclRecord& x : v) {
+      if (x.event_type >= static_cast<uint8_t>(NcclEventType::kGroupApi) &&
+          x.event_type <= static_cast<uint8_t>(NcclEventType::kP2pApi)) {
+        out.push_back(x);
+      }
+    }
+    return out;
+  };
+  const std::vector<NcclRecord> before = api_rows(all);
+  NcclResolveResult resolved = ResolveNcclRecords(
+      all, {}, {}, {}, RealtimeAnchorNs{meta->anchor_clock_ns, meta->anchor_realtime_ns});
+  const std::vector<NcclRecord> after = api_rows(all);
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&before[i], &after[i], sizeof(NcclRecord)), 0) << i;
+  }
+  // Operations: the all-reduce, the send and the recv, and the captured call
+  // turned into its operation; no API row among them.
+  EXPECT_EQ(resolved.captured_from_calls, 1u);
+  EXPECT_EQ(OfType(all, NcclEventType::kColl).size(), 2u);
+  EXPECT_EQ(OfType(all, NcclEventType::kP2p).size(), 2u);
+}
+
+// --nccl proxy: ProxyOp rows carry their operation's identity even when it was
+// already retired, ProxyStep rows their ProxyOp's; a parent in another process
+// or none gives a row without an operation; a step without an op, and
+// ProxyCtrl, get no handle.
+TEST_F(NcclPluginTest, ProxyEventsAreTiedToTheirOperation) {
+  int st = RunChild("proxy", Env({{"AON_NCCL", "proxy"}}));
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto strings = r->ReadStrings();
+  ASSERT_TRUE(strings.ok());
+  auto all = Records(r);
+  auto ops = OfType(all, NcclEventType::kColl);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].external_id, 1u);
+  auto proxy_ops = OfType(all, NcclEventType::kProxyOp);
+  auto steps = OfType(all, NcclEventType::kProxyStep);
+  ASSERT_EQ(proxy_ops.size(), 3u);
+  ASSERT_EQ(steps.size(), 2u);
+  std::sort(proxy_ops.begin(), proxy_ops.end(),
+            [](const NcclRecord& a, const NcclRecord& b) { return a.start_ns < b.start_ns; });
+  const NcclRecord& po = proxy_ops[0];
+  EXPECT_EQ(po.comm_hash, 0xe1u);
+  EXPECT_EQ(po.seq_number, 3u);
+  EXPECT_EQ(strings->Get(po.func_id), "AllReduce");
+  EXPECT_EQ(po.external_id, 1u);
+  EXPECT_EQ(po.channel_id, 1);
+  EXPECT_EQ(po.peer, 1);
+  EXPECT_EQ(po.count, 2u);
+  EXPECT_EQ(po.bytes, 65536u);
+  EXPECT_EQ(po.n_warps, kNcclProxySend);
+  EXPECT_EQ(po.comm_nranks, 2);
+  EXPECT_EQ(po.gpu_timing, static_cast<uint8_t>(NcclGpuTiming::kNone));
+  EXPECT_GE(po.start_ns, ops[0].start_ns);
+  for (size_t i : {1, 2}) {
+    const NcclRecord& orphan = proxy_ops[i];
+    EXPECT_EQ(orphan.comm_hash, 0xe1u) << i;  // from the communicator
+    EXPECT_EQ(orphan.seq_number, 0u) << i;
+    EXPECT_EQ(orphan.func_id, 0u) << i;
+    EXPECT_EQ(orphan.external_id, 0u) << i;
+    EXPECT_EQ(orphan.n_warps, 0u) << i;  // receives
+    EXPECT_EQ(orphan.channel_id, 1) << i;
+  }
+  std::sort(steps.begin(), steps.end(),
+            [](const NcclRecord& a, const NcclRecord& b) { return a.count < b.count; });
+  for (uint64_t k = 0; k < 2; ++k) {
+    const NcclRecord& s = steps[k];
+    EXPECT_EQ(s.count, k);
+    EXPECT_EQ(s.bytes, k == 0 ? 65536u : 1000u);
+    EXPECT_EQ(s.seq_number, 3u);
+    EXPECT_EQ(s.comm_hash, 0xe1u);
+    EXPECT_EQ(s.func_id, po.func_id);
+    EXPECT_EQ(s.channel_id, 1);
+    EXPECT_EQ(s.peer, 1);
+    EXPECT_EQ(s.n_warps, kNcclProxySend);
+    EXPECT_GE(s.start_ns, po.start_ns);
+    EXPECT_LE(s.end_ns, po.end_ns);
+  }
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->dropped[static_cast<size_t>(RecordKind::kNccl)], 0u);
+  bool noted = false;
+  for (const std::string& n : meta->notes) {
+    noted |= n.find("NCCL proxy: 3 proxy operations, 2 proxy steps, 2 proxy operations without") !=
+             std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+  // Not operations for the merge; passed through as they are.
+  const size_t n = all.size();
+  ResolveNcclRecords(all, {}, {}, {},
+                     RealtimeAnchorNs{meta->anchor_clock_ns, meta->anchor_realtime_ns});
+  EXPECT_EQ(all.size(), n);
+  EXPECT_EQ(OfType(all, NcclEventType::kProxyOp).size(), 3u);
+  EXPECT_EQ(OfType(all, NcclEventType::kProxyStep).size(), 2u);
+  for (const NcclRecord& x : OfType(all, NcclEventType::kProxyOp)) {
+    EXPECT_EQ(x.correlation_id, 0u);
+    EXPECT_EQ(x.gpu_timing, static_cast<uint8_t>(NcclGpuTiming::kNone));
+  }
+}
+
 TEST_F(NcclPluginTest, ModesSetTheActivationMask) {
   auto mask_of = [&](const std::string& mode) {
     std::string out = dir_ + "/out.txt";
@@ -274,12 +462,18 @@ TEST_F(NcclPluginTest, ModesSetTheActivationMask) {
     }
     return mask;
   };
+  // NCCL 2.28 sends the API events with Coll/P2p anyway; v5 asks for them by name
+  // in the modes that record them (all but coll).
+  constexpr unsigned kApi = kNcclProfileGroupApi | kNcclProfileCollApi | kNcclProfileP2pApi;
   EXPECT_EQ(mask_of(""), static_cast<unsigned>(kNcclProfileColl | kNcclProfileP2p |
-                                               kNcclProfileKernelLaunch));
+                                               kNcclProfileKernelLaunch) | kApi);
   EXPECT_EQ(mask_of("channels"),
             static_cast<unsigned>(kNcclProfileColl | kNcclProfileP2p | kNcclProfileKernelCh |
-                                  kNcclProfileKernelLaunch));
+                                  kNcclProfileKernelLaunch) | kApi);
   EXPECT_EQ(mask_of("coll"), static_cast<unsigned>(kNcclProfileColl | kNcclProfileP2p));
+  EXPECT_EQ(mask_of("proxy"),
+            static_cast<unsigned>(kNcclProfileColl | kNcclProfileP2p | kNcclProfileKernelLaunch |
+                                  kNcclProfileProxyOp | kNcclProfileProxyStep) | kApi);
   EXPECT_EQ(mask_of("off"), 0u);
 }
 

@@ -51,7 +51,7 @@ struct RunOptions {
   std::string kinds = "default";     // --kinds
   std::string memory_cap = "64M";    // --memory-cap
   std::string source = "cupti";      // --source: cupti | synthetic
-  std::string nccl = "default";      // --nccl: default | channels | coll | off
+  std::string nccl = "default";      // --nccl: default | channels | coll | proxy | off
   std::string mode = "full";         // --mode: full | flight
   std::string window = "60";         // --window: flight-mode seconds
   std::string collector;             // aon-collector path ("" : the agent looks beside itself)
