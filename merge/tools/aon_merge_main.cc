@@ -93,6 +93,11 @@ int main(int argc, char** argv) {
       ->default_val(memory_mb)
       ->check(CLI::Range(0.001, 1e9));
   app.add_flag("--no-progress", no_progress, "no progress bar (it is drawn only on a terminal)");
+  app.add_option("--compression", options.write_options.deflate_level,
+                 "deflate level of the timeline's (and shards') record tables: 0 = none "
+                 "(fastest, largest), 9 = smallest")
+      ->default_val(options.write_options.deflate_level)
+      ->check(CLI::Range(0, 9));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

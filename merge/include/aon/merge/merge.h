@@ -58,7 +58,9 @@ struct MergeOptions {
   std::string overview_path;  // "" = <job_dir>/overview.json
   bool write_overview = true;
   OverviewOptions overview_options;
-  WriteOptions write_options;
+  // Deflate level 1: on 64 ranks x 50 k records (2-core VM) the merge took
+  // 3.69 s instead of 4.10 s at level 4, for 8.70 instead of 8.31 B per record.
+  WriteOptions write_options = {.deflate_level = 1};
   size_t output_batch_records = 1 << 16;  // merged records buffered per HDF5 append
   // The merge processes (aon-merge under mpirun/srun passes MPI's); nullptr = this
   // process alone. Every process calls MergeJob with the same options.
