@@ -451,18 +451,22 @@ Status MergeKind(KindContext& cx) {
       read_rows += rows[i];
       continue;
     }
+    // Kept records are read in place; otherwise one block buffer is reused.
+    if (keep) kept[i].reserve(rows[i]);
+    std::vector<T> buf;
     for (uint64_t first = 0; first < rows[i]; first += kBlockRecords) {
       const uint64_t n = std::min(kBlockRecords, rows[i] - first);
-      std::vector<T> buf(n);
-      Status st = in.file->reader->ReadTable(schema, first, n, buf.data());
+      std::vector<T>& into = keep ? kept[i] : buf;
+      const size_t at = keep ? into.size() : 0;
+      into.resize(at + n);
+      Status st = in.file->reader->ReadTable(schema, first, n, into.data() + at);
       if (!st.ok()) {
         FailRank(in, kKind, st.message(), false);
         std::vector<T>().swap(kept[i]);
         blocks[i].clear();
         break;
       }
-      take(std::span<T>(buf), first);
-      if (keep) kept[i].insert(kept[i].end(), buf.begin(), buf.end());
+      take(std::span<T>(into.data() + at, n), first);
       read_rows += n;
       cx.progress.Set(kind_name, "reading", cx.done_records,
                       0.5 * static_cast<double>(read_rows) /
