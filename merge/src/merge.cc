@@ -217,6 +217,12 @@ Status Reopen(Candidate& c) {
   return Status::Ok();
 }
 
+// Closes a candidate's reader when the scope that read it ends.
+struct CloseWhenDone {
+  Candidate& c;
+  ~CloseWhenDone() { c.reader.reset(); }
+};
+
 // A rank being merged: its reader and how its ids and clock map onto the timeline.
 struct RankInput {
   uint32_t rank = 0;
@@ -420,10 +426,7 @@ Status MergeKind(KindContext& cx) {
       FailRank(in, kKind, st.message(), false);
       continue;
     }
-    struct Closer {
-      Candidate& c;
-      ~Closer() { c.reader.reset(); }
-    } closer{*in.file};
+    const CloseWhenDone close{*in.file};
     auto take = [&](std::span<T> v, uint64_t first) {
       PrepareRecords(in, v);
       Block b{first, v.size(), UINT64_MAX, 0};
@@ -517,10 +520,7 @@ Status MergeKind(KindContext& cx) {
         if (rounds == 1) std::vector<T>().swap(kept[i]);
         continue;
       }
-      struct Closer {
-        Candidate& c;
-        ~Closer() { c.reader.reset(); }
-      } closer{*inputs[i].file};
+      const CloseWhenDone close{*inputs[i].file};
       for (const Block& b : blocks[i]) {
         // Does this block hold any start of this round's slabs?
         const uint64_t lo = slab_of(b.min_start), hi = slab_of(b.max_start);
@@ -821,11 +821,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
     const std::vector<std::string> all = comm.Allgather(p.bytes());
     // The directory must be readable where the merge runs: the first process's
     // error is everyone's.
-    if (!files.ok()) {
-      AON_RETURN_IF_ERROR(Agree(comm, files.status()));
-    } else {
-      AON_RETURN_IF_ERROR(Agree(comm, Status::Ok()));
-    }
+    AON_RETURN_IF_ERROR(Agree(comm, files.status()));
     for (size_t q = 0; q < all.size(); ++q) {
       Unpacker u(all[q]);
       if (u.U64() == 0) continue;
