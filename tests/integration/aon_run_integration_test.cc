@@ -427,7 +427,11 @@ TEST_F(SyntheticMpirunTest, AppFailureIsReturnedAndTheTraceIsStillMerged) {
 // asks the node collector to dump, so the failed job's window is in the trace.
 TEST_F(SyntheticMpirunTest, FlightModeWritesTheWindowWhenTheJobFails) {
   const std::string job = tmp_ + "/job";
-  const std::string app = kSyntheticApp + " --iterations 3; exit 7";
+  // The job fails after its work: mpirun kills the other ranks as soon as one
+  // exits non-zero, and a rank cut off while its agent is finishing is dumped as
+  // a dead rank instead (since node leaders, a follower skips the exit clock
+  // measurement and often exits first). The pause lets every rank finish.
+  const std::string app = kSyntheticApp + " --iterations 3; sleep 1; exit 7";
   ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "flight",
                                 "--window", "60", "mpirun", "-np", "2", "--oversubscribe", "sh",
                                 "-c", app});
