@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "aon/json_writer.h"
 #include "aon/records.h"
 #include "aon/string_table.h"
 #include "aon/trace_file.h"
@@ -20,75 +21,6 @@
 #include "timeline_meta.h"
 
 namespace aon::merge {
-
-void AppendJsonString(std::string* out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  auto cont = [&](size_t i) { return i < n && (p[i] & 0xC0) == 0x80; };
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = p[i];
-    if (c < 0x80) {
-      switch (c) {
-        case '"':
-          out->append("\\\"");
-          break;
-        case '\\':
-          out->append("\\\\");
-          break;
-        case '\n':
-          out->append("\\n");
-          break;
-        case '\r':
-          out->append("\\r");
-          break;
-        case '\t':
-          out->append("\\t");
-          break;
-        case '\b':
-          out->append("\\b");
-          break;
-        case '\f':
-          out->append("\\f");
-          break;
-        default:
-          if (c < 0x20) {
-            out->append("\\u00");
-            out->push_back(kHex[c >> 4]);
-            out->push_back(kHex[c & 0xF]);
-          } else {
-            out->push_back(static_cast<char>(c));
-          }
-      }
-      ++i;
-      continue;
-    }
-    // Length of a well-formed UTF-8 sequence starting here (RFC 3629: no
-    // overlong forms, no surrogates, nothing above U+10FFFF), or 0.
-    size_t len = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = cont(i + 1) ? 2 : 0;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80;
-      const unsigned char hi = c == 0xED ? 0x9F : 0xBF;
-      len = (i + 1 < n && p[i + 1] >= lo && p[i + 1] <= hi && cont(i + 2)) ? 3 : 0;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      const unsigned char lo = c == 0xF0 ? 0x90 : 0x80;
-      const unsigned char hi = c == 0xF4 ? 0x8F : 0xBF;
-      len = (i + 1 < n && p[i + 1] >= lo && p[i + 1] <= hi && cont(i + 2) && cont(i + 3)) ? 4 : 0;
-    }
-    if (len == 0) {
-      out->append("\xEF\xBF\xBD");  // U+FFFD for the one bad byte
-      ++i;
-    } else {
-      out->append(reinterpret_cast<const char*>(p + i), len);
-      i += len;
-    }
-  }
-  out->push_back('"');
-}
 
 namespace {
 
@@ -280,61 +212,65 @@ void SortUnique(std::vector<uint64_t>* v) {
   v->erase(std::unique(v->begin(), v->end()), v->end());
 }
 
+// The trace's events through the one JSON writer: an event is an object in the
+// traceEvents array (one per line); its args object is opened by the first Arg*.
 class TraceJsonWriter {
  public:
   TraceJsonWriter(AtomicTextFile* file, const StringTable* strings, uint64_t t0)
-      : file_(file), strings_(strings), t0_(t0) {}
+      : file_(file), strings_(strings), t0_(t0), json_(&buf_) {}
 
   const std::string& Str(uint32_t id) const { return strings_->Get(id); }
+  JsonWriter& json() { return json_; }
 
   // {"ph":..,"name":..,"cat":..,"pid":..,"tid":..  (closed by End()).
   void Begin(char ph, std::string_view name, std::string_view cat, uint32_t pid, int64_t tid) {
-    if (events_ > 0) buf_ += ",\n";
     ++events_;
-    buf_ += "{\"ph\":\"";
-    buf_.push_back(ph);
-    buf_ += "\",\"name\":";
-    AppendJsonString(&buf_, name);
+    json_.BeginObject();
+    json_.Key("ph");
+    json_.String(std::string_view(&ph, 1));
+    json_.Key("name");
+    json_.String(name);
     if (!cat.empty()) {
-      buf_ += ",\"cat\":";
-      AppendJsonString(&buf_, cat);
+      json_.Key("cat");
+      json_.String(cat);
     }
-    buf_ += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
+    json_.Key("pid");
+    json_.Uint(pid);
+    json_.Key("tid");
+    json_.Int(tid);
     args_open_ = false;
   }
   void Ts(uint64_t t) {
-    buf_ += ",\"ts\":";
-    AppendMicros(t >= t0_ ? t - t0_ : 0, t < t0_ ? t0_ - t : 0);
+    json_.Key("ts");
+    Micros(t >= t0_ ? t - t0_ : t0_ - t, t < t0_);
   }
   void Dur(uint64_t start, uint64_t end) {
-    buf_ += ",\"dur\":";
-    AppendMicros(end > start ? end - start : 0, 0);
-  }
-  void Raw(std::string_view key, std::string_view json_value) {
-    buf_ += ",\"";
-    buf_ += key;
-    buf_ += "\":";
-    buf_ += json_value;
+    json_.Key("dur");
+    Micros(end > start ? end - start : 0, false);
   }
   void ArgU(std::string_view key, uint64_t v) {
     ArgKey(key);
-    buf_ += std::to_string(v);
+    json_.Uint(v);
   }
   void ArgI(std::string_view key, int64_t v) {
     ArgKey(key);
-    buf_ += std::to_string(v);
+    json_.Int(v);
   }
   void ArgS(std::string_view key, std::string_view v) {
     ArgKey(key);
-    AppendJsonString(&buf_, v);
+    json_.String(v);
   }
   void ArgDim3(std::string_view key, int32_t x, int32_t y, int32_t z) {
     ArgKey(key);
-    buf_ += "[" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "]";
+    json_.BeginArray();
+    json_.Int(x);
+    json_.Int(y);
+    json_.Int(z);
+    json_.EndArray();
   }
   void End() {
-    if (args_open_) buf_ += "}";
-    buf_ += "}";
+    if (args_open_) json_.EndObject();
+    json_.EndObject();
     if (buf_.size() >= kFlushBytes) Flush();
   }
 
@@ -349,7 +285,6 @@ class TraceJsonWriter {
     End();
   }
 
-  void Text(std::string_view s) { buf_ += s; }
   void Flush() {
     file_->Write(buf_);
     buf_.clear();
@@ -358,24 +293,21 @@ class TraceJsonWriter {
 
  private:
   void ArgKey(std::string_view key) {
-    buf_ += args_open_ ? "," : ",\"args\":{";
-    args_open_ = true;
-    AppendJsonString(&buf_, key);
-    buf_ += ":";
+    if (!args_open_) {
+      json_.Key("args");
+      json_.BeginObject();
+      args_open_ = true;
+    }
+    json_.Key(key);
   }
   // Exact decimal microseconds from nanoseconds: no floating-point rounding.
-  void AppendMicros(uint64_t after_ns, uint64_t before_ns) {
-    const uint64_t v = after_ns > 0 ? after_ns : before_ns;
-    char text[48];
-    std::snprintf(text, sizeof(text), "%s%" PRIu64 ".%03u", before_ns > 0 ? "-" : "", v / 1000,
-                  static_cast<unsigned>(v % 1000));
-    buf_ += text;
-  }
+  void Micros(uint64_t ns, bool negative) { json_.FixedPoint(ns, 3, negative); }
 
   AtomicTextFile* file_;
   const StringTable* strings_;
   uint64_t t0_;
   std::string buf_;
+  JsonWriter json_;
   uint64_t events_ = 0;
   bool args_open_ = false;
 };
@@ -475,9 +407,11 @@ class Exporter {
   }
   void Flow(char ph, uint32_t rank, int64_t tid, uint64_t ts, uint32_t correlation_id) {
     out_.Begin(ph, "launch", "flow", rank, tid);
-    out_.Raw("id", std::to_string(FlowKey(rank, correlation_id)));
+    out_.json().Key("id");
+    out_.json().Uint(FlowKey(rank, correlation_id));
     if (ph == 'f') {
-      out_.Raw("bp", "\"e\"");
+      out_.json().Key("bp");
+      out_.json().String("e");
     } else {
       ++flows_;
     }
@@ -634,20 +568,23 @@ class Exporter {
     };
     if (r.type == static_cast<uint8_t>(NvtxType::kMark)) {
       out_.Begin('i', name.empty() ? "nvtx mark" : shown, cat, m.rank, tid);
-      out_.Raw("s", "\"t\"");
+      out_.json().Key("s");
+      out_.json().String("t");
       out_.Ts(r.start_ns);
       args();
       out_.End();
     } else if (r.type == static_cast<uint8_t>(NvtxType::kStartEnd)) {
       // Start/end ranges may cross threads and overlap: async slices.
-      const std::string id = std::to_string(++async_ids_);
+      const uint64_t id = ++async_ids_;
       out_.Begin('b', shown, cat, m.rank, tid);
-      out_.Raw("id", id);
+      out_.json().Key("id");
+      out_.json().Uint(id);
       out_.Ts(r.start_ns);
       args();
       out_.End();
       out_.Begin('e', shown, cat, m.rank, tid);
-      out_.Raw("id", id);
+      out_.json().Key("id");
+      out_.json().Uint(id);
       out_.Ts(std::max(r.start_ns, r.end_ns));
       out_.End();
     } else {
@@ -844,7 +781,10 @@ Status ExportChromeTrace(const std::string& timeline_path, const std::string& js
 
   AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(json_path));
   TraceJsonWriter out(file.get(), &strings, static_cast<uint64_t>(t0));
-  out.Text("{\"traceEvents\":[\n");
+  JsonWriter& json = out.json();
+  json.BeginObject();
+  json.Key("traceEvents");
+  json.BeginArray(JsonWriter::Layout::kOnePerLine);
   for (const RankSummary& row : rows) {
     if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
     if (!sel.Rank(row.rank)) continue;
@@ -861,15 +801,18 @@ Status ExportChromeTrace(const std::string& timeline_path, const std::string& js
     return s.WithContext("exporting '" + timeline_path + "'");
   }
 
+  json.EndArray();
   // displayTimeUnit after the events: some older Perfetto builds read it from the
   // start of the file and then took ts as nanoseconds.
-  std::string tail = "\n],\"displayTimeUnit\":\"ns\",\"metadata\":{\"generator\":\"aon-merge\"";
+  json.Key("displayTimeUnit");
+  json.String("ns");
+  json.Key("metadata");
+  json.BeginObject();
   auto add = [&](const char* key, const std::string& value) {
-    tail += ",\"";
-    tail += key;
-    tail += "\":";
-    AppendJsonString(&tail, value);
+    json.Key(key);
+    json.String(value);
   };
+  add("generator", "aon-merge");
   add("timeline", timeline_path);
   add("job_id", MetaStringOr(*reader, "job_id"));
   add("source", MetaStringOr(*reader, "source"));
@@ -888,8 +831,9 @@ Status ExportChromeTrace(const std::string& timeline_path, const std::string& js
     if (!filter.ranks.empty()) add("ranks", filter.RanksText());
     if (!filter.kinds.empty()) add("kinds", filter.KindsText());
   }
-  tail += "}}\n";
-  out.Text(tail);
+  json.EndObject();
+  json.EndObject();
+  json.Newline();
   out.Flush();
   if (stats != nullptr) stats->events = out.events();
   return file->Commit();

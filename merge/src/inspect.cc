@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cinttypes>
-#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <sstream>
 
-#include "aon/merge/chrome_trace.h"
+#include "aon/json_writer.h"
 #include "aon/merge/merge.h"
 #include "aon/string_table.h"
 #include "aon/trace_file.h"
@@ -127,45 +126,27 @@ Status AddTimelineMetadata(const TraceReader& r, FileInspection* out) {
 
 // ---- JSON rendering -----------------------------------------------------------------
 
+// The inspection's JSON through the one JSON writer; Value() writes a metadata
+// value as its JSON type (doubles with 17 significant digits, non-finite as null).
 class Json {
  public:
+  Json() : w_(&s_) {}
   std::string& str() { return s_; }
-  void Key(std::string_view key) {
-    Comma();
-    AppendJsonString(&s_, key);
-    s_ += ":";
-    fresh_ = true;  // the value follows without a comma
-  }
-  void Open(char c) {
-    Comma();
-    s_ += c;
-    fresh_ = true;
-  }
-  void Close(char c) {
-    s_ += c;
-    fresh_ = false;
-  }
+  void Key(std::string_view key) { w_.Key(key); }
+  void Open(char c) { c == '{' ? w_.BeginObject() : w_.BeginArray(); }
+  void Close(char c) { c == '}' ? w_.EndObject() : w_.EndArray(); }
   void Value(const MetaValue& v) {
-    Comma();
     if (const auto* s = std::get_if<std::string>(&v)) {
-      AppendJsonString(&s_, *s);
+      w_.String(*s);
     } else if (const auto* i = std::get_if<int64_t>(&v)) {
-      s_ += std::to_string(*i);
+      w_.Int(*i);
     } else if (const auto* u = std::get_if<uint64_t>(&v)) {
-      s_ += std::to_string(*u);
+      w_.Uint(*u);
     } else if (const auto* b = std::get_if<bool>(&v)) {
-      s_ += *b ? "true" : "false";
+      w_.Bool(*b);
     } else {
-      const double d = std::get<double>(v);
-      if (!std::isfinite(d)) {
-        s_ += "null";
-      } else {
-        char buf[40];
-        std::snprintf(buf, sizeof(buf), "%.17g", d);
-        s_ += buf;
-      }
+      w_.Double(std::get<double>(v), 17);
     }
-    fresh_ = false;
   }
   void Field(std::string_view key, const MetaValue& v) {
     Key(key);
@@ -173,12 +154,8 @@ class Json {
   }
 
  private:
-  void Comma() {
-    if (!fresh_) s_ += ",";
-    fresh_ = false;
-  }
   std::string s_;
-  bool fresh_ = true;
+  JsonWriter w_;
 };
 
 void CountsObject(Json& j, const CountsByKind& counts) {

@@ -3,16 +3,17 @@
 #include "aon/merge/overview.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "aon/merge/chrome_trace.h"
+#include "aon/json_writer.h"
 #include "aon/records.h"
 #include "aon/string_table.h"
 #include "aon/trace_file.h"
@@ -144,41 +145,45 @@ struct NvtxKept {
 };
 bool LongerFirst(const NvtxKept& a, const NvtxKept& b) { return a.duration > b.duration; }
 
+// The overview's events through the one JSON writer: objects in the
+// traceEvents array, one per line.
 class JsonOut {
  public:
-  JsonOut(AtomicTextFile* file, uint64_t t0) : file_(file), t0_(t0) {}
+  JsonOut(AtomicTextFile* file, uint64_t t0) : file_(file), t0_(t0), json_(&buf_) {}
 
+  JsonWriter& json() { return json_; }
+  // {"ph":..,"name":..,"pid":..,"tid":..  (closed by End()).
   void Begin(char ph, std::string_view name, uint32_t pid, int64_t tid) {
-    if (events_ > 0) buf_ += ",\n";
     ++events_;
-    buf_ += "{\"ph\":\"";
-    buf_.push_back(ph);
-    buf_ += "\",\"name\":";
-    AppendJsonString(&buf_, name);
-    buf_ += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
-  }
-  void Key(std::string_view key) {
-    buf_ += ",\"";
-    buf_ += key;
-    buf_ += "\":";
+    json_.BeginObject();
+    json_.Key("ph");
+    json_.String(std::string_view(&ph, 1));
+    json_.Key("name");
+    json_.String(name);
+    json_.Key("pid");
+    json_.Uint(pid);
+    json_.Key("tid");
+    json_.Int(tid);
   }
   void Ts(uint64_t t) {
-    Key("ts");
+    json_.Key("ts");
     Micros(t > t0_ ? t - t0_ : 0);
   }
-  void Micros(uint64_t ns) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%" PRIu64 ".%03u", ns / 1000,
-                  static_cast<unsigned>(ns % 1000));
-    buf_ += text;
-  }
+  // Exact decimal microseconds from nanoseconds.
+  void Micros(uint64_t ns) { json_.FixedPoint(ns, 3); }
   void Str(std::string_view key, std::string_view value) {
-    Key(key);
-    AppendJsonString(&buf_, value);
+    json_.Key(key);
+    json_.String(value);
   }
-  void Raw(std::string_view text) { buf_ += text; }
+  // "args":{"<key>":"<value>"}
+  void ArgS(std::string_view key, std::string_view value) {
+    json_.Key("args");
+    json_.BeginObject();
+    Str(key, value);
+    json_.EndObject();
+  }
   void End() {
-    buf_ += "}";
+    json_.EndObject();
     if (buf_.size() >= kFlushBytes) Flush();
   }
   void Flush() {
@@ -191,14 +196,34 @@ class JsonOut {
   AtomicTextFile* file_;
   uint64_t t0_;
   std::string buf_;
+  JsonWriter json_;
   uint64_t events_ = 0;
 };
 
-std::string FormatValue(double v) {
+// A counter's value in the bin: a fraction with 4 significant digits, or a
+// count. Equal values (as written) make no new sample.
+struct CounterValue {
+  double fraction = 0;
+  uint64_t count = 0;
+  bool is_count = false;
+  bool operator==(const CounterValue&) const = default;
+  void Write(JsonWriter& json) const {
+    if (is_count) {
+      json.Uint(count);
+    } else {
+      json.Double(fraction, 4);
+    }
+  }
+};
+
+// The fraction as it will be written ("%.4g"), so that two bins compare equal
+// exactly when their text would.
+CounterValue Fraction(double v) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.4g", v);
-  return text;
+  return CounterValue{std::strtod(text, nullptr), 0, false};
 }
+CounterValue Count(uint64_t n) { return CounterValue{0, n, true}; }
 
 }  // namespace
 
@@ -321,7 +346,10 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
 
   AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(json_path));
   JsonOut out(file.get(), t0);
-  out.Raw("{\"traceEvents\":[\n");
+  JsonWriter& json = out.json();
+  json.BeginObject();
+  json.Key("traceEvents");
+  json.BeginArray(JsonWriter::Layout::kOnePerLine);
   uint64_t nvtx_written = 0, async_id = 0;
   for (size_t r = 0; r < nranks; ++r) {
     const RankSummary& row = *ok[r];
@@ -329,37 +357,41 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
     if (!strings.Get(row.host_id).empty()) name += " @ " + strings.Get(row.host_id);
     if (synthetic.count(row.rank) > 0) name += " [SYNTHETIC]";
     out.Begin('M', "process_name", row.rank, 0);
-    std::string quoted;
-    AppendJsonString(&quoted, name);
-    out.Raw(",\"args\":{\"name\":" + quoted + "}");
+    out.ArgS("name", name);
     out.End();
     out.Begin('M', "process_sort_index", row.rank, 0);
-    out.Raw(",\"args\":{\"sort_index\":" + std::to_string(row.rank) + "}");
+    json.Key("args");
+    json.BeginObject();
+    json.Key("sort_index");
+    json.Uint(row.rank);
+    json.EndObject();
     out.End();
 
     // Counters: a sample per change, 0 at the end of the run.
-    auto counter = [&](std::string_view track, std::string_view series, auto value_of) {
-      std::string last;
+    auto counter = [&](std::string_view track, std::string_view series, CounterValue zero,
+                       auto value_of) {
+      std::optional<CounterValue> last;
       for (uint32_t b = 0; b <= bins; ++b) {
-        const std::string v = b < bins ? value_of(b) : std::string("0");
+        const CounterValue v = b < bins ? value_of(b) : zero;
         if (v == last) continue;
         out.Begin('C', track, row.rank, 0);
         out.Ts(t0 + uint64_t{b} * width);
-        out.Raw(",\"args\":{");
-        std::string key;
-        AppendJsonString(&key, series);
-        out.Raw(key + ":" + v + "}");
+        json.Key("args");
+        json.BeginObject();
+        json.Key(series);
+        v.Write(json);
+        json.EndObject();
         out.End();
         last = v;
       }
     };
     const double w = static_cast<double>(width);
-    counter("GPU busy", "fraction",
-            [&](uint32_t b) { return FormatValue(static_cast<double>(gpu.busy(r, b)) / w); });
-    counter("NCCL busy", "fraction",
-            [&](uint32_t b) { return FormatValue(static_cast<double>(nccl.busy(r, b)) / w); });
-    counter("kernels", "per bin",
-            [&](uint32_t b) { return std::to_string(kernels[r * bins + b]); });
+    counter("GPU busy", "fraction", Fraction(0),
+            [&](uint32_t b) { return Fraction(static_cast<double>(gpu.busy(r, b)) / w); });
+    counter("NCCL busy", "fraction", Fraction(0),
+            [&](uint32_t b) { return Fraction(static_cast<double>(nccl.busy(r, b)) / w); });
+    counter("kernels", "per bin", Count(0),
+            [&](uint32_t b) { return Count(kernels[r * bins + b]); });
 
     // NVTX ranges, in time order, on their threads.
     std::vector<NvtxKept>& kept = nvtx[r];
@@ -372,10 +404,8 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
       const NvtxRecord& n = k.record;
       if (threads.insert(n.thread_id).second) {
         const bool main = row.pid == static_cast<int64_t>(n.thread_id);
-        std::string label;
-        AppendJsonString(&label, (main ? "main thread " : "thread ") + std::to_string(n.thread_id));
         out.Begin('M', "thread_name", row.rank, n.thread_id);
-        out.Raw(",\"args\":{\"name\":" + label + "}");
+        out.ArgS("name", (main ? "main thread " : "thread ") + std::to_string(n.thread_id));
         out.End();
       }
       const std::string& domain = strings.Get(n.domain_id);
@@ -383,22 +413,24 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
       const std::string& label = strings.Get(n.name_id);
       const std::string_view shown = label.empty() ? std::string_view("nvtx range") : label;
       if (n.type == static_cast<uint8_t>(NvtxType::kStartEnd)) {
-        const std::string id = std::to_string(++async_id);
+        const uint64_t id = ++async_id;
         out.Begin('b', shown, row.rank, n.thread_id);
         out.Str("cat", cat);
-        out.Raw(",\"id\":" + id);
+        json.Key("id");
+        json.Uint(id);
         out.Ts(n.start_ns);
         out.End();
         out.Begin('e', shown, row.rank, n.thread_id);
         out.Str("cat", cat);
-        out.Raw(",\"id\":" + id);
+        json.Key("id");
+        json.Uint(id);
         out.Ts(n.end_ns);
         out.End();
       } else {
         out.Begin('X', shown, row.rank, n.thread_id);
         out.Str("cat", cat);
         out.Ts(n.start_ns);
-        out.Key("dur");
+        json.Key("dur");
         out.Micros(n.end_ns - n.start_ns);
         out.End();
       }
@@ -406,18 +438,20 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
     }
   }
 
-  std::string tail = "\n],\"displayTimeUnit\":\"ns\",\"metadata\":{\"generator\":\"aon-merge\"";
+  json.EndArray();
+  json.Key("displayTimeUnit");
+  json.String("ns");
+  json.Key("metadata");
+  json.BeginObject();
   auto add = [&](const char* key, const std::string& value) {
-    tail += ",\"";
-    tail += key;
-    tail += "\":";
-    AppendJsonString(&tail, value);
+    json.Key(key);
+    json.String(value);
   };
   auto add_number = [&](const char* key, uint64_t value) {
-    tail += ",\"";
-    tail += key;
-    tail += "\":" + std::to_string(value);
+    json.Key(key);
+    json.Uint(value);
   };
+  add("generator", "aon-merge");
   add("kind", "overview");
   add("timeline", timeline_path);
   add("job_id", MetaStringOr(*reader, "job_id"));
@@ -434,8 +468,9 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
       "GPU busy: fraction of the bin during which any kernel, memcpy or memset of the rank ran; "
       "NCCL busy: the same for NCCL collective and p2p operations; kernels: kernels started in "
       "the bin");
-  tail += "}}\n";
-  out.Raw(tail);
+  json.EndObject();
+  json.EndObject();
+  json.Newline();
   out.Flush();
   if (stats != nullptr) {
     stats->bin_ns = width;

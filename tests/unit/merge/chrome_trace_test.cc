@@ -245,7 +245,8 @@ TEST(MergeChromeTrace, TracksAndLabels) {
   EXPECT_EQ(Value(c, "bad"), "0") << Value(c, "first_bad");
   EXPECT_EQ(Value(c, "process_names"), "rank 0 @ host \"a\"|rank 1 @ node0 [SYNTHETIC]");
   EXPECT_EQ(Value(c, "synthetic_labels"), "1");
-  EXPECT_EQ(Value(c, "thread_names"), "GPU 1 stream 7|NCCL comm 0000|main thread 1000|main thread 1001|sync");
+  EXPECT_EQ(Value(c, "thread_names"),
+            "GPU 1 stream 7|NCCL comm 0000|main thread 1000|main thread 1001|sync");
   EXPECT_EQ(Count(c, "X_sync"), 4u);
 }
 
@@ -296,27 +297,7 @@ TEST(MergeChromeTrace, HostileNamesStayValidJson) {
   EXPECT_EQ(Value(c, "async_unbalanced"), "0");
 }
 
-TEST(MergeChromeTrace, JsonStringEscaping) {
-  auto esc = [](std::string_view s) {
-    std::string out;
-    AppendJsonString(&out, s);
-    return out;
-  };
-  EXPECT_EQ(esc(""), "\"\"");
-  EXPECT_EQ(esc("plain"), "\"plain\"");
-  EXPECT_EQ(esc("a\"b\\c/d"), "\"a\\\"b\\\\c/d\"");
-  EXPECT_EQ(esc("\n\r\t\b\f"), "\"\\n\\r\\t\\b\\f\"");
-  EXPECT_EQ(esc(std::string("\x00\x01\x1f", 3)), "\"\\u0000\\u0001\\u001f\"");
-  EXPECT_EQ(esc("\x7f"), "\"\x7f\"");
-  EXPECT_EQ(esc("é✓🚀"), "\"é✓🚀\"");
-  const std::string fffd = "\xEF\xBF\xBD";
-  EXPECT_EQ(esc("\xff"), "\"" + fffd + "\"");
-  EXPECT_EQ(esc("\xc0\xaf"), "\"" + fffd + fffd + "\"");                        // overlong '/'
-  EXPECT_EQ(esc("\xed\xa0\x80"), "\"" + fffd + fffd + fffd + "\"");             // a surrogate
-  EXPECT_EQ(esc("\xf4\x90\x80\x80"), "\"" + fffd + fffd + fffd + fffd + "\"");  // > U+10FFFF
-  EXPECT_EQ(esc("a\xe2\x82"), "\"a" + fffd + fffd + "\"");                      // cut at the end
-  EXPECT_EQ(esc("\xe2\x82\xac"), "\"\xe2\x82\xac\"");                           // the euro sign
-}
+// The escaper's own test moved with it to common/: tests/unit/common/json_writer_test.cc.
 
 TEST(MergeChromeTrace, RankFileIsRefused) {
   TempDir dir;

@@ -9,7 +9,9 @@
 //   with the same correlation id.
 // ts/dur are microseconds with 3 decimals (exact ns) relative to the timeline's
 // earliest start. The file is streamed, never held in memory, and written as
-// <json_path>.partial then renamed, so a reader never sees half a file.
+// <json_path>.partial then renamed, so a reader never sees half a file. Strings
+// are escaped by aon/json_writer.h: invalid UTF-8 becomes U+FFFD, so strict
+// parsers (Python's json, Perfetto) accept names captured from any process.
 //
 // A filtered export (ChromeExportOptions::filter, export_filter.h) keeps the
 // records of the chosen ranks and kinds that overlap the window, whole (not
@@ -19,7 +21,6 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "aon/merge/export_filter.h"
 #include "aon/status.h"
@@ -49,10 +50,5 @@ Status ExportChromeTrace(const std::string& timeline_path, const std::string& js
 // returns Unavailable (the message names json_path, the count and the limit).
 Status ExportChromeTrace(const std::string& timeline_path, const std::string& json_path,
                          const ChromeExportOptions& options, ChromeTraceStats* stats = nullptr);
-
-// Appends `s` to `out` as a JSON string literal (with the quotes). Control
-// characters are escaped; invalid UTF-8 bytes become U+FFFD so that strict
-// parsers (Python's json, Perfetto) accept names captured from any process.
-void AppendJsonString(std::string* out, std::string_view s);
 
 }  // namespace aon::merge
