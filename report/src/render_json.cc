@@ -1,0 +1,185 @@
+// aon-report --json: the Report as one JSON object (fields in report/README.md),
+// written with the one JSON writer (aon/json_writer.h).
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "aon/json_writer.h"
+#include "aon/report/report.h"
+
+namespace aon::report {
+
+namespace {
+
+// Numbers here are always numbers: integral values as integers, others with 6
+// significant digits, NaN and infinities (which no analysis should produce) as 0.
+void Number(JsonWriter& w, double v) {
+  if (!std::isfinite(v)) v = 0;
+  if (v == std::floor(v) && std::fabs(v) < 1e18) {
+    w.Int(static_cast<int64_t>(v));
+  } else {
+    w.Double(v, 6);
+  }
+}
+
+void Member(JsonWriter& w, std::string_view key, double v) {
+  w.Key(key);
+  Number(w, v);
+}
+void Member(JsonWriter& w, std::string_view key, std::string_view v) {
+  w.Key(key);
+  w.String(v);
+}
+
+void Findings(JsonWriter& w, const std::vector<Finding>& findings) {
+  w.BeginArray();
+  for (const Finding& f : findings) {
+    w.BeginObject();
+    Member(w, "kind", f.kind);
+    w.Key("rank");
+    w.Int(f.rank);
+    Member(w, "gain_ns", static_cast<double>(f.gain_ns));
+    Member(w, "gain_per_step_ns", f.gain_per_step_ns);
+    Member(w, "action", f.action);
+    Member(w, "evidence", f.evidence);
+    w.Key("numbers");
+    w.BeginObject();
+    for (const auto& [k, v] : f.numbers) Member(w, k, v);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void Ranks(JsonWriter& w, const Report& r) {
+  w.BeginArray();
+  for (uint32_t q = 0; q < r.world_size; ++q) {
+    const RankBreakdown& b = r.breakdown[q];
+    const StragglerStats& s = r.comm.stragglers[q];
+    w.BeginObject();
+    Member(w, "rank", q);
+    Member(w, "status", RankStatusName(r.ranks[q].status));
+    Member(w, "host", r.ranks[q].host);
+    Member(w, "span_ns", static_cast<double>(b.span_ns));
+    Member(w, "busy_ns", static_cast<double>(b.busy_ns));
+    Member(w, "idle_ns", static_cast<double>(b.idle_ns));
+    Member(w, "compute_ns", static_cast<double>(b.compute_ns));
+    Member(w, "comm_ns", static_cast<double>(b.comm_ns));
+    Member(w, "copy_ns", static_cast<double>(b.copy_ns));
+    Member(w, "memset_ns", static_cast<double>(b.memset_ns));
+    Member(w, "exposed_comm_ns", static_cast<double>(b.exposed_comm_ns));
+    Member(w, "overlap_fraction", b.overlap_fraction);
+    Member(w, "steps", static_cast<double>(b.steps));
+    Member(w, "step_mean_ns", b.step_mean_ns);
+    Member(w, "collectives", static_cast<double>(s.collectives));
+    Member(w, "last_count", static_cast<double>(s.last_count));
+    Member(w, "last_fraction", s.last_fraction);
+    Member(w, "caused_lost_ns", static_cast<double>(s.caused_lost_ns));
+    Member(w, "waited_ns", static_cast<double>(s.waited_ns));
+    w.Key("idle_by_cause_ns");
+    w.BeginObject();
+    if (q < r.idle.cause_ns.size()) {
+      for (const auto& [c, ns] : r.idle.cause_ns[q])
+        Member(w, GapCauseName(c), static_cast<double>(ns));
+    }
+    w.EndObject();
+    const MemoryRank& m = r.memory[q];
+    Member(w, "pageable_copies", static_cast<double>(m.pageable_count));
+    Member(w, "pageable_bytes", static_cast<double>(m.pageable_bytes));
+    Member(w, "small_copies", static_cast<double>(m.small_count));
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void CommGroups(JsonWriter& w, const std::vector<CommGroup>& groups) {
+  w.BeginArray();
+  for (const CommGroup& g : groups) {
+    w.BeginObject();
+    Member(w, "type", g.type);
+    Member(w, "bytes", static_cast<double>(g.bytes));
+    Member(w, "nranks", g.nranks);
+    Member(w, "count", static_cast<double>(g.count));
+    Member(w, "mean_transfer_ns", g.mean_transfer_ns);
+    Member(w, "algbw_gbps", g.algbw_gbps);
+    Member(w, "busbw_gbps", g.busbw_gbps);
+    Member(w, "algo", g.algo);
+    Member(w, "proto", g.proto);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void Kernels(JsonWriter& w, const std::vector<KernelStats>& kernels) {
+  w.BeginArray();
+  for (size_t i = 0; i < kernels.size() && i < 50; ++i) {
+    const KernelStats& k = kernels[i];
+    w.BeginObject();
+    Member(w, "name", k.name);
+    Member(w, "family", KernelFamilyName(k.family));
+    Member(w, "count", static_cast<double>(k.count));
+    Member(w, "total_ns", static_cast<double>(k.total_ns));
+    Member(w, "mean_ns", k.mean_ns);
+    Member(w, "stddev_ns", k.stddev_ns);
+    Member(w, "launch_config", k.launch_config);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void Nvtx(JsonWriter& w, const std::vector<NvtxStat>& nvtx) {
+  w.BeginArray();
+  for (size_t i = 0; i < nvtx.size() && i < 50; ++i) {
+    const NvtxStat& n = nvtx[i];
+    w.BeginObject();
+    Member(w, "name", n.name);
+    Member(w, "count", static_cast<double>(n.count));
+    Member(w, "range_ns", static_cast<double>(n.range_ns));
+    Member(w, "gpu_ns", static_cast<double>(n.gpu_ns));
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
+std::string RenderJson(const Report& r) {
+  std::string o;
+  JsonWriter w(&o);
+  w.BeginObject();
+  Member(w, "file", r.path);
+  Member(w, "job", r.job_id);
+  Member(w, "source", r.source);
+  w.Key("synthetic");
+  w.Bool(r.synthetic);
+  w.Key("clock_synchronized");
+  w.Bool(r.clock_synchronized);
+  Member(w, "world_size", r.world_size);
+  Member(w, "duration_ns", static_cast<double>(r.end_ns - r.start_ns));
+  w.Key("steps");
+  w.BeginObject();
+  Member(w, "method", r.steps.method);
+  Member(w, "count", static_cast<double>(r.steps.typical_count));
+  w.EndObject();
+  Member(w, "communication_source", r.comm.source);
+  Member(w, "collectives", static_cast<double>(r.comm.collectives.size()));
+  w.Key("notes");
+  w.BeginArray();
+  for (const std::string& n : r.notes) w.String(n);
+  w.EndArray();
+  w.Key("findings");
+  Findings(w, r.findings);
+  w.Key("ranks");
+  Ranks(w, r);
+  w.Key("comm_groups");
+  CommGroups(w, r.comm.groups);
+  w.Key("kernels");
+  Kernels(w, r.kernels);
+  w.Key("nvtx");
+  Nvtx(w, r.nvtx);
+  w.EndObject();
+  w.Newline();
+  return o;
+}
+
+}  // namespace aon::report
