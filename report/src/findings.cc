@@ -1,4 +1,4 @@
-// Analyze(): runs every analysis and ranks the findings by estimated time to gain.
+// RankFindings(): the findings of a report, ranked by estimated time to gain.
 //
 // Gains are wall-time estimates over the whole run, deliberately simple:
 //   straggler        sum over the collectives where the rank arrived last of
@@ -290,74 +290,6 @@ std::vector<Finding> RankFindings(const Report& r) {
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return a.gain_ns > b.gain_ns; });
   return out;
-}
-
-Report Analyze(const Timeline& t) {
-  Report r;
-  r.path = t.path;
-  r.job_id = t.job_id;
-  r.source = t.source;
-  r.clock_note = t.clock_note;
-  r.synthetic = t.synthetic();
-  r.clock_synchronized = t.clock_synchronized;
-  r.world_size = t.world_size;
-  r.ranks = t.ranks;
-  r.problems = t.problems;
-  r.records = t.kernels.size() + t.memcpys.size() + t.memsets.size() + t.syncs.size() +
-              t.apis.size() + t.nvtx.size() + t.nccl.size();
-  r.steps = DetectSteps(t);
-  r.breakdown = ComputeBreakdown(t, r.steps);
-  r.kernels = TopKernels(t);
-  r.comm = AnalyzeCommunication(t, &r.steps);
-  r.idle = AnalyzeIdle(t, &r.steps);
-  r.memory = AnalyzeMemory(t);
-  r.nvtx = AttributeNvtx(t);
-
-  for (const RankInfo& info : t.ranks) {
-    if (info.status != RankStatus::kOk) {
-      r.notes.push_back("rank " + std::to_string(info.rank) + " is " + RankStatusName(info.status) +
-                        (info.message.empty() ? "" : " (" + info.message + ")") +
-                        ": its numbers are absent");
-    }
-  }
-  if (t.kernels.empty() && t.memcpys.empty() && t.memsets.empty()) {
-    r.notes.push_back(
-        "no GPU activity in the timeline (no kernels, copies or memsets): nothing to attribute; "
-        "was the "
-        "job run on a GPU with --source cupti and the kernels kind enabled?");
-  }
-  if (r.comm.source == "none" && t.world_size > 1) {
-    r.notes.push_back("no NCCL records or NCCL kernels: no collectives to compare across ranks");
-  }
-  if (!r.comm.caveat.empty()) r.notes.push_back(r.comm.caveat);
-  if (r.steps.method == "none")
-    r.notes.push_back("no steps found (no \"step N\" NVTX ranges, no repeating kernel)");
-
-  // Heat strip.
-  const std::vector<std::vector<Interval>> busy = GpuBusyUnions(t);
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const auto& u : busy) {
-    if (u.empty()) continue;
-    lo = std::min(lo, u.front().start);
-    hi = std::max(hi, u.back().end);
-  }
-  if (hi > lo) {
-    r.start_ns = lo;
-    r.end_ns = hi;
-    const double width = static_cast<double>(hi - lo) / Report::kHeatBins;
-    for (const auto& u : busy) {
-      std::vector<float> row(Report::kHeatBins, 0.0f);
-      for (int b = 0; b < Report::kHeatBins && !u.empty(); ++b) {
-        const Interval w{lo + static_cast<uint64_t>(b * width),
-                         lo + static_cast<uint64_t>((b + 1) * width)};
-        if (w.end > w.start)
-          row[b] = static_cast<float>(LengthWithin(u, w)) / static_cast<float>(w.end - w.start);
-      }
-      r.heat.push_back(std::move(row));
-    }
-  }
-  r.findings = RankFindings(r);
-  return r;
 }
 
 }  // namespace aon::report

@@ -1,0 +1,53 @@
+// The analyses behind aon-report, one per file in this folder, each behind the
+// same small interface: an Analysis reads the timeline and the parts of the
+// report that the analyses it `needs` have filled, and fills its own part.
+// Analyze() (analyze.cc) runs AnalysisTable() in order; the table's order is
+// checked against `needs` by tests/unit/report/analysis_table_test.cc.
+//
+// Each file also keeps its analysis callable on its own as a plain function
+// (DetectSteps, ComputeBreakdown, ... in aon/report/report.h): tests call them on
+// small timelines with known answers.
+//
+// Also here: helpers that several analyses share (intervals.cc).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "aon/report/report.h"
+
+namespace aon::report {
+
+struct Analysis {
+  const char* name;   // "steps"
+  const char* needs;  // names of the analyses it reads, comma-separated ("" = none)
+  const char* fills;  // the Report members it writes
+  void (*run)(const Timeline& t, Report* r);
+};
+
+// One per file of this folder.
+extern const Analysis kStepsAnalysis;          // steps.cc
+extern const Analysis kBreakdownAnalysis;      // breakdown.cc
+extern const Analysis kKernelsAnalysis;        // kernels.cc
+extern const Analysis kCommunicationAnalysis;  // communication.cc
+extern const Analysis kIdleAnalysis;           // idle.cc
+extern const Analysis kMemoryAnalysis;         // memory.cc
+extern const Analysis kNvtxAnalysis;           // nvtx.cc
+extern const Analysis kHeatAnalysis;           // heat.cc
+
+// Every analysis, each after the ones it needs.
+std::span<const Analysis* const> AnalysisTable();
+
+// ---- Shared helpers (intervals.cc) --------------------------------------------------
+
+std::string Lower(std::string s);
+bool IsNcclKernelName(const std::string& name);
+double Median(std::vector<double> v);
+// Index of the window in `windows` (sorted by start) holding `at`, or -1.
+int32_t StepOf(const std::vector<Interval>& windows, uint64_t at);
+// The rank's step windows, or nullptr when it has none.
+const std::vector<Interval>* StepWindows(const Steps* steps, uint32_t rank);
+
+}  // namespace aon::report

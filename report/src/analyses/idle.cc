@@ -1,0 +1,265 @@
+// Idle gaps: GPU gaps >= 10 us per rank and their host-side cause (a blocking
+// sync call that returned in the gap, a synchronous or pageable copy, a launch
+// issued after the GPU ran dry, or other), each with the innermost host NVTX range.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "analyses/analysis.h"
+
+namespace aon::report {
+
+const char* GapCauseName(GapCause c) {
+  switch (c) {
+    case GapCause::kHostSync:
+      return "host synchronization";
+    case GapCause::kSyncCopy:
+      return "synchronous/pageable copy";
+    case GapCause::kHostLate:
+      return "host launched late";
+    case GapCause::kOther:
+      return "other (dependency, unknown)";
+  }
+  return "other";
+}
+
+namespace {
+
+bool IsSyncApi(const std::string& n) {
+  return n.find("Synchronize") != std::string::npos || n == "cuStreamSynchronize" ||
+         n == "cuCtxSynchronize" || n == "cuEventSynchronize" || n == "cudaStreamWaitEvent";
+}
+bool IsSyncCopyApi(const std::string& n) {
+  return (n.rfind("cudaMemcpy", 0) == 0 || n.rfind("cuMemcpy", 0) == 0) &&
+         n.find("Async") == std::string::npos;
+}
+
+struct GpuOp {
+  uint64_t start, end;
+  uint32_t correlation;
+  const MemcpyRecord* copy;  // non-null for copies
+};
+
+// Innermost non-NCCL push/pop range open at increasing times on one rank (any thread,
+// preferring the launching thread): a sweep over the ranges sorted by start.
+class RangeSweep {
+ public:
+  RangeSweep(const Timeline& t, const std::vector<const Merged<NvtxRecord>*>& ranges)
+      : t_(t), ranges_(ranges) {}
+  // `at` must not decrease between calls.
+  std::string InnermostAt(uint64_t at, uint32_t tid) {
+    while (next_ < ranges_.size() && ranges_[next_]->record.start_ns <= at)
+      open_.push_back(ranges_[next_++]);
+    std::erase_if(open_, [at](const Merged<NvtxRecord>* m) { return m->record.end_ns <= at; });
+    const Merged<NvtxRecord>* best = nullptr;
+    int best_score = -1;
+    for (const Merged<NvtxRecord>* m : open_) {
+      const int score = (m->record.thread_id == tid ? 1000 : 0) + m->record.depth;
+      if (score > best_score) best = m, best_score = score;
+    }
+    return best ? NormalizeRangeName(t_.strings.Get(best->record.name_id)) : std::string();
+  }
+
+ private:
+  const Timeline& t_;
+  const std::vector<const Merged<NvtxRecord>*>& ranges_;
+  size_t next_ = 0;
+  std::vector<const Merged<NvtxRecord>*> open_;
+};
+
+std::string CopyKindName(uint8_t k) {
+  switch (k) {
+    case 1:
+      return "HtoD";
+    case 2:
+      return "DtoH";
+    case 8:
+      return "DtoD";
+    case 10:
+      return "PtoP";
+    default:
+      return "kind " + std::to_string(k);
+  }
+}
+
+}  // namespace
+
+uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
+                              const std::string& exclude_range) const {
+  const size_t nsteps = rank < steps.size() ? steps[rank] : 0;
+  std::vector<uint64_t> per_step(nsteps, 0);
+  uint64_t whole = 0;
+  for (const Slice& s : slices) {
+    if (s.rank != rank || s.cause != cause) continue;
+    if (!exclude_range.empty() && range_names[s.range] == exclude_range) continue;
+    whole += s.ns;
+    if (s.step >= 0 && static_cast<size_t>(s.step) < nsteps)
+      per_step[static_cast<size_t>(s.step)] += s.ns;
+  }
+  return nsteps ? SteadyTotal(std::move(per_step)) : whole;
+}
+
+IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap_ns) {
+  IdleAnalysis a;
+  a.min_gap_ns = min_gap_ns;
+  const uint32_t n = t.world_size;
+  a.steps.assign(n, 0);
+  std::unordered_map<std::string, uint32_t> range_index;
+  a.cause_ns.resize(n);
+  a.cause_count.resize(n);
+  a.cause_nvtx_ns.resize(n);
+  std::vector<std::vector<GpuOp>> ops(n);
+  for (const auto& k : t.kernels)
+    ops[k.rank].push_back({k.record.start_ns, k.record.end_ns, k.record.correlation_id, nullptr});
+  for (const auto& k : t.memcpys)
+    ops[k.rank].push_back({k.record.start_ns, k.record.end_ns, k.record.correlation_id, &k.record});
+  for (const auto& k : t.memsets)
+    ops[k.rank].push_back({k.record.start_ns, k.record.end_ns, k.record.correlation_id, nullptr});
+  // Per rank: API records by correlation, sync/sync-copy calls sorted by end.
+  std::vector<std::unordered_map<uint32_t, const ApiRecord*>> by_corr(n);
+  std::vector<std::vector<std::pair<const ApiRecord*, bool>>> blocking(n);  // (call, is sync copy)
+  std::unordered_map<uint32_t, int> kind_of_name;  // 0 other, 1 sync, 2 sync copy
+  for (const auto& m : t.apis) {
+    if (m.record.correlation_id) by_corr[m.rank][m.record.correlation_id] = &m.record;
+    auto it = kind_of_name.find(m.record.name_id);
+    if (it == kind_of_name.end()) {
+      const std::string& name = t.strings.Get(m.record.name_id);
+      it = kind_of_name.emplace(m.record.name_id, IsSyncApi(name)       ? 1
+                                                  : IsSyncCopyApi(name) ? 2
+                                                                        : 0)
+               .first;
+    }
+    if (it->second) blocking[m.rank].push_back({&m.record, it->second == 2});
+  }
+  // SyncRecords (CUPTI's synchronization activity) count like sync calls.
+  std::vector<ApiRecord> sync_as_api;
+  sync_as_api.reserve(t.syncs.size());
+  std::vector<uint32_t> sync_rank;
+  for (const auto& s : t.syncs) {
+    ApiRecord r{};
+    r.start_ns = s.record.start_ns;
+    r.end_ns = s.record.end_ns;
+    r.name_id = 0;
+    r.callback_id = s.record.sync_type;
+    sync_as_api.push_back(r);
+    sync_rank.push_back(s.rank);
+  }
+  for (size_t i = 0; i < sync_as_api.size(); ++i)
+    blocking[sync_rank[i]].push_back({&sync_as_api[i], false});
+  for (auto& v : blocking) {
+    std::sort(v.begin(), v.end(),
+              [](const auto& x, const auto& y) { return x.first->end_ns < y.first->end_ns; });
+  }
+  std::vector<std::vector<const Merged<NvtxRecord>*>> ranges(n);
+  for (const auto& m : t.nvtx) {
+    if (m.record.type != static_cast<uint8_t>(NvtxType::kPushPop)) continue;
+    if (t.strings.Get(m.record.domain_id) == "NCCL") continue;
+    ranges[m.rank].push_back(&m);
+  }
+  static const char* kSyncTypes[] = {"", "cudaEventSynchronize", "cudaStreamWaitEvent",
+                                     "cudaStreamSynchronize", "cudaDeviceSynchronize"};
+
+  std::vector<Gap> all;
+  for (uint32_t r = 0; r < n; ++r) {
+    auto& v = ops[r];
+    std::sort(v.begin(), v.end(), [](const GpuOp& x, const GpuOp& y) { return x.start < y.start; });
+    const std::vector<Interval>* windows = StepWindows(steps, r);
+    if (windows) a.steps[r] = windows->size();
+    RangeSweep sweep(t, ranges[r]);
+    uint64_t busy_end = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i > 0 && v[i].start > busy_end && v[i].start - busy_end >= min_gap_ns) {
+        Gap g;
+        g.rank = r;
+        g.start_ns = busy_end;
+        g.end_ns = v[i].start;
+        const ApiRecord* launch = nullptr;
+        if (auto it = by_corr[r].find(v[i].correlation); it != by_corr[r].end())
+          launch = it->second;
+        // 1. A blocking call that returned inside the gap: it drained the GPU's queue.
+        const auto& b = blocking[r];
+        auto it = std::lower_bound(b.begin(), b.end(), g.start_ns,
+                                   [](const auto& x, uint64_t tt) { return x.first->end_ns < tt; });
+        const ApiRecord* sync = nullptr;
+        bool sync_copy = false;
+        for (; it != b.end() && it->first->end_ns <= g.end_ns; ++it) {
+          if (it->first->start_ns <= g.start_ns) {
+            sync = it->first;
+            sync_copy = it->second;
+            break;
+          }
+        }
+        const bool next_is_sync_copy =
+            v[i].copy != nullptr &&
+            (v[i].copy->src_kind == 1 || v[i].copy->dst_kind == 1 || (v[i].copy->flags & 1) == 0);
+        if (sync != nullptr && !sync_copy) {
+          g.cause = GapCause::kHostSync;
+          g.detail = sync->name_id
+                         ? t.strings.Get(sync->name_id)
+                         : (sync->callback_id < 5 ? kSyncTypes[sync->callback_id] : "synchronize");
+        } else if (next_is_sync_copy || sync_copy) {
+          g.cause = GapCause::kSyncCopy;
+          if (v[i].copy != nullptr) {
+            const MemcpyRecord& c = *v[i].copy;
+            g.detail = (launch ? t.strings.Get(launch->name_id) : std::string("memcpy")) + " " +
+                       CopyKindName(c.copy_kind) + " " + FormatBytes(static_cast<double>(c.bytes)) +
+                       (c.src_kind == 1 || c.dst_kind == 1 ? " pageable" : "") +
+                       ((c.flags & 1) ? "" : " synchronous");
+          } else {
+            g.detail = t.strings.Get(sync->name_id);
+          }
+        } else if (launch != nullptr && launch->start_ns > g.start_ns) {
+          g.cause = GapCause::kHostLate;
+          g.detail = "next launch (" + t.strings.Get(launch->name_id) + ") issued " +
+                     FormatDuration(static_cast<double>(launch->start_ns - g.start_ns)) +
+                     " after the GPU ran dry";
+        } else if (launch == nullptr && t.apis.empty()) {
+          g.cause = GapCause::kHostLate;  // no API records: assume the host did not feed the GPU
+          g.detail = "no CUDA API records to tell (assumed host-side)";
+        } else {
+          g.cause = GapCause::kOther;
+          g.detail = launch ? "work was queued in time; waiting on a dependency"
+                            : "no launching call recorded";
+        }
+        const uint32_t tid = launch ? launch->thread_id : 0;
+        const uint64_t mid = g.start_ns + (g.end_ns - g.start_ns) / 2;
+        g.nvtx = sweep.InnermostAt(mid, tid);
+        a.cause_ns[r][g.cause] += g.length();
+        ++a.cause_count[r][g.cause];
+        a.cause_nvtx_ns[r][g.cause][g.nvtx] += g.length();
+        IdleAnalysis::Slice slice{r, g.cause, -1, 0, g.length()};
+        if (!g.nvtx.empty()) {
+          auto [it2, added] =
+              range_index.emplace(g.nvtx, static_cast<uint32_t>(a.range_names.size()));
+          if (added) a.range_names.push_back(g.nvtx);
+          slice.range = it2->second;
+        }
+        if (windows) {
+          slice.step = StepOf(*windows, mid);
+          if (slice.step >= 0) {
+            const Interval& w = (*windows)[static_cast<size_t>(slice.step)];
+            slice.ns = std::min(g.end_ns, w.end) - std::max(g.start_ns, w.start);
+          }
+        }
+        a.slices.push_back(slice);
+        all.push_back(std::move(g));
+      }
+      busy_end = std::max(busy_end, v[i].end);
+    }
+  }
+  std::sort(all.begin(), all.end(),
+            [](const Gap& x, const Gap& y) { return x.length() > y.length(); });
+  if (all.size() > 20) all.resize(20);
+  a.top_gaps = std::move(all);
+  return a;
+}
+
+const Analysis kIdleAnalysis = {"idle", "steps", "idle", [](const Timeline& t, Report* r) {
+                                  r->idle = AnalyzeIdle(t, &r->steps);
+                                }};
+
+}  // namespace aon::report
