@@ -4,6 +4,7 @@
 #include <string>
 
 #include "analyses/analysis.h"
+#include "aon/report/finding_rules.h"
 
 namespace aon::report {
 

@@ -1,0 +1,86 @@
+// Findings as rules: what aon-report tells the user to fix, one table row per
+// kind of finding (DefaultFindingRules(), report/src/findings/rule_table.cc).
+//
+// A rule has an id (Finding::kind), a precedence, a detector (predicate and
+// producer in one: it decides whether the rule fires and computes the numbers),
+// and the texts as templates: `action` (what to do, Finding::action) and
+// `evidence` (why, Finding::evidence).
+//
+// Precedence (a unique integer, smaller = higher) decides two things, and
+// nothing else does (not the rules' order in the table, not the order of code):
+//   1. Evaluation order. Rules run from the smallest precedence up, and a rule
+//      sees the Claims of every rule that ran before it. The straggler rule
+//      claims its rank's "host launched late" gaps and its gaps inside its slow
+//      range: they are its lateness seen from its own side, so the idle rules
+//      (run after it) do not report them again.
+//   2. Ties. Findings are ranked by estimated gain, largest first; equal gains
+//      by precedence. Equal precedences (a table should have none) by id.
+//
+// Templates: "{name}" is replaced by the detector's value for name; "[...]" is
+// an optional part, kept only when every placeholder inside it has a value (a
+// value may be empty: "[{flag} text]" keeps " text" when flag is set). Optional
+// parts do not nest; '{', '}', '[' and ']' are not literal text in a template.
+// A placeholder outside optional parts without a value stays as "{name}" so
+// that tests see it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aon/report/report.h"
+
+namespace aon::report {
+
+// What rules of higher precedence have claimed, for the rules after them.
+struct Claims {
+  int straggler_rank = -1;      // the straggler finding's rank
+  std::string straggler_range;  // its slow NVTX range ("" = none named)
+};
+
+// What a detector sees.
+struct RuleInput {
+  const Report& report;
+  double min_gain_ns = 0;  // 0.2 % of the mean GPU span: smaller gains are not findings
+  double steps = 0;        // typical number of steps (0 = none found)
+  const Claims& claims;    // made by the rules that ran before
+
+  // ns / steps (0 without steps).
+  double PerStep(double ns) const { return steps > 0 ? ns / steps : 0.0; }
+  // "3.2 ms per step", or "41 ms in total" without steps.
+  std::string PerStepText(double ns) const;
+};
+
+// What a detector found: the numbers of one finding and its templates' values.
+struct Detection {
+  int rank = -1;                              // the rank to act on, -1 = all
+  double gain_ns = 0;                         // estimated wall time to gain over the run
+  std::map<std::string, std::string> values;  // for the templates' {placeholders}
+  std::map<std::string, double> numbers;      // Finding::numbers (--json)
+};
+
+struct FindingRule {
+  std::string_view id;        // Finding::kind
+  int precedence = 0;         // unique in a table; smaller runs first and wins ties
+  std::string_view detects;   // one line: what fires the rule (docs, tests)
+  std::string_view action;    // template of Finding::action
+  std::string_view evidence;  // template of Finding::evidence
+  // Returns nothing when the rule does not fire; may add to `claims` when it does.
+  std::optional<Detection> (*detect)(const RuleInput& in, Claims* claims) = nullptr;
+};
+
+// The rules aon-report applies (straggler, exposed-communication,
+// idle-host-sync, launch-bound, pageable-copies, load-imbalance).
+std::span<const FindingRule> DefaultFindingRules();
+
+// Runs `rules` on the analyses in `r` (precedence order) and ranks the findings.
+std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingRule> rules);
+
+// Fills a template (syntax above).
+std::string ExpandTemplate(std::string_view text, const std::map<std::string, std::string>& values);
+
+}  // namespace aon::report

@@ -1,0 +1,82 @@
+// Idle causes: the GPU gaps of one cause (host synchronization, host launched
+// late, synchronous/pageable copies) on the rank where they cost the most, in
+// steady state (median per step x steps). Pageable copies add half the pageable
+// copy time (pinned memory roughly doubles PCIe throughput). The straggler's
+// claimed gaps are left out: its "host launched late" gaps, and its gaps of any
+// cause inside its slow range.
+#include <map>
+#include <string>
+
+#include "findings/detectors.h"
+
+namespace aon::report {
+
+namespace {
+
+std::string TopNvtx(const std::map<std::string, uint64_t>& m) {
+  std::string best;
+  uint64_t v = 0;
+  for (const auto& [name, ns] : m) {
+    if (!name.empty() && ns > v) best = name, v = ns;
+  }
+  return best;
+}
+
+std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
+  const Report& r = in.report;
+  const int straggler = in.claims.straggler_rank;
+  uint32_t worst = 0;
+  double worst_ns = 0, all = 0;
+  uint64_t count = 0;
+  for (uint32_t q = 0; q < r.idle.cause_ns.size(); ++q) {
+    const bool is_straggler = static_cast<int>(q) == straggler;
+    if (cause == GapCause::kHostLate && is_straggler) continue;  // claimed by the straggler
+    double ns =
+        static_cast<double>(r.idle.Steady(q, cause, is_straggler ? in.claims.straggler_range : ""));
+    if (cause == GapCause::kSyncCopy && q < r.memory.size()) ns += r.memory[q].pageable_ns / 2.0;
+    all += ns;
+    if (ns > worst_ns) {
+      worst_ns = ns, worst = q;
+      auto jt = r.idle.cause_count[q].find(cause);
+      count = jt == r.idle.cause_count[q].end() ? 0 : jt->second;
+    }
+  }
+  if (worst_ns < in.min_gain_ns || worst_ns <= 0) return std::nullopt;
+  Detection d;
+  d.rank = static_cast<int>(worst);
+  d.gain_ns = worst_ns;
+  d.values["rank"] = std::to_string(worst);
+  d.values["idle"] = in.PerStepText(worst_ns);
+  d.values["gaps"] = std::to_string(count);
+  d.values["cause"] = GapCauseName(cause);
+  const std::string range =
+      TopNvtx(r.idle.cause_nvtx_ns[worst].count(cause) ? r.idle.cause_nvtx_ns[worst].at(cause)
+                                                       : std::map<std::string, uint64_t>{});
+  if (!range.empty()) d.values["range"] = range;
+  for (const Gap& g : r.idle.top_gaps) {
+    if (g.cause == cause && g.rank == worst) {
+      if (!g.detail.empty()) d.values["longest"] = g.detail;
+      break;
+    }
+  }
+  if (cause == GapCause::kSyncCopy && worst < r.memory.size() && r.memory[worst].pageable_count) {
+    d.values["pageable_copies"] = std::to_string(r.memory[worst].pageable_count);
+    d.values["pageable_bytes"] = FormatBytes(static_cast<double>(r.memory[worst].pageable_bytes));
+  }
+  d.numbers = {{"idle_ns", worst_ns}, {"gaps", static_cast<double>(count)}, {"all_ranks_ns", all}};
+  return d;
+}
+
+}  // namespace
+
+std::optional<Detection> DetectHostSync(const RuleInput& in, Claims* /*claims*/) {
+  return DetectIdleCause(in, GapCause::kHostSync);
+}
+std::optional<Detection> DetectLaunchBound(const RuleInput& in, Claims* /*claims*/) {
+  return DetectIdleCause(in, GapCause::kHostLate);
+}
+std::optional<Detection> DetectPageableCopies(const RuleInput& in, Claims* /*claims*/) {
+  return DetectIdleCause(in, GapCause::kSyncCopy);
+}
+
+}  // namespace aon::report

@@ -1,0 +1,113 @@
+// Straggler: the rank that most often arrives last at collectives, when it does
+// so at least half the time (or twice its fair share), and the steady-state time
+// the job would gain if it kept pace (union over its collectives of its arrival
+// minus the second-last arrival; median per step x steps). Claims its own "host
+// launched late" gaps and its gaps inside its slow range: that is its lateness.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "findings/detectors.h"
+
+namespace aon::report {
+
+namespace {
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+bool IsStepName(const std::string& n) {
+  return n == "step #" || n == "iteration #" || n == "iter #";
+}
+
+// The range (not NCCL's, not the step itself) that takes the most extra time per
+// step on `rank` compared with the median of the other ranks.
+std::string RangeEvidence(const Report& r, uint32_t rank, double* extra_per_step) {
+  *extra_per_step = 0;
+  std::string best;
+  auto steps_of = [&](uint32_t q) {
+    const size_t s = q < r.breakdown.size() ? r.breakdown[q].steps : 0;
+    return s ? static_cast<double>(s)
+             : static_cast<double>(std::max<size_t>(1, r.steps.typical_count));
+  };
+  for (const NvtxStat& s : r.nvtx) {
+    if (s.name.rfind("NCCL:", 0) == 0 || IsStepName(s.name)) continue;
+    auto it = s.per_rank_range_ns.find(rank);
+    const double mine =
+        it == s.per_rank_range_ns.end() ? 0 : static_cast<double>(it->second) / steps_of(rank);
+    std::vector<double> others;
+    for (uint32_t q = 0; q < r.world_size; ++q) {
+      if (q == rank || r.ranks[q].status != RankStatus::kOk) continue;
+      auto jt = s.per_rank_range_ns.find(q);
+      others.push_back(
+          jt == s.per_rank_range_ns.end() ? 0 : static_cast<double>(jt->second) / steps_of(q));
+    }
+    const double extra = mine - MedianOf(others);
+    if (extra > *extra_per_step) *extra_per_step = extra, best = s.name;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::optional<Detection> DetectStraggler(const RuleInput& in, Claims* claims) {
+  const Report& r = in.report;
+  const StragglerStats* best = nullptr;
+  for (const StragglerStats& s : r.comm.stragglers) {
+    if (s.collectives < 2 || s.steady_gain_ns == 0) continue;
+    if (!best || s.steady_gain_ns > best->steady_gain_ns) best = &s;
+  }
+  uint32_t nranks = 0;
+  for (const StragglerStats& s : r.comm.stragglers) nranks += s.collectives > 0;
+  if (!best || nranks < 2 || static_cast<double>(best->steady_gain_ns) < in.min_gain_ns ||
+      (best->last_fraction < 0.5 && best->last_fraction < 2.0 / nranks)) {
+    return std::nullopt;
+  }
+  const double lost = static_cast<double>(best->steady_lost_ns);
+  Detection d;
+  d.rank = static_cast<int>(best->rank);
+  d.gain_ns = static_cast<double>(best->steady_gain_ns);
+  d.values["rank"] = std::to_string(best->rank);
+  d.values["last_share"] = Percent(best->last_fraction);
+  d.values["collectives"] = std::to_string(best->collectives);
+  d.values["lost"] = in.PerStepText(lost);
+  double extra = 0;
+  std::string range = RangeEvidence(r, best->rank, &extra);
+  if (!range.empty() && extra > 0) {
+    d.values["range"] = range;
+    d.values["range_extra"] = FormatDuration(extra);
+  } else {
+    range.clear();
+    d.values["mean_lateness"] = FormatDuration(
+        best->last_count ? static_cast<double>(best->gain_ns) / best->last_count : 0);
+  }
+  // Its own GPU idle time on the same cause: host late, or anything inside that range.
+  uint64_t waits = r.idle.Steady(best->rank, GapCause::kHostLate);
+  if (!range.empty()) {
+    for (GapCause c : {GapCause::kHostSync, GapCause::kSyncCopy, GapCause::kOther}) {
+      const uint64_t all = r.idle.Steady(best->rank, c),
+                     outside = r.idle.Steady(best->rank, c, range);
+      waits += all > outside ? all - outside : 0;
+    }
+  }
+  if (waits > 0) d.values["host_waits"] = in.PerStepText(static_cast<double>(waits));
+  if (!r.comm.skew_trustworthy) d.values["unsynchronized_clocks"] = "";
+  d.numbers = {{"last_fraction", best->last_fraction},
+               {"last_count", static_cast<double>(best->last_count)},
+               {"collectives", static_cast<double>(best->collectives)},
+               {"lost_ns", lost},
+               {"lost_per_step_ns", in.PerStep(lost)},
+               {"lost_whole_run_ns", static_cast<double>(best->caused_lost_ns)},
+               {"gain_whole_run_ns", static_cast<double>(best->gain_ns)},
+               {"range_extra_per_step_ns", extra}};
+  claims->straggler_rank = d.rank;
+  claims->straggler_range = range;
+  return d;
+}
+
+}  // namespace aon::report
