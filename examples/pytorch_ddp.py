@@ -25,7 +25,7 @@ and exits 0; on a failed check it prints a line starting with FAIL and exits 1.
 
 import os
 
-# GPU.md: NVLink multicast must stay off (it can take the host's GPUs out of service).
+# NVLink multicast must stay off (it can take the host's GPUs out of service: examples/README.md).
 # Defaults only; the launch environment wins. Set before torch/NCCL read them.
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")

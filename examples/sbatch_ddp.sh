@@ -23,7 +23,7 @@
 
 set -euo pipefail
 
-# NVLink multicast (NVLS) stays off on these machines (GPU.md).
+# NVLink multicast (NVLS) stays off on these machines (examples/README.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 # torch.distributed rendezvous: the job's first node (pytorch_ddp.py falls back to

@@ -298,8 +298,9 @@ void other_collectives(ncclComm_t comm, cudaStream_t stream, int rank, int world
 }
 
 int main(int argc, char** argv) {
-  // GPU.md: NVLink multicast (NVLS) must stay off. The launch environment sets it; this is
-  // the default if it did not. Before any NCCL call, which reads the environment once.
+  // NVLink multicast (NVLS) must stay off (examples/README.md). The launch environment
+  // sets it; this is the default if it did not. Before any NCCL call, which reads the
+  // environment once.
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   // Connect NCCL's channels inside ncclCommInitRank (before any NVTX range) rather than
   // lazily in the first collective, so NCCL's own setup copies stay out of the ranges that

@@ -151,7 +151,7 @@ void Convert(const CUpti_Activity* rec) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     case CUPTI_ACTIVITY_KIND_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-      if (k->start == 0 && k->end == 0) return;  // incomplete record (see notes/cupti.md)
+      if (k->start == 0 && k->end == 0) return;  // no timing: incomplete (docs/cupti.md)
       KernelRecord r{};
       r.start_ns = k->start;
       r.end_ns = k->end;

@@ -1,5 +1,5 @@
 // Entry points of the AON SPANK plugin (aon.so). They only dispatch on
-// spank_context() to one file per context: local.cc (srun), allocator.cc
+// spank_context() to one file per context: local.cc (srun), options.cc
 // (sbatch/salloc), remote.cc (slurmstepd). Only plugin_* and slurm_spank_* are
 // exported (aon.map).
 #include <cstdio>

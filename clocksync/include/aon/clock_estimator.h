@@ -7,7 +7,7 @@
 // rtt = t2 - t0 = d_out + d_back (+ server turnaround, included in the bound):
 //     server_at(midpoint) - client midpoint = t1 - (t0 + t2) / 2  +  (d_out - d_back) / 2
 // so the estimate's error is at most rtt / 2. That asymmetry is invisible from
-// the endpoints (notes/pmix-clocksync.md), which is why the bound, not a
+// the endpoints (docs/clock-sync.md), which is why the bound, not a
 // statistical spread, is what we report. Many exchanges, keep the smallest
 // rtt: queueing only ever adds delay, so the fastest exchange is the tightest.
 //

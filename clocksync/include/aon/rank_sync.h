@@ -14,7 +14,7 @@
 //
 // Measuring: fetch rank 0's endpoint with a PMIx_Get of rank 0's key (a direct
 // fetch, no fence: a fence from our thread could cross-match MPI's own,
-// notes/pmix-clocksync.md), then ping-pong at start, every few seconds while
+// docs/clock-sync.md), then ping-pong at start, every few seconds while
 // it runs, and at exit, and fit offset + drift (clock_estimator.h); the server
 // answers all node leaders concurrently. PMIx_Init happens once, on the thread
 // that created the agent; it is reference counted, so MPI's own init/finalize
