@@ -2,8 +2,9 @@
 // their renderings (terminal summary, self-contained HTML, JSON).
 //
 // Shape: LoadTimeline() reads the timeline into a Timeline (records of every kind,
-// strings, per-rank table); Analyze() runs every analysis as a plain function over
-// it and ranks the findings by estimated time to gain; the Render* functions only
+// strings, per-rank table); Analyze() runs every analysis (one per file in
+// report/src/analyses/) over it, then the finding rules (aon/report/finding_rules.h),
+// which rank the findings by estimated time to gain; the Render* functions only
 // format a Report. Each analysis is also callable on its own (tests do).
 //
 // Conventions:
@@ -265,7 +266,7 @@ struct Report {
 };
 
 Report Analyze(const Timeline& t);
-// The findings alone (Analyze calls it); exposed for tests.
+// The findings alone: ApplyFindingRules(r, DefaultFindingRules()) (Analyze calls it).
 std::vector<Finding> RankFindings(const Report& r);
 
 // ---- Rendering --------------------------------------------------------------------
