@@ -1,44 +1,213 @@
 #include "aon/config.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace aon {
+namespace {
+
+std::string Text(std::string_view v) { return std::string(v); }
+
+// "1", "86400", "1.01": the shortest form, for messages.
+std::string Number(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", d);
+  return buf;
+}
+
+// A number in [min, max]; the error names the variable, the value and the range.
+Status ParseBounded(const char* name, std::string_view value, double min, double max, double* out) {
+  const std::string v(value);
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != 0 || !(d >= min && d <= max)) {
+    return InvalidArgument(std::string(name) + ": '" + v + "' is not a number in [" + Number(min) +
+                           ", " + Number(max) + "]");
+  }
+  *out = d;
+  return Status::Ok();
+}
+
+Status ParseOutputDir(std::string_view v, AgentConfig* c) {
+  c->output_dir = Text(v);
+  return Status::Ok();
+}
+
+Status ParseKindsVar(std::string_view v, AgentConfig* c) {
+  AON_ASSIGN_OR_RETURN(c->kinds, ParseKinds(v));
+  return Status::Ok();
+}
+
+Status ParseMemoryCap(std::string_view v, AgentConfig* c) {
+  auto bytes = ParseSize(v);
+  if (!bytes.ok()) return InvalidArgument("AON_MEMORY_CAP: " + bytes.status().message());
+  if (*bytes < (1ull << 20))
+    return InvalidArgument("AON_MEMORY_CAP: '" + Text(v) + "' is below the 1M minimum");
+  c->memory_cap_bytes = *bytes;
+  return Status::Ok();
+}
+
+Status ParseSource(std::string_view v, AgentConfig* c) {
+  if (v != "cupti" && v != "synthetic")
+    return InvalidArgument("AON_SOURCE: unknown source '" + Text(v) + "' (cupti or synthetic)");
+  c->source = Text(v);
+  return Status::Ok();
+}
+
+Status ParseVerbose(std::string_view v, AgentConfig* c) {
+  c->verbose = std::atoi(Text(v).c_str());
+  return Status::Ok();
+}
+
+Status ParseJobId(std::string_view v, AgentConfig* c) {
+  c->job_id = Text(v);
+  return Status::Ok();
+}
+
+Status ParseLauncherParentPid(std::string_view v, AgentConfig* c) {
+  c->launcher_parent_pid = std::atol(Text(v).c_str());
+  return Status::Ok();
+}
+
+Status ParseNccl(std::string_view v, AgentConfig* c) {
+  for (std::string_view mode : kNcclModes) {
+    if (v == mode) {
+      c->nccl = Text(v);
+      return Status::Ok();
+    }
+  }
+  return InvalidArgument("AON_NCCL: unknown mode '" + Text(v) +
+                         "' (default, channels, coll, proxy or off)");
+}
+
+Status ParseMode(std::string_view v, AgentConfig* c) {
+  if (v != "full" && v != "flight")
+    return InvalidArgument("AON_MODE: unknown mode '" + Text(v) + "' (full or flight)");
+  c->mode = Text(v);
+  return Status::Ok();
+}
+
+Status ParseWindow(std::string_view v, AgentConfig* c) {
+  return ParseBounded("AON_WINDOW", v, 1, 86400, &c->window_s);
+}
+
+Status ParseFlushInterval(std::string_view v, AgentConfig* c) {
+  double ms = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_FLUSH_INTERVAL", v, 10, 600000, &ms));
+  c->flush_interval_ms = static_cast<int64_t>(ms);
+  return Status::Ok();
+}
+
+Status ParseCollector(std::string_view v, AgentConfig* c) {
+  c->collector = Text(v);
+  return Status::Ok();
+}
+
+Status ParseNcclStall(std::string_view v, AgentConfig* c) {
+  return ParseBounded("AON_FLIGHT_NCCL_STALL", v, 0, 86400, &c->flight_nccl_stall_s);
+}
+
+Status ParseStepRange(std::string_view v, AgentConfig* c) {
+  c->flight_step_range = Text(v);
+  return Status::Ok();
+}
+
+Status ParseStepFactor(std::string_view v, AgentConfig* c) {
+  return ParseBounded("AON_FLIGHT_STEP_FACTOR", v, 1.01, 1000, &c->flight_step_factor);
+}
+
+}  // namespace
+
+const char* ConfigTypeName(ConfigType type) {
+  switch (type) {
+    case ConfigType::kPath:
+      return "path";
+    case ConfigType::kText:
+      return "text";
+    case ConfigType::kKinds:
+      return "kinds";
+    case ConfigType::kSize:
+      return "size";
+    case ConfigType::kInteger:
+      return "integer";
+    case ConfigType::kChoice:
+      return "choice";
+    case ConfigType::kSeconds:
+      return "seconds";
+    case ConfigType::kNumber:
+      return "number";
+  }
+  return "?";
+}
 
 const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariables() {
+  using T = ConfigType;
+  using V = AgentVar;
   static const std::array<ConfigVariable, kAgentConfigVariableCount> vars = {{
-      {"AON_OUTPUT_DIR", "", "directory for the per-rank trace files (set by aon-run / srun --aon)"},
-      {"AON_KINDS", "default",
-       "record kinds to capture: all, default, or a list of kernels,memcpy,memset,sync,api,nvtx,nccl"},
-      {"AON_MEMORY_CAP", "64M", "hard cap on the agent's record memory per rank; beyond it records are dropped and counted"},
-      {"AON_SOURCE", "cupti", "GPU activity source: cupti (real GPUs) or synthetic (labeled fake GPU for CPU-only demos and tests)"},
-      {"AON_VERBOSE", "0", "1 prints the agent's progress to stderr"},
-      {"AON_JOB_ID", "", "job id written into every rank file (default: from Slurm/Open MPI)"},
-      {"AON_LAUNCHER_PARENT_PID", "",
+      {V::kOutputDir, "AON_OUTPUT_DIR", T::kPath, "",
+       "directory for the per-rank trace files (set by aon-run / srun --aon)", ParseOutputDir,
+       false},
+      {V::kKinds, "AON_KINDS", T::kKinds, "default",
+       "record kinds to capture: all, default, or a list of "
+       "kernels,memcpy,memset,sync,api,nvtx,nccl",
+       ParseKindsVar, false},
+      {V::kMemoryCap, "AON_MEMORY_CAP", T::kSize, "64M",
+       "hard cap on the agent's record memory per rank; beyond it records are dropped and counted",
+       ParseMemoryCap, false},
+      {V::kSource, "AON_SOURCE", T::kChoice, "cupti",
+       "GPU activity source: cupti (real GPUs) or synthetic (labeled fake GPU for CPU-only demos "
+       "and tests)",
+       ParseSource, false},
+      {V::kVerbose, "AON_VERBOSE", T::kInteger, "0", "1 prints the agent's progress to stderr",
+       ParseVerbose, false},
+      {V::kJobId, "AON_JOB_ID", T::kText, "",
+       "job id written into every rank file (default: from Slurm/Open MPI)", ParseJobId, false},
+      {V::kLauncherParentPid, "AON_LAUNCHER_PARENT_PID", T::kInteger, "",
        "set by aon-run for launchers such as torchrun: a process whose parent has this pid is the "
-       "launcher itself, not a rank, and records nothing"},
-      {"AON_NCCL", "default",
+       "launcher itself, not a rank, and records nothing",
+       ParseLauncherParentPid, false},
+      {V::kNccl, "AON_NCCL", T::kChoice, "default",
        "NCCL capture when AON is NCCL's profiler plugin: default (operations, each tied to the "
        "kernel that ran it), channels (also per-channel GPU timing; costly for small messages), "
        "coll (operations only), proxy (default plus NCCL's network proxy operations and steps; "
        "per network step, none on a single node over NVLink), off. Every mode but off also "
-       "records the user's NCCL API calls (group, collective and p2p calls)"},
-      {"AON_MODE", "full",
+       "records the user's NCCL API calls (group, collective and p2p calls)",
+       ParseNccl, false},
+      {V::kMode, "AON_MODE", T::kChoice, "full",
        "full: every record reaches the rank file (appended every flush interval); flight: only "
-       "the last AON_WINDOW seconds are kept in memory and written when a trigger fires"},
-      {"AON_WINDOW", "60", "flight mode: seconds of history kept"},
-      {"AON_FLUSH_INTERVAL", "1000", "milliseconds between the collector's appends to the rank files"},
-      {"AON_COLLECTOR", "",
+       "the last AON_WINDOW seconds are kept in memory and written when a trigger fires",
+       ParseMode, false},
+      {V::kWindow, "AON_WINDOW", T::kSeconds, "60", "flight mode: seconds of history kept",
+       ParseWindow, false},
+      {V::kFlushInterval, "AON_FLUSH_INTERVAL", T::kNumber, "1000",
+       "milliseconds between the collector's appends to the rank files", ParseFlushInterval, false},
+      {V::kCollector, "AON_COLLECTOR", T::kPath, "",
        "path of aon-collector (default: ../bin/aon-collector next to the agent library); 'off' "
-       "writes the rank file from inside the process at exit (degraded: a killed rank loses it)"},
-      {"AON_FLIGHT_NCCL_STALL", "60",
+       "writes the rank file from inside the process at exit (degraded: a killed rank loses it)",
+       ParseCollector, false},
+      {V::kFlightNcclStall, "AON_FLIGHT_NCCL_STALL", T::kSeconds, "60",
        "flight mode: seconds without a new NCCL operation (after some were seen) that trigger a "
-       "dump; 0 disables"},
-      {"AON_FLIGHT_STEP_RANGE", "step",
+       "dump; 0 disables",
+       ParseNcclStall, false},
+      {V::kFlightStepRange, "AON_FLIGHT_STEP_RANGE", T::kText, "step",
        "flight mode: NVTX ranges whose name contains this are training steps; a step longer than "
-       "AON_FLIGHT_STEP_FACTOR x the median of recent steps triggers a dump; empty disables"},
-      {"AON_FLIGHT_STEP_FACTOR", "3", "flight mode: step-time spike factor (see AON_FLIGHT_STEP_RANGE)"},
+       "AON_FLIGHT_STEP_FACTOR x the median of recent steps triggers a dump; empty disables",
+       ParseStepRange, true},
+      {V::kFlightStepFactor, "AON_FLIGHT_STEP_FACTOR", T::kNumber, "3",
+       "flight mode: step-time spike factor (see AON_FLIGHT_STEP_RANGE)", ParseStepFactor, false},
   }};
   return vars;
+}
+
+const ConfigVariable& AgentConfigVariable(AgentVar var) {
+  return AgentConfigVariables()[static_cast<size_t>(var)];
+}
+
+Status CheckAgentVariable(AgentVar var, std::string_view value) {
+  const ConfigVariable& v = AgentConfigVariable(var);
+  if (value.empty() && !v.empty_is_value) return Status::Ok();
+  AgentConfig scratch;
+  return v.parse(value, &scratch);
 }
 
 std::string AgentConfig::KindsString() const {
@@ -74,7 +243,8 @@ StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list) {
     pos = comma + 1;
   }
   // Correlation records are what tie API calls to GPU work: keep them with either.
-  if (kinds[static_cast<size_t>(RecordKind::kApi)] || kinds[static_cast<size_t>(RecordKind::kKernel)])
+  if (kinds[static_cast<size_t>(RecordKind::kApi)] ||
+      kinds[static_cast<size_t>(RecordKind::kKernel)])
     kinds[static_cast<size_t>(RecordKind::kExternalCorrelation)] = true;
   return kinds;
 }
@@ -86,79 +256,39 @@ StatusOr<uint64_t> ParseSize(std::string_view text) {
   while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
     const auto digit = static_cast<uint64_t>(text[i] - '0');
     // Checked before multiplying: a wrapped product can still compare >= v.
-    if (v > (UINT64_MAX - digit) / 10) return InvalidArgument("size '" + std::string(text) + "' overflows");
+    if (v > (UINT64_MAX - digit) / 10)
+      return InvalidArgument("size '" + std::string(text) + "' overflows");
     v = v * 10 + digit;
     ++i;
   }
-  if (i == 0) return InvalidArgument("size '" + std::string(text) + "' does not start with a number");
+  if (i == 0)
+    return InvalidArgument("size '" + std::string(text) + "' does not start with a number");
   std::string_view unit = text.substr(i);
   uint64_t mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "KiB" || unit == "k") mult = 1ull << 10;
-  else if (unit == "M" || unit == "MiB" || unit == "m") mult = 1ull << 20;
-  else if (unit == "G" || unit == "GiB" || unit == "g") mult = 1ull << 30;
-  else return InvalidArgument("size '" + std::string(text) + "' has an unknown unit (use K, M or G)");
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k")
+    mult = 1ull << 10;
+  else if (unit == "M" || unit == "MiB" || unit == "m")
+    mult = 1ull << 20;
+  else if (unit == "G" || unit == "GiB" || unit == "g")
+    mult = 1ull << 30;
+  else
+    return InvalidArgument("size '" + std::string(text) + "' has an unknown unit (use K, M or G)");
   if (v > UINT64_MAX / mult) return InvalidArgument("size '" + std::string(text) + "' overflows");
   return v * mult;
 }
 
 StatusOr<AgentConfig> LoadAgentConfig(const EnvLookupFn& lookup) {
   EnvLookupFn env = lookup ? lookup : EnvLookupFn([](const char* n) { return std::getenv(n); });
-  auto get = [&](const char* name) -> std::string {
-    const char* v = env(name);
-    return v ? v : "";
-  };
   AgentConfig c;
-  c.output_dir = get("AON_OUTPUT_DIR");
-  c.job_id = get("AON_JOB_ID");
-  AON_ASSIGN_OR_RETURN(c.kinds, ParseKinds(get("AON_KINDS")));
-  if (std::string cap = get("AON_MEMORY_CAP"); !cap.empty()) {
-    auto v = ParseSize(cap);
-    if (!v.ok()) return InvalidArgument("AON_MEMORY_CAP: " + v.status().message());
-    if (*v < (1ull << 20)) return InvalidArgument("AON_MEMORY_CAP: '" + cap + "' is below the 1M minimum");
-    c.memory_cap_bytes = *v;
+  // Unset AON_KINDS means the default kinds.
+  AON_ASSIGN_OR_RETURN(c.kinds, ParseKinds(""));
+  for (const ConfigVariable& var : AgentConfigVariables()) {
+    const char* value = env(var.env);
+    if (value == nullptr || (*value == '\0' && !var.empty_is_value)) continue;
+    AON_RETURN_IF_ERROR(var.parse(value, &c));
   }
-  if (std::string src = get("AON_SOURCE"); !src.empty()) {
-    if (src != "cupti" && src != "synthetic") {
-      return InvalidArgument("AON_SOURCE: unknown source '" + src + "' (cupti or synthetic)");
-    }
-    c.source = src;
-  }
-  if (std::string v = get("AON_VERBOSE"); !v.empty()) c.verbose = std::atoi(v.c_str());
-  if (std::string v = get("AON_NCCL"); !v.empty()) {
-    if (v != "default" && v != "channels" && v != "coll" && v != "proxy" && v != "off") {
-      return InvalidArgument("AON_NCCL: unknown mode '" + v +
-                             "' (default, channels, coll, proxy or off)");
-    }
-    c.nccl = v;
-  }
-  if (std::string v = get("AON_LAUNCHER_PARENT_PID"); !v.empty()) c.launcher_parent_pid = std::atol(v.c_str());
-  if (std::string v = get("AON_MODE"); !v.empty()) {
-    if (v != "full" && v != "flight") {
-      return InvalidArgument("AON_MODE: unknown mode '" + v + "' (full or flight)");
-    }
-    c.mode = v;
-  }
-  auto positive = [&](const char* name, double min, double max, double* out) -> Status {
-    std::string v = get(name);
-    if (v.empty()) return Status::Ok();
-    char* end = nullptr;
-    double d = std::strtod(v.c_str(), &end);
-    if (end == v.c_str() || *end != 0 || !(d >= min && d <= max)) {
-      return InvalidArgument(std::string(name) + ": '" + v + "' is not a number in [" +
-                             std::to_string(min) + ", " + std::to_string(max) + "]");
-    }
-    *out = d;
-    return Status::Ok();
-  };
-  AON_RETURN_IF_ERROR(positive("AON_WINDOW", 1, 86400, &c.window_s));
-  double flush_ms = static_cast<double>(c.flush_interval_ms);
-  AON_RETURN_IF_ERROR(positive("AON_FLUSH_INTERVAL", 10, 600000, &flush_ms));
-  c.flush_interval_ms = static_cast<int64_t>(flush_ms);
-  AON_RETURN_IF_ERROR(positive("AON_FLIGHT_NCCL_STALL", 0, 86400, &c.flight_nccl_stall_s));
-  AON_RETURN_IF_ERROR(positive("AON_FLIGHT_STEP_FACTOR", 1.01, 1000, &c.flight_step_factor));
-  if (const char* v = env("AON_FLIGHT_STEP_RANGE")) c.flight_step_range = v;
-  c.collector = get("AON_COLLECTOR");
   return c;
 }
 

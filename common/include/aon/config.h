@@ -1,7 +1,9 @@
 // Agent configuration: every setting is one environment variable, described in
-// one table (name, default, description), so `aon-run --help`, the SPANK plugin
-// and docs/ can list the same settings. Parsing is strict: an unknown kind or a
-// malformed size is an error that names the variable and the value.
+// one self-describing table (variable, type, default, description, parser), so
+// the agent's parsing, `aon-run --help`, the SPANK plugin, the front ends' own
+// checks of what a user typed (aon/session/options.h) and docs/ all read the
+// same entries. Parsing is strict: an unknown kind or a malformed size is an
+// error that names the variable and the value.
 #pragma once
 
 #include <array>
@@ -15,15 +17,29 @@
 
 namespace aon {
 
-struct ConfigVariable {
-  const char* env;
-  const char* default_value;
-  const char* description;
+// One per AON_* variable, in the order of AgentConfigVariables().
+enum class AgentVar : uint8_t {
+  kOutputDir,
+  kKinds,
+  kMemoryCap,
+  kSource,
+  kVerbose,
+  kJobId,
+  kLauncherParentPid,
+  kNccl,
+  kMode,
+  kWindow,
+  kFlushInterval,
+  kCollector,
+  kFlightNcclStall,
+  kFlightStepRange,
+  kFlightStepFactor,
 };
-
-// The table of AON_* variables read by the agent.
 inline constexpr size_t kAgentConfigVariableCount = 15;
-const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariables();
+
+// The NCCL capture modes of AON_NCCL (aon-run --nccl, srun --aon-nccl).
+inline constexpr std::array<std::string_view, 5> kNcclModes = {"default", "channels", "coll",
+                                                               "proxy", "off"};
 
 struct AgentConfig {
   std::string output_dir;  // AON_OUTPUT_DIR: where rank files go ("" = don't write)
@@ -33,7 +49,7 @@ struct AgentConfig {
   int verbose = 0;                             // AON_VERBOSE
   std::string job_id;                          // AON_JOB_ID
   long launcher_parent_pid = 0;                // AON_LAUNCHER_PARENT_PID
-  std::string nccl = "default";                // AON_NCCL: default | channels | coll | proxy | off
+  std::string nccl = "default";                // AON_NCCL: one of kNcclModes
   std::string mode = "full";                   // AON_MODE: full | flight
   double window_s = 60;                        // AON_WINDOW (flight)
   int64_t flush_interval_ms = 1000;            // AON_FLUSH_INTERVAL
@@ -45,7 +61,43 @@ struct AgentConfig {
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.
   std::string KindsString() const;
+  bool operator==(const AgentConfig&) const = default;
 };
+
+// What a variable's value is, for help text and docs.
+enum class ConfigType : uint8_t {
+  kPath,
+  kText,
+  kKinds,
+  kSize,
+  kInteger,
+  kChoice,
+  kSeconds,
+  kNumber
+};
+const char* ConfigTypeName(ConfigType type);  // "path", "text", "kinds", "size", ...
+
+struct ConfigVariable {
+  AgentVar id;
+  const char* env;
+  ConfigType type;
+  const char* default_value;
+  const char* description;
+  // Parses `value` into its field of `config`. The error names the variable and
+  // the value. Called for a set, non-empty value (and for an empty one where
+  // empty_is_value: "" means "off" there).
+  Status (*parse)(std::string_view value, AgentConfig* config);
+  bool empty_is_value;
+};
+
+// The table of AON_* variables read by the agent.
+const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariables();
+const ConfigVariable& AgentConfigVariable(AgentVar var);
+
+// Checks `value` with the parser the agent runs on it; the error names the
+// variable ("AON_MEMORY_CAP: ..."). An empty value is accepted where the agent
+// takes it as unset or off.
+Status CheckAgentVariable(AgentVar var, std::string_view value);
 
 // Parses "all", "default" or a comma-separated list of RecordKindName()s (plus
 // the aliases "kernel", "runtime"/"driver" = api).
