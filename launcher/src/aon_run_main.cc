@@ -167,19 +167,21 @@ void PrintSummary(const LaunchPlan& plan, bool merged) {
 // in flight mode, keeps the last window until told what happened: a failed
 // job is a trigger. Waits until it has closed every file, so the merge reads
 // finished files. (Collectors on other nodes finish their files on their own.)
-void SettleCollector(const LaunchPlan& plan, const RunOptions& options,
-                     bool failed) {
+void SettleCollector(const LaunchPlan& plan, const RunOptions& options, bool failed) {
   std::string job_id;
   for (const aon::launcher::EnvVar& v : plan.agent_env) {
-    if (v.name == "AON_JOB_ID") job_id = v.value;
+    if (v.name == aon::AgentConfigVariable(aon::AgentVar::kJobId).env) job_id = v.value;
   }
   const std::string socket = aon::CollectorSocketName(geteuid(), job_id, plan.job_dir);
   if (failed && options.mode == "flight") {
-    auto answer = aon::CollectorControl(socket, "TRIGGER the job failed\n", 10000);
+    auto answer =
+        aon::CallCollector(socket, aon::CollectorRequest::Trigger("the job failed"), 10000);
     if (answer.ok()) Say("flight recorder: the job failed; the collector wrote its window");
   }
-  auto idle = aon::CollectorControl(socket, "QUIESCE\n", 60000);
-  if (!idle.ok() && options.verbose > 0) Say("collector: " + idle.status().message());
+  auto idle = aon::CallCollector(socket, aon::CollectorRequest::Quiesce(), 60000);
+  // No collector here (every rank elsewhere, or none left) is the usual case.
+  if (!idle.ok() && idle.code() != aon::CollectorErrc::kNoCollector && options.verbose > 0)
+    Say("collector: " + idle.error().message());
 }
 
 int main(int argc, char** argv) {
@@ -219,8 +221,10 @@ int main(int argc, char** argv) {
       ->type_name("default|channels|coll|proxy|off")
       ->capture_default_str();
   app.add_option("--mode", options.mode,
-                 "full = every record reaches the rank files (flushed\nevery second by the node collector); flight = keep\n"
-                 "the last --window seconds in memory, write them when\na trigger fires (SIGUSR1 to aon-collector, a rank\n"
+                 "full = every record reaches the rank files (flushed\nevery second by the node "
+                 "collector); flight = keep\n"
+                 "the last --window seconds in memory, write them when\na trigger fires (SIGUSR1 "
+                 "to aon-collector, a rank\n"
                  "dying, the job failing, an NCCL stall, a step spike)")
       ->type_name("full|flight")
       ->capture_default_str();

@@ -55,8 +55,8 @@ double CpuSeconds() {
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-
-void Send(int fd, const std::string& msg) {
+void Send(int fd, const CollectorReply& reply) {
+  const std::string msg = EncodeReply(reply);
   ssize_t n;
   do {
     n = send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -134,7 +134,7 @@ struct Rank {
 
   uint64_t last_record_ns = 0;
   uint64_t records = 0;
-  uint64_t lost_records = 0;  // drained but not written (file error)
+  uint64_t lost_records = 0;                      // drained but not written (file error)
   std::array<uint64_t, kRecordKindCount> lost{};  // the same, per kind
   void Lose(const RecordBatches& b) {
     auto n = b.CountsPerKind();
@@ -143,8 +143,8 @@ struct Rank {
   }
   std::vector<std::string> notes;
   std::unique_ptr<FlightWatch> watch;
-  bool finished = false;   // FINISH received
-  bool done = false;       // file closed
+  bool finished = false;  // FINISH received
+  bool done = false;      // file closed
   bool ring_broken = false;
 };
 
@@ -158,9 +158,10 @@ class Collector {
  private:
   void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
   void Accept();
-  void OnHello(std::unique_ptr<Rank>& r, Message m);
+  void OnFirstMessage(std::unique_ptr<Rank>& slot, Message m);
+  void OnHello(std::unique_ptr<Rank>& r, Message m, const CollectorRequest& hello);
   void OnMessage(Rank& r);
-  void HandleControl(int sock, const std::string& text);
+  void HandleControl(int sock, const CollectorRequest& request);
   void DrainAll();
   void Drain(Rank& r, uint64_t now);
   void DrainToEnd(Rank& r);
@@ -224,7 +225,7 @@ void Collector::Accept() {
     // (root too: slurmstepd asks a step's collector to finish at the step's end.)
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
         (cred.uid != geteuid() && cred.uid != 0)) {
-      Send(fd, "ERROR not this collector's user\n");
+      Send(fd, {CollectorReplyKind::kError, "not this collector's user"});
       close(fd);
       continue;
     }
@@ -234,48 +235,66 @@ void Collector::Accept() {
   }
 }
 
-void Collector::HandleControl(int sock, const std::string& text) {
-  if (text.starts_with("TRIGGER")) {
-    std::string reason = text.size() > 8 ? text.substr(8) : "requested";
-    while (!reason.empty() && reason.back() == '\n') reason.pop_back();
-    if (!flight()) {
-      Send(sock, "OK full mode: everything is already being written\n");
-    } else {
-      Trigger(reason.empty() ? "requested" : reason);
-      Send(sock, "OK dumped\n");
-    }
-    close(sock);
-  } else if (text.starts_with("QUIESCE")) {
-    quiesce_waiters_.push_back(sock);
-  } else {
-    Send(sock, "ERROR unknown request\n");
-    close(sock);
+void Collector::HandleControl(int sock, const CollectorRequest& request) {
+  switch (request.verb) {
+    case CollectorVerb::kTrigger:
+      if (!flight()) {
+        Send(sock, {CollectorReplyKind::kOk, "full mode: everything is already being written"});
+      } else {
+        Trigger(request.argument.empty() ? "requested" : request.argument);
+        Send(sock, {CollectorReplyKind::kOk, "dumped"});
+      }
+      close(sock);
+      return;
+    case CollectorVerb::kQuiesce:
+      quiesce_waiters_.push_back(sock);  // answered IDLE when every file is closed
+      return;
+    case CollectorVerb::kHello:
+    case CollectorVerb::kFinish:
+      break;
   }
+  Send(sock, {CollectorReplyKind::kError,
+              std::string(CollectorVerbName(request.verb)) + " is not a control request"});
+  close(sock);
 }
 
-void Collector::OnHello(std::unique_ptr<Rank>& slot, Message m) {
+// A new connection's first message: a rank's HELLO, or a control request that
+// is answered once.
+void Collector::OnFirstMessage(std::unique_ptr<Rank>& slot, Message m) {
+  auto request = ParseRequest(m.text);
+  if (request.ok() && request->verb == CollectorVerb::kHello) {
+    OnHello(slot, std::move(m), *request);
+    return;
+  }
+  const int sock = slot->sock;
+  slot->sock = -1;
+  if (m.fd >= 0) close(m.fd);
+  if (!request.ok()) {
+    fprintf(stderr, "[aon] collector: refused a connection: %s: %s\n",
+            CollectorErrcName(request.code()), request.error().message().c_str());
+    Send(sock, {CollectorReplyKind::kError, request.error().message()});
+    close(sock);
+    return;
+  }
+  HandleControl(sock, *request);
+}
+
+void Collector::OnHello(std::unique_ptr<Rank>& slot, Message m, const CollectorRequest& hello) {
   Rank& r = *slot;
   auto refuse = [&](const std::string& why) {
     fprintf(stderr, "[aon] collector: refused a rank: %s\n", why.c_str());
-    Send(r.sock, "ERROR " + why + "\n");
+    Send(r.sock, {CollectorReplyKind::kError, why});
     if (m.fd >= 0) close(m.fd);
     close(r.sock);
     r.sock = -1;
   };
-  if (!m.text.starts_with("HELLO ")) {
-    int sock = r.sock;
-    r.sock = -1;
-    if (m.fd >= 0) close(m.fd);
-    HandleControl(sock, m.text);
-    return;
-  }
-  if (!m.text.starts_with("HELLO 1\n")) return refuse("unsupported protocol: " + m.text.substr(0, 12));
   if (m.fd < 0) return refuse("HELLO without a ring");
-  auto meta = DecodeRankMetadata(std::string_view(m.text).substr(8));
+  auto meta = DecodeRankMetadata(hello.body);
   if (!meta.ok()) return refuse(meta.status().message());
   auto region = ring::Region::Attach(m.fd);  // takes the fd
   m.fd = -1;
-  if (!region.ok()) return refuse("rank " + std::to_string(meta->rank) + ": " + region.status().message());
+  if (!region.ok())
+    return refuse("rank " + std::to_string(meta->rank) + ": " + region.status().message());
   r.meta = std::move(meta).value();
   r.region = std::move(region).value();
   r.consumer = ring::Consumer(r.region);
@@ -298,10 +317,9 @@ void Collector::OnHello(std::unique_ptr<Rank>& slot, Message m) {
   if (st.ok()) st = r.writer->Flush();
   if (!st.ok()) return refuse(st.message());
   r.watch = std::make_unique<FlightWatch>(o_.flight);
-  Send(r.sock, "OK " + r.path + "\n");
-  Log("rank %d (pid %lld) -> %s, ring %llu bytes", r.meta.rank,
-      static_cast<long long>(r.meta.pid), r.path.c_str(),
-      static_cast<unsigned long long>(r.region.ring_bytes()));
+  Send(r.sock, {CollectorReplyKind::kOk, r.path});
+  Log("rank %d (pid %lld) -> %s, ring %llu bytes", r.meta.rank, static_cast<long long>(r.meta.pid),
+      r.path.c_str(), static_cast<unsigned long long>(r.region.ring_bytes()));
   ever_served_ = true;
   ranks_.push_back(std::move(slot));
 }
@@ -309,15 +327,18 @@ void Collector::OnHello(std::unique_ptr<Rank>& slot, Message m) {
 void Collector::Fail(Rank& r, const Status& st) {
   if (!r.write_error.ok()) return;
   r.write_error = st;
-  fprintf(stderr, "[aon] collector: rank %d: writing %s failed: %s; its later records are counted as lost\n",
-          r.meta.rank, r.path.c_str(), st.message().c_str());
+  fprintf(
+      stderr,
+      "[aon] collector: rank %d: writing %s failed: %s; its later records are counted as lost\n",
+      r.meta.rank, r.path.c_str(), st.message().c_str());
 }
 
 void Collector::Drain(Rank& r, uint64_t now) {
   if (r.ring_broken || r.done) return;
   RecordBatches* into = &r.pending;
   if (flight()) {
-    if (r.window.empty() || r.window.back().at_ns + static_cast<uint64_t>(o_.drain_ms) * 1000000ull * 10 < now) {
+    if (r.window.empty() ||
+        r.window.back().at_ns + static_cast<uint64_t>(o_.drain_ms) * 1000000ull * 10 < now) {
       r.window.push_back(Chunk{now, RecordBatches()});
     }
     into = &r.window.back().records;
@@ -368,7 +389,8 @@ void Collector::Drain(Rank& r, uint64_t now) {
     r.ring_broken = true;
     r.notes.push_back("collector: ring of this rank is corrupt, not read further: " +
                       drained.status().message());
-    fprintf(stderr, "[aon] collector: rank %d: %s\n", r.meta.rank, drained.status().message().c_str());
+    fprintf(stderr, "[aon] collector: rank %d: %s\n", r.meta.rank,
+            drained.status().message().c_str());
   }
   if (flight()) {
     r.window_bytes += into->bytes() - before;
@@ -482,8 +504,8 @@ void Collector::Trigger(const std::string& reason) {
       if (!st.ok()) Fail(r, st);
     }
     char buf[256];
-    snprintf(buf, sizeof(buf), "flight recorder dump %d: %s: %llu records (the last %.1f s)", dumps_,
-             reason.c_str(), static_cast<unsigned long long>(n),
+    snprintf(buf, sizeof(buf), "flight recorder dump %d: %s: %llu records (the last %.1f s)",
+             dumps_, reason.c_str(), static_cast<unsigned long long>(n),
              n > 0 ? static_cast<double>(last - first) / 1e9 : 0.0);
     r.notes.push_back(buf);
   }
@@ -541,9 +563,9 @@ void Collector::Finalize(Rank& r, bool died) {
     }
   }
   if (r.lost_records > 0) {
-    const std::string lost = "collector: " + std::to_string(r.lost_records) +
-                             " records could not be written (counted as dropped): " +
-                             r.write_error.message();
+    const std::string lost =
+        "collector: " + std::to_string(r.lost_records) +
+        " records could not be written (counted as dropped): " + r.write_error.message();
     r.notes.push_back(lost);
     fprintf(stderr, "[aon] rank %d: %s\n", r.meta.rank, lost.c_str());
   }
@@ -552,9 +574,10 @@ void Collector::Finalize(Rank& r, bool died) {
   snprintf(cpu, sizeof(cpu),
            "collector pid %d, %.2f s CPU in %.1f s (%.2f %%, peak %.0f %% of a core per interval, "
            "budget %.0f %%; slowest drain period %lld ms), %zu ranks, %llu records from this rank",
-           static_cast<int>(getpid()), CpuSeconds(), wall, wall > 0 ? 100.0 * CpuSeconds() / wall : 0.0,
-           100.0 * peak_cpu_, 100.0 * o_.cpu_budget, static_cast<long long>(max_drain_period_ms_),
-           ranks_.size(), static_cast<unsigned long long>(r.records));
+           static_cast<int>(getpid()), CpuSeconds(), wall,
+           wall > 0 ? 100.0 * CpuSeconds() / wall : 0.0, 100.0 * peak_cpu_, 100.0 * o_.cpu_budget,
+           static_cast<long long>(max_drain_period_ms_), ranks_.size(),
+           static_cast<unsigned long long>(r.records));
   r.notes.push_back(cpu);
   for (const std::string& n : r.notes) m.notes.push_back(n);
 
@@ -574,13 +597,13 @@ void Collector::Finalize(Rank& r, bool died) {
       close(r.sock);
       r.sock = -1;
     } else {
-      std::string answer = st.ok() ? "DONE " + r.path
-                                   : "ERROR " + st.message();
+      CollectorReply answer{CollectorReplyKind::kDone, r.path};
+      if (!st.ok()) answer = {CollectorReplyKind::kError, st.message()};
       if (st.ok() && r.lost_records > 0) {
-        answer += " (" + std::to_string(r.lost_records) + " records lost: " +
-                  r.write_error.message() + ")";
+        answer.text += " (" + std::to_string(r.lost_records) +
+                       " records lost: " + r.write_error.message() + ")";
       }
-      Send(r.sock, answer + "\n");
+      Send(r.sock, answer);
     }
   }
   Log("rank %d finished (%s): %llu records", r.meta.rank, died ? "died" : "exit",
@@ -600,8 +623,13 @@ void Collector::OnMessage(Rank& r) {
     return;
   }
   if (m.text.empty()) return;
-  if (m.text.starts_with("FINISH\n")) {
-    auto meta = DecodeRankMetadata(std::string_view(m.text).substr(7));
+  auto request = ParseRequest(m.text);
+  if (!request.ok()) {
+    Log("rank %d: ignored a message: %s", r.meta.rank, request.error().message().c_str());
+    return;
+  }
+  if (request->verb == CollectorVerb::kFinish) {
+    auto meta = DecodeRankMetadata(request->body);
     if (meta.ok()) {
       r.meta = std::move(meta).value();
     } else {
@@ -612,13 +640,16 @@ void Collector::OnMessage(Rank& r) {
       // Held in the window until the collector exits (a late trigger, such
       // as the job failing, can still persist it).
       DrainToEnd(r);
-      Send(r.sock, "DONE " + r.path + "\n");
+      Send(r.sock, {CollectorReplyKind::kDone, r.path});
       last_gone_ns_ = NowNs();
     } else {
       Finalize(r, /*died=*/false);
     }
-  } else if (m.text.starts_with("TRIGGER")) {
-    HandleControl(dup(r.sock), m.text);
+  } else if (request->verb == CollectorVerb::kTrigger) {
+    HandleControl(dup(r.sock), *request);
+  } else {
+    Log("rank %d: ignored %s on a rank's connection", r.meta.rank,
+        CollectorVerbName(request->verb));
   }
 }
 
@@ -664,7 +695,8 @@ int Collector::Run() {
     // Rings first, then messages: a FINISH finds the ring drained up to now.
     DrainAll();
     for (size_t i = 0; i < polled.size(); ++i) {
-      if ((fds[2 + n_pending + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) OnMessage(*polled[i]);
+      if ((fds[2 + n_pending + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+        OnMessage(*polled[i]);
     }
     // New connections: their first message is a HELLO (a rank) or a control verb.
     std::vector<std::unique_ptr<Rank>> still_waiting;
@@ -680,10 +712,11 @@ int Collector::Run() {
       } else if (m.text.empty()) {
         still_waiting.push_back(std::move(slot));
       } else {
-        OnHello(slot, std::move(m));  // moves a rank into ranks_
+        OnFirstMessage(slot, std::move(m));  // a HELLO moves a rank into ranks_
       }
     }
-    for (size_t i = n_pending; i < pending_hello_.size(); ++i) still_waiting.push_back(std::move(pending_hello_[i]));
+    for (size_t i = n_pending; i < pending_hello_.size(); ++i)
+      still_waiting.push_back(std::move(pending_hello_[i]));
     pending_hello_.swap(still_waiting);
     if (fds[0].revents & POLLIN) Accept();
     const uint64_t now = NowNs();
@@ -727,7 +760,7 @@ int Collector::Run() {
     if (!r->done) Finalize(*r, /*died=*/!r->finished);
   }
   for (int s : quiesce_waiters_) {
-    Send(s, "IDLE\n");
+    Send(s, {CollectorReplyKind::kIdle, ""});
     close(s);
   }
   Log("exiting: %.2f s CPU", CpuSeconds());

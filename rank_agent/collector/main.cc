@@ -21,24 +21,31 @@ int main(int argc, char** argv) {
   int timeout_ms = 30000;
 
   CLI::App app{"aon-collector: drains the AON rings of one node's ranks into their trace files"};
-  app.add_option("--socket-name", o.socket_name, "abstract socket name (default: from the job id and output dir)");
+  app.add_option("--socket-name", o.socket_name,
+                 "abstract socket name (default: from the job id and output dir)");
   app.add_option("--output-dir", o.output_dir, "the job directory (AON_OUTPUT_DIR)");
   app.add_option("--job-id", job_id, "the job id (AON_JOB_ID), to derive the socket name");
   app.add_option("--mode", o.mode, "full or flight")->check(CLI::IsMember({"full", "flight"}));
-  app.add_option("--window", o.window_s, "flight mode: seconds kept")->check(CLI::Range(1.0, 86400.0));
-  app.add_option("--flush-ms", o.flush_ms, "ms between appends to the files")->check(CLI::Range(10, 600000));
+  app.add_option("--window", o.window_s, "flight mode: seconds kept")
+      ->check(CLI::Range(1.0, 86400.0));
+  app.add_option("--flush-ms", o.flush_ms, "ms between appends to the files")
+      ->check(CLI::Range(10, 600000));
   app.add_option("--drain-ms", o.drain_ms, "ms between ring drains")->check(CLI::Range(1, 10000));
   app.add_option("--cpu-budget", o.cpu_budget, "CPU bound in cores (drains less often above it)")
       ->check(CLI::Range(0.01, 64.0));
-  app.add_option("--linger-ms", o.linger_ms, "ms to wait after the last rank left")->check(CLI::Range(0, 3600000));
-  app.add_option("--idle-exit-ms", o.idle_exit_ms, "exit if no rank connects within this")->check(CLI::Range(0, 3600000));
+  app.add_option("--linger-ms", o.linger_ms, "ms to wait after the last rank left")
+      ->check(CLI::Range(0, 3600000));
+  app.add_option("--idle-exit-ms", o.idle_exit_ms, "exit if no rank connects within this")
+      ->check(CLI::Range(0, 3600000));
   app.add_option("--nccl-stall", o.flight.nccl_stall_s, "flight: NCCL stall seconds (0 off)");
   app.add_option("--step-range", o.flight.step_range, "flight: NVTX step range name ('' off)");
   app.add_option("--step-factor", o.flight.step_factor, "flight: step spike factor");
   app.add_flag("--verbose", o.verbose, "log progress to stderr");
   app.add_flag("--daemon", daemon, "detach after binding the socket (used by the agent)");
-  app.add_option("--trigger", trigger, "ask the running collector to dump its flight window, with this reason");
-  app.add_flag("--quiesce", quiesce, "ask the running collector to finish every file and exit; waits for it");
+  app.add_option("--trigger", trigger,
+                 "ask the running collector to dump its flight window, with this reason");
+  app.add_flag("--quiesce", quiesce,
+               "ask the running collector to finish every file and exit; waits for it");
   app.add_option("--timeout-ms", timeout_ms, "how long --trigger/--quiesce wait for an answer");
   CLI11_PARSE(app, argc, argv);
 
@@ -50,13 +57,15 @@ int main(int argc, char** argv) {
     o.socket_name = aon::CollectorSocketName(geteuid(), job_id, o.output_dir);
   }
   if (!trigger.empty() || quiesce) {
-    auto answer = aon::CollectorControl(
-        o.socket_name, quiesce ? std::string("QUIESCE\n") : "TRIGGER " + trigger + "\n", timeout_ms);
+    const aon::CollectorRequest request =
+        quiesce ? aon::CollectorRequest::Quiesce() : aon::CollectorRequest::Trigger(trigger);
+    auto answer = aon::CallCollector(o.socket_name, request, timeout_ms);
     if (!answer.ok()) {
-      fprintf(stderr, "aon-collector: %s\n", answer.status().message().c_str());
+      fprintf(stderr, "aon-collector: %s\n", answer.error().message().c_str());
       return 1;
     }
-    printf("%s\n", answer->c_str());
+    // What the collector answered: "OK <what it did>" / "IDLE".
+    printf("%s %s\n", aon::CollectorReplyName(aon::ExpectedReply(request.verb)), answer->c_str());
     return 0;
   }
   if (o.output_dir.empty()) {

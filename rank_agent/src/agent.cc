@@ -86,8 +86,9 @@ Agent::Agent() {
             config.status().message().c_str());
     notes_.push_back("capture disabled: " + config.status().message());
     // Still write the (empty) trace, so the reason reaches the job directory.
-    if (const char* dir = getenv("AON_OUTPUT_DIR")) config_.output_dir = dir;
-    if (const char* job = getenv("AON_JOB_ID")) config_.job_id = job;
+    if (const char* dir = getenv(AgentConfigVariable(AgentVar::kOutputDir).env))
+      config_.output_dir = dir;
+    if (const char* job = getenv(AgentConfigVariable(AgentVar::kJobId).env)) config_.job_id = job;
   }
   if (!config_.job_id.empty()) identity_.job_id = config_.job_id;
   std::string ring_problem;
@@ -117,8 +118,9 @@ Agent::Agent() {
 
 void Agent::ConnectCollector() {
   if (config_.collector == "off") {
-    Note("AON_COLLECTOR=off: this rank writes its trace itself at exit (degraded: a killed "
-         "process loses it)");
+    Note(
+        "AON_COLLECTOR=off: this rank writes its trace itself at exit (degraded: a killed "
+        "process loses it)");
     return;
   }
   if (!sink_->region().valid()) return;
@@ -135,8 +137,9 @@ void Agent::ConnectCollector() {
 
 void Agent::OnCollectorLost() {
   collector_lost_.store(true, std::memory_order_release);
-  Note("the node collector exited while this rank runs: its file keeps what it flushed; the "
-       "rest of this rank's records is written by the rank itself at exit (degraded)");
+  Note(
+      "the node collector exited while this rank runs: its file keeps what it flushed; the "
+      "rest of this rank's records is written by the rank itself at exit (degraded)");
 }
 
 RankMetadata Agent::BaseMetadata() const {

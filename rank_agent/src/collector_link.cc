@@ -17,12 +17,13 @@
 
 #include "aon/collector_protocol.h"
 #include "aon/metadata_wire.h"
+#include "aon/session/agent_env.h"
+#include "aon/session/tool_paths.h"
 
 extern char** environ;
 
 namespace aon::agent {
 namespace {
-
 
 void SleepMs(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
@@ -66,8 +67,9 @@ Status SpawnCollector(const std::string& path, const std::vector<std::string>& a
   std::vector<char*> envp;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view v(*e);
-    if (v.starts_with("CUDA_INJECTION64_PATH=") || v.starts_with("NVTX_INJECTION64_PATH=") ||
-        v.starts_with("LD_PRELOAD=") || v.starts_with("NCCL_PROFILER_PLUGIN=")) {
+    const std::string_view name = v.substr(0, v.find('='));
+    if (name == kCudaInjectionVar || name == kNvtxInjectionVar || name == "LD_PRELOAD" ||
+        name == kNcclProfilerPluginVar) {
       continue;
     }
     envp.push_back(*e);
@@ -75,8 +77,8 @@ Status SpawnCollector(const std::string& path, const std::vector<std::string>& a
   envp.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   sigset_t none, all;
   sigemptyset(&none);
   sigfillset(&all);
@@ -105,11 +107,8 @@ std::string CollectorLink::FindCollector(const AgentConfig& config) {
       info.dli_fname == nullptr) {
     return "";
   }
-  std::string lib(info.dli_fname);
-  size_t slash = lib.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : lib.substr(0, slash);
-  std::string path = dir + "/../bin/aon-collector";
-  return access(path.c_str(), X_OK) == 0 ? path : "";
+  auto path = FindTool(ToolOrigin::kAgentLibrary, DirectoryOf(info.dli_fname), Tool::kCollector);
+  return path.ok() ? *path : "";
 }
 
 StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfig& config,
@@ -122,14 +121,23 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
     if (collector_path.empty()) {
       return NotFound("no aon-collector found (set AON_COLLECTOR)");
     }
-    std::vector<std::string> args = {
-        "--daemon",        "--socket-name",  name,
-        "--output-dir",    config.output_dir, "--mode",
-        config.mode,       "--window",       std::to_string(config.window_s),
-        "--flush-ms",      std::to_string(config.flush_interval_ms),
-        "--nccl-stall",    std::to_string(config.flight_nccl_stall_s),
-        "--step-range",    config.flight_step_range,
-        "--step-factor",   std::to_string(config.flight_step_factor)};
+    std::vector<std::string> args = {"--daemon",
+                                     "--socket-name",
+                                     name,
+                                     "--output-dir",
+                                     config.output_dir,
+                                     "--mode",
+                                     config.mode,
+                                     "--window",
+                                     std::to_string(config.window_s),
+                                     "--flush-ms",
+                                     std::to_string(config.flush_interval_ms),
+                                     "--nccl-stall",
+                                     std::to_string(config.flight_nccl_stall_s),
+                                     "--step-range",
+                                     config.flight_step_range,
+                                     "--step-factor",
+                                     std::to_string(config.flight_step_factor)};
     if (config.verbose > 0) args.push_back("--verbose");
     AON_RETURN_IF_ERROR(SpawnCollector(collector_path, args));
     // The spawned collector (or one another rank started) binds within ms.
@@ -143,15 +151,14 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
     }
   }
   std::unique_ptr<CollectorLink> link(new CollectorLink(fd));
-  AON_RETURN_IF_ERROR(SendMessage(fd, "HELLO 1\n" + EncodeRankMetadata(hello), ring_fd));
-  AON_ASSIGN_OR_RETURN(std::string answer, ReceiveFromCollector(fd, 10000));
-  if (answer.starts_with("OK ")) {
-    link->rank_file_ = answer.substr(3, answer.find('\n') == std::string::npos
-                                            ? std::string::npos
-                                            : answer.find('\n') - 3);
-    return link;
+  AON_RETURN_IF_ERROR(
+      SendMessage(fd, EncodeRequest(CollectorRequest::Hello(EncodeRankMetadata(hello))), ring_fd));
+  auto rank_file = ReceiveReply(fd, CollectorVerb::kHello, 10000);
+  if (!rank_file.ok()) {
+    return Unavailable("the collector did not take this rank: " + rank_file.error().message());
   }
-  return Unavailable("the collector refused this rank: " + answer);
+  link->rank_file_ = std::move(rank_file).value();
+  return link;
 }
 
 CollectorLink::~CollectorLink() {
@@ -159,11 +166,13 @@ CollectorLink::~CollectorLink() {
 }
 
 StatusOr<std::string> CollectorLink::Finish(const RankMetadata& final_metadata, int timeout_ms) {
-  AON_RETURN_IF_ERROR(SendMessage(fd_, "FINISH\n" + EncodeRankMetadata(final_metadata), -1));
-  AON_ASSIGN_OR_RETURN(std::string answer, ReceiveFromCollector(fd_, timeout_ms));
-  while (!answer.empty() && answer.back() == '\n') answer.pop_back();
-  if (answer.starts_with("DONE ")) return answer.substr(5);
-  return Unavailable("the collector could not finish the rank file: " + answer);
+  AON_RETURN_IF_ERROR(SendMessage(
+      fd_, EncodeRequest(CollectorRequest::Finish(EncodeRankMetadata(final_metadata))), -1));
+  auto path = ReceiveReply(fd_, CollectorVerb::kFinish, timeout_ms);
+  if (!path.ok()) {
+    return Unavailable("the collector could not finish the rank file: " + path.error().message());
+  }
+  return std::move(path).value();
 }
 
 }  // namespace aon::agent

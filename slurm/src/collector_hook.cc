@@ -38,10 +38,10 @@ void StopNodeCollector(spank_t) {
   PluginState& s = State();
   const std::string job = std::to_string(s.job_id) + "." + std::to_string(s.step_id);
   const std::string socket = CollectorSocketName(s.job_uid, job, s.job_dir);
-  auto answer = CollectorControl(socket, "QUIESCE\n", kQuiesceTimeoutMs);
+  auto idle = CallCollector(socket, CollectorRequest::Quiesce(), kQuiesceTimeoutMs);
   // No collector (already gone, or never started on this node) is the usual case.
-  if (!answer.ok() && answer.status().message().find("Connection refused") == std::string::npos) {
-    LogInfo("step " + job + ": node collector: " + answer.status().message());
+  if (!idle.ok() && idle.code() != CollectorErrc::kNoCollector) {
+    LogInfo("step " + job + ": node collector: " + idle.error().message());
   }
 }
 

@@ -1,17 +1,35 @@
-// Agent <-> node collector protocol (one SOCK_SEQPACKET Unix socket per rank).
+// Agent/tool <-> node collector protocol (SOCK_SEQPACKET Unix sockets). Every
+// message of it is declared here, encoded and parsed only here; the collector,
+// the agent, aon-run, aon-collector --trigger/--quiesce and the SPANK plugin
+// speak it through these types, never through string literals of their own.
 //
 // The collector of a job on a node listens on the abstract socket named by
 // CollectorSocketName(uid, job, output_dir): binding it is the election (the
 // kernel lets one process bind a name; a loser exits). Abstract names live in
 // the network namespace, i.e. one per node even when "nodes" share a host.
-// Messages (each one datagram, at most kMaxMessageBytes, text):
-//   agent -> collector  "HELLO 1\n" + EncodeRankMetadata(identity)   + SCM_RIGHTS ring memfd
-//                       "FINISH\n"  + EncodeRankMetadata(final)      (then waits for DONE)
-//                       "TRIGGER <reason>\n"                          (flight mode dump)
-//   collector -> agent  "OK <rank file path>\n" | "ERROR <why>\n"    (answer to HELLO)
-//                       "DONE <rank file path>\n" | "ERROR <why>\n"  (answer to FINISH)
-// A connection that closes without FINISH is a rank that died: the collector
+//
+// Each message is one datagram of at most kMaxMessageBytes: a first line
+// "VERB[ ARGUMENT]\n", then, for HELLO and FINISH only, a body.
+//
+//   request (CollectorVerb)  wire                                from
+//   kHello                   "HELLO 1\n" + EncodeRankMetadata    agent (+ SCM_RIGHTS ring memfd)
+//   kFinish                  "FINISH\n"  + EncodeRankMetadata    agent (then waits for DONE)
+//   kTrigger                 "TRIGGER[ <reason>]\n"              aon-run, aon-collector --trigger
+//   kQuiesce                 "QUIESCE\n"                         aon-run, slurmstepd, --quiesce
+//
+//   reply (CollectorReplyKind)  wire                answers
+//   kOk                         "OK <text>\n"       HELLO (the rank file), TRIGGER (what was done)
+//   kDone                       "DONE <text>\n"     FINISH (the rank file, and any loss)
+//   kIdle                       "IDLE\n"            QUIESCE (every file is closed; it exits)
+//   kError                      "ERROR <why>\n"     any request it refuses
+//
+// A rank's connection starts with HELLO; any other first message is a control
+// request, answered once, after which the collector closes the connection. A
+// connection that closes without FINISH is a rank that died: the collector
 // drains what reached its ring and finishes the file marked truncated.
+//
+// Failures are CollectorErrc codes (a malformed message, no collector, a
+// timeout, a refusal...); callers branch on the code, never on message text.
 #pragma once
 
 #include <sys/socket.h>
@@ -19,8 +37,10 @@
 #include <sys/un.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "aon/status.h"
 
@@ -28,6 +48,101 @@ namespace aon {
 
 inline constexpr int kCollectorProtocolVersion = 1;
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;
+
+enum class CollectorVerb : uint8_t { kHello, kFinish, kTrigger, kQuiesce };
+enum class CollectorReplyKind : uint8_t { kOk, kDone, kIdle, kError };
+const char* CollectorVerbName(CollectorVerb verb);        // "HELLO", ...
+const char* CollectorReplyName(CollectorReplyKind kind);  // "OK", ...
+CollectorReplyKind ExpectedReply(CollectorVerb verb);     // HELLO -> kOk, FINISH -> kDone, ...
+
+struct CollectorRequest {
+  CollectorVerb verb = CollectorVerb::kQuiesce;
+  int version = kCollectorProtocolVersion;  // kHello
+  std::string argument;                     // kTrigger: the reason ("" = unspecified)
+  std::string body;                         // kHello, kFinish: EncodeRankMetadata(...)
+  bool operator==(const CollectorRequest&) const = default;
+
+  static CollectorRequest Hello(std::string metadata);
+  static CollectorRequest Finish(std::string metadata);
+  static CollectorRequest Trigger(std::string reason);
+  static CollectorRequest Quiesce();
+};
+
+struct CollectorReply {
+  CollectorReplyKind kind = CollectorReplyKind::kOk;
+  std::string text;  // kOk, kDone: what was done / the file; kError: why; kIdle: ""
+  bool operator==(const CollectorReply&) const = default;
+};
+
+enum class CollectorErrc : uint8_t {
+  kOk = 0,
+  // A message that does not follow the protocol (either direction).
+  kEmptyMessage,
+  kMessageTooLong,
+  kMissingNewline,      // no "\n" after the first line
+  kUnknownVerb,         // a request or reply name not listed above
+  kUnsupportedVersion,  // HELLO of another protocol version
+  kBadArgument,         // an argument missing, unexpected or malformed
+  kUnexpectedBody,      // text after the first line of a message that has no body
+  // Talking to a collector.
+  kNoCollector,    // nothing listens on the name (ECONNREFUSED, ENOENT)
+  kConnectFailed,  // connect() failed otherwise
+  kSendFailed,
+  kReceiveFailed,
+  kTimedOut,         // no answer within the time given
+  kClosed,           // the collector closed the connection without answering
+  kRefused,          // the collector answered ERROR
+  kUnexpectedReply,  // an answer of another kind than the request's
+};
+const char* CollectorErrcName(CollectorErrc code);  // "no collector", "timed out", ...
+
+// A failure of the protocol: the code to branch on, and a message for people
+// that names what failed ("no collector on 'aon-collector.0.…'").
+class CollectorError {
+ public:
+  CollectorError() = default;
+  CollectorError(CollectorErrc code, std::string message)
+      : code_(code), message_(std::move(message)) {}
+  CollectorErrc code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // The same failure as an aon::Status (kNotFound for kNoCollector,
+  // kUnavailable for a collector that refused, timed out or hung up,
+  // kInvalidArgument for a malformed message, kIoError otherwise).
+  Status ToStatus() const;
+
+ private:
+  CollectorErrc code_ = CollectorErrc::kOk;
+  std::string message_;
+};
+
+template <typename T>
+class [[nodiscard]] CollectorOr {
+ public:
+  CollectorOr(T value) : value_(std::move(value)) {}               // NOLINT
+  CollectorOr(CollectorError error) : error_(std::move(error)) {}  // NOLINT
+  bool ok() const { return value_.has_value(); }
+  const CollectorError& error() const { return error_; }
+  CollectorErrc code() const { return ok() ? CollectorErrc::kOk : error_.code(); }
+  Status status() const { return ok() ? Status::Ok() : error_.ToStatus(); }
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+  T& operator*() & { return *value_; }
+  const T& operator*() const& { return *value_; }
+
+ private:
+  std::optional<T> value_;
+  CollectorError error_;
+};
+
+// Encoding never fails: a newline inside an argument or a reply text becomes a
+// space (the first line is the whole of it).
+std::string EncodeRequest(const CollectorRequest& request);
+std::string EncodeReply(const CollectorReply& reply);
+CollectorOr<CollectorRequest> ParseRequest(std::string_view wire);
+CollectorOr<CollectorReply> ParseReply(std::string_view wire);
 
 // Abstract socket name (without the leading NUL): "aon-collector.<uid>.<hash>",
 // the hash over job id and output directory.
@@ -40,12 +155,14 @@ socklen_t CollectorAddress(const std::string& name, sockaddr_un* addr);
 // -errno (ECONNREFUSED / ENOENT: no collector is running).
 int ConnectToCollector(const std::string& name);
 
-// Reads one message from the collector, waiting at most timeout_ms.
-StatusOr<std::string> ReceiveFromCollector(int fd, int timeout_ms);
+// Waits at most timeout_ms for the collector's answer to `answered` on `fd` and
+// returns its text when it is the reply that request expects (kRefused with the
+// collector's reason for ERROR, kUnexpectedReply for another kind).
+CollectorOr<std::string> ReceiveReply(int fd, CollectorVerb answered, int timeout_ms);
 
-// Sends a control verb ("TRIGGER <reason>\n", "QUIESCE\n") to the collector
-// on `socket_name` and waits up to timeout_ms for its one-line answer.
-StatusOr<std::string> CollectorControl(const std::string& socket_name, const std::string& message,
-                                       int timeout_ms);
+// Sends `request` (TRIGGER or QUIESCE) on a new connection to the collector on
+// `socket_name` and returns the text of its expected reply (QUIESCE: "").
+CollectorOr<std::string> CallCollector(const std::string& socket_name,
+                                       const CollectorRequest& request, int timeout_ms);
 
 }  // namespace aon

@@ -114,7 +114,8 @@ class CollectorTest : public AgentTest {
       setenv("CUDA_INJECTION64_PATH", kAgent.c_str(), 1);
       setenv("AON_OUTPUT_DIR", dir_.c_str(), 1);
       setenv("AON_JOB_ID", "collector-test", 1);
-      for (const char* v : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", "PMIX_RANK"}) unsetenv(v);
+      for (const char* v : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", "PMIX_RANK"})
+        unsetenv(v);
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
       execl(kChildProgram.c_str(), kChildProgram.c_str(), mode.c_str(), nullptr);
       _exit(127);
@@ -281,9 +282,9 @@ TEST_F(CollectorTest, FlightRecorderWritesTheWindowWhenAStepSpikes) {
   int st = c.Wait();
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << ReadAll(c.err_path);
   // The rank is gone; the collector holds its file for a late trigger: end it.
-  auto idle = CollectorControl(SocketName(), "QUIESCE\n", 20000);
-  ASSERT_TRUE(idle.ok()) << idle.status().ToString();
-  EXPECT_EQ(*idle, "IDLE");
+  auto idle = CallCollector(SocketName(), CollectorRequest::Quiesce(), 20000);
+  ASSERT_TRUE(idle.ok()) << idle.status().ToString();  // answered IDLE
+  EXPECT_EQ(*idle, "");
   auto r = OpenRank0();
   ASSERT_TRUE(r);
   auto meta = r->ReadRankMetadata();
@@ -311,9 +312,9 @@ TEST_F(CollectorTest, FlightRecorderWritesTheWindowWhenAStepSpikes) {
 TEST_F(CollectorTest, FlightRecorderDumpsOnRequestAndWhenARankDies) {
   RunningChild c = Start("marks-forever", {{"AON_MODE", "flight"}, {"AON_WINDOW", "60"}});
   for (long p = 0; p < 5000;) p = c.ReadProgress();
-  auto answer = CollectorControl(SocketName(), "TRIGGER operator asked\n", 10000);
-  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
-  EXPECT_EQ(*answer, "OK dumped");
+  auto answer = CallCollector(SocketName(), CollectorRequest::Trigger("operator asked"), 10000);
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();  // answered OK
+  EXPECT_EQ(*answer, "dumped");
   long acknowledged = 0;
   while (acknowledged < 15000) acknowledged = c.ReadProgress();
   kill(c.pid, SIGKILL);
