@@ -15,6 +15,9 @@
 #include "aon/config.h"
 #include "aon/launcher/child_process.h"
 #include "aon/launcher/launch_plan.h"
+#include "aon/launcher/run_cli.h"
+#include "aon/session/merge_report.h"
+#include "aon/session/tool_paths.h"
 
 extern char** environ;
 
@@ -78,57 +81,74 @@ std::string Footer() {
   return text;
 }
 
-// Runs aon-merge on the job directory; a failure is a warning, never the exit status.
-void Merge(const LaunchPlan& plan) {
-  const std::vector<std::string> ranks = aon::launcher::ListRankFiles(plan.job_dir);
-  if (ranks.empty()) {
-    Say("warning: no rank files were written to " + plan.job_dir +
-        ", so there is nothing to merge. The agent runs only in processes that initialize "
-        "CUDA (or NVTX); with --source cupti a CPU-only program writes nothing. Rerun with -v "
-        "to see the agent's messages.");
-    return;
-  }
-  if (::access(plan.merge_path.c_str(), X_OK) != 0) {
-    Say("warning: cannot merge: " + plan.merge_path + " is missing; the " +
-        std::to_string(ranks.size()) + " rank files are in " + plan.job_dir);
-    return;
-  }
-  Say("merging " + std::to_string(ranks.size()) + " rank file" + (ranks.size() == 1 ? "" : "s") +
-      " with " + plan.merge_path);
+// Runs a program of the merge as aon-run's child (signals forwarded): its exit
+// status, 128+N when signal N killed it.
+aon::StatusOr<int> RunChild(const std::vector<std::string>& argv) {
   std::fflush(stdout);
-  std::vector<std::string> env = aon::launcher::EnvironmentWith(environ, {});
-  if (plan.merge_argv.front() != plan.merge_path) {
-    std::string line = "merging on the job's hosts:";
-    for (const std::string& w : plan.merge_argv) line += " " + w;
-    Say(line);
-    std::fflush(stdout);
-  }
-  auto status = aon::launcher::RunAndWait(plan.merge_argv.front(), plan.merge_argv, env);
-  if (!status.ok()) {
-    Say("warning: merge failed: " + status.status().message());
-  } else if (int code = aon::launcher::ExitStatusFromWaitStatus(*status); code != 0) {
-    Say("warning: aon-merge failed (exit status " + std::to_string(code) +
-        "); the rank files are in " + plan.job_dir + "; retry with: aon-merge " + plan.job_dir);
-  }
+  const std::vector<std::string> env = aon::launcher::EnvironmentWith(environ, {});
+  AON_ASSIGN_OR_RETURN(int wait_status, aon::launcher::RunAndWait(argv.front(), argv, env));
+  return aon::launcher::ExitStatusFromWaitStatus(wait_status);
 }
 
-// Runs aon-report on the merged job directory (terminal summary + report.html); a
-// failure is a warning, never the exit status.
-void Report(const LaunchPlan& plan, const std::string& report_path) {
-  if (::access((plan.job_dir + "/timeline.h5").c_str(), R_OK) != 0) return;  // merge said why
-  if (::access(report_path.c_str(), X_OK) != 0) {
-    Say("warning: no report: " + report_path + " is missing; run it later with: aon-report " +
-        plan.job_dir);
-    return;
+// Merge, then report (aon/session/merge_report.h); a failure is a warning,
+// never the exit status.
+void MergeAndReport(const LaunchPlan& plan, bool report) {
+  aon::MergePlan merge;
+  merge.job_dir = plan.job_dir;
+  merge.merge_program = plan.merge_path;
+  merge.report_program = report ? aon::ToolPath(plan.bin_dir, aon::Tool::kReport) : "";
+  // Through the job's mpirun (one process per host), the merge sees each host's files.
+  merge.attempts.push_back({plan.merge_argv, plan.merge_argv.front() != plan.merge_path});
+  const aon::MergeOutcome out =
+      aon::MergeThenReport(merge, RunChild, [&](const aon::MergeEvent& e) {
+        if (e.kind != aon::MergeEvent::Kind::kMergeStarting) return;
+        Say("merging " + std::to_string(e.rank_files) + " rank file" +
+            (e.rank_files == 1 ? "" : "s") + " with " + plan.merge_path);
+        if (e.argv->front() != plan.merge_path) {
+          std::string line = "merging on the job's hosts:";
+          for (const std::string& w : *e.argv) line += " " + w;
+          Say(line);
+        }
+      });
+  switch (out.merge) {
+    case aon::MergeResult::kNoRankFiles:
+      Say("warning: no rank files were written to " + plan.job_dir +
+          ", so there is nothing to merge. The agent runs only in processes that initialize "
+          "CUDA (or NVTX); with --source cupti a CPU-only program writes nothing. Rerun with -v "
+          "to see the agent's messages.");
+      return;
+    case aon::MergeResult::kNoMergeProgram:
+      Say("warning: cannot merge: " + plan.merge_path + " is missing; the " +
+          std::to_string(out.rank_files) + " rank files are in " + plan.job_dir);
+      return;
+    case aon::MergeResult::kMergeFailed:
+      if (!out.merge_error.ok()) {
+        Say("warning: merge failed: " + out.merge_error.message());
+      } else {
+        Say("warning: aon-merge failed (exit status " + std::to_string(out.merge_exit_status) +
+            "); the rank files are in " + plan.job_dir + "; retry with: aon-merge " + plan.job_dir);
+      }
+      break;
+    case aon::MergeResult::kMerged:
+      break;
   }
-  std::fflush(stdout);
-  std::vector<std::string> env = aon::launcher::EnvironmentWith(environ, {});
-  auto status = aon::launcher::RunAndWait(report_path, {report_path, plan.job_dir}, env);
-  if (!status.ok()) {
-    Say("warning: report failed: " + status.status().message());
-  } else if (int code = aon::launcher::ExitStatusFromWaitStatus(*status); code != 0) {
-    Say("warning: aon-report failed (exit status " + std::to_string(code) +
-        "); retry with: aon-report " + plan.job_dir);
+  switch (out.report) {
+    case aon::ReportResult::kNotInstalled:
+      Say("warning: no report: " + merge.report_program +
+          " is missing; run it later with: aon-report " + plan.job_dir);
+      break;
+    case aon::ReportResult::kFailed:
+      if (!out.report_error.ok()) {
+        Say("warning: report failed: " + out.report_error.message());
+      } else {
+        Say("warning: aon-report failed (exit status " + std::to_string(out.report_exit_status) +
+            "); retry with: aon-report " + plan.job_dir);
+      }
+      break;
+    case aon::ReportResult::kNotAsked:
+    case aon::ReportResult::kNoTimeline:  // the merge said why
+    case aon::ReportResult::kWritten:
+      break;
   }
 }
 
@@ -185,61 +205,13 @@ void SettleCollector(const LaunchPlan& plan, const RunOptions& options, bool fai
 }
 
 int main(int argc, char** argv) {
-  RunOptions options;
-  bool no_merge = false;
-  bool no_report = false;
+  aon::launcher::RunCommandLine command_line;
+  RunOptions& options = command_line.options;
 
   CLI::App app{Description(), "aon-run"};
   // Everything from the launcher word on belongs to the launcher, -np and all.
   app.prefix_command();
-  app.add_option("-o,--output", options.output_dir,
-                 "job directory for the traces (created 0700;\ndefault ./aon-<job id>)")
-      ->type_name("DIR");
-  app.add_option(
-         "--kinds", options.kinds,
-         "what to record: all, default, or a list of\nkernels,memcpy,memset,sync,api,nvtx,nccl")
-      ->type_name("LIST")
-      ->capture_default_str();
-  app.add_option("--memory-cap", options.memory_cap,
-                 "trace memory per rank (e.g. 64M, 1G); beyond it\nrecords are dropped and counted")
-      ->type_name("SIZE")
-      ->capture_default_str();
-  app.add_option("--source", options.source,
-                 "cupti = real GPUs; synthetic = a labeled FAKE GPU\n"
-                 "for CPU-only machines (made-up kernels and copies,\n"
-                 "emitted by aon-synthetic-app for demos and tests)")
-      ->type_name("cupti|synthetic")
-      ->capture_default_str();
-  app.add_option("--nccl", options.nccl,
-                 "NCCL capture (AON is NCCL's profiler plugin): default = every collective and "
-                 "p2p operation, tied to the kernel that ran it, and the NCCL API calls "
-                 "(ncclGroupStart..End, ncclAllReduce, ncclSend, ...); channels = also "
-                 "per-channel GPU timing (makes NCCL slower for small messages); coll = "
-                 "operations only; proxy = default plus NCCL's network proxy operations and "
-                 "steps (one record per network step: costly for large transfers; none on a "
-                 "single node over NVLink); off = none")
-      ->type_name("default|channels|coll|proxy|off")
-      ->capture_default_str();
-  app.add_option("--mode", options.mode,
-                 "full = every record reaches the rank files (flushed\nevery second by the node "
-                 "collector); flight = keep\n"
-                 "the last --window seconds in memory, write them when\na trigger fires (SIGUSR1 "
-                 "to aon-collector, a rank\n"
-                 "dying, the job failing, an NCCL stall, a step spike)")
-      ->type_name("full|flight")
-      ->capture_default_str();
-  app.add_option("--window", options.window, "flight mode: seconds of history kept")
-      ->type_name("SECONDS")
-      ->capture_default_str();
-  app.add_flag("--no-merge", no_merge, "leave the rank files; don't run aon-merge");
-  app.add_flag("--no-report", no_report, "don't run aon-report after the merge");
-  app.add_option("--merge-procs", options.merge_procs,
-                 "merge with N processes on this host (aon-merge --procs N);\n"
-                 "default: one per host an Open MPI job names (-H/--hostfile), else 1")
-      ->type_name("N")
-      ->check(CLI::Range(1, 4096));
-  app.add_flag("-v,--verbose", options.verbose,
-               "print the command and environment aon-run uses;\nthe agent reports its progress");
+  aon::launcher::DefineRunOptions(app, command_line);
   app.set_version_flag("--version", std::string("aon-run ") + AON_VERSION);
   app.footer(Footer());
   app.formatter(std::make_shared<UsageFormatter>());
@@ -256,7 +228,7 @@ int main(int argc, char** argv) {
     Say("run 'aon-run --help' for usage");
     return aon::launcher::kExitAonError;
   }
-  options.merge = !no_merge;
+  options.merge = !command_line.no_merge;
   options.command = app.remaining();
   if (!options.command.empty() && options.command.front() == "--") {
     options.command.erase(options.command.begin());
@@ -326,9 +298,7 @@ int main(int argc, char** argv) {
   }
 
   SettleCollector(plan, options, app_status != 0);
-  if (options.merge) Merge(plan);
-  if (options.merge && !no_report)
-    Report(plan, aon::launcher::SiblingProgram(host->exe_path, "aon-report"));
+  if (options.merge) MergeAndReport(plan, !command_line.no_report);
   PrintSummary(plan, options.merge);
   return app_status;
 }

@@ -16,6 +16,10 @@
 #include <optional>
 #include <set>
 #include <system_error>
+#include <utility>
+
+#include "aon/session/options.h"
+#include "aon/session/tool_paths.h"
 
 namespace aon::launcher {
 namespace {
@@ -29,13 +33,6 @@ const char* Lookup(const EnvLookupFn& env, const char* name) {
 std::string Basename(std::string_view path) {
   size_t slash = path.rfind('/');
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
-std::string Dirname(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
 }
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
@@ -242,13 +239,44 @@ std::vector<std::string> RewriteOpenMpi(const std::vector<std::string>& command,
 // Open MPI options that take a value (so that the value is not taken for the
 // application); the host options are handled separately.
 bool OpenMpiOptionTakesValue(std::string_view w) {
-  static const std::set<std::string_view> kWithValue = {
-      "-np", "-n", "-c", "--np", "-N", "-npernode", "--npernode", "-npersocket",
-      "--map-by", "-map-by", "--bind-to", "-bind-to", "--rank-by", "-rank-by", "-x",
-      "--output-filename", "-output-filename", "--wdir", "-wdir", "--prefix", "-prefix",
-      "--report-bindings-file", "--timeout", "-timeout", "--cpus-per-proc", "-cpus-per-proc",
-      "--personality", "--preload-files", "-s", "--path", "-path", "--launch-agent",
-      "-am", "--am", "--app", "-app", "--tune", "-tune"};
+  static const std::set<std::string_view> kWithValue = {"-np",
+                                                        "-n",
+                                                        "-c",
+                                                        "--np",
+                                                        "-N",
+                                                        "-npernode",
+                                                        "--npernode",
+                                                        "-npersocket",
+                                                        "--map-by",
+                                                        "-map-by",
+                                                        "--bind-to",
+                                                        "-bind-to",
+                                                        "--rank-by",
+                                                        "-rank-by",
+                                                        "-x",
+                                                        "--output-filename",
+                                                        "-output-filename",
+                                                        "--wdir",
+                                                        "-wdir",
+                                                        "--prefix",
+                                                        "-prefix",
+                                                        "--report-bindings-file",
+                                                        "--timeout",
+                                                        "-timeout",
+                                                        "--cpus-per-proc",
+                                                        "-cpus-per-proc",
+                                                        "--personality",
+                                                        "--preload-files",
+                                                        "-s",
+                                                        "--path",
+                                                        "-path",
+                                                        "--launch-agent",
+                                                        "-am",
+                                                        "--am",
+                                                        "--app",
+                                                        "-app",
+                                                        "--tune",
+                                                        "-tune"};
   return kWithValue.count(w) > 0;
 }
 
@@ -298,36 +326,20 @@ LauncherKind ClassifyLauncher(std::string_view command, std::string_view resolve
 }
 
 Status ValidateOptions(const RunOptions& options) {
-  if (auto kinds = ParseKinds(options.kinds); !kinds.ok()) {
-    std::string message = kinds.status().message();
-    // ParseKinds speaks of the variable; the user typed the option.
-    if (message.rfind("AON_KINDS: ", 0) == 0) message.erase(0, 11);
-    return InvalidArgument("--kinds '" + options.kinds + "': " + message);
-  }
-  if (options.mode != "full" && options.mode != "flight") {
-    return InvalidArgument("--mode '" + options.mode + "': must be full or flight");
-  }
-  {
-    char* end = nullptr;
-    double w = std::strtod(options.window.c_str(), &end);
-    if (options.window.empty() || *end != 0 || !(w >= 1 && w <= 86400)) {
-      return InvalidArgument("--window '" + options.window + "': must be seconds in [1, 86400]");
+  // The values every front end checks alike (aon/session/options.h).
+  const std::pair<session::SessionOption, const std::string*> values[] = {
+      {session::SessionOption::kKinds, &options.kinds},
+      {session::SessionOption::kMode, &options.mode},
+      {session::SessionOption::kWindow, &options.window},
+      {session::SessionOption::kMemoryCap, &options.memory_cap},
+      {session::SessionOption::kSource, &options.source},
+      {session::SessionOption::kNccl, &options.nccl},
+  };
+  for (const auto& [option, value] : values) {
+    if (auto checked = session::CheckOptionValue(option, *value); !checked.ok()) {
+      return InvalidArgument(session::RunName(option) + " '" + *value +
+                             "': " + checked.status().message());
     }
-  }
-  if (auto cap = ParseSize(options.memory_cap); !cap.ok()) {
-    return InvalidArgument("--memory-cap '" + options.memory_cap + "': " + cap.status().message());
-  } else if (*cap == 0) {
-    return InvalidArgument("--memory-cap '" + options.memory_cap +
-                           "': must be more than 0 (every record would be dropped)");
-  }
-  if (options.source != "cupti" && options.source != "synthetic") {
-    return InvalidArgument("--source '" + options.source +
-                           "': must be 'cupti' (real GPUs) or 'synthetic' (labeled fake GPU)");
-  }
-  if (options.nccl != "default" && options.nccl != "channels" && options.nccl != "coll" &&
-      options.nccl != "proxy" && options.nccl != "off") {
-    return InvalidArgument("--nccl '" + options.nccl +
-                           "': must be 'default', 'channels', 'coll', 'proxy' or 'off'");
   }
   if (options.verbose < 0) return InvalidArgument("--verbose: must not be negative");
   if (options.command.empty() || options.command[0].empty()) {
@@ -379,24 +391,20 @@ StatusOr<std::string> ResolveAgentPath(const std::string& exe_path, const EnvLoo
     candidate = override_path;
     where = "AON_AGENT_PATH=" + candidate;
   } else {
-    candidate = Dirname(exe_path) + "/../lib/libaon_agent.so";
+    candidate = ToolCandidates(ToolOrigin::kProgram, DirectoryOf(exe_path), Tool::kAgent).front();
     where = candidate + " (next to aon-run at " + exe_path +
             "; set AON_AGENT_PATH to use another agent library)";
   }
-  char resolved[PATH_MAX];
-  if (::realpath(candidate.c_str(), resolved) == nullptr) {
-    return NotFound("agent library not found: looked for " + where + ": " + std::strerror(errno));
+  auto usable = UsableToolFile(candidate, Tool::kAgent);
+  if (!usable.ok()) {
+    return Status(usable.status().code(), "agent library not found: looked for " + where + ": " +
+                                              usable.status().message());
   }
-  struct stat st;
-  if (::stat(resolved, &st) != 0 || !S_ISREG(st.st_mode))
-    return NotFound("agent library " + where + " is not a regular file");
-  if (::access(resolved, R_OK) != 0)
-    return ErrnoStatus("agent library " + std::string(resolved) + " is not readable", errno);
-  return std::string(resolved);
+  return usable;
 }
 
 std::string SiblingProgram(const std::string& exe_path, std::string_view name) {
-  return Dirname(exe_path) + "/" + std::string(name);
+  return DirectoryOf(exe_path) + "/" + std::string(name);
 }
 
 StatusOr<std::string> FindProgram(const std::string& name, const std::string& path_env,
@@ -424,27 +432,38 @@ StatusOr<std::string> FindProgram(const std::string& name, const std::string& pa
                   "); is it installed, or did you mean ./" + name + "?");
 }
 
-std::vector<EnvVar> AgentEnvironment(const RunOptions& options, const std::string& agent_path,
-                                     const std::string& job_dir, const EnvLookupFn& env) {
+StatusOr<AgentSettings> AgentSettingsFor(const RunOptions& options, const std::string& job_dir,
+                                         const EnvLookupFn& env) {
+  using session::SessionOption;
+  AgentSettings settings;
   const char* job_id = Lookup(env, "AON_JOB_ID");
-  std::vector<EnvVar> vars = {
-      {"CUDA_INJECTION64_PATH", agent_path},
-      {"NVTX_INJECTION64_PATH", agent_path},
-      {"AON_OUTPUT_DIR", job_dir},
-      {"AON_JOB_ID", job_id != nullptr && *job_id != '\0' ? job_id : Basename(job_dir)},
-      {"AON_KINDS", options.kinds},
-      {"AON_MEMORY_CAP", options.memory_cap},
-      {"AON_SOURCE", options.source},
-      {"AON_VERBOSE", std::to_string(options.verbose)},
-      {"AON_NCCL", options.nccl},
-      {"AON_MODE", options.mode},
-      {"AON_WINDOW", options.window},
-      // NCCL loads its profiler plugin from this path: the same library, already
-      // loaded by the CUDA driver, so NCCL gets the running agent.
-      {"NCCL_PROFILER_PLUGIN", options.nccl == "off" ? "none" : agent_path},
+  AON_RETURN_IF_ERROR(settings.Set(AgentVar::kOutputDir, job_dir));
+  AON_RETURN_IF_ERROR(settings.Set(
+      AgentVar::kJobId, job_id != nullptr && *job_id != '\0' ? job_id : Basename(job_dir)));
+  // Every option of aon-run has a default, so each of these is set.
+  const std::pair<SessionOption, std::string> values[] = {
+      {SessionOption::kKinds, options.kinds},
+      {SessionOption::kMemoryCap, options.memory_cap},
+      {SessionOption::kSource, options.source},
+      {SessionOption::kVerbose, std::to_string(options.verbose)},
+      {SessionOption::kNccl, options.nccl},
+      {SessionOption::kMode, options.mode},
+      {SessionOption::kWindow, options.window},
   };
-  if (!options.collector.empty()) vars.push_back({"AON_COLLECTOR", options.collector});
-  return vars;
+  for (const auto& [option, value] : values) {
+    AON_RETURN_IF_ERROR(session::ApplyOption(settings, option, value));
+  }
+  if (!options.collector.empty()) {
+    AON_RETURN_IF_ERROR(settings.Set(AgentVar::kCollector, options.collector));
+  }
+  return settings;
+}
+
+StatusOr<std::vector<EnvVar>> AgentEnvironment(const RunOptions& options,
+                                               const std::string& agent_path,
+                                               const std::string& job_dir, const EnvLookupFn& env) {
+  AON_ASSIGN_OR_RETURN(AgentSettings settings, AgentSettingsFor(options, job_dir, env));
+  return aon::AgentEnvironment(settings, agent_path);
 }
 
 std::vector<EnvVar> LauncherEnvironment(LauncherKind kind, const std::vector<EnvVar>& vars,
@@ -476,9 +495,15 @@ std::vector<std::string> RewriteCommand(const std::vector<std::string>& command,
 }
 
 std::vector<std::string> OpenMpiHostOptions(const std::vector<std::string>& command) {
-  static const std::set<std::string_view> kHostOptions = {
-      "-H", "--host", "-host", "--hostfile", "-hostfile", "--machinefile", "-machinefile",
-      "--default-hostfile", "-default-hostfile"};
+  static const std::set<std::string_view> kHostOptions = {"-H",
+                                                          "--host",
+                                                          "-host",
+                                                          "--hostfile",
+                                                          "-hostfile",
+                                                          "--machinefile",
+                                                          "-machinefile",
+                                                          "--default-hostfile",
+                                                          "-default-hostfile"};
   std::vector<std::string> out;
   for (size_t i = 1; i < command.size(); ++i) {
     const std::string& w = command[i];
@@ -528,16 +553,18 @@ StatusOr<LaunchPlan> PlanLaunch(const RunOptions& options, const HostContext& ho
       plan.job_dir = base + "-" + std::to_string(n);
     }
   }
-  plan.agent_env = AgentEnvironment(options, plan.agent_path, plan.job_dir, host.env);
+  AON_ASSIGN_OR_RETURN(AgentSettings settings, AgentSettingsFor(options, plan.job_dir, host.env));
   if (plan.launcher == LauncherKind::kTorchrun) {
     // torchrun's own Python process loads the agent too (through torch's
     // NVTX/CUDA use); it is our direct child, so this tells it apart from its
     // workers, which are the ranks.
-    plan.agent_env.push_back({"AON_LAUNCHER_PARENT_PID", std::to_string(host.pid)});
+    AON_RETURN_IF_ERROR(settings.Set(AgentVar::kLauncherParentPid, std::to_string(host.pid)));
   }
+  plan.agent_env = aon::AgentEnvironment(settings, plan.agent_path);
   plan.argv = RewriteCommand(options.command, plan.launcher, plan.agent_env, host.env);
   plan.launcher_env = LauncherEnvironment(plan.launcher, plan.agent_env, &plan.launcher_unset);
-  plan.merge_path = SiblingProgram(host.exe_path, "aon-merge");
+  plan.bin_dir = DirectoryOf(host.exe_path);
+  plan.merge_path = ToolPath(plan.bin_dir, Tool::kMerge);
   // The merge: N local processes when asked; else, for an Open MPI job that names
   // its hosts, one merge process per host through the same mpirun options (each
   // reads the rank files of its node when the job directory is node-local, and
@@ -612,17 +639,6 @@ Status PrepareOutputDir(const std::string& dir) {
   }
   if (ec) return IoError("-o/--output: cannot list " + dir + ": " + ec.message());
   return Status::Ok();
-}
-
-std::vector<std::string> ListRankFiles(const std::string& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("rank-", 0) == 0 && name.ends_with(".h5")) names.push_back(name);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 int ExitStatusFromWaitStatus(int wait_status) {

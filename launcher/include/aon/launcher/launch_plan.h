@@ -8,9 +8,11 @@
 //        +--PlanLaunch(options, HostContext)--> LaunchPlan
 //              * the launcher program, found in PATH, and its kind
 //                (Open MPI / Slurm / torchrun / plain program);
-//              * the agent library (AON_AGENT_PATH, else <exe dir>/../lib);
+//              * the agent library (AON_AGENT_PATH, else <exe dir>/../lib:
+//                aon/session/tool_paths.h);
 //              * the job directory (absolute; default ./aon-<job id or time>);
-//              * the variables the agent reads (AgentEnvironment);
+//              * the variables the agent reads (AgentEnvironment, built as the
+//                SPANK plugin builds them: aon/session/agent_env.h);
 //              * the argv, rewritten so those variables reach every rank
 //                (RewriteCommand: `-x VAR` for Open MPI, `--export` for srun),
 //                and what the launcher's own environment gets (LauncherEnvironment).
@@ -26,6 +28,8 @@
 #include <vector>
 
 #include "aon/config.h"
+#include "aon/session/agent_env.h"
+#include "aon/session/merge_report.h"
 #include "aon/status.h"
 
 namespace aon::launcher {
@@ -45,7 +49,8 @@ const char* LauncherKindName(LauncherKind kind);  // "openmpi", "slurm", "torchr
 // forwards the whole environment and has no -x).
 LauncherKind ClassifyLauncher(std::string_view command, std::string_view resolved_path = {});
 
-// What the user asked for, as typed on the command line.
+// What the user asked for, as typed on the command line (options and their
+// help: the table in aon/session/options.h, shared with the SPANK plugin).
 struct RunOptions {
   std::string output_dir;            // -o; "" = DefaultJobDirName() in the current directory
   std::string kinds = "default";     // --kinds
@@ -61,8 +66,9 @@ struct RunOptions {
   std::vector<std::string> command;  // launcher word and its arguments
 };
 
-// Checks every value without touching the system. Errors name the option
-// ("--kinds: unknown record kind 'foo' ...").
+// Checks every value without touching the system, with the checks the SPANK
+// plugin runs on its twins (session::CheckOptionValue). Errors name the option
+// ("--kinds 'foo': unknown record kind 'foo' ...").
 Status ValidateOptions(const RunOptions& options);
 
 // The facts about this process and host that a plan depends on; tests make
@@ -96,16 +102,20 @@ std::string SiblingProgram(const std::string& exe_path, std::string_view name);
 StatusOr<std::string> FindProgram(const std::string& name, const std::string& path_env,
                                   const std::string& cwd);
 
-struct EnvVar {
-  std::string name;
-  std::string value;
-};
+using aon::EnvVar;
 
-// The variables the agent reads (config.h) plus the two injection hooks that
-// make the CUDA driver and NVTX load it. AON_JOB_ID keeps a value the user
-// already set; otherwise it is the job directory's name.
-std::vector<EnvVar> AgentEnvironment(const RunOptions& options, const std::string& agent_path,
-                                     const std::string& job_dir, const EnvLookupFn& env);
+// The agent variables aon-run sets (all of them that have an option, each with
+// its default when not given). AON_JOB_ID keeps a value the user already set;
+// otherwise it is the job directory's name.
+StatusOr<AgentSettings> AgentSettingsFor(const RunOptions& options, const std::string& job_dir,
+                                         const EnvLookupFn& env);
+
+// The agent's environment for these options (aon::AgentEnvironment: the two
+// injection hooks that make the CUDA driver and NVTX load it, the AON_*
+// variables, NCCL_PROFILER_PLUGIN). Errors name the variable.
+StatusOr<std::vector<EnvVar>> AgentEnvironment(const RunOptions& options,
+                                               const std::string& agent_path,
+                                               const std::string& job_dir, const EnvLookupFn& env);
 
 // `command` with what its launcher needs to pass `vars` on to every rank:
 //   Open MPI: `-x NAME` for each variable, right after the launcher word; the
@@ -138,6 +148,7 @@ struct LaunchPlan {
   std::vector<std::string> launcher_unset;  // removed from the launcher's environment
   std::string job_dir;                      // absolute; created by PrepareOutputDir
   std::string agent_path;
+  std::string bin_dir;     // aon-run's own directory: aon-merge, aon-report are there
   std::string merge_path;  // aon-merge next to aon-run (may not exist)
   // How the merge runs after the job: argv[0] is the program (aon-merge, or the
   // job's mpirun with its host options and one merge process per host).
@@ -164,7 +175,7 @@ int PlanErrorExitStatus(const Status& status);
 Status PrepareOutputDir(const std::string& dir);
 
 // Names of the rank trace files (rank-*.h5) in `dir`, sorted.
-std::vector<std::string> ListRankFiles(const std::string& dir);
+using aon::ListRankFiles;
 
 // aon-run's exit status for a waitpid() status: the exit code, or 128 + signal
 // number when the process was killed (the shell's convention).

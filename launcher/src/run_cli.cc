@@ -1,0 +1,57 @@
+#include "aon/launcher/run_cli.h"
+
+#include "aon/session/options.h"
+
+namespace aon::launcher {
+
+void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
+  using session::SessionOption;
+  RunOptions& o = values.options;
+  for (const session::FrontEndOption& entry : session::FrontEndOptions()) {
+    if (entry.run == nullptr) continue;
+    const std::string help = entry.run_help != nullptr ? entry.run_help : entry.help;
+    CLI::Option* option = nullptr;
+    switch (entry.id) {
+      case SessionOption::kOutput:
+        option = app.add_option(entry.run, o.output_dir, help);
+        break;
+      case SessionOption::kKinds:
+        option = app.add_option(entry.run, o.kinds, help)->capture_default_str();
+        break;
+      case SessionOption::kMemoryCap:
+        option = app.add_option(entry.run, o.memory_cap, help)->capture_default_str();
+        break;
+      case SessionOption::kSource:
+        option = app.add_option(entry.run, o.source, help)->capture_default_str();
+        break;
+      case SessionOption::kNccl:
+        option = app.add_option(entry.run, o.nccl, help)->capture_default_str();
+        break;
+      case SessionOption::kMode:
+        option = app.add_option(entry.run, o.mode, help)->capture_default_str();
+        break;
+      case SessionOption::kWindow:
+        option = app.add_option(entry.run, o.window, help)->capture_default_str();
+        break;
+      case SessionOption::kVerbose:
+        option = app.add_flag(entry.run, o.verbose, help);
+        break;
+      case SessionOption::kMerge:
+        option = app.add_flag(entry.run, values.no_merge, help);
+        break;
+      case SessionOption::kReport:
+        option = app.add_flag(entry.run, values.no_report, help);
+        break;
+      case SessionOption::kMergeProcs:
+        option = app.add_option(entry.run, o.merge_procs, help)->check(CLI::Range(1, 4096));
+        break;
+      case SessionOption::kFlight:
+      case SessionOption::kProfile:
+        break;  // srun only (the table says why)
+    }
+    if (option != nullptr && entry.value != nullptr && entry.run_arg != session::OptionArg::kFlag)
+      option->type_name(entry.value);
+  }
+}
+
+}  // namespace aon::launcher
