@@ -2,13 +2,15 @@
 // node, running as the job's user.
 //
 // Start: the first rank's agent on the node starts it (as the user, with no
-// privileges to drop), so here we only tell the agents where aon-collector is.
+// privileges to drop), so here we only tell the agents where aon-collector is
+// (AON_COLLECTOR, put in the tasks' environment with the rest of the agent's).
 // Stop: at the step's end on this node (slurmstepd, as root), ask it to finish
 // every rank file (ranks that died included) and wait until it has, so that the
 // step's merge reads finished files and nothing is left running.
 #include <unistd.h>
 
 #include "aon/collector_protocol.h"
+#include "aon/session/tool_paths.h"
 #include "secure_fs.h"
 #include "state.h"
 
@@ -17,21 +19,18 @@ namespace {
 constexpr int kQuiesceTimeoutMs = 30000;
 }
 
-Status StartNodeCollector(spank_t sp, const std::string&, uid_t uid) {
+std::string StartNodeCollector(uid_t uid) {
   PluginState& s = State();
   s.job_uid = uid;
   const std::string bindir = !s.site.bindir.empty() ? s.site.bindir : FindBinDir(PluginDirectory());
-  const std::string collector = bindir + "/aon-collector";
+  const std::string collector = ToolPath(bindir, Tool::kCollector);
   if (bindir.empty() || access(collector.c_str(), X_OK) != 0) {
     // The agents then look beside themselves, and without a collector each
     // rank writes its own file at exit (degraded, said in the trace).
     LogInfo("aon-collector not found next to " + PluginDirectory() + " (set bindir=)");
-    return Status::Ok();
+    return "";
   }
-  if (spank_setenv(sp, "AON_COLLECTOR", collector.c_str(), 1) != ESPANK_SUCCESS) {
-    return Internal("cannot set AON_COLLECTOR for the tasks");
-  }
-  return Status::Ok();
+  return collector;
 }
 
 void StopNodeCollector(spank_t) {

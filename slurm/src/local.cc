@@ -13,6 +13,8 @@
 #include <climits>
 #include <cstdlib>
 
+#include "aon/session/merge_report.h"
+#include "aon/session/tool_paths.h"
 #include "secure_fs.h"
 #include "state.h"
 
@@ -71,7 +73,8 @@ int LocalUserInit(spank_t sp) {
     s.step_known = true;
     // Only here: slurm_spank_exit in srun no longer has the step's node count.
     uint32_t nodes = 1;
-    if (spank_get_item(sp, S_JOB_NNODES, &nodes) == ESPANK_SUCCESS && nodes > 0) s.step_nodes = nodes;
+    if (spank_get_item(sp, S_JOB_NNODES, &nodes) == ESPANK_SUCCESS && nodes > 0)
+      s.step_nodes = nodes;
     auto dir =
         JobDirectory(s.plan, SubmitDirectory(), UserName(getuid()), getuid(), s.job_id, s.step_id);
     Status made = dir.ok() ? MakePrivateDirectories(*dir) : dir.status();
@@ -102,17 +105,34 @@ std::string FindInPath(const std::string& name) {
   return "";
 }
 
-// Merges on the step's nodes, one process each; the result of srun, or an
-// error when srun is not found.
-StatusOr<int> MergeOnNodes(const PluginState& s, const std::string& bindir, uint32_t nodes) {
+// The step's merge on its nodes, one process each, run as a step of the same
+// job (srun --mpi=pmix: the processes are an MPI job); empty without srun.
+std::vector<std::string> MergeOnNodesCommand(const PluginState& s, const std::string& bindir,
+                                             uint32_t nodes) {
   const std::string srun = FindInPath("srun");
-  if (srun.empty()) return NotFound("srun is not in PATH");
+  if (srun.empty()) return {};
   // --aon=off: the merge step itself is never profiled (an inherited --aon,
   // e.g. from sbatch --aon, would otherwise apply to it).
-  return RunProgram({srun, "--jobid=" + std::to_string(s.job_id), "--overlap", "--quiet",
-                     "-N", std::to_string(nodes), "-n", std::to_string(nodes),
-                     "--ntasks-per-node=1", "--mpi=pmix",
-                     "--aon=off", bindir + "/aon-merge", "-q", "--no-progress", s.job_dir});
+  return {srun,
+          "--jobid=" + std::to_string(s.job_id),
+          "--overlap",
+          "--quiet",
+          "-N",
+          std::to_string(nodes),
+          "-n",
+          std::to_string(nodes),
+          "--ntasks-per-node=1",
+          "--mpi=pmix",
+          "--aon=off",
+          ToolPath(bindir, Tool::kMerge),
+          "-q",
+          "--no-progress",
+          s.job_dir};
+}
+
+std::string Outcome(const Status& error, int exit_status, const char* program) {
+  return !error.ok() ? error.message()
+                     : std::string(program) + " exit status " + std::to_string(exit_status);
 }
 
 }  // namespace
@@ -133,37 +153,53 @@ int LocalExit(spank_t) {
                 s.job_dir);
     return 0;
   }
+  MergePlan merge;
+  merge.job_dir = s.job_dir;
+  merge.merge_program = ToolPath(bindir, Tool::kMerge);
+  merge.report_program = ToolPath(bindir, Tool::kReport);
   const uint32_t nodes = s.step_nodes;
-  // -q: the line printed below says where the results are; problems still show.
-  StatusOr<int> rc = 1;
   if (nodes > 1 && s.in_allocation) {
-    rc = MergeOnNodes(s, bindir, nodes);
-    if (!rc.ok() || *rc != 0) {
-      UserMessage("step " + step + ": merging on its " + std::to_string(nodes) + " nodes failed (" +
-                  (rc.ok() ? "srun exit status " + std::to_string(*rc) : rc.status().message()) +
-                  "); merging here with one process");
+    std::vector<std::string> on_nodes = MergeOnNodesCommand(s, bindir, nodes);
+    if (!on_nodes.empty()) {
+      merge.attempts.push_back({std::move(on_nodes), true});
+    } else {
+      UserMessage("step " + step + ": merging on its " + std::to_string(nodes) +
+                  " nodes failed (srun is not in PATH); merging here with one process");
     }
   }
-  if (nodes <= 1 || !s.in_allocation || !rc.ok() || *rc != 0) {
-    rc = RunProgram({bindir + "/aon-merge", "-q", s.job_dir});
-  }
-  const bool merged = rc.ok() && *rc == 0;
-  if (merged && access((bindir + "/aon-report").c_str(), X_OK) == 0) {
-    auto report = RunProgram({bindir + "/aon-report", s.job_dir});
-    if (!report.ok() || *report != 0)
-      UserMessage("aon-report failed for " + s.job_dir + " (the timeline is complete)");
-  }
+  // -q: the line printed below says where the results are; problems still show.
+  merge.attempts.push_back({{merge.merge_program, "-q", s.job_dir}, false});
+  const MergeOutcome out = MergeThenReport(merge, RunProgram, [&](const MergeEvent& e) {
+    if (e.kind == MergeEvent::Kind::kMergeFailed && e.attempt + 1 < merge.attempts.size()) {
+      UserMessage("step " + step + ": merging on its " + std::to_string(nodes) + " nodes failed (" +
+                  Outcome(e.error, e.exit_status, "srun") + "); merging here with one process");
+    }
+  });
+  if (out.report == ReportResult::kFailed)
+    UserMessage("aon-report failed for " + s.job_dir + " (the timeline is complete)");
   Status privacy = MakeFilesPrivate(s.job_dir);
   if (!privacy.ok()) UserMessage(privacy.message());
-  if (merged) {
-    const std::string report = s.job_dir + "/report.html";
-    UserMessage("step " + step + " profiled: " + s.job_dir + "/timeline.h5, " + s.job_dir +
-                "/trace.json (open in https://ui.perfetto.dev)" +
-                (access(report.c_str(), R_OK) == 0 ? ", " + report : std::string()));
-  } else {
-    UserMessage("step " + step + ": merging " + s.job_dir + " failed (" +
-                (rc.ok() ? "aon-merge exit status " + std::to_string(*rc) : rc.status().message()) +
-                "); the rank files are kept there");
+  switch (out.merge) {
+    case MergeResult::kMerged: {
+      const std::string report = s.job_dir + "/report.html";
+      UserMessage("step " + step + " profiled: " + s.job_dir + "/timeline.h5, " + s.job_dir +
+                  "/trace.json (open in https://ui.perfetto.dev)" +
+                  (access(report.c_str(), R_OK) == 0 ? ", " + report : std::string()));
+      break;
+    }
+    case MergeResult::kNoRankFiles:
+      UserMessage("step " + step + ": no rank files were written to " + s.job_dir +
+                  " (the agent runs only in tasks that use CUDA or NVTX): nothing to merge");
+      break;
+    case MergeResult::kNoMergeProgram:
+      UserMessage(merge.merge_program + " is not executable; step " + step + " rank files are in " +
+                  s.job_dir);
+      break;
+    case MergeResult::kMergeFailed:
+      UserMessage("step " + step + ": merging " + s.job_dir + " failed (" +
+                  Outcome(out.merge_error, out.merge_exit_status, "aon-merge") +
+                  "); the rank files are kept there");
+      break;
   }
   return 0;
 }

@@ -1,44 +1,24 @@
-// The --aon* options of srun, sbatch and salloc: one table with help text. Every
-// callback checks its value and the site policy right away, so a bad value makes
-// srun/sbatch fail before anything runs, with a message that names the option.
-// Slurm may call a callback twice with the same value: setting is idempotent.
+// The --aon* options of srun, sbatch and salloc: registered from the option
+// table that aon-run reads too (aon/session/options.h, via SpankOptionSpecs),
+// with its help text. Every callback checks its value and the site policy right
+// away, so a bad value makes srun/sbatch fail before anything runs, with a
+// message that names the option. Slurm may call a callback twice with the same
+// value: setting is idempotent.
+#include <vector>
+
 #include "state.h"
 
 namespace aon::spank {
 namespace {
 
-enum OptionId { kAon = 1, kOutput, kKinds, kNccl, kMemoryCap, kMerge, kVerbose, kFlight };
+// spank_option.val: the table's option id, offset so that 0 is never used.
+int OptionValue(session::SessionOption id) { return static_cast<int>(id) + 1; }
 
 int OnOption(int val, const char* optarg, int remote) {
   PluginState& s = State();
-  Status st;
-  switch (val) {
-    case kAon:
-      st = SetModeOption(s.user, optarg);
-      break;
-    case kOutput:
-      st = SetOutputOption(s.user, optarg);
-      break;
-    case kKinds:
-      st = SetKindsOption(s.user, optarg);
-      break;
-    case kNccl:
-      st = SetNcclOption(s.user, optarg);
-      break;
-    case kMemoryCap:
-      st = SetMemoryCapOption(s.user, optarg);
-      break;
-    case kMerge:
-      st = SetMergeOption(s.user, optarg);
-      break;
-    case kVerbose:
-      s.user.verbose = true;
-      break;
-    case kFlight:
-      st = SetFlightOption(s.user, optarg);
-      break;
-    default:
-      st = Internal("unknown option id " + std::to_string(val));
+  Status st = Internal("unknown option id " + std::to_string(val));
+  for (const SpankOptionSpec& spec : SpankOptionSpecs()) {
+    if (OptionValue(spec.id) == val) st = SetUserOption(s.user, spec.id, optarg);
   }
   if (st.ok()) {
     auto plan = MakeStepPlan(s.site, s.user);  // site policy (allowed modes, caps)
@@ -53,42 +33,26 @@ int OnOption(int val, const char* optarg, int remote) {
   return -1;
 }
 
-// Slurm keeps pointers to these for the life of the process.
-struct spank_option kOptions[] = {
-    {const_cast<char*>("aon"), const_cast<char*>("[MODE]"),
-     const_cast<char*>("Profile this job's GPUs with AON. MODE: on (default), full (also CUDA "
-                       "API calls), light (kernels and NVTX only), off."),
-     2, kAon, OnOption},
-    {const_cast<char*>("aon-output"), const_cast<char*>("DIR"),
-     const_cast<char*>("AON: put each step's trace in DIR/aon-<job>.<step> (%u %j %s expanded; "
-                       "default: the site's output root, else the submit directory)."),
-     1, kOutput, OnOption},
-    {const_cast<char*>("aon-kinds"), const_cast<char*>("LIST"),
-     const_cast<char*>("AON: record kinds, e.g. kernels,memcpy,nvtx (or all, default)."), 1, kKinds,
-     OnOption},
-    {const_cast<char*>("aon-nccl"), const_cast<char*>("on|off"),
-     const_cast<char*>("AON: load AON's NCCL profiler plugin into the tasks (default on)."), 1,
-     kNccl, OnOption},
-    {const_cast<char*>("aon-memory-cap"), const_cast<char*>("SIZE"),
-     const_cast<char*>("AON: record memory per rank, e.g. 64M; beyond it records are dropped and "
-                       "counted."),
-     1, kMemoryCap, OnOption},
-    {const_cast<char*>("aon-merge"), const_cast<char*>("on|off"),
-     const_cast<char*>("AON: merge the step's rank files when it ends (default on)."), 1, kMerge,
-     OnOption},
-    {const_cast<char*>("aon-flight"), const_cast<char*>("SECONDS"),
-     const_cast<char*>("AON: flight recorder: keep only the last SECONDS in memory and write them "
-                       "when something goes wrong (a task dies, an NCCL stall, a step-time spike, "
-                       "or aon-collector --trigger)."),
-     1, kFlight, OnOption},
-    {const_cast<char*>("aon-verbose"), nullptr,
-     const_cast<char*>("AON: the agent reports its progress on stderr."), 0, kVerbose, OnOption},
-};
+// Slurm keeps pointers to these (and their strings, owned by SpankOptionSpecs)
+// for the life of the process.
+std::vector<struct spank_option>& Options() {
+  static std::vector<struct spank_option> options = [] {
+    std::vector<struct spank_option> out;
+    for (const SpankOptionSpec& spec : SpankOptionSpecs()) {
+      out.push_back({const_cast<char*>(spec.name.c_str()),
+                     spec.arginfo.empty() ? nullptr : const_cast<char*>(spec.arginfo.c_str()),
+                     const_cast<char*>(spec.usage.c_str()), spec.has_arg, OptionValue(spec.id),
+                     OnOption});
+    }
+    return out;
+  }();
+  return options;
+}
 
 }  // namespace
 
 void RegisterOptions(spank_t sp) {
-  for (struct spank_option& opt : kOptions) {
+  for (struct spank_option& opt : Options()) {
     if (spank_option_register(sp, &opt) != ESPANK_SUCCESS)
       LogError(std::string("cannot register --") + opt.name);
   }

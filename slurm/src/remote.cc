@@ -1,10 +1,13 @@
 // slurmstepd (remote context, root). Per step per node, in slurm_spank_user_init
 // (before any task is forked): the job directory is created by a forked child
 // that became the job's user, the node collector is started (issue #3), and the
-// agent's environment is put in the step's environment, which every task gets:
+// agent's environment is put in the step's environment, which every task gets
+// (StepEnvironment in settings.cc, built as aon-run builds it):
 //   CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH = libaon_agent.so
-//   NCCL_PROFILER_PLUGIN = libaon_agent.so (--aon-nccl=on)
-//   AON_OUTPUT_DIR, AON_JOB_ID (<job>.<step>), AON_KINDS, AON_MEMORY_CAP, AON_VERBOSE
+//   NCCL_PROFILER_PLUGIN = libaon_agent.so (unless --aon-nccl=off)
+//   AON_OUTPUT_DIR, AON_JOB_ID (<job>.<step>), AON_KINDS, AON_COLLECTOR, and what
+//   the user or the site chose: AON_MEMORY_CAP, AON_SOURCE, AON_NCCL, AON_VERBOSE,
+//   AON_MODE=flight with AON_WINDOW
 // Each task's rank identity comes from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID,
 // which slurmstepd sets per task. A failure here is logged once to the slurmd log
 // and the step runs without the agent, unless the site asked for strict (then
@@ -50,25 +53,15 @@ Status SetupStep(spank_t sp, PluginState& s) {
 
   AON_RETURN_IF_ERROR(MakePrivateDirectoriesAs(user, dir));
   s.job_dir = dir;
-  AON_RETURN_IF_ERROR(StartNodeCollector(sp, dir, user.uid));
-
-  std::vector<std::pair<const char*, std::string>> env = {
-      {"CUDA_INJECTION64_PATH", agent},
-      {"NVTX_INJECTION64_PATH", agent},
-      {"AON_OUTPUT_DIR", dir},
-      {"AON_JOB_ID", std::to_string(s.job_id) + "." + std::to_string(s.step_id)},
-      {"AON_KINDS", s.plan.kinds},
-  };
-  if (!s.plan.memory_cap.empty()) env.emplace_back("AON_MEMORY_CAP", s.plan.memory_cap);
-  if (s.plan.verbose) env.emplace_back("AON_VERBOSE", "1");
-  if (!s.plan.flight_window.empty()) {
-    env.emplace_back("AON_MODE", "flight");
-    env.emplace_back("AON_WINDOW", s.plan.flight_window);
-  }
-  if (s.plan.nccl) env.emplace_back("NCCL_PROFILER_PLUGIN", agent);
-  for (const auto& [name, value] : env) {
-    if (spank_setenv(sp, name, value.c_str(), 1) != ESPANK_SUCCESS)
-      return Internal(std::string("cannot set ") + name + " for the tasks");
+  StepPaths paths;
+  paths.agent = agent;
+  paths.job_dir = dir;
+  paths.job_id = std::to_string(s.job_id) + "." + std::to_string(s.step_id);
+  paths.collector = StartNodeCollector(user.uid);
+  AON_ASSIGN_OR_RETURN(std::vector<EnvVar> env, StepEnvironment(s.plan, paths));
+  for (const EnvVar& var : env) {
+    if (spank_setenv(sp, var.name.c_str(), var.value.c_str(), 1) != ESPANK_SUCCESS)
+      return Internal("cannot set " + var.name + " for the tasks");
   }
   return Status::Ok();
 }

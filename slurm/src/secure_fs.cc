@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "aon/session/tool_paths.h"
+
 namespace aon::spank {
 namespace {
 
@@ -216,29 +218,14 @@ std::string PluginDirectory() {
   return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
 }
 
-namespace {
-std::string FirstExisting(const std::vector<std::string>& candidates, int mode) {
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), mode) != 0) continue;
-    char resolved[PATH_MAX];
-    return realpath(c.c_str(), resolved) != nullptr ? std::string(resolved) : c;
-  }
-  return "";
-}
-}  // namespace
-
 std::string FindAgent(const std::string& plugin_dir) {
-  // build tree: <build>/lib/aon.so; install: <prefix>/lib/aon/aon.so.
-  return FirstExisting({plugin_dir + "/libaon_agent.so", plugin_dir + "/../libaon_agent.so"}, R_OK);
+  auto agent = FindTool(ToolOrigin::kSpankPlugin, plugin_dir, Tool::kAgent);
+  return agent.ok() ? *agent : "";
 }
 
 std::string FindBinDir(const std::string& plugin_dir) {
-  // <build>/lib, <prefix>/lib/aon, <prefix>/lib/<multiarch>/aon.
-  std::string merge =
-      FirstExisting({plugin_dir + "/../bin/aon-merge", plugin_dir + "/../../bin/aon-merge",
-                     plugin_dir + "/../../../bin/aon-merge"},
-                    X_OK);
-  return merge.empty() ? "" : merge.substr(0, merge.rfind('/'));
+  auto bindir = aon::FindBinDir(ToolOrigin::kSpankPlugin, plugin_dir);
+  return bindir.ok() ? *bindir : "";
 }
 
 }  // namespace aon::spank

@@ -40,7 +40,8 @@ StatusOr<int> RunProgram(const std::vector<std::string>& argv);
 std::string PluginDirectory();
 
 // Where libaon_agent.so and the aon-merge directory are, relative to the plugin
-// (<lib>/aon.so or <lib>/aon/aon.so): the first existing candidate, else "".
+// (<lib>/aon.so or <lib>/aon/aon.so; aon/session/tool_paths.h): the first
+// usable candidate, resolved, else "".
 std::string FindAgent(const std::string& plugin_dir);
 std::string FindBinDir(const std::string& plugin_dir);
 

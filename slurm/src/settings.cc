@@ -9,17 +9,8 @@
 namespace aon::spank {
 namespace {
 
-bool ParseOnOff(std::string_view v, bool* out) {
-  if (v == "on" || v == "1" || v == "yes" || v == "true") {
-    *out = true;
-    return true;
-  }
-  if (v == "off" || v == "0" || v == "no" || v == "false") {
-    *out = false;
-    return true;
-  }
-  return false;
-}
+using session::ParseOnOff;
+using session::SessionOption;
 
 std::vector<std::string_view> SplitCommas(std::string_view s) {
   std::vector<std::string_view> out;
@@ -45,7 +36,9 @@ constexpr SiteKey kSiteKeys[] = {
     {"modes", "comma-separated modes users may choose (default off,on,full,light)"},
     {"max_memory_cap", "largest --aon-memory-cap a user may ask for (e.g. 256M)"},
     {"memory_cap", "default per-rank memory cap (default: the agent's, 64M)"},
-    {"nccl", "on|off: default of --aon-nccl (default on)"},
+    {"nccl",
+     "default|channels|coll|proxy|off (on = default): default of --aon-nccl (default: "
+     "the agent's, default)"},
     {"strict", "profiler failures fail the step (only with `required` in plugstack.conf)"},
     {"agent", "path of libaon_agent.so (default: next to aon.so)"},
     {"bindir", "directory of aon-merge and aon-report (default: next to aon.so)"},
@@ -103,7 +96,9 @@ StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args) {
       c.strict = true;
       if (has_value && !ParseOnOff(value, &c.strict)) return bad("expected on or off");
     } else if (key == "nccl") {
-      if (!ParseOnOff(value, &c.nccl_default)) return bad("expected on or off");
+      auto mode = session::CheckOptionValue(SessionOption::kNccl, value);
+      if (!mode.ok()) return bad(mode.status().message());
+      c.nccl = *mode;
     } else if (key == "output_root") {
       if (value.empty()) return bad("needs a path");
       AON_ASSIGN_OR_RETURN(std::string probe, ExpandPathTemplate(value, "u", 0, 1, 0));
@@ -146,6 +141,72 @@ StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args) {
   return c;
 }
 
+const std::vector<SpankOptionSpec>& SpankOptionSpecs() {
+  static const std::vector<SpankOptionSpec> specs = [] {
+    std::vector<SpankOptionSpec> out;
+    for (const session::FrontEndOption& e : session::FrontEndOptions()) {
+      if (e.spank == nullptr) continue;
+      SpankOptionSpec spec;
+      spec.id = e.id;
+      spec.name = e.spank;
+      const bool flag = e.spank_arg == session::OptionArg::kFlag;
+      spec.arginfo = flag || e.value == nullptr ? "" : e.value;
+      if (e.spank_arg == session::OptionArg::kOptional) spec.arginfo = "[" + spec.arginfo + "]";
+      // --aon says what it is; the others say whose option they are.
+      spec.usage = std::string(e.id == SessionOption::kProfile ? "" : "AON: ") + e.help + ".";
+      spec.has_arg = flag ? 0 : e.spank_arg == session::OptionArg::kOptional ? 2 : 1;
+      out.push_back(std::move(spec));
+    }
+    return out;
+  }();
+  return specs;
+}
+
+namespace {
+
+// The canonical value of `option` (aon-run's check), or an error naming the
+// option as srun's user typed it.
+StatusOr<std::string> Checked(SessionOption option, const char* optarg) {
+  const std::string v = optarg != nullptr ? optarg : "";
+  auto checked = session::CheckOptionValue(option, v);
+  if (!checked.ok())
+    return InvalidArgument(session::SpankName(option) + "=" + v + ": " +
+                           checked.status().message());
+  return checked;
+}
+
+}  // namespace
+
+Status SetUserOption(UserOptions& o, SessionOption option, const char* optarg) {
+  switch (option) {
+    case SessionOption::kProfile:
+      return SetModeOption(o, optarg);
+    case SessionOption::kOutput:
+      return SetOutputOption(o, optarg);
+    case SessionOption::kKinds:
+      return SetKindsOption(o, optarg);
+    case SessionOption::kSource:
+      return SetSourceOption(o, optarg);
+    case SessionOption::kNccl:
+      return SetNcclOption(o, optarg);
+    case SessionOption::kMemoryCap:
+      return SetMemoryCapOption(o, optarg);
+    case SessionOption::kMerge:
+      return SetMergeOption(o, optarg);
+    case SessionOption::kFlight:
+      return SetFlightOption(o, optarg);
+    case SessionOption::kVerbose:
+      o.verbose = true;
+      return Status::Ok();
+    case SessionOption::kMode:
+    case SessionOption::kWindow:
+    case SessionOption::kReport:
+    case SessionOption::kMergeProcs:
+      break;
+  }
+  return Internal(session::RunName(option) + " is not an srun option");
+}
+
 Status SetModeOption(UserOptions& o, const char* optarg) {
   // sbatch --aon reaches the batch script's srun as the text "(null)" (Slurm 22.05
   // prints a null optarg into SLURM_SPANK__SLURM_SPANK_OPTION_aon_aon).
@@ -153,9 +214,8 @@ Status SetModeOption(UserOptions& o, const char* optarg) {
     o.mode = Mode::kOn;
     return Status::Ok();
   }
-  auto m = ParseMode(optarg);
-  if (!m.ok()) return InvalidArgument("--aon=" + std::string(optarg) + ": " + m.status().message());
-  o.mode = *m;
+  AON_ASSIGN_OR_RETURN(std::string text, Checked(SessionOption::kProfile, optarg));
+  AON_ASSIGN_OR_RETURN(o.mode, ParseMode(text));
   return Status::Ok();
 }
 
@@ -170,49 +230,35 @@ Status SetOutputOption(UserOptions& o, const char* optarg) {
 }
 
 Status SetKindsOption(UserOptions& o, const char* optarg) {
-  const std::string v = optarg ? optarg : "";
-  auto kinds = ParseKinds(v);
-  if (v.empty() || !kinds.ok())
-    return InvalidArgument("--aon-kinds=" + v + ": " +
-                           (v.empty() ? std::string("needs a list") : kinds.status().message()));
-  o.kinds = v;
+  AON_ASSIGN_OR_RETURN(o.kinds, Checked(SessionOption::kKinds, optarg));
+  return Status::Ok();
+}
+
+Status SetSourceOption(UserOptions& o, const char* optarg) {
+  AON_ASSIGN_OR_RETURN(o.source, Checked(SessionOption::kSource, optarg));
   return Status::Ok();
 }
 
 Status SetNcclOption(UserOptions& o, const char* optarg) {
-  bool on = true;
-  if (optarg != nullptr && !ParseOnOff(optarg, &on))
-    return InvalidArgument("--aon-nccl=" + std::string(optarg) + ": expected on or off");
-  o.nccl = on;
+  AON_ASSIGN_OR_RETURN(o.nccl, Checked(SessionOption::kNccl, optarg));
   return Status::Ok();
 }
 
 Status SetMergeOption(UserOptions& o, const char* optarg) {
-  bool on = true;
-  if (optarg != nullptr && !ParseOnOff(optarg, &on))
-    return InvalidArgument("--aon-merge=" + std::string(optarg) + ": expected on or off");
-  o.merge = on;
+  auto on = Checked(SessionOption::kMerge, optarg);
+  if (!on.ok()) return on.status();
+  o.merge = *on == "on";
   return Status::Ok();
 }
 
 Status SetFlightOption(UserOptions& o, const char* optarg) {
-  const std::string v = optarg ? optarg : "";
-  char* end = nullptr;
-  const double seconds = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(seconds >= 1 && seconds <= 86400))
-    return InvalidArgument("--aon-flight=" + v + ": expected seconds in [1, 86400]");
-  o.flight_window = v;
+  AON_ASSIGN_OR_RETURN(o.flight_window, Checked(SessionOption::kFlight, optarg));
   return Status::Ok();
 }
 
 Status SetMemoryCapOption(UserOptions& o, const char* optarg) {
-  const std::string v = optarg ? optarg : "";
-  auto size = ParseSize(v);
-  if (!size.ok()) return InvalidArgument("--aon-memory-cap=" + v + ": " + size.status().message());
-  if (*size < (1ull << 20))
-    return InvalidArgument("--aon-memory-cap=" + v + ": below the 1M minimum");
-  o.memory_cap = *size;
-  o.memory_cap_text = v;
+  AON_ASSIGN_OR_RETURN(o.memory_cap_text, Checked(SessionOption::kMemoryCap, optarg));
+  AON_ASSIGN_OR_RETURN(o.memory_cap, ParseSize(o.memory_cap_text));
   return Status::Ok();
 }
 
@@ -243,16 +289,35 @@ StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user)
       return InvalidArgument("--aon-memory-cap=" + user.memory_cap_text +
                              ": above this cluster's limit of " +
                              std::to_string(site.max_memory_cap >> 20) + "M");
-    p.memory_cap = std::to_string(*user.memory_cap);
+    p.memory_cap = user.memory_cap_text;
   } else if (site.default_memory_cap != 0) {
     p.memory_cap = std::to_string(site.default_memory_cap);
   }
-  p.nccl = user.nccl.value_or(site.nccl_default);
+  p.nccl = user.nccl.value_or(site.nccl);
+  p.source = user.source;
   p.merge = user.merge.value_or(true);
   p.flight_window = user.flight_window;
   p.verbose = user.verbose;
   p.output_root = !user.output.empty() ? user.output : site.output_root;
   return p;
+}
+
+StatusOr<std::vector<EnvVar>> StepEnvironment(const StepPlan& plan, const StepPaths& paths) {
+  AgentSettings settings;
+  AON_RETURN_IF_ERROR(settings.Set(AgentVar::kOutputDir, paths.job_dir));
+  AON_RETURN_IF_ERROR(settings.Set(AgentVar::kJobId, paths.job_id));
+  // What the user or the site chose; nothing else (the job's own AON_* stay).
+  const std::pair<SessionOption, std::string> chosen[] = {
+      {SessionOption::kKinds, plan.kinds},   {SessionOption::kMemoryCap, plan.memory_cap},
+      {SessionOption::kSource, plan.source}, {SessionOption::kVerbose, plan.verbose ? "1" : ""},
+      {SessionOption::kNccl, plan.nccl},     {SessionOption::kFlight, plan.flight_window},
+  };
+  for (const auto& [option, value] : chosen) {
+    if (!value.empty()) AON_RETURN_IF_ERROR(session::ApplyOption(settings, option, value));
+  }
+  if (!paths.collector.empty())
+    AON_RETURN_IF_ERROR(settings.Set(AgentVar::kCollector, paths.collector));
+  return AgentEnvironment(settings, paths.agent);
 }
 
 StatusOr<std::string> ExpandPathTemplate(std::string_view tmpl, std::string_view user, uint32_t uid,

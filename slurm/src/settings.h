@@ -3,7 +3,10 @@
 //   UserOptions  what the user asked for with --aon* (srun/sbatch/salloc),
 //   StepPlan     what one step does: both combined and checked.
 // Parsing is strict: an unknown plugstack.conf key or a bad option value is an
-// error whose message names it (the plugin then fails closed).
+// error whose message names it (the plugin then fails closed). Option names,
+// help and value checks come from the table aon-run reads too
+// (aon/session/options.h); the agent's environment is built by the same code as
+// aon-run's (aon/session/agent_env.h).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "aon/session/agent_env.h"
+#include "aon/session/options.h"
 #include "aon/status.h"
 
 namespace aon::spank {
@@ -30,9 +35,9 @@ struct SiteConfig {
   std::vector<Mode> allowed_modes{Mode::kOff, Mode::kOn, Mode::kFull, Mode::kLight};
   uint64_t max_memory_cap = 0;      // 0 = no limit
   uint64_t default_memory_cap = 0;  // 0 = the agent's default
-  bool nccl_default = true;
-  std::string agent;   // libaon_agent.so ("" = next to the plugin)
-  std::string bindir;  // where aon-merge / aon-report are ("" = next to the plugin)
+  std::string nccl;                 // default of --aon-nccl ("" = the agent's: default)
+  std::string agent;                // libaon_agent.so ("" = next to the plugin)
+  std::string bindir;               // where aon-merge / aon-report are ("" = next to the plugin)
 
   bool ModeAllowed(Mode m) const;
 };
@@ -46,7 +51,8 @@ struct UserOptions {
   std::optional<Mode> mode;            // --aon[=MODE]; nullopt = not given
   std::string output;                  // --aon-output=DIR
   std::string kinds;                   // --aon-kinds=LIST (validated)
-  std::optional<bool> nccl;            // --aon-nccl=on|off
+  std::string source;                  // --aon-source=cupti|synthetic
+  std::optional<std::string> nccl;     // --aon-nccl=MODE (canonical: on -> default)
   std::optional<uint64_t> memory_cap;  // --aon-memory-cap=SIZE
   std::string memory_cap_text;
   bool verbose = false;       // --aon-verbose
@@ -54,11 +60,25 @@ struct UserOptions {
   std::string flight_window;  // --aon-flight=SECONDS ("" = full mode)
 };
 
-// Option setters: each checks its value and says what was wrong. Calling one
-// twice with the same value is harmless (Slurm does that).
+// The srun/sbatch/salloc options, from the shared table: what
+// spank_option_register needs of each.
+struct SpankOptionSpec {
+  session::SessionOption id;
+  std::string name;     // "aon-kinds"
+  std::string arginfo;  // "LIST"; "" for a flag
+  std::string usage;    // "AON: ..."
+  int has_arg = 0;      // 0 flag, 1 required, 2 optional (spank_option's convention)
+};
+const std::vector<SpankOptionSpec>& SpankOptionSpecs();
+
+// Option setters: each checks its value with the check aon-run runs on its twin
+// (session::CheckOptionValue) and says what was wrong ("--aon-kinds=x: ...").
+// Calling one twice with the same value is harmless (Slurm does that).
+Status SetUserOption(UserOptions& o, session::SessionOption option, const char* optarg);
 Status SetModeOption(UserOptions& o, const char* optarg);  // null = "on"
 Status SetOutputOption(UserOptions& o, const char* optarg);
 Status SetKindsOption(UserOptions& o, const char* optarg);
+Status SetSourceOption(UserOptions& o, const char* optarg);
 Status SetNcclOption(UserOptions& o, const char* optarg);
 Status SetMemoryCapOption(UserOptions& o, const char* optarg);
 Status SetMergeOption(UserOptions& o, const char* optarg);
@@ -69,15 +89,30 @@ struct StepPlan {
   Mode mode = Mode::kOff;
   std::string kinds;       // AON_KINDS value
   std::string memory_cap;  // AON_MEMORY_CAP value ("" = agent default)
-  bool nccl = true;
+  std::string source;      // AON_SOURCE value ("" = agent default)
+  std::string nccl;        // AON_NCCL value ("" = agent default: NCCL captured)
   bool verbose = false;
   bool merge = true;
   std::string flight_window;  // AON_WINDOW with AON_MODE=flight ("" = full mode)
-  std::string output_root;  // unexpanded template (user's, else site's, else "")
+  std::string output_root;    // unexpanded template (user's, else site's, else "")
 };
 
 // Combines site policy and user options; an error names the option and the policy.
 StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user);
+
+// What one step's tasks get besides the plan.
+struct StepPaths {
+  std::string agent;      // libaon_agent.so
+  std::string job_dir;    // AON_OUTPUT_DIR
+  std::string job_id;     // AON_JOB_ID: <job>.<step>
+  std::string collector;  // AON_COLLECTOR ("" = the agent looks beside itself)
+};
+
+// The agent's environment for the step's tasks (aon::AgentEnvironment: the
+// injection hooks, the AON_* variables the user or the site chose, the NCCL
+// profiler plugin unless --aon-nccl=off). Only what was chosen is set: the
+// job's own AON_* variables reach the tasks otherwise.
+StatusOr<std::vector<EnvVar>> StepEnvironment(const StepPlan& plan, const StepPaths& paths);
 
 // Expands %u (user name), %U (uid), %j (job id), %s (step id), %% in `tmpl`.
 StatusOr<std::string> ExpandPathTemplate(std::string_view tmpl, std::string_view user, uint32_t uid,

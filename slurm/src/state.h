@@ -23,9 +23,9 @@ struct PluginState {
   uint32_t step_id = 0;
   uint32_t step_nodes = 1;     // nodes of the step (srun, from local_user_init)
   bool in_allocation = false;  // srun started inside salloc/sbatch: the job outlives the step
-  std::string job_dir;  // set once the directory exists
-  uid_t job_uid = 0;    // the job's user (its collector runs as that user)
-  Status failure;       // first profiler failure of this step (reported once)
+  std::string job_dir;         // set once the directory exists
+  uid_t job_uid = 0;           // the job's user (its collector runs as that user)
+  Status failure;              // first profiler failure of this step (reported once)
 };
 PluginState& State();
 
@@ -48,8 +48,10 @@ int RemoteUserInit(spank_t sp);        // slurmstepd: job directory, agent envir
 int RemoteTaskInit(spank_t sp);        // slurmstepd: strict failures
 int RemoteExit(spank_t sp);            // slurmstepd: step end on this node
 
-// The node collector (issue #3), started/stopped once per step per node.
-Status StartNodeCollector(spank_t sp, const std::string& job_dir, uid_t uid);
+// The node collector (issue #3), once per step per node. Start: remembers the
+// job's user and returns the aon-collector the agents should start ("" when
+// none is installed: they look beside themselves). Stop: finishes it.
+std::string StartNodeCollector(uid_t uid);
 void StopNodeCollector(spank_t sp);
 
 }  // namespace aon::spank

@@ -30,7 +30,7 @@ TEST(SiteArgs, PolicyKeys) {
   EXPECT_TRUE(c->enabled_by_default);
   EXPECT_TRUE(c->disabled);
   EXPECT_TRUE(c->strict);
-  EXPECT_FALSE(c->nccl_default);
+  EXPECT_EQ(c->nccl, "off");
   EXPECT_FALSE(c->ModeAllowed(Mode::kFull));
   EXPECT_TRUE(c->ModeAllowed(Mode::kOff));
   EXPECT_EQ(c->max_memory_cap, 256ull << 20);
@@ -71,7 +71,7 @@ TEST(StepPlan, SitePolicyWins) {
   plan = MakeStepPlan(site, o);
   ASSERT_TRUE(plan.ok());
   EXPECT_TRUE(plan->profile);
-  EXPECT_FALSE(plan->nccl);
+  EXPECT_EQ(plan->nccl, "off");
   EXPECT_EQ(plan->kinds, "default");
   // Opt-in by default, on by default when the site says so, off on request.
   EXPECT_FALSE(MakeStepPlan(SiteConfig{}, UserOptions{})->profile);
