@@ -209,8 +209,6 @@ int main(int argc, char** argv) {
   RunOptions& options = command_line.options;
 
   CLI::App app{Description(), "aon-run"};
-  // Everything from the launcher word on belongs to the launcher, -np and all.
-  app.prefix_command();
   aon::launcher::DefineRunOptions(app, command_line);
   app.set_version_flag("--version", std::string("aon-run ") + AON_VERSION);
   app.footer(Footer());

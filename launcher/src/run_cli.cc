@@ -6,6 +6,8 @@ namespace aon::launcher {
 
 void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
   using session::SessionOption;
+  // Everything from the launcher word on belongs to the launcher, -np and all.
+  app.prefix_command();
   RunOptions& o = values.options;
   for (const session::FrontEndOption& entry : session::FrontEndOptions()) {
     if (entry.run == nullptr) continue;

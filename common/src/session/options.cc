@@ -82,7 +82,8 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        nullptr, "aon-run spells it --mode flight --window SECONDS"},
       {O::kVerbose, "-v,--verbose", A::kFlag, "aon-verbose", A::kFlag, nullptr,
        "the agent reports its progress on stderr",
-       "print the command and environment aon-run uses; the agent reports its progress", nullptr},
+       "print the command and environment aon-run uses; the agent reports its progress",
+       "a flag on both; aon-run's also prints what it runs (the agent's AON_VERBOSE is the same)"},
       {O::kProfile, nullptr, A::kAbsent, "aon", A::kOptional, "MODE",
        "Profile this job's GPUs with AON. MODE: on (default), full (also CUDA API calls), light "
        "(kernels and NVTX only), off",

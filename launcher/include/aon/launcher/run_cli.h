@@ -17,7 +17,9 @@ struct RunCommandLine {
   bool no_report = false;
 };
 
-// Adds every aon-run option of the table to `app`, bound to `values`. Values
+// Adds every aon-run option of the table to `app`, bound to `values`, and makes
+// the first word that is not an option (or the word after "--") and everything
+// after it the command (app.remaining()). Values
 // are checked afterwards by ValidateOptions (one check for both front ends),
 // except --merge-procs, which CLI11 bounds.
 void DefineRunOptions(CLI::App& app, RunCommandLine& values);
