@@ -270,6 +270,28 @@ TEST_F(SlurmSingleNode, BadOptionValueFailsSrunAndNamesIt) {
   }
 }
 
+// --aon-nccl takes aon-run's five NCCL modes (on|off still accepted, on =
+// default), and the tasks get what aon-run would give its ranks: AON_NCCL, and
+// NCCL's profiler plugin = the agent unless off.
+TEST_F(SlurmSingleNode, NcclOptionTakesAonRunsModes) {
+  const std::string probe =
+      "echo NCCL mode=${AON_NCCL:-unset} plugin=${NCCL_PROFILER_PLUGIN:-unset}";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"proxy", "NCCL mode=proxy plugin=/"},
+      {"on", "NCCL mode=default plugin=/"},
+      {"off", "NCCL mode=off plugin=unset\n"},
+  };
+  for (const auto& [value, want] : cases) {
+    ProcessResult r = cluster_->Run(
+        {"srun", "--aon", "--aon-nccl=" + value, "-n", "1", "sh", "-c", probe}, {}, work_);
+    EXPECT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
+    EXPECT_TRUE(Contains(r.out, want)) << "--aon-nccl=" << value << "\n" << r.Describe();
+    if (value != "off") {
+      EXPECT_TRUE(Contains(r.out, "libaon_agent.so\n")) << r.Describe();
+    }
+  }
+}
+
 TEST_F(SlurmUnprivileged, UnwritableOutputDirectoryStillRunsTheJob) {
   const std::string user_dir = UserDir("user", App());
   const std::string locked = work_ + "/root-only";  // root's, 0755: the user cannot write
