@@ -1,7 +1,7 @@
 // The node collector's drain + HDF5 append path (rank_agent/collector): a
 // producer thread fills a shared-memory ring (aon/shm_ring.h) with a realistic
 // record mix generated up front, while the consumer (this thread, as the
-// collector's one thread) drains it into RecordBatches (record_batches.h) and,
+// collector's one thread) drains it into RecordBatches (common/include/aon/record_batches.h) and,
 // every `flush` records (standing for the collector's 1 s flush interval),
 // appends them to a real TraceWriter rank file in /tmp, appends new strings,
 // rewrites the two /meta attributes and calls Flush(), exactly as
@@ -70,13 +70,13 @@
 #include "aon/shm_ring.h"
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
-#include "record_batches.h"
+#include "aon/record_batches.h"
 #include "synthetic_step.h"
 
 namespace {
 
 using namespace aon;  // NOLINT(build/namespaces): a benchmark, every name is AON's
-using aon::collector::RecordBatches;
+using aon::RecordBatches;
 
 // The ring of a rank with the default AON_MEMORY_CAP (64M): half the cap.
 constexpr uint64_t kRingBytes = uint64_t{32} << 20;

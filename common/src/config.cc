@@ -213,7 +213,8 @@ Status CheckAgentVariable(AgentVar var, std::string_view value) {
 std::string AgentConfig::KindsString() const {
   std::string s;
   for (size_t i = 0; i < kRecordKindCount; ++i) {
-    if (!kinds[i]) continue;
+    // Bookkeeping kinds follow the kind they serve and are not named.
+    if (!kinds[i] || RecordKindScope(static_cast<RecordKind>(i)) != KindScope::kTimeline) continue;
     if (!s.empty()) s += ',';
     s += RecordKindName(static_cast<RecordKind>(i));
   }
@@ -222,9 +223,20 @@ std::string AgentConfig::KindsString() const {
 
 StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list) {
   std::array<bool, kRecordKindCount> kinds{};
+  auto finish = [&] {
+    // Correlation records are what tie API calls to GPU work: keep them with either.
+    if (kinds[static_cast<size_t>(RecordKind::kApi)] ||
+        kinds[static_cast<size_t>(RecordKind::kKernel)]) {
+      kinds[static_cast<size_t>(RecordKind::kExternalCorrelation)] = true;
+    }
+    // NCCL's CUDA-graph bookkeeping goes with NCCL.
+    kinds[static_cast<size_t>(RecordKind::kNcclGraph)] =
+        kinds[static_cast<size_t>(RecordKind::kNccl)];
+    return kinds;
+  };
   if (list == "all" || list == "default" || list.empty()) {
     kinds.fill(true);
-    return kinds;
+    return finish();
   }
   size_t pos = 0;
   while (pos <= list.size()) {
@@ -234,7 +246,7 @@ StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list) {
     RecordKind k;
     if (item == "kernel") item = "kernels";
     if (item == "runtime" || item == "driver") item = "api";
-    if (!ParseRecordKind(item, &k)) {
+    if (!ParseRecordKind(item, &k) || RecordKindScope(k) != KindScope::kTimeline) {
       return InvalidArgument("AON_KINDS: unknown record kind '" + std::string(item) +
                              "' (known: kernels, memcpy, memset, sync, api, nvtx, nccl, "
                              "external_correlation, all)");
@@ -242,11 +254,7 @@ StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list) {
     kinds[static_cast<size_t>(k)] = true;
     pos = comma + 1;
   }
-  // Correlation records are what tie API calls to GPU work: keep them with either.
-  if (kinds[static_cast<size_t>(RecordKind::kApi)] ||
-      kinds[static_cast<size_t>(RecordKind::kKernel)])
-    kinds[static_cast<size_t>(RecordKind::kExternalCorrelation)] = true;
-  return kinds;
+  return finish();
 }
 
 StatusOr<uint64_t> ParseSize(std::string_view text) {

@@ -18,10 +18,14 @@ bool IsOperation(const NcclRecord& r) {
          r.event_type == static_cast<uint8_t>(NcclEventType::kP2p);
 }
 
-bool IsGraphBookkeeping(const NcclRecord& r) {
-  return r.event_type == static_cast<uint8_t>(NcclEventType::kGraphNode) ||
-         r.event_type == static_cast<uint8_t>(NcclEventType::kCapturedColl) ||
-         r.event_type == static_cast<uint8_t>(NcclEventType::kCapturedP2p);
+// Event types of the CUDA-graph bookkeeping rows format 1.3 kept in the nccl
+// table (records.h: now NcclGraphRecord).
+constexpr uint8_t kLegacyGraphNode = 6;
+constexpr uint8_t kLegacyCapturedColl = 7;
+constexpr uint8_t kLegacyCapturedP2p = 8;
+
+bool IsLegacyGraphRow(const NcclRecord& r) {
+  return r.event_type >= kLegacyGraphNode && r.event_type <= kLegacyCapturedP2p;
 }
 
 constexpr uint8_t kTimingNone = static_cast<uint8_t>(NcclGpuTiming::kNone);
@@ -43,32 +47,54 @@ void AddNote(std::string* note, const std::string& text) {
   *note += text;
 }
 
-// The CUDA-graph pass (nccl_resolve.h, "CUDA graphs"). Removes the bookkeeping
-// rows, appends replay records, and returns each record's role; raw replay
-// channel times tied to their kernel are added to `replay_offsets` for the
-// calibration.
+// The operation record a captured API call stands for.
+NcclRecord OperationOfCapturedCall(const NcclGraphRecord& c) {
+  NcclRecord op{};
+  op.start_ns = op.end_ns = c.time_ns;
+  op.comm_hash = c.comm_hash;
+  op.count = c.count;
+  op.bytes = c.bytes;
+  op.external_id = c.external_id;
+  op.func_id = c.func_id;
+  op.datatype_id = c.datatype_id;
+  op.root = c.root;
+  op.peer = -1;  // P2pApi does not name the peer
+  op.channel_id = -1;
+  op.comm_rank = c.comm_rank;
+  op.comm_nranks = c.comm_nranks;
+  op.comm_nnodes = c.comm_nnodes;
+  op.event_type = static_cast<uint8_t>(
+      c.event == static_cast<uint8_t>(NcclGraphEvent::kCapturedP2p) ? NcclEventType::kP2p
+                                                                      : NcclEventType::kColl);
+  op.gpu_timing = kTimingNone;
+  return op;
+}
+
+// The CUDA-graph pass (nccl_resolve.h, "CUDA graphs"). Appends replay records,
+// and returns each record's role; raw replay channel times tied to their kernel
+// are added to `replay_offsets` for the calibration.
 std::vector<Role> ResolveGraphReplays(std::vector<NcclRecord>& nccl,
+                                      std::span<const NcclGraphRecord> graph,
                                       std::span<const KernelRecord> kernels,
                                       std::span<const ApiRecord> apis, NcclResolveResult* result,
                                       std::vector<int64_t>* replay_offsets) {
   // Node rows: created node -> its launch; clone -> original. Captured calls.
   std::unordered_map<uint64_t, uint64_t> launch_of_created;
   std::unordered_map<uint64_t, uint64_t> original_of_clone;
-  std::vector<NcclRecord> captured_calls;
-  for (const NcclRecord& r : nccl) {
-    if (r.event_type == static_cast<uint8_t>(NcclEventType::kGraphNode)) {
-      if (r.count == 0) {
-        if (launch_of_created.emplace(r.seq_number, r.external_id).second) ++result->graph_nodes;
-      } else if (original_of_clone.emplace(r.seq_number, r.count).second) {
-        ++result->graph_node_clones;
-      }
-    } else if (r.event_type == static_cast<uint8_t>(NcclEventType::kCapturedColl) ||
-               r.event_type == static_cast<uint8_t>(NcclEventType::kCapturedP2p)) {
-      captured_calls.push_back(r);
+  std::vector<NcclGraphRecord> captured_calls;
+  for (const NcclGraphRecord& r : graph) {
+    switch (static_cast<NcclGraphEvent>(r.event)) {
+      case NcclGraphEvent::kNodeCreated:
+        if (launch_of_created.emplace(r.node_id, r.external_id).second) ++result->graph_nodes;
+        break;
+      case NcclGraphEvent::kNodeCloned:
+        if (original_of_clone.emplace(r.node_id, r.original_node_id).second) {
+          ++result->graph_node_clones;
+        }
+        break;
+      case NcclGraphEvent::kCapturedColl:
+      case NcclGraphEvent::kCapturedP2p: captured_calls.push_back(r); break;
     }
-  }
-  if (launch_of_created.size() + original_of_clone.size() + captured_calls.size() > 0) {
-    std::erase_if(nccl, IsGraphBookkeeping);
   }
   std::vector<Role> role(nccl.size(), Role::kPlain);
   if (launch_of_created.empty() && captured_calls.empty()) return role;
@@ -116,7 +142,7 @@ std::vector<Role> ResolveGraphReplays(std::vector<NcclRecord>& nccl,
   // launches already expanded (a resolved file run again).
   std::unordered_set<uint64_t> launches;
   for (const auto& [node, launch] : launch_of_created) launches.insert(launch);
-  for (const NcclRecord& c : captured_calls) {
+  for (const NcclGraphRecord& c : captured_calls) {
     if (c.external_id != 0) launches.insert(c.external_id);
   }
   launches.erase(0);
@@ -150,19 +176,10 @@ std::vector<Role> ResolveGraphReplays(std::vector<NcclRecord>& nccl,
     bool from_calls = false;
     if (ops.empty()) {
       // NCCL reported nothing at capture: the captured calls are the operations.
-      for (const NcclRecord& c : captured_calls) {
+      for (const NcclGraphRecord& c : captured_calls) {
         if (c.external_id != launch) continue;
-        NcclRecord op = c;
-        op.event_type =
-            static_cast<uint8_t>(c.event_type == static_cast<uint8_t>(NcclEventType::kCapturedP2p)
-                                     ? NcclEventType::kP2p
-                                     : NcclEventType::kColl);
-        op.end_ns = std::max(op.end_ns, op.start_ns);
-        op.gpu_start_ns = 0;
-        op.gpu_timing = kTimingNone;
-        op.graph_replay = 0;
         ops.push_back(nccl.size());
-        nccl.push_back(op);
+        nccl.push_back(OperationOfCapturedCall(c));
         role.push_back(Role::kPlain);
         ++result->captured_from_calls;
       }
@@ -267,20 +284,59 @@ std::vector<Role> ResolveGraphReplays(std::vector<NcclRecord>& nccl,
 
 }  // namespace
 
-bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl) {
-  return std::any_of(nccl.begin(), nccl.end(), [](const NcclRecord& r) {
-    return r.gpu_timing == kTimingRaw || (IsOperation(r) && r.correlation_id == 0) ||
-           IsGraphBookkeeping(r);
-  });
+std::vector<NcclGraphRecord> TakeLegacyGraphRows(std::vector<NcclRecord>& nccl) {
+  std::vector<NcclGraphRecord> graph;
+  for (const NcclRecord& r : nccl) {
+    if (!IsLegacyGraphRow(r)) continue;
+    NcclGraphRecord g{};
+    g.time_ns = r.start_ns;
+    g.external_id = r.external_id;
+    g.comm_hash = r.comm_hash;
+    g.root = r.root;
+    g.comm_rank = r.comm_rank;
+    g.comm_nranks = r.comm_nranks;
+    g.comm_nnodes = r.comm_nnodes;
+    if (r.event_type == kLegacyGraphNode) {
+      // 1.3: seq_number = the node, count = the original of a clone (0: created).
+      g.node_id = r.seq_number;
+      g.original_node_id = r.count;
+      g.event = static_cast<uint8_t>(r.count == 0 ? NcclGraphEvent::kNodeCreated
+                                                  : NcclGraphEvent::kNodeCloned);
+    } else {
+      g.count = r.count;
+      g.bytes = r.bytes;
+      g.func_id = r.func_id;
+      g.datatype_id = r.datatype_id;
+      g.event = static_cast<uint8_t>(r.event_type == kLegacyCapturedP2p
+                                         ? NcclGraphEvent::kCapturedP2p
+                                         : NcclGraphEvent::kCapturedColl);
+    }
+    graph.push_back(g);
+  }
+  if (!graph.empty()) std::erase_if(nccl, IsLegacyGraphRow);
+  return graph;
+}
+
+bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl,
+                               std::span<const NcclGraphRecord> graph) {
+  return !graph.empty() || std::any_of(nccl.begin(), nccl.end(), [](const NcclRecord& r) {
+           return r.gpu_timing == kTimingRaw || (IsOperation(r) && r.correlation_id == 0) ||
+                  IsLegacyGraphRow(r);
+         });
 }
 
 NcclResolveResult ResolveNcclRecords(std::vector<NcclRecord>& nccl,
+                                     std::span<const NcclGraphRecord> graph,
                                      std::span<const ExternalCorrelationRecord> ext,
                                      std::span<const KernelRecord> kernels,
                                      std::span<const ApiRecord> apis, RealtimeAnchorNs anchor) {
   NcclResolveResult result;
   std::vector<int64_t> replay_offsets;
-  const std::vector<Role> role = ResolveGraphReplays(nccl, kernels, apis, &result, &replay_offsets);
+  std::vector<NcclGraphRecord> legacy = TakeLegacyGraphRows(nccl);
+  if (!legacy.empty()) legacy.insert(legacy.end(), graph.begin(), graph.end());
+  const std::vector<Role> role = ResolveGraphReplays(
+      nccl, legacy.empty() ? graph : std::span<const NcclGraphRecord>(legacy), kernels, apis,
+      &result, &replay_offsets);
 
   // NCCL's launches: external id -> CUPTI correlation id (the last one wins, as
   // in the agent).

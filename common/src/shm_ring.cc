@@ -161,7 +161,7 @@ Status CheckEntry(uint64_t pos, uint32_t size, uint16_t type, uint16_t payload_b
   if (type >= 1 && type < 1 + kRecordKindCount) {
     const auto kind = static_cast<RecordKind>(type - 1);
     size_t want = 0;
-    ForEachRecordType([&](auto tag) {
+    ForEachRankFileRecordType([&](auto tag) {
       using T = decltype(tag);
       if (RecordTraits<T>::kKind == kind) want = sizeof(T);
     });

@@ -82,6 +82,7 @@ hid_t NativeType(FieldType t) {
     case FieldType::kU64: return H5T_NATIVE_UINT64;
     case FieldType::kI64: return H5T_NATIVE_INT64;
     case FieldType::kF64: return H5T_NATIVE_DOUBLE;
+    case FieldType::kPadding: break;  // never stored (BuildTableSchema leaves it out)
   }
   return H5T_NATIVE_UINT8;
 }
@@ -95,21 +96,9 @@ hid_t FileType(FieldType t) {
     case FieldType::kU64: return H5T_STD_U64LE;
     case FieldType::kI64: return H5T_STD_I64LE;
     case FieldType::kF64: return H5T_IEEE_F64LE;
+    case FieldType::kPadding: break;
   }
   return H5T_STD_U8LE;
-}
-
-size_t FieldSize(FieldType t) {
-  switch (t) {
-    case FieldType::kU8: return 1;
-    case FieldType::kU16: return 2;
-    case FieldType::kU32:
-    case FieldType::kI32: return 4;
-    case FieldType::kU64:
-    case FieldType::kI64:
-    case FieldType::kF64: return 8;
-  }
-  return 1;
 }
 
 // In-memory compound type: the struct's own layout.
@@ -122,12 +111,12 @@ Hid MemoryType(const TableSchema& schema) {
 // On-disk compound type: the same members, packed, little-endian.
 Hid DiskType(const TableSchema& schema) {
   size_t size = 0;
-  for (const Field& f : schema.fields) size += FieldSize(f.type);
+  for (const Field& f : schema.fields) size += FieldTypeSize(f.type);
   Hid type = Type(H5Tcreate(H5T_COMPOUND, size));
   size_t offset = 0;
   for (const Field& f : schema.fields) {
     H5Tinsert(type.get(), f.name, offset, FileType(f.type));
-    offset += FieldSize(f.type);
+    offset += FieldTypeSize(f.type);
   }
   return type;
 }
@@ -260,32 +249,6 @@ const char* RankStatusName(RankStatus status) {
   return "unknown";
 }
 
-#define AON_F(Type, member, ftype) Field{#member, offsetof(Type, member), FieldType::ftype}
-
-const TableSchema& DeviceInfoSchema() {
-  using T = DeviceInfo;
-  static const TableSchema s{"devices", sizeof(T),
-                             {AON_F(T, device_id, kU32), AON_F(T, uuid_id, kU32),
-                              AON_F(T, name_id, kU32), AON_F(T, sm_count, kU32),
-                              AON_F(T, global_memory_bytes, kU64), AON_F(T, compute_major, kU32),
-                              AON_F(T, compute_minor, kU32)}};
-  return s;
-}
-
-const TableSchema& RankSummarySchema() {
-  using T = RankSummary;
-  static const TableSchema s{
-      "ranks", sizeof(T),
-      {AON_F(T, rank, kU32), AON_F(T, host_id, kU32), AON_F(T, message_id, kU32),
-       AON_F(T, local_rank, kU32), AON_F(T, pid, kI64), AON_F(T, records, kU64),
-       AON_F(T, dropped, kU64), AON_F(T, first_ns, kU64), AON_F(T, last_ns, kU64),
-       AON_F(T, clock_offset_ns, kI64), AON_F(T, clock_error_bound_ns, kI64),
-       AON_F(T, nccl_gpu_clock_offset_ns, kI64), AON_F(T, nccl_gpu_clock_pairs, kI64),
-       AON_F(T, nccl_gpu_clock_spread_ns, kI64), AON_F(T, status, kU8)}};
-  return s;
-}
-
-#undef AON_F
 
 // ---- TraceWriter ----------------------------------------------------------------
 
@@ -573,9 +536,10 @@ Status TraceWriter::Flush() {
 Status TraceWriter::Finish() {
   if (finished_) return Status::Ok();
   Status st;
-  ForEachRecordType([&](auto tag) {
+  ForEachRankFileRecordType([&](auto tag) {
     using T = decltype(tag);
     if (!st.ok()) return;
+    if (merged_records_ && RecordTraits<T>::kScope != KindScope::kTimeline) return;
     const TableSchema& schema = merged_records_ ? MergedSchemaOf<T>() : RecordTraits<T>::Schema();
     st = AppendTable(schema, nullptr, 0);
   });

@@ -769,7 +769,7 @@ Status ExportChromeTrace(const std::string& timeline_path, const std::string& js
   // Without a window or ranks the count is known before reading any record.
   if (options.max_records != 0 && !filter.HasWindow() && filter.ranks.empty()) {
     uint64_t total = 0;
-    for (size_t k = 0; k < kRecordKindCount; ++k) {
+    for (size_t k = 0; k < kTimelineKindCount; ++k) {
       const auto kind = static_cast<RecordKind>(k);
       if (!sel.Kind(kind)) continue;
       AON_ASSIGN_OR_RETURN(uint64_t n,

@@ -252,7 +252,7 @@ Status ParseKindList(std::string_view text, ExportFilter* filter) {
 }
 
 bool IsExportedKind(RecordKind kind) {
-  return static_cast<size_t>(kind) < kRecordKindCount && kind != RecordKind::kExternalCorrelation;
+  return static_cast<size_t>(kind) < kTimelineKindCount && kind != RecordKind::kExternalCorrelation;
 }
 
 std::string FilteredTracePath(const std::string& dir, const ExportFilter& filter) {

@@ -50,6 +50,11 @@ Status ScanColumns(const TraceReader& reader, const std::string& table, bool tim
 
 std::string KindName(size_t k) { return RecordKindName(static_cast<RecordKind>(k)); }
 
+// Kinds a file of `kind` holds: rank files also hold bookkeeping kinds.
+size_t KindsIn(FileKind kind) {
+  return kind == FileKind::kTimeline ? kTimelineKindCount : kRecordKindCount;
+}
+
 void AddRankMetadata(const RankMetadata& m, FileInspection* out) {
   auto& md = out->metadata;
   md.emplace_back("job_id", m.job_id);
@@ -158,9 +163,9 @@ class Json {
   JsonWriter w_;
 };
 
-void CountsObject(Json& j, const CountsByKind& counts) {
+void CountsObject(Json& j, const CountsByKind& counts, FileKind file) {
   j.Open('{');
-  for (size_t k = 0; k < kRecordKindCount; ++k) j.Field(KindName(k), counts[k]);
+  for (size_t k = 0; k < KindsIn(file); ++k) j.Field(KindName(k), counts[k]);
   j.Close('}');
 }
 
@@ -243,7 +248,7 @@ StatusOr<FileInspection> InspectFile(const std::string& path) {
     }
   }
 
-  for (size_t k = 0; k < kRecordKindCount; ++k) {
+  for (size_t k = 0; k < KindsIn(out.kind); ++k) {
     const RecordKind kind = static_cast<RecordKind>(k);
     const bool named = kind == RecordKind::kKernel || kind == RecordKind::kNvtx;
     auto& names = kind == RecordKind::kKernel ? out.kernel_names_per_rank : out.nvtx_names_per_rank;
@@ -295,14 +300,14 @@ std::string InspectionToJson(const FileInspection& in) {
   j.Close(']');
   j.Close('}');
   j.Key("counts");
-  CountsObject(j, in.counts);
+  CountsObject(j, in.counts, in.kind);
   j.Key("dropped");
-  CountsObject(j, in.dropped);
+  CountsObject(j, in.dropped, in.kind);
   j.Key("per_rank");
   j.Open('{');
   for (const auto& [rank, counts] : in.per_rank) {
     j.Key(std::to_string(rank));
-    CountsObject(j, counts);
+    CountsObject(j, counts, in.kind);
   }
   j.Close('}');
   j.Key("kernel_names");
@@ -369,7 +374,7 @@ std::string InspectionToText(const FileInspection& in) {
       << "\n";
   }
   o << "records (dropped):\n";
-  for (size_t k = 0; k < kRecordKindCount; ++k) {
+  for (size_t k = 0; k < KindsIn(in.kind); ++k) {
     char line[96];
     std::snprintf(line, sizeof(line), "  %-22s %12" PRIu64 " (%" PRIu64 ")\n", KindName(k).c_str(),
                   in.counts[k], in.dropped[k]);
@@ -385,11 +390,11 @@ std::string InspectionToText(const FileInspection& in) {
       o << "\n";
     }
     o << "records per rank:\n  rank";
-    for (size_t k = 0; k < kRecordKindCount; ++k) o << " " << KindName(k);
+    for (size_t k = 0; k < KindsIn(in.kind); ++k) o << " " << KindName(k);
     o << "\n";
     for (const auto& [rank, counts] : in.per_rank) {
       o << "  " << rank;
-      for (size_t k = 0; k < kRecordKindCount; ++k) o << " " << counts[k];
+      for (size_t k = 0; k < KindsIn(in.kind); ++k) o << " " << counts[k];
       o << "\n";
     }
   }

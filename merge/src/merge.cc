@@ -186,7 +186,7 @@ void OpenCandidate(Candidate& c) {
   if (!strings.ok()) return fail("unreadable string table: " + strings.status().message());
   c.strings = std::move(strings).value();
   Status table_status;
-  ForEachRecordType([&](auto tag) {
+  ForEachRankFileRecordType([&](auto tag) {
     using T = decltype(tag);
     if (!table_status.ok()) return;
     const size_t k = static_cast<size_t>(RecordTraits<T>::kKind);
@@ -195,8 +195,9 @@ void OpenCandidate(Candidate& c) {
       c.has_table[k] = true;
       c.table_rows[k] = *n;
     } else if (n.status().code() == StatusCode::kNotFound) {
-      // A .partial file has only the tables flushed so far: expected, not a problem.
-      if (c.partial) return;
+      // A .partial file has only the tables flushed so far, and a file older than
+      // the kind has none: expected, not a problem.
+      if (c.partial || c.reader->format_minor() < KindSinceMinor<T>()) return;
       problems->push_back(c.path + ": has no /records/" + RecordKindName(RecordTraits<T>::kKind) +
                           " table; merged as empty");
     } else {
@@ -251,8 +252,13 @@ StatusOr<std::vector<T>> ReadRankTable(const Candidate& c) {
 // Records of files already resolved by their agent are left as they are. The
 // calibration goes into the rank's metadata, as the agent used to write it.
 void ResolveRankNccl(RankInput& in, std::vector<NcclRecord>& nccl) {
-  if (!NcclRecordsNeedResolution(nccl)) return;
   Candidate& c = *in.file;
+  auto graph = ReadRankTable<NcclGraphRecord>(c);
+  if (!graph.ok()) {
+    in.problems.push_back(c.path + ": NCCL CUDA-graph rows unreadable: " + graph.status().message());
+    graph = std::vector<NcclGraphRecord>();
+  }
+  if (!NcclRecordsNeedResolution(nccl, *graph)) return;
   auto ext = ReadRankTable<ExternalCorrelationRecord>(c);
   auto kernels = ReadRankTable<KernelRecord>(c);
   auto apis = ReadRankTable<ApiRecord>(c);
@@ -262,8 +268,8 @@ void ResolveRankNccl(RankInput& in, std::vector<NcclRecord>& nccl) {
     return;
   }
   RankMetadata& m = c.meta;
-  const NcclResolveResult r =
-      ResolveNcclRecords(nccl, *ext, *kernels, *apis, {m.anchor_clock_ns, m.anchor_realtime_ns});
+  const NcclResolveResult r = ResolveNcclRecords(nccl, *graph, *ext, *kernels, *apis,
+                                                 {m.anchor_clock_ns, m.anchor_realtime_ns});
   if (r.raw_converted > 0) {
     m.nccl_gpu_clock_offset_ns = r.calibration.offset_ns;
     m.nccl_gpu_clock_pairs = r.calibration.pairs;
@@ -435,9 +441,9 @@ Status MergeKind(KindContext& cx) {
         b.min_start = std::min(b.min_start, start);
         b.max_start = std::max(b.max_start, start);
         if ((first + x) % stride == 0) samples.push_back(start);
-        if constexpr (kHasTimestamps<T>) {
-          in.first_ns = std::min(in.first_ns, v[x].start_ns);
-          in.last_ns = std::max(in.last_ns, std::max(v[x].start_ns, v[x].end_ns));
+        if constexpr (kHasStart<T>) {
+          in.first_ns = std::min(in.first_ns, start);
+          in.last_ns = std::max(in.last_ns, std::max(start, EndOf(v[x])));
         }
       }
       if (!keep) blocks[i].push_back(b);
@@ -1335,7 +1341,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   AON_RETURN_IF_ERROR(writer->SetMetaAttribute("synthetic_ranks", Join(synthetic_ranks, ",")));
   AON_RETURN_IF_ERROR(writer->SetMetaAttribute("start_ns", report->start_ns));
   AON_RETURN_IF_ERROR(writer->SetMetaAttribute("end_ns", report->end_ns));
-  for (size_t k = 0; k < kRecordKindCount; ++k) {
+  for (size_t k = 0; k < kTimelineKindCount; ++k) {
     const std::string kind = RecordKindName(static_cast<RecordKind>(k));
     AON_RETURN_IF_ERROR(writer->SetMetaAttribute("records_" + kind, report->records[k]));
     AON_RETURN_IF_ERROR(writer->SetMetaAttribute("dropped_" + kind, report->dropped[k]));

@@ -1,49 +1,16 @@
-// Per-record-type operations the merge and the exporters share: which fields
-// are string-table ids and which are timestamps.
+// Per-record operations of the merge: a rank's clock correction applied to
+// every time field of a record. Which fields are times and which are string ids
+// is declared once in each kind's field table (common/include/aon/records.h);
+// ShiftTimes and ForEachStringId (common/include/aon/schema.h) act on those roles.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "aon/records.h"
 #include "aon/trace_format.h"
 
 namespace aon::merge {
-
-// Calls f(uint32_t& id) for every field of `r` that is a string-table id.
-// A new string field in records.h must be listed here, or the merge would keep
-// a rank-local id that means another string in the unified table.
-template <typename T, typename F>
-void ForEachStringId(T& r, F&& f) {
-  using U = std::remove_const_t<T>;
-  if constexpr (std::is_same_v<U, KernelRecord> || std::is_same_v<U, ApiRecord>) {
-    f(r.name_id);
-  } else if constexpr (std::is_same_v<U, NvtxRecord>) {
-    f(r.domain_id);
-    f(r.name_id);
-  } else if constexpr (std::is_same_v<U, NcclRecord>) {
-    f(r.func_id);
-    f(r.algo_id);
-    f(r.proto_id);
-    f(r.datatype_id);
-  } else if constexpr (std::is_same_v<U, DeviceInfo>) {
-    f(r.uuid_id);
-    f(r.name_id);
-  }
-}
-
-template <typename T>
-constexpr bool kHasTimestamps = !std::is_same_v<T, ExternalCorrelationRecord>;
-
-template <typename T>
-uint64_t EndOf(const T& r) {
-  if constexpr (kHasTimestamps<T>) {
-    return r.end_ns;
-  } else {
-    return 0;
-  }
-}
 
 // t + offset on the reference clock, clamped at 0 (a negative offset larger than
 // t only happens with a bogus offset or timestamp; wrapping would put the record
@@ -74,13 +41,7 @@ struct ClockCorrection {
 
 template <typename T>
 void ShiftRecordClock(T& r, const ClockCorrection& c) {
-  if constexpr (kHasTimestamps<T>) {
-    r.start_ns = c.Apply(r.start_ns);
-    r.end_ns = c.Apply(r.end_ns);
-  }
-  if constexpr (std::is_same_v<T, NcclRecord>) {
-    if (r.gpu_start_ns != 0) r.gpu_start_ns = c.Apply(r.gpu_start_ns);
-  }
+  ShiftTimes(r, [&](uint64_t t) { return c.Apply(t); });
 }
 
 }  // namespace aon::merge

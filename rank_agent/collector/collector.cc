@@ -25,7 +25,7 @@
 #include "aon/shm_ring.h"
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
-#include "record_batches.h"
+#include "aon/record_batches.h"
 
 namespace aon::collector {
 namespace {

@@ -33,7 +33,7 @@
 // CUDA graphs (issue #4). Under stream capture NCCL's launch creates a kernel
 // node instead of running, and CUPTI's GRAPHNODE_CREATED resource callback
 // reports that node on the launching thread, inside our launch bracket: we
-// record (node id, launch) as a kGraphNode row; instantiation clones nodes under
+// record (node id, launch) as an NcclGraphRecord; instantiation clones nodes under
 // new ids (GRAPHNODE_CLONED: clone rows for clones of NCCL nodes). CUPTI kernel
 // records of replays carry the executable graph's node id, so the merge maps a
 // replayed kernel -> node -> launch -> the operations it ran, and makes one
@@ -42,7 +42,7 @@
 // graph); otherwise (--nccl channels, network proxies) it reports every replay
 // from the host-callback thread and nothing at capture. So that the captured
 // call is always known, NCCL API calls made during capture (CollApi/P2pApi
-// events with graphCaptured) are recorded too (kCapturedColl/kCapturedP2p rows,
+// events with graphCaptured) are recorded too (kCapturedColl/kCapturedP2p graph rows,
 // tied to the launch that follows them).
 //
 // NCCL API calls (issue #4). NCCL 2.28 sends GroupApi (its outermost group
@@ -185,7 +185,7 @@ struct OpenLaunch {
 };
 thread_local std::vector<Operation*> t_unlaunched;
 thread_local std::vector<OpenLaunch> t_open;
-thread_local std::vector<NcclRecord> t_captured_calls;
+thread_local std::vector<NcclGraphRecord> t_captured_calls;
 thread_local bool t_api_thread = false;  // NCCL's GroupApi event came on this thread
 thread_local bool t_capturing = false;   // ... for a call under stream capture
 // The NCCL launch in progress on this thread (its bracket), for CUPTI's graph
@@ -448,7 +448,7 @@ void StartGroupCall(bool graph_captured) {
     Release(op);
   }
   t_unlaunched.clear();
-  for (const NcclRecord& call : t_captured_calls) Agent::Get().sink().Push(call);
+  for (const NcclGraphRecord& call : t_captured_calls) Agent::Get().sink().Push(call);
   t_captured_calls.clear();
   t_open.clear();
   t_api_thread = true;
@@ -456,23 +456,20 @@ void StartGroupCall(bool graph_captured) {
 }
 
 // A CollApi / P2pApi event under stream capture: kept until its launch.
-void RecordCapturedCall(Comm* comm, NcclEventType type, const char* func, size_t count,
+void RecordCapturedCall(Comm* comm, NcclGraphEvent event, const char* func, size_t count,
                         const char* datatype, int root) {
-  NcclRecord r{};
-  r.start_ns = r.end_ns = TimebaseNowNs();
+  NcclGraphRecord r{};
+  r.time_ns = TimebaseNowNs();
   r.comm_hash = comm->hash;
   r.func_id = InternCached(func);
   r.count = count;
   r.bytes = count * DatatypeBytes(datatype);
   r.datatype_id = InternCached(datatype);
   r.root = root;
-  r.peer = -1;  // P2pApi does not name the peer
-  r.channel_id = -1;
   r.comm_rank = comm->rank;
   r.comm_nranks = comm->nranks;
   r.comm_nnodes = comm->nnodes;
-  r.event_type = static_cast<uint8_t>(type);
-  r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kNone);
+  r.event = static_cast<uint8_t>(event);
   if (t_captured_calls.size() >= kMaxCapturedCalls) {
     Agent::Get().sink().Push(t_captured_calls.front());
     t_captured_calls.erase(t_captured_calls.begin());
@@ -593,14 +590,13 @@ void StartProxyStep(void** handle, const AonNcclEventV5* e) {
   *handle = p;
 }
 
-// A kGraphNode row (records.h).
-NcclRecord GraphNodeRow(uint64_t node_id) {
-  NcclRecord r{};
-  r.start_ns = r.end_ns = TimebaseNowNs();
-  r.seq_number = node_id;
-  r.channel_id = r.root = r.peer = -1;
-  r.event_type = static_cast<uint8_t>(NcclEventType::kGraphNode);
-  r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kNone);
+// A graph node row (NcclGraphRecord, records.h).
+NcclGraphRecord GraphNodeRow(NcclGraphEvent event, uint64_t node_id) {
+  NcclGraphRecord r{};
+  r.time_ns = TimebaseNowNs();
+  r.node_id = node_id;
+  r.root = -1;
+  r.event = static_cast<uint8_t>(event);
   return r;
 }
 
@@ -716,7 +712,7 @@ aon_nccl_result_t StartV5(void* context, void** handle, AonNcclEventV5* e) {
       break;
     case kNcclProfileCollApi:
       if (comm->launches && e->coll_api.graph_captured) {
-        RecordCapturedCall(comm, NcclEventType::kCapturedColl, e->coll_api.func, e->coll_api.count,
+        RecordCapturedCall(comm, NcclGraphEvent::kCapturedColl, e->coll_api.func, e->coll_api.count,
                            e->coll_api.datatype, e->coll_api.root);
       }
       if (comm->api) {
@@ -726,7 +722,7 @@ aon_nccl_result_t StartV5(void* context, void** handle, AonNcclEventV5* e) {
       break;
     case kNcclProfileP2pApi:
       if (comm->launches && e->p2p_api.graph_captured) {
-        RecordCapturedCall(comm, NcclEventType::kCapturedP2p, e->p2p_api.func, e->p2p_api.count,
+        RecordCapturedCall(comm, NcclGraphEvent::kCapturedP2p, e->p2p_api.func, e->p2p_api.count,
                            e->p2p_api.datatype, -1);
       }
       if (comm->api) {
@@ -871,7 +867,7 @@ void OnGraphKernelNodeCreated(uint64_t node_id) {
     std::lock_guard<std::mutex> lock(g_graph_mu);
     NcclGraphNodes().insert(node_id);
   }
-  NcclRecord r = GraphNodeRow(node_id);
+  NcclGraphRecord r = GraphNodeRow(NcclGraphEvent::kNodeCreated, node_id);
   r.external_id = t_launch;
   r.comm_hash = t_launch_comm->hash;
   r.comm_rank = t_launch_comm->rank;
@@ -889,8 +885,8 @@ void OnGraphKernelNodeCloned(uint64_t original_node_id, uint64_t clone_node_id) 
     if (!nodes.count(original_node_id)) return;       // not an NCCL node
     if (!nodes.insert(clone_node_id).second) return;  // reported before
   }
-  NcclRecord r = GraphNodeRow(clone_node_id);
-  r.count = original_node_id;
+  NcclGraphRecord r = GraphNodeRow(NcclGraphEvent::kNodeCloned, clone_node_id);
+  r.original_node_id = original_node_id;
   Agent::Get().sink().Push(r);
   g_count.graph_clones.fetch_add(1, std::memory_order_relaxed);
 }
@@ -901,7 +897,7 @@ void FlushLiveNcclOperations() {
   // process ending mid-operation): keep what is known, and say how many. Tying
   // operations to kernels and calibrating channel times happens in the merge
   // (common/include/aon/nccl_resolve.h), over the whole rank file.
-  for (const NcclRecord& call : t_captured_calls) sink.Push(call);  // the exiting thread's
+  for (const NcclGraphRecord& call : t_captured_calls) sink.Push(call);  // the exiting thread's
   t_captured_calls.clear();
   std::lock_guard<std::mutex> lock(g_ops_mu);
   size_t open = LiveOps().size();

@@ -16,7 +16,7 @@ void EnableNcclCuptiCorrelation();
 // CUDA graphs, from CUPTI's resource callbacks (on the calling thread): a
 // kernel node created while NCCL launches on this thread (stream capture) is
 // that launch's; instantiation or cloning copies a node under a new id. Both
-// become kGraphNode rows (records.h) for the merge (nccl_resolve.h).
+// become NcclGraphRecords (records.h) for the merge (nccl_resolve.h).
 void OnGraphKernelNodeCreated(uint64_t node_id);
 void OnGraphKernelNodeCloned(uint64_t original_node_id, uint64_t clone_node_id);
 

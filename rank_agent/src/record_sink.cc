@@ -1,6 +1,6 @@
 #include "record_sink.h"
 
-#include <tuple>
+#include "aon/record_batches.h"
 
 namespace aon::agent {
 
@@ -75,28 +75,16 @@ void RecordSink::MarkFinished() {
 
 Status RecordSink::WriteInProcess(TraceWriter& writer) {
   constexpr size_t kBatch = 4096;
-  std::tuple<std::vector<KernelRecord>, std::vector<MemcpyRecord>, std::vector<MemsetRecord>,
-             std::vector<SyncRecord>, std::vector<ApiRecord>, std::vector<NvtxRecord>,
-             std::vector<NcclRecord>, std::vector<ExternalCorrelationRecord>>
-      batches;
+  RecordBatches batches;
   Status st;
-  auto flush = [&](auto& v) {
-    using T = typename std::decay_t<decltype(v)>::value_type;
-    if (st.ok() && !v.empty()) st = writer.Append<T>(v);
-    v.clear();
-  };
   if (region_.valid()) {
     ring::Consumer consumer(region_);
     while (st.ok()) {
       auto drained = consumer.Drain([&](const ring::Entry& e) {
-        ForEachRecordType([&](auto tag) {
-          using T = decltype(tag);
-          if (e.type != ring::RecordEntryType(RecordTraits<T>::kKind)) return;
-          auto& v = std::get<std::vector<T>>(batches);
-          v.emplace_back();
-          std::memcpy(&v.back(), e.payload, sizeof(T));
-          if (v.size() >= kBatch) flush(v);
-        });
+        const RecordKind kind = batches.Add(e);
+        if (kind != RecordKind::kCount && st.ok() && batches.Count(kind) >= kBatch) {
+          st = batches.FlushKind(kind, writer);
+        }
       });
       if (!drained.ok()) {
         st = drained.status();
@@ -105,7 +93,7 @@ Status RecordSink::WriteInProcess(TraceWriter& writer) {
       if (drained->bytes == 0) break;
     }
   }
-  std::apply([&](auto&... v) { (flush(v), ...); }, batches);
+  if (st.ok()) st = batches.AppendTo(writer);
   AON_RETURN_IF_ERROR(st);
   std::lock_guard<std::mutex> lock(strings_mu_);
   return writer.WriteStrings(strings_);

@@ -11,16 +11,18 @@
 //
 // CUDA graphs. NCCL reports a captured operation once, at capture, where its
 // launch creates a kernel node instead of running; the agent records which
-// graph nodes each NCCL launch created and their clones (kGraphNode rows, see
+// graph nodes each NCCL launch created and their clones (NcclGraphRecord, see
 // records.h). Every kernel record whose graph_node_id is one of those nodes, or
 // a clone of one, is a replay of that launch's operations: each becomes a record
 // with graph_replay = 1, 2, ... (kernel start order), the captured operation's
 // attributes and the kernel's correlation id, stream and GPU span. When NCCL
 // reported no operation at capture but reports each replay itself (host
 // callbacks in the graph: --nccl channels, or proxy work across nodes), the
-// captured call (kCapturedColl/kCapturedP2p row) becomes the captured operation
-// and NCCL's replay records are numbered and tied to the replayed kernels
-// instead of being counted as new operations. The bookkeeping rows are removed.
+// captured call (a kCapturedColl/kCapturedP2p NcclGraphRecord) becomes the
+// captured operation and NCCL's replay records are numbered and tied to the
+// replayed kernels instead of being counted as new operations. Format 1.3 rank
+// files kept the bookkeeping in the nccl table (event types 6-8): those rows are
+// taken out of `nccl` and used the same way.
 //
 // Pure: no I/O, no CUPTI, no clock reads. Memory: maps of NCCL-related ids only
 // (the NCCL external correlations, their launches, kernels and graph nodes),
@@ -99,20 +101,27 @@ struct NcclResolveResult {
 //    anchor.clock_ns - anchor.realtime_ns (channel_timing kAssumed, `note` set);
 //  * every kRaw record (kColl/kP2p: gpu_start_ns, end_ns; kKernelCh: start_ns,
 //    end_ns) is converted with that offset and marked kCalibrated / kAssumed.
-//  * CUDA graphs (see above), before all of this: the bookkeeping rows are
-//    removed from `nccl`, replay records appended; replay records keep the
+//  * CUDA graphs (see above), before all of this, from `graph`: replay records
+//    appended (1.3 bookkeeping rows in `nccl` are removed); replay records keep the
 //    correlation id and span of their own kernel (a graph launch's kernels share
 //    one correlation id, so they are never looked up by it);
 // Other record types (kComm) are left alone.
 NcclResolveResult ResolveNcclRecords(std::vector<NcclRecord>& nccl,
+                                     std::span<const NcclGraphRecord> graph,
                                      std::span<const ExternalCorrelationRecord> ext,
                                      std::span<const KernelRecord> kernels,
                                      std::span<const ApiRecord> apis, RealtimeAnchorNs anchor);
 
 // True when ResolveNcclRecords could change something: a kRaw record, a
-// collective / p2p record without a correlation id, or a CUDA-graph bookkeeping
-// row (kGraphNode, kCapturedColl, kCapturedP2p). A caller may skip reading
-// the other tables when false (files of agents that resolved at exit).
-bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl);
+// collective / p2p record without a correlation id, or CUDA-graph bookkeeping
+// (`graph` rows, or 1.3 rows in `nccl`). A caller may skip reading the other
+// tables when false (files of agents that resolved at exit).
+bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl,
+                               std::span<const NcclGraphRecord> graph = {});
+
+// Takes format 1.3's CUDA-graph bookkeeping rows (nccl event types 6-8) out of
+// `nccl` and returns them as NcclGraphRecords (ResolveNcclRecords does this
+// itself; exposed for tests and readers of old files).
+std::vector<NcclGraphRecord> TakeLegacyGraphRows(std::vector<NcclRecord>& nccl);
 
 }  // namespace aon

@@ -2,15 +2,19 @@
 //
 // These structs are the unit of everything downstream: the agent fills them from
 // CUPTI/NVTX/NCCL callbacks, the per-rank HDF5 file stores one compound dataset per
-// kind whose members are exactly the fields listed in each kind's schema below, and
-// the merge adds a rank column in front (Merged<T>). Rules:
+// kind whose members are exactly the fields of that kind's table below, and the
+// merge adds a rank column in front (Merged<T>). Each field is declared once, in
+// its kind's TableTraits, with its role (schema.h): the merge's string remapping
+// and clock shifting, the collector's batches, the exports' enum names and the
+// field tables of docs/trace-format.md all derive from those tables. Rules:
 //   * fixed-width fields only, no pointers; strings are ids into the file's string
 //     table (0 is the empty string);
 //   * timestamps are nanoseconds on the rank's host timebase (see clock fields in
 //     RankMetadata): CLOCK_MONOTONIC unless the file says otherwise;
 //   * every struct is trivially copyable, its size pinned by static_assert; adding
-//     a field means a new minor format version and a schema entry (readers match
-//     compound members by name, so older files still read).
+//     a field means a new minor format version and an entry in its table (readers
+//     match compound members by name, so older files still read).
+// Adding a kind or a field, step by step: docs/adding-a-record-kind.md.
 #pragma once
 
 #include <array>
@@ -20,6 +24,8 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include "aon/schema.h"
 
 namespace aon {
 
@@ -32,6 +38,7 @@ enum class RecordKind : uint8_t {
   kNvtx,
   kNccl,
   kExternalCorrelation,
+  kNcclGraph,
   kCount,
 };
 inline constexpr size_t kRecordKindCount = static_cast<size_t>(RecordKind::kCount);
@@ -40,6 +47,16 @@ inline constexpr size_t kRecordKindCount = static_cast<size_t>(RecordKind::kCoun
 const char* RecordKindName(RecordKind kind);
 // Inverse of RecordKindName; false if `name` is not a kind.
 bool ParseRecordKind(std::string_view name, RecordKind* kind);
+
+// Where a kind's records live.
+enum class KindScope : uint8_t {
+  kTimeline,  // rank files, merged timelines and exports
+  kRankFile,  // rank files only: bookkeeping the merge consumes; not a --kinds choice
+};
+KindScope RecordKindScope(RecordKind kind);
+// The kinds of timelines come first: RecordKind values below this are
+// KindScope::kTimeline, the others kRankFile (checked in records.cc).
+inline constexpr size_t kTimelineKindCount = 8;
 
 struct KernelRecord {
   uint64_t start_ns;
@@ -159,22 +176,11 @@ static_assert(sizeof(NvtxRecord) == 40);
 // kP2p record with graph_replay 0 (tied to its capture-time launch; no GPU
 // time: nothing ran); each replay of its kernel is a record of its own with
 // graph_replay = 1, 2, ... in time order, the captured call's attributes and
-// seq_number, and the replayed kernel's correlation id and GPU span. Rank files
-// also hold the agent's bookkeeping rows below, which the merge consumes
-// (nccl_resolve.h) and never writes to a timeline:
-//   kGraphNode: a CUDA-graph kernel node NCCL's launch created while its stream
-//     was captured (external_id = that launch's id, comm fields = its
-//     communicator, count = 0), or a clone of such a node made when a graph is
-//     instantiated or cloned (external_id = 0, count = the original node's id).
-//     seq_number = the node's CUPTI id (cuptiGetGraphNodeId, what
-//     KernelRecord::graph_node_id holds); start_ns = end_ns = when it was seen.
-//   kCapturedColl / kCapturedP2p: an NCCL API call made while its stream was
-//     being captured (NCCL's CollApi / P2pApi event with graphCaptured set):
-//     func_id, count, bytes, datatype_id, root / peer, comm fields, external_id =
-//     the launch that captured it (0 if none was seen), start_ns = the call. The
-//     merge turns it into the captured operation's record when NCCL reported no
-//     operation at capture (NCCL does so when the graph replays host callbacks,
-//     e.g. with --nccl channels, and then reports every replay itself).
+// seq_number, and the replayed kernel's correlation id and GPU span. The agent's
+// bookkeeping for this (which graph nodes NCCL's launches created, their clones,
+// the API calls made under capture) is a kind of its own, NcclGraphRecord below,
+// which the merge consumes (nccl_resolve.h). Format 1.3 rank files held those rows
+// in this table as event types 6-8; the merge still reads them (1.4 does not).
 //
 // NCCL API calls (format 1.3 addition: new event_type values, same columns).
 // What the user called, as NCCL 2.28's GroupApi / CollApi / P2pApi profiler
@@ -209,9 +215,7 @@ enum class NcclEventType : uint8_t {
   kP2p = 2,
   kKernelCh = 3,
   kComm = 5,
-  kGraphNode = 6,     // rank files only
-  kCapturedColl = 7,  // rank files only
-  kCapturedP2p = 8,   // rank files only
+  // 6-8: CUDA-graph bookkeeping rows of format 1.3 rank files (now NcclGraphRecord).
   kGroupApi = 9,
   kCollApi = 10,
   kP2pApi = 11,
@@ -269,43 +273,334 @@ struct ExternalCorrelationRecord {
 };
 static_assert(sizeof(ExternalCorrelationRecord) == 16);
 
-// ---- Schemas: which fields are stored, with names and types -------------------
-
-enum class FieldType : uint8_t { kU8, kU16, kU32, kI32, kU64, kI64, kF64 };
-
-struct Field {
-  const char* name;
-  size_t offset;
-  FieldType type;
+// CUDA-graph bookkeeping of NCCL launches (rank files only, format 1.4):
+//   kNodeCreated: a kernel node an NCCL launch created while its stream was
+//     captured: node_id = the node's CUPTI id (cuptiGetGraphNodeId, what
+//     KernelRecord::graph_node_id holds), external_id = that launch, comm fields
+//     = its communicator; time_ns = when it was seen.
+//   kNodeCloned: a clone of such a node, made when a graph is instantiated or
+//     cloned: node_id = the clone, original_node_id = the node it copies.
+//   kCapturedColl / kCapturedP2p: an NCCL API call made while its stream was
+//     being captured (NCCL's CollApi / P2pApi event with graphCaptured set):
+//     func_id, count, bytes, datatype_id, root (-1 for p2p), comm fields,
+//     external_id = the launch that captured it (0 if none was seen), time_ns =
+//     the call. The merge turns it into the captured operation's record when
+//     NCCL reported no operation at capture (NCCL does so when the graph replays
+//     host callbacks, e.g. with --nccl channels, and then reports every replay).
+enum class NcclGraphEvent : uint8_t {
+  kNodeCreated = 1,
+  kNodeCloned = 2,
+  kCapturedColl = 3,
+  kCapturedP2p = 4,
 };
 
-// A table of fixed-width records: dataset name, in-memory record size and fields.
-struct TableSchema {
-  std::string name;
-  size_t record_size = 0;
-  std::vector<Field> fields;
-  // The field named `name`, or nullptr.
-  const Field* Find(std::string_view field_name) const;
+struct NcclGraphRecord {
+  uint64_t time_ns;
+  uint64_t node_id;
+  uint64_t original_node_id;
+  uint64_t external_id;
+  uint64_t comm_hash;
+  uint64_t count;
+  uint64_t bytes;
+  uint32_t func_id;
+  uint32_t datatype_id;
+  int32_t root;
+  int32_t comm_rank;
+  int32_t comm_nranks;
+  int32_t comm_nnodes;
+  uint8_t event;  // NcclGraphEvent
+  uint8_t padding_[7];
 };
+static_assert(sizeof(NcclGraphRecord) == 88);
+
+// ---- Field tables: each kind's fields, declared once with their role ----------
+// (schema.h says what roles are for and who reads them.)
+
+inline constexpr EnumValue kCopyKindValues[] = {
+    {1, "HtoD"}, {2, "DtoH"}, {3, "HtoA"}, {4, "AtoH"}, {5, "AtoA"},
+    {6, "AtoD"}, {7, "DtoA"}, {8, "DtoD"}, {9, "HtoH"}, {10, "PtoP"}};
+inline constexpr EnumValue kMemoryKindValues[] = {
+    {0, "unknown"}, {1, "pageable"},       {2, "pinned"},        {3, "device"},
+    {4, "array"},   {5, "managed"},        {6, "device static"}, {7, "managed static"}};
+inline constexpr EnumValue kAsyncFlagValues[] = {{1, "async"}};
+inline constexpr EnumValue kSyncTypeValues[] = {
+    {1, "event"}, {2, "stream wait event"}, {3, "stream"}, {4, "context"}};
+inline constexpr EnumValue kApiDomainValues[] = {{1, "runtime"}, {2, "driver"}};
+inline constexpr EnumValue kNvtxTypeValues[] = {{1, "push/pop"}, {2, "start/end"}, {3, "mark"}};
+inline constexpr EnumValue kNcclEventTypeValues[] = {
+    {1, "coll"},     {2, "p2p"},      {3, "kernel channel"}, {5, "comm"},
+    {9, "group api"}, {10, "coll api"}, {11, "p2p api"},      {12, "proxy op"},
+    {13, "proxy step"}};
+inline constexpr EnumValue kNcclGpuTimingValues[] = {
+    {0, "none"}, {1, "raw"}, {2, "calibrated"}, {3, "assumed"}, {4, "kernel"}};
+inline constexpr EnumValue kNcclGraphEventValues[] = {
+    {1, "node created"}, {2, "node cloned"}, {3, "captured coll"}, {4, "captured p2p"}};
+
+template <>
+struct TableTraits<KernelRecord> {
+  using T = KernelRecord;
+  static constexpr RecordKind kKind = RecordKind::kKernel;
+  static constexpr const char* kName = "kernels";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc = "one per kernel execution (CUPTI CONCURRENT_KERNEL)";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "GPU start"),
+      AON_FIELD(T, end_ns, kEnd, "GPU end"),
+      AON_FIELD(T, graph_node_id, kId, "CUPTI graph node id, 0 unless launched from a CUDA graph"),
+      AON_FIELD(T, correlation_id, kId, "CUPTI correlation id, shared with its launch's api record"),
+      AON_FIELD(T, device_id, kId, "CUDA device ordinal"),
+      AON_FIELD(T, context_id, kId, "CUDA context id"),
+      AON_FIELD(T, stream_id, kId, "CUPTI stream id"),
+      AON_FIELD(T, name_id, kStringId, "demangled kernel name"),
+      AON_FIELD(T, graph_id, kId, "CUDA graph id, 0 unless launched from a CUDA graph"),
+      AON_FIELD(T, grid_x, kQuantity, "grid size x"),
+      AON_FIELD(T, grid_y, kQuantity, "grid size y"),
+      AON_FIELD(T, grid_z, kQuantity, "grid size z"),
+      AON_FIELD(T, block_x, kQuantity, "block size x"),
+      AON_FIELD(T, block_y, kQuantity, "block size y"),
+      AON_FIELD(T, block_z, kQuantity, "block size z"),
+      AON_FIELD(T, registers_per_thread, kQuantity, "registers per thread"),
+      AON_FIELD(T, static_shared_bytes, kQuantity, "static shared memory per block"),
+      AON_FIELD(T, dynamic_shared_bytes, kQuantity, "dynamic shared memory per block"),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
+struct TableTraits<MemcpyRecord> {
+  using T = MemcpyRecord;
+  static constexpr RecordKind kKind = RecordKind::kMemcpy;
+  static constexpr const char* kName = "memcpy";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc = "one per memory copy";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "copy start"),
+      AON_FIELD(T, end_ns, kEnd, "copy end"),
+      AON_FIELD(T, bytes, kQuantity, "bytes copied"),
+      AON_FIELD(T, correlation_id, kId, "CUPTI correlation id"),
+      AON_FIELD(T, device_id, kId, "CUDA device ordinal"),
+      AON_FIELD(T, context_id, kId, "CUDA context id"),
+      AON_FIELD(T, stream_id, kId, "CUPTI stream id"),
+      AON_FIELD(T, src_device_id, kId, "source device (peer copies)"),
+      AON_FIELD(T, dst_device_id, kId, "destination device (peer copies)"),
+      AON_FIELD(T, copy_kind, kEnum, "direction (CUpti_ActivityMemcpyKind)", kCopyKindValues),
+      AON_FIELD(T, src_kind, kEnum, "source memory (CUpti_ActivityMemoryKind)", kMemoryKindValues),
+      AON_FIELD(T, dst_kind, kEnum, "destination memory (CUpti_ActivityMemoryKind)",
+                kMemoryKindValues),
+      AON_FIELD(T, flags, kFlags, "bit 0: asynchronous", kAsyncFlagValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
+struct TableTraits<MemsetRecord> {
+  using T = MemsetRecord;
+  static constexpr RecordKind kKind = RecordKind::kMemset;
+  static constexpr const char* kName = "memset";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc = "one per memset";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "memset start"),
+      AON_FIELD(T, end_ns, kEnd, "memset end"),
+      AON_FIELD(T, bytes, kQuantity, "bytes set"),
+      AON_FIELD(T, correlation_id, kId, "CUPTI correlation id"),
+      AON_FIELD(T, device_id, kId, "CUDA device ordinal"),
+      AON_FIELD(T, context_id, kId, "CUDA context id"),
+      AON_FIELD(T, stream_id, kId, "CUPTI stream id"),
+      AON_FIELD(T, value, kQuantity, "value written"),
+      AON_FIELD(T, memory_kind, kEnum, "memory set (CUpti_ActivityMemoryKind)", kMemoryKindValues),
+      AON_FIELD(T, flags, kFlags, "bit 0: asynchronous", kAsyncFlagValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
+struct TableTraits<SyncRecord> {
+  using T = SyncRecord;
+  static constexpr RecordKind kKind = RecordKind::kSync;
+  static constexpr const char* kName = "sync";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc = "one per synchronization the host waited in";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "wait start"),
+      AON_FIELD(T, end_ns, kEnd, "wait end"),
+      AON_FIELD(T, correlation_id, kId, "CUPTI correlation id"),
+      AON_FIELD(T, context_id, kId, "CUDA context id"),
+      AON_FIELD(T, stream_id, kId, "CUPTI stream id, UINT32_MAX when not stream-related"),
+      AON_FIELD(T, event_id, kId, "CUDA event id"),
+      AON_FIELD(T, sync_type, kEnum, "what was waited for (CUpti_ActivitySynchronizationType)",
+                kSyncTypeValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
+struct TableTraits<ApiRecord> {
+  using T = ApiRecord;
+  static constexpr RecordKind kKind = RecordKind::kApi;
+  static constexpr const char* kName = "api";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc = "one per recorded CUDA runtime or driver call";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "call entry"),
+      AON_FIELD(T, end_ns, kEnd, "call exit"),
+      AON_FIELD(T, correlation_id, kId, "CUPTI correlation id, shared with the GPU work it issued"),
+      AON_FIELD(T, callback_id, kId, "CUPTI runtime or driver callback id"),
+      AON_FIELD(T, thread_id, kId, "OS thread id (gettid)"),
+      AON_FIELD(T, return_value, kQuantity, "the call's return code"),
+      AON_FIELD(T, name_id, kStringId, "function name (cudaLaunchKernel)"),
+      AON_FIELD(T, domain, kEnum, "runtime or driver API", kApiDomainValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
+struct TableTraits<NvtxRecord> {
+  using T = NvtxRecord;
+  static constexpr RecordKind kKind = RecordKind::kNvtx;
+  static constexpr const char* kName = "nvtx";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc = "one per NVTX range or mark";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "range start, or the mark"),
+      AON_FIELD(T, end_ns, kEnd, "range end (== start_ns for marks)"),
+      AON_FIELD(T, thread_id, kId, "thread that started the range (or marked)"),
+      AON_FIELD(T, domain_id, kStringId, "NVTX domain name, 0 for the default domain"),
+      AON_FIELD(T, name_id, kStringId, "range or mark name"),
+      AON_FIELD(T, category, kId, "NVTX category"),
+      AON_FIELD(T, color, kQuantity, "ARGB, 0 if none"),
+      AON_FIELD(T, depth, kQuantity, "push/pop nesting depth at push, 0 = outermost"),
+      AON_FIELD(T, type, kEnum, "kind of range", kNvtxTypeValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
+struct TableTraits<NcclRecord> {
+  using T = NcclRecord;
+  static constexpr RecordKind kKind = RecordKind::kNccl;
+  static constexpr const char* kName = "nccl";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc =
+      "NCCL operations, channels, communicators, API calls and proxy progress (event_type)";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "host start (event_type says of what)"),
+      AON_FIELD(T, end_ns, kEnd, "end: GPU end for GPU-timed operations, else host end"),
+      AON_FIELD(T, gpu_start_ns, kTime, "GPU start of an operation, 0 = not GPU-timed"),
+      AON_FIELD(T, comm_hash, kId, "communicator"),
+      AON_FIELD(T, seq_number, kId, "NCCL's sequence number per communicator and function"),
+      AON_FIELD(T, count, kQuantity, "elements (proxy rows: steps or step number; group: depth)"),
+      AON_FIELD(T, bytes, kQuantity, "bytes (proxy rows: per step)"),
+      AON_FIELD(T, external_id, kId, "AON's external correlation id of the launch, 0 = none"),
+      AON_FIELD(T, correlation_id, kId, "CUPTI correlation id of the kernel that ran it"),
+      AON_FIELD(T, func_id, kStringId, "function (AllReduce, Send, ...); comm rows: its name"),
+      AON_FIELD(T, algo_id, kStringId, "algorithm"),
+      AON_FIELD(T, proto_id, kStringId, "protocol"),
+      AON_FIELD(T, datatype_id, kStringId, "data type"),
+      AON_FIELD(T, root, kId, "root rank, -1 = none"),
+      AON_FIELD(T, peer, kId, "peer rank of point-to-point, -1 = none"),
+      AON_FIELD(T, n_channels, kQuantity, "channels used"),
+      AON_FIELD(T, n_warps, kQuantity, "warps per channel (API and proxy rows: flags)"),
+      AON_FIELD(T, stream_id, kId, "CUPTI stream id of its kernel"),
+      AON_FIELD(T, channel_id, kId, "channel of a kernel-channel row, -1 otherwise"),
+      AON_FIELD(T, comm_rank, kId, "rank in the communicator"),
+      AON_FIELD(T, comm_nranks, kQuantity, "ranks in the communicator"),
+      AON_FIELD(T, comm_nnodes, kQuantity, "nodes in the communicator"),
+      AON_FIELD(T, graph_replay, kQuantity, "0, or the n-th replay of a CUDA-graph capture"),
+      AON_FIELD(T, event_type, kEnum, "what the row is", kNcclEventTypeValues),
+      AON_FIELD(T, gpu_timing, kEnum, "where its GPU times come from", kNcclGpuTimingValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
+struct TableTraits<ExternalCorrelationRecord> {
+  using T = ExternalCorrelationRecord;
+  static constexpr RecordKind kKind = RecordKind::kExternalCorrelation;
+  static constexpr const char* kName = "external_correlation";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc = "ties an external id (AON's NCCL launches) to a CUPTI correlation";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, external_id, kId, "external id"),
+      AON_FIELD(T, correlation_id, kId, "CUPTI correlation id"),
+      AON_FIELD(T, external_kind, kEnum, "CUpti_ExternalCorrelationKind (5: AON's NCCL launches)")};
+};
+
+template <>
+struct TableTraits<NcclGraphRecord> {
+  using T = NcclGraphRecord;
+  static constexpr RecordKind kKind = RecordKind::kNcclGraph;
+  static constexpr const char* kName = "nccl_graph";
+  static constexpr KindScope kScope = KindScope::kRankFile;
+  static constexpr const char* kDoc =
+      "rank files only: CUDA-graph bookkeeping of NCCL launches, consumed by the merge";
+  static constexpr int kSinceMinor = 4;
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, time_ns, kStart, "when the agent saw the node, or the captured call"),
+      AON_FIELD(T, node_id, kId, "node events: CUPTI graph node id (as kernels.graph_node_id)"),
+      AON_FIELD(T, original_node_id, kId, "node cloned: the node it is a clone of"),
+      AON_FIELD(T, external_id, kId, "the NCCL launch that created the node or captured the call"),
+      AON_FIELD(T, comm_hash, kId, "communicator (node created, captured calls)"),
+      AON_FIELD(T, count, kQuantity, "captured calls: elements"),
+      AON_FIELD(T, bytes, kQuantity, "captured calls: bytes"),
+      AON_FIELD(T, func_id, kStringId, "captured calls: function"),
+      AON_FIELD(T, datatype_id, kStringId, "captured calls: data type"),
+      AON_FIELD(T, root, kId, "captured collectives: root rank, -1 = none"),
+      AON_FIELD(T, comm_rank, kId, "rank in the communicator"),
+      AON_FIELD(T, comm_nranks, kQuantity, "ranks in the communicator"),
+      AON_FIELD(T, comm_nnodes, kQuantity, "nodes in the communicator"),
+      AON_FIELD(T, event, kEnum, "what the row is", kNcclGraphEventValues),
+      AON_PADDING(T, padding_)};
+};
+
+// Every record type, in RecordKind order. Adding a kind: docs/adding-a-record-kind.md.
+template <typename... Ts>
+struct TypeList {};
+using RecordTypes = TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord,
+                             NvtxRecord, NcclRecord, ExternalCorrelationRecord, NcclGraphRecord>;
 
 template <typename T>
-struct RecordTraits;  // kind and schema of each record type (records.cc)
+concept RecordType = StoredTable<T> && requires { TableTraits<T>::kKind; };
 
-#define AON_DECLARE_RECORD_TRAITS_(Type, Kind)        \
-  template <>                                         \
-  struct RecordTraits<Type> {                         \
-    static constexpr RecordKind kKind = RecordKind::Kind; \
-    static const TableSchema& Schema();               \
+// A record kind's traits: its table's (kKind, kName, kScope, kFields), plus its
+// run-time schema.
+template <RecordType T>
+struct RecordTraits : TableTraits<T> {
+  static const TableSchema& Schema() { return SchemaOf<T>(); }
+};
+
+namespace records_internal {
+template <typename... Ts>
+constexpr bool KindsInOrder(TypeList<Ts...>) {
+  size_t i = 0;
+  return ((static_cast<size_t>(TableTraits<Ts>::kKind) == i++) && ...) && i == kRecordKindCount;
+}
+static_assert(KindsInOrder(RecordTypes{}), "RecordTypes must list every RecordKind in order");
+}  // namespace records_internal
+
+// The format minor version that introduced a kind (0: there from 1.0); older
+// files lack its table.
+template <RecordType T>
+constexpr int KindSinceMinor() {
+  if constexpr (requires { TableTraits<T>::kSinceMinor; }) {
+    return TableTraits<T>::kSinceMinor;
+  } else {
+    return 0;
   }
-AON_DECLARE_RECORD_TRAITS_(KernelRecord, kKernel);
-AON_DECLARE_RECORD_TRAITS_(MemcpyRecord, kMemcpy);
-AON_DECLARE_RECORD_TRAITS_(MemsetRecord, kMemset);
-AON_DECLARE_RECORD_TRAITS_(SyncRecord, kSync);
-AON_DECLARE_RECORD_TRAITS_(ApiRecord, kApi);
-AON_DECLARE_RECORD_TRAITS_(NvtxRecord, kNvtx);
-AON_DECLARE_RECORD_TRAITS_(NcclRecord, kNccl);
-AON_DECLARE_RECORD_TRAITS_(ExternalCorrelationRecord, kExternalCorrelation);
-#undef AON_DECLARE_RECORD_TRAITS_
+}
+
+// Calls f(KernelRecord{}), f(MemcpyRecord{}), ... : one call per record kind that
+// timelines, exports and readers know (KindScope::kTimeline), for code that
+// handles every such kind the same way.
+template <typename F>
+void ForEachRecordType(F&& f) {
+  [&]<typename... Ts>(TypeList<Ts...>) {
+    (
+        [&] {
+          if constexpr (TableTraits<Ts>::kScope == KindScope::kTimeline) f(Ts{});
+        }(),
+        ...);
+  }(RecordTypes{});
+}
+// Every kind a rank file can hold, bookkeeping kinds included: for the agent,
+// the ring, the collector and the merge's reading of rank files.
+template <typename F>
+void ForEachRankFileRecordType(F&& f) {
+  [&]<typename... Ts>(TypeList<Ts...>) { (f(Ts{}), ...); }(RecordTypes{});
+}
 
 // A record of the merged cluster timeline: the rank that produced it, then the
 // record itself with timestamps on the timeline's clock and ids in the unified
@@ -321,32 +616,8 @@ struct Merged {
 const TableSchema& MergedSchema(const TableSchema& base);
 template <typename T>
 const TableSchema& MergedSchemaOf() {
-  static const TableSchema& schema = MergedSchema(RecordTraits<T>::Schema());
+  static const TableSchema& schema = MergedSchema(SchemaOf<T>());
   return schema;
-}
-
-// Calls f(KernelRecord{}), f(MemcpyRecord{}), ... : one call per record type, for
-// code that handles every kind the same way.
-template <typename F>
-void ForEachRecordType(F&& f) {
-  f(KernelRecord{});
-  f(MemcpyRecord{});
-  f(MemsetRecord{});
-  f(SyncRecord{});
-  f(ApiRecord{});
-  f(NvtxRecord{});
-  f(NcclRecord{});
-  f(ExternalCorrelationRecord{});
-}
-
-// Start time of any record (ExternalCorrelationRecord has none: 0).
-template <typename T>
-uint64_t StartOf(const T& r) {
-  if constexpr (std::is_same_v<T, ExternalCorrelationRecord>) {
-    return 0;
-  } else {
-    return r.start_ns;
-  }
 }
 
 }  // namespace aon

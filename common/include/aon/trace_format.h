@@ -32,7 +32,9 @@ inline constexpr int kFormatMajor = 1;
 // leaders: one rank per node and clock measures, the others name it).
 // 1.3 also: NCCL graph_replay filled, CUDA-graph bookkeeping NCCL rows (event
 // types 6-8) in rank files (records.h).
-inline constexpr int kFormatMinor = 3;
+// 1.4: the CUDA-graph bookkeeping rows have a kind of their own, nccl_graph (rank
+// files only); the merge still reads 1.3's rows.
+inline constexpr int kFormatMinor = 4;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -48,7 +50,21 @@ struct DeviceInfo {
   uint32_t compute_minor;
 };
 static_assert(sizeof(DeviceInfo) == 32);
-const TableSchema& DeviceInfoSchema();
+template <>
+struct TableTraits<DeviceInfo> {
+  using T = DeviceInfo;
+  static constexpr const char* kName = "devices";
+  static constexpr const char* kDoc = "/meta/devices of a rank file: one row per GPU the rank saw";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, device_id, kId, "CUDA device ordinal"),
+      AON_FIELD(T, uuid_id, kStringId, "GPU UUID (GPU-xxxxxxxx-...)"),
+      AON_FIELD(T, name_id, kStringId, "product name (NVIDIA H200)"),
+      AON_FIELD(T, sm_count, kQuantity, "streaming multiprocessors"),
+      AON_FIELD(T, global_memory_bytes, kQuantity, "device memory"),
+      AON_FIELD(T, compute_major, kQuantity, "compute capability, major"),
+      AON_FIELD(T, compute_minor, kQuantity, "compute capability, minor")};
+};
+inline const TableSchema& DeviceInfoSchema() { return SchemaOf<DeviceInfo>(); }
 
 // Everything a rank file says about its rank, besides records.
 struct RankMetadata {
@@ -112,6 +128,8 @@ struct RankMetadata {
 // One row per rank in a merged timeline.
 enum class RankStatus : uint8_t { kOk = 0, kMissing = 1, kCorrupt = 2, kTruncated = 3, kUnsupported = 4 };
 const char* RankStatusName(RankStatus status);
+inline constexpr EnumValue kRankStatusValues[] = {
+    {0, "ok"}, {1, "missing"}, {2, "corrupt"}, {3, "truncated"}, {4, "unsupported"}};
 
 struct RankSummary {
   uint32_t rank;
@@ -134,6 +152,30 @@ struct RankSummary {
   uint8_t padding_[7];
 };
 static_assert(sizeof(RankSummary) == 104);
-const TableSchema& RankSummarySchema();
+template <>
+struct TableTraits<RankSummary> {
+  using T = RankSummary;
+  static constexpr const char* kName = "ranks";
+  static constexpr const char* kDoc = "/meta/ranks of a timeline: one row per rank of the job";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, rank, kId, "rank"),
+      AON_FIELD(T, host_id, kStringId, "host the rank ran on"),
+      AON_FIELD(T, message_id, kStringId, "why the rank is not ok"),
+      AON_FIELD(T, local_rank, kId, "rank on its node"),
+      AON_FIELD(T, pid, kId, "process id"),
+      AON_FIELD(T, records, kQuantity, "records merged"),
+      AON_FIELD(T, dropped, kQuantity, "records dropped by the agent (all kinds)"),
+      AON_FIELD(T, first_ns, kQuantity, "first record time, on the timeline clock"),
+      AON_FIELD(T, last_ns, kQuantity, "last record time, on the timeline clock"),
+      AON_FIELD(T, clock_offset_ns, kQuantity, "clock correction applied"),
+      AON_FIELD(T, clock_error_bound_ns, kQuantity, "its error bound, -1 = unknown"),
+      AON_FIELD(T, nccl_gpu_clock_offset_ns, kQuantity, "NCCL %globaltimer -> host offset"),
+      AON_FIELD(T, nccl_gpu_clock_pairs, kQuantity, "kernels the offset was measured on"),
+      AON_FIELD(T, nccl_gpu_clock_spread_ns, kQuantity, "spread of the per-kernel offsets"),
+      AON_FIELD(T, status, kEnum, "ok, missing, corrupt, truncated, unsupported",
+                kRankStatusValues),
+      AON_PADDING(T, padding_)};
+};
+inline const TableSchema& RankSummarySchema() { return SchemaOf<RankSummary>(); }
 
 }  // namespace aon

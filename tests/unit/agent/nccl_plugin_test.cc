@@ -32,6 +32,19 @@ class NcclPluginTest : public AgentTest {
     if (!extra.count("AON_NCCL")) extra["AON_NCCL"] = "channels";
     return extra;
   }
+  // The CUDA-graph bookkeeping kind (records.h: NcclGraphRecord).
+  std::vector<NcclGraphRecord> GraphRows(std::unique_ptr<TraceReader>& r) {
+    auto n = r->ReadAll<NcclGraphRecord>();
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? *n : std::vector<NcclGraphRecord>{};
+  }
+  static std::vector<NcclGraphRecord> CapturedColls(const std::vector<NcclGraphRecord>& all) {
+    std::vector<NcclGraphRecord> out;
+    for (const NcclGraphRecord& r : all) {
+      if (r.event == static_cast<uint8_t>(NcclGraphEvent::kCapturedColl)) out.push_back(r);
+    }
+    return out;
+  }
   static std::vector<NcclRecord> OfType(const std::vector<NcclRecord>& all, NcclEventType t) {
     std::vector<NcclRecord> out;
     for (const NcclRecord& r : all) {
@@ -61,8 +74,8 @@ TEST_F(NcclPluginTest, CollectiveWithChannelsStoppedOutOfOrder) {
       EXPECT_EQ(x.gpu_timing, static_cast<uint8_t>(NcclGpuTiming::kRaw));
     }
   }
-  NcclResolveResult resolved =
-      ResolveNcclRecords(all, {}, {}, {}, RealtimeAnchorNs{meta->anchor_clock_ns, meta->anchor_realtime_ns});
+  NcclResolveResult resolved = ResolveNcclRecords(
+      all, {}, {}, {}, {}, RealtimeAnchorNs{meta->anchor_clock_ns, meta->anchor_realtime_ns});
   auto colls = OfType(all, NcclEventType::kColl);
   auto chans = OfType(all, NcclEventType::kKernelCh);
   auto comms = OfType(all, NcclEventType::kComm);
@@ -200,7 +213,7 @@ TEST_F(NcclPluginTest, OperationsReportedAfterTheirLaunchTakeThatLaunch) {
     EXPECT_EQ(c.external_id, c.seq_number) << "seq " << c.seq_number;
     EXPECT_EQ(c.comm_hash, c.seq_number == 5 ? 0xb1u : 0xa1u);
   }
-  auto calls = OfType(all, NcclEventType::kCapturedColl);
+  auto calls = CapturedColls(GraphRows(r));
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].external_id, 2u);  // the capture's launch
   EXPECT_EQ(calls[0].comm_hash, 0xa1u);
@@ -238,7 +251,7 @@ TEST_F(NcclPluginTest, ReplaysReportedFromTheHostCallbackThreadWaitForNoLaunch) 
     EXPECT_EQ(c.external_id, c.seq_number == 13 ? 2u : 0u) << "seq " << c.seq_number;
     EXPECT_EQ(c.gpu_timing, static_cast<uint8_t>(NcclGpuTiming::kRaw));
   }
-  auto calls = OfType(all, NcclEventType::kCapturedColl);
+  auto calls = CapturedColls(GraphRows(r));
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].external_id, 1u);
   EXPECT_EQ(calls[0].count, 2048u);
@@ -325,7 +338,8 @@ TEST_F(NcclPluginTest, ApiCallsAreRecordedAroundTheOperationsTheyMake) {
   EXPECT_LE(ar.end_ns, ops[0].start_ns);
   EXPECT_LE(ops[0].start_ns, groups[0].end_ns);
   EXPECT_EQ(OfType(all, NcclEventType::kP2p).size(), 2u);
-  EXPECT_EQ(OfType(all, NcclEventType::kCapturedColl).size(), 1u);  // still kept for the merge
+  const std::vector<NcclGraphRecord> graph = GraphRows(r);
+  EXPECT_EQ(CapturedColls(graph).size(), 1u);  // kept for the merge
   auto meta = r->ReadRankMetadata();
   ASSERT_TRUE(meta.ok());
   bool noted = false;
@@ -348,7 +362,7 @@ TEST_F(NcclPluginTest, ApiCallsAreRecordedAroundTheOperationsTheyMake) {
   };
   const std::vector<NcclRecord> before = api_rows(all);
   NcclResolveResult resolved = ResolveNcclRecords(
-      all, {}, {}, {}, RealtimeAnchorNs{meta->anchor_clock_ns, meta->anchor_realtime_ns});
+      all, graph, {}, {}, {}, RealtimeAnchorNs{meta->anchor_clock_ns, meta->anchor_realtime_ns});
   const std::vector<NcclRecord> after = api_rows(all);
   ASSERT_EQ(before.size(), after.size());
   for (size_t i = 0; i < before.size(); ++i) {
@@ -430,7 +444,7 @@ TEST_F(NcclPluginTest, ProxyEventsAreTiedToTheirOperation) {
   EXPECT_TRUE(noted);
   // Not operations for the merge; passed through as they are.
   const size_t n = all.size();
-  ResolveNcclRecords(all, {}, {}, {},
+  ResolveNcclRecords(all, {}, {}, {}, {},
                      RealtimeAnchorNs{meta->anchor_clock_ns, meta->anchor_realtime_ns});
   EXPECT_EQ(all.size(), n);
   EXPECT_EQ(OfType(all, NcclEventType::kProxyOp).size(), 3u);

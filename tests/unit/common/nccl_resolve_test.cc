@@ -77,12 +77,15 @@ ApiRecord Launch(uint32_t corr, uint64_t start) {
 
 struct Tables {
   std::vector<NcclRecord> nccl;
+  std::vector<NcclGraphRecord> graph;  // CUDA-graph bookkeeping (nccl_graph)
   std::vector<ExternalCorrelationRecord> ext;
   std::vector<KernelRecord> kernels;
   std::vector<ApiRecord> apis;
   RealtimeAnchorNs anchor{};
 
-  NcclResolveResult Resolve() { return ResolveNcclRecords(nccl, ext, kernels, apis, anchor); }
+  NcclResolveResult Resolve() {
+    return ResolveNcclRecords(nccl, graph, ext, kernels, apis, anchor);
+  }
 };
 
 bool SameBytes(const std::vector<NcclRecord>& a, const std::vector<NcclRecord>& b) {
@@ -367,29 +370,67 @@ NcclRecord P2p(uint64_t start, uint64_t external_id, uint64_t comm, uint32_t fun
 }
 
 // A kernel node NCCL's launch `external_id` created under capture.
-NcclRecord NodeCreated(uint64_t node, uint64_t external_id, uint64_t comm) {
-  NcclRecord r{};
-  r.event_type = static_cast<uint8_t>(NcclEventType::kGraphNode);
-  r.seq_number = node;
+NcclGraphRecord NodeCreated(uint64_t node, uint64_t external_id, uint64_t comm) {
+  NcclGraphRecord r{};
+  r.event = static_cast<uint8_t>(NcclGraphEvent::kNodeCreated);
+  r.node_id = node;
   r.external_id = external_id;
   r.comm_hash = comm;
-  r.channel_id = r.root = r.peer = -1;
+  r.root = -1;
   return r;
 }
 
-NcclRecord NodeCloned(uint64_t clone, uint64_t original) {
-  NcclRecord r = NodeCreated(clone, 0, 0);
-  r.count = original;
+NcclGraphRecord NodeCloned(uint64_t clone, uint64_t original) {
+  NcclGraphRecord r = NodeCreated(clone, 0, 0);
+  r.event = static_cast<uint8_t>(NcclGraphEvent::kNodeCloned);
+  r.original_node_id = original;
   return r;
 }
 
 // An NCCL API call made under capture (CollApi event with graphCaptured).
-NcclRecord CapturedCall(uint64_t start, uint64_t external_id, uint64_t comm, uint32_t func = 11,
-                        uint64_t count = 256) {
-  NcclRecord r = Coll(start, external_id, comm, 0, func, count);
-  r.event_type = static_cast<uint8_t>(NcclEventType::kCapturedColl);
-  r.algo_id = r.proto_id = 0;
-  r.n_channels = r.n_warps = 0;
+NcclGraphRecord CapturedCall(uint64_t start, uint64_t external_id, uint64_t comm,
+                             uint32_t func = 11, uint64_t count = 256) {
+  const NcclRecord c = Coll(start, external_id, comm, 0, func, count);
+  NcclGraphRecord r{};
+  r.event = static_cast<uint8_t>(NcclGraphEvent::kCapturedColl);
+  r.time_ns = c.start_ns;
+  r.external_id = c.external_id;
+  r.comm_hash = c.comm_hash;
+  r.func_id = c.func_id;
+  r.count = c.count;
+  r.bytes = c.bytes;
+  r.datatype_id = c.datatype_id;
+  r.root = c.root;
+  r.comm_rank = c.comm_rank;
+  r.comm_nranks = c.comm_nranks;
+  r.comm_nnodes = c.comm_nnodes;
+  return r;
+}
+
+// The same row as a format 1.3 agent wrote it: an nccl row of event type 6
+// (graph node: seq_number = node, count = original of a clone) or 7 (captured
+// collective call), the layout records.h documented for 1.3.
+NcclRecord Legacy(const NcclGraphRecord& g) {
+  NcclRecord r{};
+  r.start_ns = r.end_ns = g.time_ns;
+  r.external_id = g.external_id;
+  r.comm_hash = g.comm_hash;
+  r.comm_rank = g.comm_rank;
+  r.comm_nranks = g.comm_nranks;
+  r.comm_nnodes = g.comm_nnodes;
+  r.channel_id = r.peer = -1;
+  r.root = g.root;
+  if (g.event == static_cast<uint8_t>(NcclGraphEvent::kCapturedColl)) {
+    r.event_type = 7;
+    r.func_id = g.func_id;
+    r.count = g.count;
+    r.bytes = g.bytes;
+    r.datatype_id = g.datatype_id;
+  } else {
+    r.event_type = 6;
+    r.seq_number = g.node_id;
+    r.count = g.original_node_id;
+  }
   return r;
 }
 
@@ -413,7 +454,8 @@ std::vector<NcclRecord> Replays(const std::vector<NcclRecord>& all, uint64_t com
 }
 
 bool AnyBookkeeping(const std::vector<NcclRecord>& all) {
-  return std::any_of(all.begin(), all.end(), [](const NcclRecord& r) { return r.event_type >= 6; });
+  return std::any_of(all.begin(), all.end(),
+                     [](const NcclRecord& r) { return r.event_type >= 6 && r.event_type <= 8; });
 }
 
 // Default capture (no host node in the graph): NCCL reports the operation once,
@@ -421,10 +463,10 @@ bool AnyBookkeeping(const std::vector<NcclRecord>& all) {
 // graph's clone of the node) becomes a record of its own.
 TEST(NcclResolveGraphs, EachReplayOfACapturedCollectiveIsARecord) {
   Tables t;
-  t.nccl = {Coll(1'000, 1, 0xA, 4),  // an eager all-reduce before
-            Coll(2'000, 2, 0xA, 5),  // the captured one
-            NodeCreated(500, 2, 0xA), NodeCloned(900, 500),
-            CapturedCall(1'990, 2, 0xA)};  // its API call: NCCL reported it, so unused
+  t.nccl = {Coll(1'000, 1, 0xA, 4),   // an eager all-reduce before
+            Coll(2'000, 2, 0xA, 5)};  // the captured one
+  t.graph = {NodeCreated(500, 2, 0xA), NodeCloned(900, 500),
+             CapturedCall(1'990, 2, 0xA)};  // its API call: NCCL reported it, so unused
   t.ext = {Ext(1, 10), Ext(2, 20)};
   t.apis = {Launch(10, 990), Launch(20, 1'995), Launch(31, 5'000), Launch(32, 6'000),
             Launch(33, 7'000)};
@@ -499,11 +541,11 @@ TEST(NcclResolveGraphs, EachReplayOfACapturedCollectiveIsARecord) {
 // instantiations; a kernel reported with the created node's own id counts too.
 TEST(NcclResolveGraphs, TwoGraphsTwoCommunicatorsSeveralInstantiations) {
   Tables t;
-  t.nccl = {Coll(1'000, 2, 0xA, 8),   P2p(2'000, 3, 0xB, 41, 1), P2p(2'001, 3, 0xB, 42, 1),
-            NodeCreated(500, 2, 0xA), NodeCreated(600, 3, 0xB),  NodeCloned(900, 500),
-            NodeCloned(901, 500),                            // graph A instantiated twice
-            NodeCloned(950, 600),     NodeCloned(951, 950),  // graph B cloned, then instantiated
-            NodeCloned(951, 950)};                           // a callback seen twice
+  t.nccl = {Coll(1'000, 2, 0xA, 8), P2p(2'000, 3, 0xB, 41, 1), P2p(2'001, 3, 0xB, 42, 1)};
+  t.graph = {NodeCreated(500, 2, 0xA), NodeCreated(600, 3, 0xB),  NodeCloned(900, 500),
+             NodeCloned(901, 500),                            // graph A instantiated twice
+             NodeCloned(950, 600),     NodeCloned(951, 950),  // graph B cloned, then instantiated
+             NodeCloned(951, 950)};                           // a callback seen twice
   t.ext = {Ext(2, 20), Ext(3, 30)};
   t.kernels = {GraphKernel(101, 10'000, 10'100, 900, 5), GraphKernel(102, 10'050, 10'200, 951, 6),
                GraphKernel(103, 11'000, 11'100, 901, 5), GraphKernel(104, 11'050, 11'300, 951, 6),
@@ -550,8 +592,8 @@ TEST(NcclResolveGraphs, ChannelModeReplaysReportedByNcclAreNumberedNotCounted) {
   auto host = [&](uint64_t gpu) {
     return static_cast<uint64_t>(static_cast<int64_t>(gpu) + offset);
   };
-  t.nccl = {RawOp(100, 1, g - 999'000 + 50, g - 999'000 + 500),  // eager: calibrates the clock
-            CapturedCall(2'000, 2, 0xA), NodeCreated(500, 2, 0xA), NodeCloned(900, 500)};
+  t.nccl = {RawOp(100, 1, g - 999'000 + 50, g - 999'000 + 500)};  // eager: calibrates the clock
+  t.graph = {CapturedCall(2'000, 2, 0xA), NodeCreated(500, 2, 0xA), NodeCloned(900, 500)};
   t.nccl[0].comm_hash = 0xA;
   // NCCL's replay records: each starts on the host just before its kernel.
   for (uint64_t i = 0; i < 3; ++i) {
@@ -614,8 +656,9 @@ TEST(NcclResolveGraphs, ChannelModeReplaysReportedByNcclAreNumberedNotCounted) {
 // whose nodes were recorded but whose operation was not.
 TEST(NcclResolveGraphs, MissingNodeMappingIsReportedNotInvented) {
   Tables t;
-  t.nccl = {Coll(2'000, 2, 0xA, 5), NodeCreated(500, 2, 0xA),  // clone 900 of 500 not recorded
-            NodeCreated(600, 3, 0xB)};                         // launch 3: no operation, no call
+  t.nccl = {Coll(2'000, 2, 0xA, 5)};
+  t.graph = {NodeCreated(500, 2, 0xA),   // clone 900 of 500 not recorded
+             NodeCreated(600, 3, 0xB)};  // launch 3: no operation, no call
   t.ext = {Ext(2, 20), Ext(3, 30)};
   t.kernels = {GraphKernel(31, 5'100, 5'300, 900), GraphKernel(32, 6'100, 6'300, 900),
                GraphKernel(33, 6'500, 6'600, 600)};
@@ -636,8 +679,54 @@ TEST(NcclResolveGraphs, MissingNodeMappingIsReportedNotInvented) {
 }
 
 TEST(NcclResolveGraphs, BookkeepingRowsNeedResolution) {
-  EXPECT_TRUE(NcclRecordsNeedResolution(std::vector<NcclRecord>{NodeCloned(2, 1)}));
-  EXPECT_TRUE(NcclRecordsNeedResolution(std::vector<NcclRecord>{CapturedCall(1, 0, 2)}));
+  EXPECT_TRUE(NcclRecordsNeedResolution({}, std::vector<NcclGraphRecord>{NodeCloned(2, 1)}));
+  EXPECT_TRUE(NcclRecordsNeedResolution({}, std::vector<NcclGraphRecord>{CapturedCall(1, 0, 2)}));
+  // Format 1.3 files kept them in the nccl table.
+  EXPECT_TRUE(NcclRecordsNeedResolution(std::vector<NcclRecord>{Legacy(NodeCloned(2, 1))}));
+  EXPECT_TRUE(NcclRecordsNeedResolution(std::vector<NcclRecord>{Legacy(CapturedCall(1, 0, 2))}));
+}
+
+// A format 1.3 rank file kept the bookkeeping rows in its nccl table (event
+// types 6-8). They are taken out as the rows they stand for, and the two
+// encodings of one job resolve to the same records.
+TEST(NcclResolveGraphs, FormatOneThreeRowsResolveLikeTheirOwnKind) {
+  auto job = [] {
+    Tables t;
+    t.nccl = {Coll(1'000, 2, 0xA, 8), P2p(2'000, 3, 0xB, 41, 1)};
+    t.graph = {NodeCreated(500, 2, 0xA), NodeCreated(600, 3, 0xB), NodeCloned(900, 500),
+               NodeCloned(950, 600), CapturedCall(1'990, 4, 0xC)};
+    t.ext = {Ext(2, 20), Ext(3, 30)};
+    t.kernels = {GraphKernel(101, 10'000, 10'100, 900, 5), GraphKernel(102, 10'050, 10'200, 950, 6)};
+    return t;
+  };
+  Tables now = job();
+  Tables old = job();
+  std::vector<NcclRecord> legacy_rows;
+  for (const NcclGraphRecord& g : old.graph) legacy_rows.push_back(Legacy(g));
+  old.nccl.insert(old.nccl.begin() + 1, legacy_rows.begin(), legacy_rows.end());  // interleaved
+  old.graph.clear();
+
+  std::vector<NcclRecord> copy = old.nccl;
+  const std::vector<NcclGraphRecord> taken = TakeLegacyGraphRows(copy);
+  ASSERT_EQ(taken.size(), now.graph.size());
+  for (size_t i = 0; i < taken.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&taken[i], &now.graph[i], sizeof(NcclGraphRecord)), 0) << i;
+  }
+  EXPECT_FALSE(AnyBookkeeping(copy));
+
+  const NcclResolveResult a = now.Resolve();
+  const NcclResolveResult b = old.Resolve();
+  EXPECT_EQ(a.graph_nodes, 2u);
+  EXPECT_EQ(a.graph_node_clones, 2u);
+  EXPECT_EQ(a.graph_replays, 2u);
+  EXPECT_EQ(b.graph_nodes, a.graph_nodes);
+  EXPECT_EQ(b.graph_node_clones, a.graph_node_clones);
+  EXPECT_EQ(b.captured_operations, a.captured_operations);
+  EXPECT_EQ(b.captured_from_calls, a.captured_from_calls);
+  EXPECT_EQ(b.graph_replays, a.graph_replays);
+  EXPECT_EQ(b.graph_launches_unmatched, a.graph_launches_unmatched);
+  EXPECT_EQ(b.note, a.note);
+  EXPECT_TRUE(SameBytes(now.nccl, old.nccl));
 }
 
 }  // namespace

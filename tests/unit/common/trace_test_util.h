@@ -49,22 +49,7 @@ class TempDir {
   std::string path_;
 };
 
-inline size_t FieldSize(FieldType t) {
-  switch (t) {
-    case FieldType::kU8:
-      return 1;
-    case FieldType::kU16:
-      return 2;
-    case FieldType::kU32:
-    case FieldType::kI32:
-      return 4;
-    case FieldType::kU64:
-    case FieldType::kI64:
-    case FieldType::kF64:
-      return 8;
-  }
-  return 0;
-}
+inline size_t FieldSize(FieldType t) { return FieldTypeSize(t); }
 
 // Raw bits of a field, zero-extended.
 inline uint64_t GetField(const void* record, const Field& f) {

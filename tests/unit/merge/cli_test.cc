@@ -70,7 +70,7 @@ TEST(MergeCli, MergesAJobAndInspectReportsExactCounts) {
   EXPECT_TRUE(Contains(Get(j, "ranks/2/message"), "rank-00002.h5")) << Get(j, "ranks/2/message");
 
   std::map<std::string, uint64_t> kernel_names_total;
-  for (size_t k = 0; k < kRecordKindCount; ++k) {
+  for (size_t k = 0; k < kTimelineKindCount; ++k) {
     const std::string kind = RecordKindName(static_cast<RecordKind>(k));
     uint64_t total = 0, dropped = 0;
     for (const auto& [rank, t] : traces) {

@@ -96,8 +96,8 @@ inline RankTrace RandomRankTrace(std::mt19937_64& rng, int rank, int world,
         if (r.correlation_id == 0) r.correlation_id = 1;
         // ... and no CUDA-graph bookkeeping rows (event types 6-8, records.h):
         // the merge consumes those, a resolved file has none.
-        if (r.event_type >= static_cast<uint8_t>(NcclEventType::kGraphNode) &&
-            r.event_type <= static_cast<uint8_t>(NcclEventType::kCapturedP2p)) {
+        if (r.event_type >= 6 &&  // format 1.3 bookkeeping rows: records.h
+            r.event_type <= 8) {
           r.event_type = 4;  // unused by AON: copied as it is
         }
       }

@@ -117,8 +117,8 @@ RankTrace SpreadTrace(std::mt19937_64& rng, int rank, int world, size_t per_kind
           r.gpu_start_ns = 0;
           if (r.correlation_id == 0) r.correlation_id = 1;
           // A resolved file has no CUDA-graph bookkeeping rows (event types 6-8).
-          if (r.event_type >= static_cast<uint8_t>(NcclEventType::kGraphNode) &&
-              r.event_type <= static_cast<uint8_t>(NcclEventType::kCapturedP2p)) {
+          if (r.event_type >= 6 &&  // format 1.3 bookkeeping rows: records.h
+              r.event_type <= 8) {
             r.event_type = 4;
           }
         }

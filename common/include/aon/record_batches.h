@@ -1,5 +1,9 @@
-// Records drained from a ring, held per kind until the collector appends them
-// to a rank file (or, in flight mode, until they leave the window).
+// Records held per kind in memory, between a ring and a trace file: the node
+// collector drains rings into them and appends them to rank files (or, in
+// flight mode, keeps them until they leave the window); the agent's degraded
+// mode (no collector) drains its own ring through them at exit. One vector per
+// record type of RecordTypes (records.h), so a new kind is batched by listing it
+// there.
 #pragma once
 
 #include <array>
@@ -12,14 +16,15 @@
 #include "aon/status.h"
 #include "aon/trace_file.h"
 
-namespace aon::collector {
+namespace aon {
 
 class RecordBatches {
  public:
-  // Takes a record entry (type already validated by the ring). Returns its kind.
+  // Takes a record entry (type already validated by the ring). Returns its
+  // kind (kCount for an entry that is not a record).
   RecordKind Add(const ring::Entry& e) {
     RecordKind kind = RecordKind::kCount;
-    ForEachRecordType([&](auto tag) {
+    ForEachRankFileRecordType([&](auto tag) {
       using T = decltype(tag);
       if (e.type != ring::RecordEntryType(RecordTraits<T>::kKind)) return;
       auto& v = std::get<std::vector<T>>(vectors_);
@@ -37,12 +42,31 @@ class RecordBatches {
     return std::get<std::vector<T>>(vectors_);
   }
 
+  // Records held of `kind`.
+  size_t Count(RecordKind kind) const { return CountsPerKind()[static_cast<size_t>(kind)]; }
+
+  // Appends every non-empty batch to `writer`.
   Status AppendTo(TraceWriter& writer) const {
     Status st;
-    ForEachRecordType([&](auto tag) {
+    ForEachRankFileRecordType([&](auto tag) {
       using T = decltype(tag);
       const auto& v = std::get<std::vector<T>>(vectors_);
       if (st.ok() && !v.empty()) st = writer.Append<T>(v);
+    });
+    return st;
+  }
+
+  // Appends the batch of `kind` to `writer` and empties it.
+  Status FlushKind(RecordKind kind, TraceWriter& writer) {
+    Status st;
+    ForEachRankFileRecordType([&](auto tag) {
+      using T = decltype(tag);
+      if (RecordTraits<T>::kKind != kind) return;
+      auto& v = std::get<std::vector<T>>(vectors_);
+      if (!v.empty()) st = writer.Append<T>(v);
+      bytes_ -= v.size() * sizeof(T);
+      records_ -= v.size();
+      v.clear();
     });
     return st;
   }
@@ -53,15 +77,14 @@ class RecordBatches {
   }
   // Gives the memory back too (a window chunk that is dropped).
   void Release() {
-    std::apply([](auto&... v) { (std::vector<typename std::decay_t<decltype(v)>::value_type>().swap(v), ...); },
-               vectors_);
+    std::apply([](auto&... v) { ((void)std::decay_t<decltype(v)>().swap(v), ...); }, vectors_);
     bytes_ = records_ = 0;
   }
 
   // Records held per RecordKind.
   std::array<uint64_t, kRecordKindCount> CountsPerKind() const {
     std::array<uint64_t, kRecordKindCount> n{};
-    ForEachRecordType([&](auto tag) {
+    ForEachRankFileRecordType([&](auto tag) {
       using T = decltype(tag);
       n[static_cast<size_t>(RecordTraits<T>::kKind)] = std::get<std::vector<T>>(vectors_).size();
     });
@@ -73,12 +96,16 @@ class RecordBatches {
   bool empty() const { return records_ == 0; }
 
  private:
-  std::tuple<std::vector<KernelRecord>, std::vector<MemcpyRecord>, std::vector<MemsetRecord>,
-             std::vector<SyncRecord>, std::vector<ApiRecord>, std::vector<NvtxRecord>,
-             std::vector<NcclRecord>, std::vector<ExternalCorrelationRecord>>
-      vectors_;
+  template <typename L>
+  struct VectorsOf;
+  template <typename... Ts>
+  struct VectorsOf<TypeList<Ts...>> {
+    using type = std::tuple<std::vector<Ts>...>;
+  };
+
+  VectorsOf<RecordTypes>::type vectors_;
   uint64_t bytes_ = 0;
   uint64_t records_ = 0;
 };
 
-}  // namespace aon::collector
+}  // namespace aon
