@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <variant>
 
 namespace aon {
 namespace {
@@ -326,29 +328,20 @@ Status TraceWriter::SetMetaAttribute(std::string_view name, double value) {
 }
 
 Status TraceWriter::WriteRankMetadata(const RankMetadata& m) {
-  AON_RETURN_IF_ERROR(SetMetaAttribute("job_id", m.job_id));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("rank", int64_t{m.rank}));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("local_rank", int64_t{m.local_rank}));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("world_size", int64_t{m.world_size}));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("local_size", int64_t{m.local_size}));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("host", m.host));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("pid", m.pid));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("launcher", m.launcher));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_domain", m.clock_domain));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("anchor_clock_ns", m.anchor_clock_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("anchor_realtime_ns", m.anchor_realtime_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_offset_ns", m.clock_offset_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_drift_ppm", m.clock_drift_ppm));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_reference_ns", m.clock_reference_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_error_bound_ns", m.clock_error_bound_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_synchronized", int64_t{m.clock_synchronized ? 1 : 0}));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("source", m.source));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("kinds", m.kinds));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("memory_cap_bytes", m.memory_cap_bytes));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("agent_version", m.agent_version));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("start_ns", m.start_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("end_ns", m.end_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("end_reason", m.end_reason));
+  for (const MetaField& f : RankMetadataFields()) {
+    AON_RETURN_IF_ERROR(std::visit(
+        [&](auto member) -> Status {
+          const auto& v = m.*member;
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, uint64_t> ||
+                        std::is_same_v<V, double>) {
+            return SetMetaAttribute(f.name, v);
+          } else {
+            return SetMetaAttribute(f.name, static_cast<int64_t>(v));
+          }
+        },
+        f.member));
+  }
   for (size_t i = 0; i < kRecordKindCount; ++i) {
     AON_RETURN_IF_ERROR(SetMetaAttribute(
         std::string("dropped_") + RecordKindName(static_cast<RecordKind>(i)), m.dropped[i]));
@@ -359,13 +352,6 @@ Status TraceWriter::WriteRankMetadata(const RankMetadata& m) {
     notes += n;
   }
   AON_RETURN_IF_ERROR(SetMetaAttribute("notes", notes));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_offset_ns", m.nccl_gpu_clock_offset_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_pairs", m.nccl_gpu_clock_pairs));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("nccl_gpu_clock_spread_ns", m.nccl_gpu_clock_spread_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("truncated", m.truncated));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("last_record_ns", m.last_record_ns));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_leader_rank", int64_t{m.clock_leader_rank}));
-  AON_RETURN_IF_ERROR(SetMetaAttribute("clock_id", m.clock_id));
   {
     // Written again (the collector rewrites metadata at every flush): the
     // devices table is replaced, not appended to.
@@ -629,38 +615,42 @@ StatusOr<double> TraceReader::GetMetaDouble(std::string_view name) const {
 
 StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
   RankMetadata m;
-  AON_ASSIGN_OR_RETURN(m.job_id, GetMetaString("job_id"));
-  AON_ASSIGN_OR_RETURN(int64_t rank, GetMetaInt("rank"));
-  AON_ASSIGN_OR_RETURN(int64_t local_rank, GetMetaInt("local_rank"));
-  AON_ASSIGN_OR_RETURN(int64_t world_size, GetMetaInt("world_size"));
-  AON_ASSIGN_OR_RETURN(int64_t local_size, GetMetaInt("local_size"));
-  m.rank = static_cast<int32_t>(rank);
-  m.local_rank = static_cast<int32_t>(local_rank);
-  m.world_size = static_cast<int32_t>(world_size);
-  m.local_size = static_cast<int32_t>(local_size);
-  AON_ASSIGN_OR_RETURN(m.host, GetMetaString("host"));
-  AON_ASSIGN_OR_RETURN(m.pid, GetMetaInt("pid"));
-  AON_ASSIGN_OR_RETURN(m.launcher, GetMetaString("launcher"));
-  AON_ASSIGN_OR_RETURN(m.clock_domain, GetMetaString("clock_domain"));
-  AON_ASSIGN_OR_RETURN(int64_t anchor_clock, GetMetaInt("anchor_clock_ns"));
-  AON_ASSIGN_OR_RETURN(int64_t anchor_real, GetMetaInt("anchor_realtime_ns"));
-  m.anchor_clock_ns = static_cast<uint64_t>(anchor_clock);
-  m.anchor_realtime_ns = static_cast<uint64_t>(anchor_real);
-  AON_ASSIGN_OR_RETURN(m.clock_offset_ns, GetMetaInt("clock_offset_ns"));
-  AON_ASSIGN_OR_RETURN(m.clock_drift_ppm, GetMetaDouble("clock_drift_ppm"));
-  AON_ASSIGN_OR_RETURN(m.clock_error_bound_ns, GetMetaInt("clock_error_bound_ns"));
-  AON_ASSIGN_OR_RETURN(int64_t synced, GetMetaInt("clock_synchronized"));
-  m.clock_synchronized = synced != 0;
-  AON_ASSIGN_OR_RETURN(m.source, GetMetaString("source"));
-  AON_ASSIGN_OR_RETURN(m.kinds, GetMetaString("kinds"));
-  AON_ASSIGN_OR_RETURN(int64_t cap, GetMetaInt("memory_cap_bytes"));
-  m.memory_cap_bytes = static_cast<uint64_t>(cap);
-  AON_ASSIGN_OR_RETURN(m.agent_version, GetMetaString("agent_version"));
-  AON_ASSIGN_OR_RETURN(int64_t start, GetMetaInt("start_ns"));
-  AON_ASSIGN_OR_RETURN(int64_t end, GetMetaInt("end_ns"));
-  m.start_ns = static_cast<uint64_t>(start);
-  m.end_ns = static_cast<uint64_t>(end);
-  AON_ASSIGN_OR_RETURN(m.end_reason, GetMetaString("end_reason"));
+  for (const MetaField& f : RankMetadataFields()) {
+    AON_RETURN_IF_ERROR(std::visit(
+        [&](auto member) -> Status {
+          auto& out = m.*member;
+          using V = std::decay_t<decltype(out)>;
+          auto missing_ok = [&](const Status& st) {
+            // Fields added in a later minor version: an older file lacks them.
+            return st.code() == StatusCode::kNotFound && f.since_minor > 0;
+          };
+          if constexpr (std::is_same_v<V, std::string>) {
+            auto v = GetMetaString(f.name);
+            if (!v.ok()) return missing_ok(v.status()) ? Status::Ok() : v.status();
+            out = std::move(v).value();
+          } else if constexpr (std::is_same_v<V, double>) {
+            auto v = GetMetaDouble(f.name);
+            if (!v.ok()) return missing_ok(v.status()) ? Status::Ok() : v.status();
+            out = *v;
+          } else {
+            auto v = GetMetaInt(f.name);
+            if (!v.ok()) return missing_ok(v.status()) ? Status::Ok() : v.status();
+            if constexpr (std::is_same_v<V, int32_t>) {
+              if (*v < INT32_MIN || *v > INT32_MAX) {
+                return DataLoss(FormatContext(path_) + " /meta: attribute '" + f.name + "' = " +
+                                std::to_string(*v) + " is out of range");
+              }
+              out = static_cast<int32_t>(*v);
+            } else if constexpr (std::is_same_v<V, bool>) {
+              out = *v != 0;
+            } else {
+              out = static_cast<V>(*v);
+            }
+          }
+          return Status::Ok();
+        },
+        f.member));
+  }
   for (size_t i = 0; i < kRecordKindCount; ++i) {
     auto d = GetMetaInt(std::string("dropped_") + RecordKindName(static_cast<RecordKind>(i)));
     m.dropped[i] = d.ok() ? static_cast<uint64_t>(*d) : 0;  // kinds added in later minors
@@ -673,17 +663,6 @@ StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
     m.notes.push_back(notes.substr(pos, nl - pos));
     pos = nl + 1;
   }
-  // Added in 1.1: absent from 1.0 files.
-  if (auto v = GetMetaInt("clock_reference_ns"); v.ok()) m.clock_reference_ns = static_cast<uint64_t>(*v);
-  if (auto v = GetMetaInt("nccl_gpu_clock_offset_ns"); v.ok()) m.nccl_gpu_clock_offset_ns = *v;
-  if (auto v = GetMetaInt("nccl_gpu_clock_pairs"); v.ok()) m.nccl_gpu_clock_pairs = *v;
-  if (auto v = GetMetaInt("nccl_gpu_clock_spread_ns"); v.ok()) m.nccl_gpu_clock_spread_ns = *v;
-  // Added in 1.2.
-  if (auto v = GetMetaInt("truncated"); v.ok()) m.truncated = *v;
-  if (auto v = GetMetaInt("last_record_ns"); v.ok()) m.last_record_ns = static_cast<uint64_t>(*v);
-  // Added in 1.3.
-  if (auto v = GetMetaInt("clock_leader_rank"); v.ok()) m.clock_leader_rank = static_cast<int32_t>(*v);
-  if (auto v = GetMetaString("clock_id"); v.ok()) m.clock_id = *v;
   AON_ASSIGN_OR_RETURN(m.devices, ReadAllOf<DeviceInfo>(DeviceInfoSchema(), "meta"));
   return m;
 }

@@ -56,36 +56,19 @@ size_t KindsIn(FileKind kind) {
 }
 
 void AddRankMetadata(const RankMetadata& m, FileInspection* out) {
-  auto& md = out->metadata;
-  md.emplace_back("job_id", m.job_id);
-  md.emplace_back("rank", int64_t{m.rank});
-  md.emplace_back("local_rank", int64_t{m.local_rank});
-  md.emplace_back("world_size", int64_t{m.world_size});
-  md.emplace_back("local_size", int64_t{m.local_size});
-  md.emplace_back("host", m.host);
-  md.emplace_back("pid", m.pid);
-  md.emplace_back("launcher", m.launcher);
-  md.emplace_back("clock_domain", m.clock_domain);
-  md.emplace_back("anchor_clock_ns", m.anchor_clock_ns);
-  md.emplace_back("anchor_realtime_ns", m.anchor_realtime_ns);
-  md.emplace_back("clock_offset_ns", m.clock_offset_ns);
-  md.emplace_back("clock_drift_ppm", m.clock_drift_ppm);
-  md.emplace_back("clock_error_bound_ns", m.clock_error_bound_ns);
-  md.emplace_back("clock_synchronized", m.clock_synchronized);
-  md.emplace_back("clock_leader_rank", int64_t{m.clock_leader_rank});
-  md.emplace_back("clock_id", m.clock_id);
-  md.emplace_back("source", m.source);
-  md.emplace_back("kinds", m.kinds);
-  md.emplace_back("memory_cap_bytes", m.memory_cap_bytes);
-  md.emplace_back("agent_version", m.agent_version);
-  md.emplace_back("start_ns", m.start_ns);
-  md.emplace_back("end_ns", m.end_ns);
-  md.emplace_back("end_reason", m.end_reason);
-  md.emplace_back("truncated", m.truncated != 0);
-  md.emplace_back("last_record_ns", m.last_record_ns);
-  md.emplace_back("nccl_gpu_clock_offset_ns", m.nccl_gpu_clock_offset_ns);
-  md.emplace_back("nccl_gpu_clock_pairs", m.nccl_gpu_clock_pairs);
-  md.emplace_back("nccl_gpu_clock_spread_ns", m.nccl_gpu_clock_spread_ns);
+  for (const MetaField& f : RankMetadataFields()) {
+    std::visit(
+        [&](auto member) {
+          const auto& v = m.*member;
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, int32_t>) {
+            out->metadata.emplace_back(f.name, int64_t{v});
+          } else {
+            out->metadata.emplace_back(f.name, v);
+          }
+        },
+        f.member);
+  }
 }
 
 Status AddTimelineMetadata(const TraceReader& r, FileInspection* out) {

@@ -342,7 +342,7 @@ struct TableTraits<KernelRecord> {
   static constexpr RecordKind kKind = RecordKind::kKernel;
   static constexpr const char* kName = "kernels";
   static constexpr KindScope kScope = KindScope::kTimeline;
-  static constexpr const char* kDoc = "one per kernel execution (CUPTI CONCURRENT_KERNEL)";
+  static constexpr const char* kDoc = "One per kernel execution (CUPTI CONCURRENT_KERNEL)";
   static constexpr Field kFields[] = {
       AON_FIELD(T, start_ns, kStart, "GPU start"),
       AON_FIELD(T, end_ns, kEnd, "GPU end"),
@@ -371,7 +371,7 @@ struct TableTraits<MemcpyRecord> {
   static constexpr RecordKind kKind = RecordKind::kMemcpy;
   static constexpr const char* kName = "memcpy";
   static constexpr KindScope kScope = KindScope::kTimeline;
-  static constexpr const char* kDoc = "one per memory copy";
+  static constexpr const char* kDoc = "One per memory copy";
   static constexpr Field kFields[] = {
       AON_FIELD(T, start_ns, kStart, "copy start"),
       AON_FIELD(T, end_ns, kEnd, "copy end"),
@@ -396,7 +396,7 @@ struct TableTraits<MemsetRecord> {
   static constexpr RecordKind kKind = RecordKind::kMemset;
   static constexpr const char* kName = "memset";
   static constexpr KindScope kScope = KindScope::kTimeline;
-  static constexpr const char* kDoc = "one per memset";
+  static constexpr const char* kDoc = "One per memset";
   static constexpr Field kFields[] = {
       AON_FIELD(T, start_ns, kStart, "memset start"),
       AON_FIELD(T, end_ns, kEnd, "memset end"),
@@ -417,7 +417,7 @@ struct TableTraits<SyncRecord> {
   static constexpr RecordKind kKind = RecordKind::kSync;
   static constexpr const char* kName = "sync";
   static constexpr KindScope kScope = KindScope::kTimeline;
-  static constexpr const char* kDoc = "one per synchronization the host waited in";
+  static constexpr const char* kDoc = "One per synchronization the host waited in";
   static constexpr Field kFields[] = {
       AON_FIELD(T, start_ns, kStart, "wait start"),
       AON_FIELD(T, end_ns, kEnd, "wait end"),
@@ -436,7 +436,7 @@ struct TableTraits<ApiRecord> {
   static constexpr RecordKind kKind = RecordKind::kApi;
   static constexpr const char* kName = "api";
   static constexpr KindScope kScope = KindScope::kTimeline;
-  static constexpr const char* kDoc = "one per recorded CUDA runtime or driver call";
+  static constexpr const char* kDoc = "One per recorded CUDA runtime or driver call";
   static constexpr Field kFields[] = {
       AON_FIELD(T, start_ns, kStart, "call entry"),
       AON_FIELD(T, end_ns, kEnd, "call exit"),
@@ -455,7 +455,7 @@ struct TableTraits<NvtxRecord> {
   static constexpr RecordKind kKind = RecordKind::kNvtx;
   static constexpr const char* kName = "nvtx";
   static constexpr KindScope kScope = KindScope::kTimeline;
-  static constexpr const char* kDoc = "one per NVTX range or mark";
+  static constexpr const char* kDoc = "One per NVTX range or mark";
   static constexpr Field kFields[] = {
       AON_FIELD(T, start_ns, kStart, "range start, or the mark"),
       AON_FIELD(T, end_ns, kEnd, "range end (== start_ns for marks)"),
@@ -512,7 +512,7 @@ struct TableTraits<ExternalCorrelationRecord> {
   static constexpr RecordKind kKind = RecordKind::kExternalCorrelation;
   static constexpr const char* kName = "external_correlation";
   static constexpr KindScope kScope = KindScope::kTimeline;
-  static constexpr const char* kDoc = "ties an external id (AON's NCCL launches) to a CUPTI correlation";
+  static constexpr const char* kDoc = "Ties an external id (AON's NCCL launches) to a CUPTI correlation";
   static constexpr Field kFields[] = {
       AON_FIELD(T, external_id, kId, "external id"),
       AON_FIELD(T, correlation_id, kId, "CUPTI correlation id"),
@@ -526,7 +526,7 @@ struct TableTraits<NcclGraphRecord> {
   static constexpr const char* kName = "nccl_graph";
   static constexpr KindScope kScope = KindScope::kRankFile;
   static constexpr const char* kDoc =
-      "rank files only: CUDA-graph bookkeeping of NCCL launches, consumed by the merge";
+      "Rank files only: CUDA-graph bookkeeping of NCCL launches, consumed by the merge";
   static constexpr int kSinceMinor = 4;
   static constexpr Field kFields[] = {
       AON_FIELD(T, time_ns, kStart, "when the agent saw the node, or the captured call"),

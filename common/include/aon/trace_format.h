@@ -18,7 +18,9 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "aon/records.h"
@@ -119,11 +121,39 @@ struct RankMetadata {
   // Completeness (1.2; 0 in older files). truncated = 1: the process ended
   // without finishing its capture (killed, e.g. SIGKILL), so the trace stops
   // early; last_record_ns = the latest record time written (host timebase).
-  int64_t truncated = 0;
+  bool truncated = false;
   uint64_t last_record_ns = 0;
 
   std::vector<DeviceInfo> devices;
 };
+
+// The scalar fields of RankMetadata, one entry each: the attribute name in a rank
+// file's /meta, the key of the collector wire format (metadata_wire.h) and the
+// label of aon-inspect are all `name`; the HDF5 writer and reader, the wire
+// encoder and decoder, aon-inspect and docs/trace-format.md iterate this table.
+// Storage: strings as strings, uint64 as u64, double as f64, the other integers
+// and bools as i64 (bools 0/1). Three fields are not scalars and are handled
+// next to the table by each of those users: dropped (one value per record kind:
+// "dropped_<kind>" attributes, "dropped.<kind>" wire keys), notes (one string,
+// newline-separated, in files; one "note" key per note on the wire) and
+// devices (the /meta/devices table; "device" wire keys).
+struct MetaField {
+  using Member =
+      std::variant<std::string RankMetadata::*, int32_t RankMetadata::*, int64_t RankMetadata::*,
+                   uint64_t RankMetadata::*, double RankMetadata::*, bool RankMetadata::*>;
+  const char* name;
+  Member member;
+  // The minor version that added the field: older files lack it and it keeps
+  // its default; a file of this minor or later must have it.
+  int since_minor;
+  const char* doc;
+};
+std::span<const MetaField> RankMetadataFields();
+
+// The field tables of every stored table and of RankMetadata, as the Markdown
+// that docs/trace-format.md holds between its "generated" markers
+// (`aon-inspect --schema` prints it).
+std::string FieldTablesMarkdown();
 
 // One row per rank in a merged timeline.
 enum class RankStatus : uint8_t { kOk = 0, kMissing = 1, kCorrupt = 2, kTruncated = 3, kUnsupported = 4 };

@@ -83,7 +83,7 @@ template <typename T>
 T RandomRecord(std::mt19937_64& rng) {
   T r;
   std::memset(&r, 0, sizeof r);  // padding stays zero: it is never stored
-  FillRandomFields(RecordTraits<T>::Schema(), &r, rng);
+  FillRandomFields(SchemaOf<T>(), &r, rng);
   return r;
 }
 
