@@ -56,11 +56,25 @@ const char* FieldRoleName(FieldRole role) {
   return "unknown";
 }
 
-const char* EnumValueName(const Field& field, int64_t value) {
-  for (const EnumValue& v : field.values) {
+const char* EnumValueName(std::span<const EnumValue> values, int64_t value) {
+  for (const EnumValue& v : values) {
     if (v.value == value) return v.name;
   }
   return nullptr;
+}
+
+const char* EnumValueName(const Field& field, int64_t value) {
+  return EnumValueName(field.values, value);
+}
+
+std::array<std::string, 256> EnumLabels(std::span<const EnumValue> values, std::string_view prefix,
+                                        std::string_view fallback) {
+  std::array<std::string, 256> out;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char* name = EnumValueName(values, static_cast<int64_t>(i));
+    out[i] = name != nullptr ? std::string(prefix) + name : std::string(fallback);
+  }
+  return out;
 }
 
 const char* RecordKindName(RecordKind kind) {

@@ -29,71 +29,20 @@ constexpr int64_t kFirstTrackTid = int64_t{1} << 30;
 constexpr uint64_t kChunkRecords = 1 << 16;
 constexpr size_t kFlushBytes = 1 << 20;
 
+// Event names from the enum tables of the record schemas (records.h).
 const char* MemcpyName(uint8_t copy_kind) {
-  switch (copy_kind) {
-    case 1:
-      return "Memcpy HtoD";
-    case 2:
-      return "Memcpy DtoH";
-    case 3:
-      return "Memcpy HtoA";
-    case 4:
-      return "Memcpy AtoH";
-    case 5:
-      return "Memcpy AtoA";
-    case 6:
-      return "Memcpy AtoD";
-    case 7:
-      return "Memcpy DtoA";
-    case 8:
-      return "Memcpy DtoD";
-    case 9:
-      return "Memcpy HtoH";
-    case 10:
-      return "Memcpy PtoP";
-    default:
-      return "Memcpy";
-  }
+  static const auto kLabels = EnumLabels(kCopyKindValues, "Memcpy ", "Memcpy");
+  return kLabels[copy_kind].c_str();
 }
 
 const char* SyncName(uint32_t sync_type) {
-  switch (sync_type) {
-    case 1:
-      return "Sync: event";
-    case 2:
-      return "Sync: stream wait event";
-    case 3:
-      return "Sync: stream";
-    case 4:
-      return "Sync: context";
-    default:
-      return "Sync";
-  }
+  static const auto kLabels = EnumLabels(kSyncTypeValues, "Sync: ", "Sync");
+  return sync_type < kLabels.size() ? kLabels[sync_type].c_str() : "Sync";
 }
 
 const char* NcclTypeName(uint8_t type) {
-  switch (type) {
-    case 1:
-      return "coll";
-    case 2:
-      return "p2p";
-    case 3:
-      return "kernel channel";
-    case 5:
-      return "comm";
-    case 9:
-      return "group api";
-    case 10:
-      return "coll api";
-    case 11:
-      return "p2p api";
-    case 12:
-      return "proxy op";
-    case 13:
-      return "proxy step";
-    default:
-      return "unknown";
-  }
+  static const auto kLabels = EnumLabels(kNcclEventTypeValues, "", "unknown");
+  return kLabels[type].c_str();
 }
 
 // Just the columns the flow pass needs; the reader matches members by name.

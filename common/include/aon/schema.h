@@ -219,6 +219,12 @@ uint64_t EndOf(const T& r) {
 
 // The name of `value` in an enum field's table, or nullptr.
 const char* EnumValueName(const Field& field, int64_t value);
+// The same, from a value table (records.h: kCopyKindValues, ...).
+const char* EnumValueName(std::span<const EnumValue> values, int64_t value);
+// "<prefix><name>" for every value of `values` below 256 that has a name, and
+// `fallback` for the others: labels an exporter looks up per record.
+std::array<std::string, 256> EnumLabels(std::span<const EnumValue> values, std::string_view prefix,
+                                        std::string_view fallback);
 
 // ---- Run-time schema: what the HDF5 reader and writer use ----------------------
 

@@ -72,18 +72,8 @@ class RangeSweep {
 };
 
 std::string CopyKindName(uint8_t k) {
-  switch (k) {
-    case 1:
-      return "HtoD";
-    case 2:
-      return "DtoH";
-    case 8:
-      return "DtoD";
-    case 10:
-      return "PtoP";
-    default:
-      return "kind " + std::to_string(k);
-  }
+  const char* name = EnumValueName(kCopyKindValues, k);  // records.h
+  return name != nullptr ? std::string(name) : "kind " + std::to_string(k);
 }
 
 }  // namespace
