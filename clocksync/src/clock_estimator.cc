@@ -29,11 +29,6 @@ StatusOr<OffsetMeasurement> EstimateOffset(std::span<const PingSample> samples) 
   return m;
 }
 
-int64_t ClockModel::OffsetAt(uint64_t client_ns) const {
-  const double dt = static_cast<double>(static_cast<int64_t>(client_ns - reference_ns));
-  return offset_ns + static_cast<int64_t>(std::llround(drift * dt));
-}
-
 StatusOr<ClockModel> FitClockModel(std::span<const OffsetMeasurement> ms) {
   if (ms.empty()) return InvalidArgument("clock model: no offset measurements");
   ClockModel model;
@@ -69,7 +64,7 @@ StatusOr<ClockModel> FitClockModel(std::span<const OffsetMeasurement> ms) {
     const int64_t residual = m.offset_ns - model.OffsetAt(m.client_time_ns);
     worst_residual = std::max<uint64_t>(worst_residual, static_cast<uint64_t>(std::llabs(residual)));
   }
-  model.bound_ns = worst_bound + worst_residual;
+  model.bound_ns = static_cast<int64_t>(worst_bound + worst_residual);
   return model;
 }
 

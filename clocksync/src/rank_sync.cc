@@ -350,10 +350,7 @@ SyncResult RankClockSync::Model() {
     return r;
   }
   r.synchronized = true;
-  r.offset_ns = model->offset_ns;
-  r.drift = model->drift;
-  r.reference_ns = model->reference_ns;
-  r.bound_ns = static_cast<int64_t>(model->bound_ns);
+  static_cast<LinearClock&>(r) = *model;
   std::string role = " (node leader)";
   if (node_leader_ != rank_) {
     role = role_note_.empty() ? std::string() : " (not following a leader: " + role_note_ + ")";

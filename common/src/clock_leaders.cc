@@ -11,10 +11,7 @@ bool MeasuredItself(const RankMetadata& m) {
 
 void ClearClock(RankMetadata& m) {
   m.clock_synchronized = false;
-  m.clock_offset_ns = 0;
-  m.clock_drift_ppm = 0.0;
-  m.clock_reference_ns = 0;
-  m.clock_error_bound_ns = -1;
+  m.set_clock(LinearClock{});
 }
 
 }  // namespace
@@ -67,10 +64,7 @@ std::vector<std::string> ApplyClockLeaders(std::span<RankMetadata* const> ranks)
       continue;
     }
     m->clock_synchronized = true;
-    m->clock_offset_ns = leader.clock_offset_ns;
-    m->clock_drift_ppm = leader.clock_drift_ppm;
-    m->clock_reference_ns = leader.clock_reference_ns;
-    m->clock_error_bound_ns = leader.clock_error_bound_ns;
+    m->set_clock(leader.clock());
   }
   return problems;
 }

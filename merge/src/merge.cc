@@ -234,7 +234,7 @@ struct RankInput {
   bool failed = false;  // a read failed mid-merge: no further kinds from this rank
   uint64_t first_ns = UINT64_MAX;
   uint64_t last_ns = 0;
-  ClockCorrection clock;
+  LinearClock clock;
   // Found while merging this rank (by whichever process owns it); process 0
   // reports them in rank order.
   std::vector<std::string> problems;
@@ -1048,7 +1048,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
     in.rank = rank;
     in.file = owner[rank];
     in.outcome = &report->ranks[rank];
-    in.clock = ClockCorrection::Of(file->meta);
+    in.clock = file->meta.clock();
     const auto& local = file->strings.strings();
     in.string_map.resize(local.size());
     for (size_t id = 0; id < local.size(); ++id) in.string_map[id] = strings.Intern(local[id]);
@@ -1261,8 +1261,8 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   if (start_ns == UINT64_MAX) {  // no timed record at all: fall back to the capture windows
     for (const auto& [rank, file] : merged) {
       const RankMetadata& m = file->meta;
-      start_ns = std::min(start_ns, ClockCorrection::Of(m).Apply(m.start_ns));
-      end_ns = std::max(end_ns, ClockCorrection::Of(m).Apply(m.end_ns));
+      start_ns = std::min(start_ns, m.clock().Apply(m.start_ns));
+      end_ns = std::max(end_ns, m.clock().Apply(m.end_ns));
     }
   }
   report->start_ns = start_ns;

@@ -269,10 +269,7 @@ void Agent::Finish(const char* reason) {
     m.end_reason = reason;
     clocksync::SyncResult clock = clock_sync_->Finish();
     m.clock_synchronized = clock.synchronized;
-    m.clock_offset_ns = clock.offset_ns;
-    m.clock_drift_ppm = clock.drift * 1e6;
-    m.clock_reference_ns = clock.reference_ns;
-    m.clock_error_bound_ns = clock.bound_ns;
+    m.set_clock(clock);
     m.clock_leader_rank = clock.leader_rank;
     Log("clock: %s (offset %lld ns, drift %.3f ppm, bound %lld ns)", clock.note.c_str(),
         static_cast<long long>(clock.offset_ns), clock.drift * 1e6,

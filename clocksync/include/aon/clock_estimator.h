@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "aon/linear_clock.h"
 #include "aon/status.h"
 
 namespace aon::clocksync {
@@ -42,16 +43,12 @@ struct OffsetMeasurement {
 // invalid input (a clock that is not monotonic) and are an error.
 StatusOr<OffsetMeasurement> EstimateOffset(std::span<const PingSample> samples);
 
-// A server-minus-client clock model: offset(t) = offset_ns + drift * (t - reference_ns).
-struct ClockModel {
-  int64_t offset_ns = 0;
-  double drift = 0.0;          // dimensionless (1e-6 = 1 ppm)
-  uint64_t reference_ns = 0;   // client time the offset refers to
-  uint64_t bound_ns = 0;       // error bound of OffsetAt within the measured span
+// A server-minus-client clock model (aon/linear_clock.h: offset(t) = offset_ns +
+// drift * (t - reference_ns), bound_ns holds within the measured span), with
+// that span.
+struct ClockModel : LinearClock {
   uint64_t span_begin_ns = 0;  // first and last measurement (client clock)
   uint64_t span_end_ns = 0;
-
-  int64_t OffsetAt(uint64_t client_ns) const;
 };
 
 // Least-squares line through the measurements, each weighted by 1/bound^2 (a

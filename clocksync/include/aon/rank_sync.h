@@ -37,17 +37,15 @@
 #include <vector>
 
 #include "aon/clock_estimator.h"
+#include "aon/linear_clock.h"
 #include "aon/ping_pong.h"
 
 namespace aon::clocksync {
 
-struct SyncResult {
+// The model onto rank 0's clock (aon/linear_clock.h; bound_ns -1: unknown), and
+// how it was obtained.
+struct SyncResult : LinearClock {
   bool synchronized = false;
-  // reference clock = local + offset_ns + drift * (local - reference_ns)
-  int64_t offset_ns = 0;
-  double drift = 0.0;
-  uint64_t reference_ns = 0;
-  int64_t bound_ns = -1;  // -1: unknown
   size_t measurements = 0;
   // >= 0: this rank measured nothing; it reads the clock of that rank (its
   // node leader), whose measurement applies to it. Followers of rank 0 are

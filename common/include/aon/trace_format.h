@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "aon/linear_clock.h"
 #include "aon/records.h"
 
 namespace aon {
@@ -101,6 +102,17 @@ struct RankMetadata {
   // (clock_leaders.h).
   int32_t clock_leader_rank = -1;
   std::string clock_id;
+  // The clock_offset/drift/reference/error_bound fields as the one clock model
+  // type (linear_clock.h), and back.
+  LinearClock clock() const {
+    return {clock_offset_ns, clock_drift_ppm * 1e-6, clock_reference_ns, clock_error_bound_ns};
+  }
+  void set_clock(const LinearClock& c) {
+    clock_offset_ns = c.offset_ns;
+    clock_drift_ppm = c.drift * 1e6;
+    clock_reference_ns = c.reference_ns;
+    clock_error_bound_ns = c.bound_ns;
+  }
 
   // Capture.
   std::string source;  // "cupti", "synthetic", "none"
