@@ -247,9 +247,13 @@ StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list) {
     if (item == "kernel") item = "kernels";
     if (item == "runtime" || item == "driver") item = "api";
     if (!ParseRecordKind(item, &k) || RecordKindScope(k) != KindScope::kTimeline) {
+      std::string known;
+      for (size_t i = 0; i < kTimelineKindCount; ++i) {
+        known += RecordKindName(static_cast<RecordKind>(i));
+        known += ", ";
+      }
       return InvalidArgument("AON_KINDS: unknown record kind '" + std::string(item) +
-                             "' (known: kernels, memcpy, memset, sync, api, nvtx, nccl, "
-                             "external_correlation, all)");
+                             "' (known: " + known + "all)");
     }
     kinds[static_cast<size_t>(k)] = true;
     pos = comma + 1;
