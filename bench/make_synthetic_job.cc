@@ -86,7 +86,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "aon/nccl_resolve.h"
+#include "aon/merge/nccl_resolve.h"
 #include "aon/records.h"
 #include "aon/status.h"
 #include "aon/trace_file.h"

@@ -52,7 +52,7 @@
 #include "aon/merge/chrome_trace.h"
 #include "aon/merge/overview.h"
 #include "aon/metadata_wire.h"
-#include "aon/nccl_resolve.h"
+#include "aon/merge/nccl_resolve.h"
 #include "aon/string_table.h"
 #include "pack.h"
 #include "record_ops.h"

@@ -896,7 +896,7 @@ void FlushLiveNcclOperations() {
   // Operations still waiting at exit (a channel that never reported, or the
   // process ending mid-operation): keep what is known, and say how many. Tying
   // operations to kernels and calibrating channel times happens in the merge
-  // (common/include/aon/nccl_resolve.h), over the whole rank file.
+  // (merge/include/aon/merge/nccl_resolve.h), over the whole rank file.
   for (const NcclGraphRecord& call : t_captured_calls) sink.Push(call);  // the exiting thread's
   t_captured_calls.clear();
   std::lock_guard<std::mutex> lock(g_ops_mu);

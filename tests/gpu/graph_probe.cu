@@ -1,5 +1,5 @@
 // GPU probe: the CUPTI facts AON's CUDA-graph attribution of NCCL operations
-// rests on (rank_agent/src/nccl_plugin.cc, common/src/nccl_resolve.cc), checked
+// rests on (rank_agent/src/nccl_plugin.cc, merge/src/nccl_resolve.cc), checked
 // without NCCL or AON. It launches a kernel the way NCCL does (cuLaunchKernelEx
 // on a stream under capture, inside a pushed CUSTOM2 external correlation id),
 // instantiates the graph twice, replays it, and prints one "FACT" line per

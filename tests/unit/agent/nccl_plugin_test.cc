@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "agent_child_fixture.h"
+#include "aon/merge/nccl_resolve.h"
 #include "aon/nccl_profiler_abi.h"
-#include "aon/nccl_resolve.h"
 
 namespace aon {
 

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "aon/merge/merge.h"
-#include "aon/nccl_resolve.h"
+#include "aon/merge/nccl_resolve.h"
 #include "merge_test_util.h"
 
 namespace aon::merge {

@@ -24,6 +24,10 @@
 // files kept the bookkeeping in the nccl table (event types 6-8): those rows are
 // taken out of `nccl` and used the same way.
 //
+// Part of aon::merge, its only user (the agent only writes what this reads); it
+// stays in namespace aon, the name profiles of the merge look for
+// (bench/run_merge_scaling.sh).
+//
 // Pure: no I/O, no CUPTI, no clock reads. Memory: maps of NCCL-related ids only
 // (the NCCL external correlations, their launches, kernels and graph nodes),
 // never one entry per kernel or API record of the rank.

@@ -1,7 +1,7 @@
 // NCCL record post-processing (see nccl_resolve.h): the agent's former
 // FinalizeNcclRecords, on tables read back from a rank file, plus CUDA-graph
 // replays.
-#include "aon/nccl_resolve.h"
+#include "aon/merge/nccl_resolve.h"
 
 #include <algorithm>
 #include <iterator>

@@ -2,7 +2,7 @@
 // correlation, by nearest launch), raw %globaltimer channel times calibrated
 // (median, middle-80 % spread) or assumed (realtime anchor), fused launches,
 // idempotence on resolved records, and CUDA-graph capture and replay.
-#include "aon/nccl_resolve.h"
+#include "aon/merge/nccl_resolve.h"
 
 #include <gtest/gtest.h>
 
