@@ -26,18 +26,19 @@
 //  6. Process 0 writes the timeline: with one process the records were written
 //     into it directly; with several, each wrote one time range of every kind into
 //     its own shard file and the timeline's tables are HDF5 virtual datasets over
-//     the shards, in process order (one piece per process and kind). Then the
-//     overview and the Chrome JSON, from the timeline.
+//     the shards, in process order (one piece per process and kind).
+// The viewer exports (overview, Chrome JSON) are not part of the merge: the
+// aon-merge program makes them from the timeline (merge_exports.h).
 #include "aon/merge/merge.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cstring>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -49,10 +50,8 @@
 #include <utility>
 
 #include "aon/clock_leaders.h"
-#include "aon/merge/chrome_trace.h"
-#include "aon/merge/overview.h"
-#include "aon/metadata_wire.h"
 #include "aon/merge/nccl_resolve.h"
+#include "aon/metadata_wire.h"
 #include "aon/string_table.h"
 #include "pack.h"
 #include "record_ops.h"
@@ -779,6 +778,11 @@ uint32_t MergeReport::ranks_ok() const {
   }));
 }
 
+std::string TimelinePath(const MergeOptions& options) {
+  return options.timeline_path.empty() ? (fs::path(options.job_dir) / "timeline.h5").string()
+                                       : options.timeline_path;
+}
+
 Status MergeJob(const MergeOptions& options, MergeReport* report) {
   SoloComm solo;
   MergeComm& comm = options.comm != nullptr ? *options.comm : solo;
@@ -788,23 +792,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   report->job_dir = options.job_dir;
   report->procs = procs;
   report->process = comm.rank();
-  const std::string timeline_path = options.timeline_path.empty()
-                                        ? (fs::path(options.job_dir) / "timeline.h5").string()
-                                        : options.timeline_path;
-  const std::string chrome_path = options.chrome_path.empty()
-                                      ? FilteredTracePath(options.job_dir, options.chrome_filter)
-                                      : options.chrome_path;
-  const std::string overview_path = options.overview_path.empty()
-                                        ? (fs::path(options.job_dir) / "overview.json").string()
-                                        : options.overview_path;
-  if (options.write_chrome && chrome_path == timeline_path) {
-    return InvalidArgument("--chrome and --output both name '" + chrome_path + "'");
-  }
-  if (options.write_overview &&
-      (overview_path == timeline_path || (options.write_chrome && overview_path == chrome_path))) {
-    return InvalidArgument("--overview names the same file as another output: '" + overview_path +
-                           "'");
-  }
+  const std::string timeline_path = TimelinePath(options);
 
   // ---- Scan: every process lists the directory; each file goes to one of them ----
   SeenFiles seen_final, seen_partial;
@@ -1368,37 +1356,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   AON_RETURN_IF_ERROR(writer->Finish());
   if (!sharded && fs::exists(shard_dir, ec)) fs::remove_all(shard_dir, ec);
   report->timeline_path = timeline_path;
-
-  // The overview first: it is small and always useful, also when the full
-  // Chrome JSON is over the limit or cannot be written.
-  Status overview_status;
-  if (options.write_overview) {
-    overview_status = WriteOverview(timeline_path, overview_path, options.overview_options);
-    if (overview_status.ok()) report->overview_path = overview_path;
-  }
-  if (options.write_chrome) {
-    ChromeExportOptions export_options;
-    export_options.filter = options.chrome_filter;
-    export_options.max_records = options.max_trace_records;
-    ChromeTraceStats stats;
-    Status s = ExportChromeTrace(timeline_path, chrome_path, export_options, &stats);
-    if (stats.over_limit) {
-      report->chrome_not_written =
-          s.message() +
-          " (--max-trace-records); export a part of the run instead with: aon-export " +
-          timeline_path +
-          " --window START:END (seconds from the start, e.g. --window 10:20), --ranks LIST "
-          "(e.g. 0-3,8) and/or --kinds LIST (e.g. kernels,nccl); or raise --max-trace-records "
-          "(0 = no limit)" +
-          (report->overview_path.empty() ? std::string()
-                                         : "; " + report->overview_path + " shows the whole run");
-    } else {
-      AON_RETURN_IF_ERROR(s);
-      report->chrome_path = chrome_path;
-      report->chrome_records = stats.records;
-    }
-  }
-  return overview_status;
+  return Status::Ok();
 }
 
 std::string FormatMergeSummary(const MergeReport& report) {

@@ -1,5 +1,6 @@
-// aon-merge <job_dir>: one timeline (and Chrome/Perfetto JSON: the trace and a
-// downsampled overview) from a job's per-rank trace files. Exit status: 0 when
+// aon-merge <job_dir>: one timeline from a job's per-rank trace files (MergeJob),
+// then the Chrome/Perfetto JSON made from it: the trace and a downsampled
+// overview (WriteMergeExports, on process 0). Exit status: 0 when
 // the timeline was written (bad ranks are recorded in it and named on stderr; a
 // trace over --max-trace-records is skipped with a note), 1 when nothing could
 // be merged or an output could not be written, 2 for a bad command line
@@ -20,6 +21,7 @@
 
 #include "aon/merge/export_filter.h"
 #include "aon/merge/merge.h"
+#include "aon/merge/merge_exports.h"
 #include "mpi_comm.h"
 
 namespace {
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
       "cluster timeline (HDF5), a Chrome/Perfetto trace (JSON) and a downsampled overview "
       "of the whole run (JSON)"};
   aon::merge::MergeOptions options;
+  aon::merge::MergeExportOptions exports;
   bool no_chrome = false;
   bool no_overview = false;
   bool quiet = false;
@@ -59,7 +62,7 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", options.timeline_path,
                  "timeline file to write (default: <job_dir>/timeline.h5)");
   auto* chrome =
-      app.add_option("--chrome", options.chrome_path,
+      app.add_option("--chrome", exports.chrome_path,
                      "Chrome trace-event JSON to write (default: <job_dir>/trace.json, or "
                      "<job_dir>/trace-<selection>.json with --window/--ranks/--kinds)");
   app.add_flag("--no-chrome", no_chrome, "do not write the Chrome trace-event JSON")
@@ -71,11 +74,11 @@ int main(int argc, char** argv) {
   app.add_option("--kinds", kinds,
                  "trace only these record kinds, e.g. kernels,nccl (kernels, memcpy, memset, "
                  "sync, api, nvtx, nccl)");
-  app.add_option("--max-trace-records", options.max_trace_records,
+  app.add_option("--max-trace-records", exports.max_trace_records,
                  "skip the trace (with a note) when it would hold more records than this; "
                  "0 = no limit")
-      ->default_val(options.max_trace_records);
-  auto* overview = app.add_option("--overview", options.overview_path,
+      ->default_val(exports.max_trace_records);
+  auto* overview = app.add_option("--overview", exports.overview_path,
                                   "overview JSON to write (default: <job_dir>/overview.json)");
   app.add_flag("--no-overview", no_overview, "do not write the overview JSON")->excludes(overview);
   app.add_flag("-q,--quiet", quiet,
@@ -103,12 +106,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  options.write_chrome = !no_chrome;
-  options.write_overview = !no_overview;
+  exports.write_chrome = !no_chrome;
+  exports.write_overview = !no_overview;
   // Checked before anything is merged: a bad value writes nothing.
   auto parse = [&](const char* option, const std::string& text, auto parser) {
     if (app.count(option) == 0) return true;
-    aon::Status s = parser(text, &options.chrome_filter);
+    aon::Status s = parser(text, &exports.chrome_filter);
     if (!s.ok()) std::fprintf(stderr, "aon-merge: error: %s\n", s.message().c_str());
     return s.ok();
   };
@@ -128,9 +131,18 @@ int main(int argc, char** argv) {
   options.memory_budget_bytes = static_cast<uint64_t>(memory_mb * 1048576.0);
   options.progress = !quiet && !no_progress;
 
+  const bool speaker = comm == nullptr || comm->rank() == 0;  // process 0 speaks for all
+  // The viewer outputs' paths are checked before anything is merged.
+  if (aon::Status s = aon::merge::ResolveMergeExports(options, &exports); !s.ok()) {
+    if (speaker) std::fprintf(stderr, "aon-merge: error: %s\n", s.message().c_str());
+    return 1;
+  }
+
   aon::merge::MergeReport report;
   aon::Status status = aon::merge::MergeJob(options, &report);
-  if (report.process != 0) return status.ok() ? 0 : 1;  // process 0 speaks for all
+  if (!speaker) return status.ok() ? 0 : 1;
+  // The exports, from the timeline MergeJob wrote.
+  if (status.ok()) status = aon::merge::WriteMergeExports(exports, &report);
   if (!status.ok()) {
     std::fprintf(stderr, "aon-merge: error: %s\n", status.message().c_str());
     if (!report.timeline_path.empty()) {

@@ -95,7 +95,7 @@ TEST(MergeChromeTrace, LoadsAndHoldsEveryRecord) {
   MergeOptions options;
   options.job_dir = dir.path();
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(options, &report));
+  AON_ASSERT_OK(testing::MergeAndExport(options, {}, &report));
 
   auto c = testing::RunPython(dir, kCheckTrace, {report.chrome_path});
   EXPECT_EQ(Value(c, "bad"), "0") << Value(c, "first_bad");
@@ -151,7 +151,7 @@ TEST(MergeChromeTrace, TimesAreExactMicrosecondsFromTheEarliestStart) {
   MergeOptions options;
   options.job_dir = dir.path();
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(options, &report));
+  AON_ASSERT_OK(testing::MergeAndExport(options, {}, &report));
   auto c = testing::RunPython(dir, kCheckTrace, {report.chrome_path});
   EXPECT_EQ(Value(c, "kernel_ts_dur"), "1237.067:999999.999,2.5:1.001");
 }
@@ -192,7 +192,6 @@ TEST(MergeChromeTrace, FlowsLinkApiCallsToTheirGpuWork) {
   ChromeTraceStats stats;
   MergeOptions options;
   options.job_dir = dir.path();
-  options.write_chrome = false;
   MergeReport report;
   AON_ASSERT_OK(MergeJob(options, &report));
   const std::string json = dir.File("custom.json");
@@ -240,7 +239,7 @@ TEST(MergeChromeTrace, TracksAndLabels) {
   MergeOptions options;
   options.job_dir = dir.path();
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(options, &report));
+  AON_ASSERT_OK(testing::MergeAndExport(options, {}, &report));
   auto c = testing::RunPython(dir, kCheckTrace, {report.chrome_path});
   EXPECT_EQ(Value(c, "bad"), "0") << Value(c, "first_bad");
   EXPECT_EQ(Value(c, "process_names"), "rank 0 @ host \"a\"|rank 1 @ node0 [SYNTHETIC]");
@@ -274,7 +273,7 @@ TEST(MergeChromeTrace, HostileNamesStayValidJson) {
   MergeOptions options;
   options.job_dir = dir.path();
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(options, &report));
+  AON_ASSERT_OK(testing::MergeAndExport(options, {}, &report));
 
   const std::string expected = dir.File("expected.hex");
   {

@@ -92,7 +92,7 @@ TEST_P(MergeReference, MatchesReferenceMerge) {
   MergeOptions options = Options(dir);
   options.output_batch_records = c.batch;
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(options, &report));
+  AON_ASSERT_OK(testing::MergeAndExport(options, {}, &report));
   EXPECT_EQ(report.world_size, static_cast<uint32_t>(c.ranks));
   EXPECT_EQ(report.ranks_ok(), static_cast<uint32_t>(c.ranks));
   EXPECT_TRUE(report.problems.empty()) << Problems(report);
@@ -587,7 +587,7 @@ TEST(MergeJobBadInput, NothingToMerge) {
   const std::string garbage = testing::RankPath(dir.path(), 0);
   std::ofstream(garbage) << "garbage";
   { auto w = TraceWriter::Create(testing::RankPath(dir.path(), 1), FileKind::kRank); }
-  s = MergeJob(Options(dir), &report);
+  s = testing::MergeAndExport(Options(dir), {}, &report);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), garbage)) << s.message();
   EXPECT_TRUE(Contains(s.message(), "incomplete")) << s.message();
@@ -606,11 +606,11 @@ TEST(MergeJobBadInput, UnwritableOutputNamesThePath) {
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), o.timeline_path)) << s.message();
 
-  o = Options(dir);
-  o.chrome_path = dir.File("no/such/dir/trace.json");
-  s = MergeJob(o, &report);
+  MergeExportOptions e;
+  e.chrome_path = dir.File("no/such/dir/trace.json");
+  s = testing::MergeAndExport(Options(dir), e, &report);
   ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(Contains(s.message(), o.chrome_path)) << s.message();
+  EXPECT_TRUE(Contains(s.message(), e.chrome_path)) << s.message();
   EXPECT_EQ(report.timeline_path, dir.File("timeline.h5")) << "the timeline was still written";
 }
 
@@ -639,16 +639,16 @@ TEST(MergeJobMeta, NoChromeAndRerunOverwrites) {
   std::vector<RankTrace> traces = {testing::RandomRankTrace(rng, 0, 2, {}),
                                    testing::RandomRankTrace(rng, 1, 2, {})};
   testing::WriteJob(dir.path(), traces);
-  MergeOptions o = Options(dir);
-  o.write_chrome = false;
+  MergeExportOptions no_chrome;
+  no_chrome.write_chrome = false;
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(o, &report));
+  AON_ASSERT_OK(testing::MergeAndExport(Options(dir), no_chrome, &report));
   EXPECT_FALSE(std::filesystem::exists(dir.File("trace.json")));
   EXPECT_EQ(report.chrome_path, "");
   EXPECT_EQ(report.ranks_ok(), 2u);
 
   std::filesystem::remove(testing::RankPath(dir.path(), 1));
-  AON_ASSERT_OK(MergeJob(Options(dir), &report));
+  AON_ASSERT_OK(testing::MergeAndExport(Options(dir), {}, &report));
   Timeline t = OpenTimeline(report.timeline_path);
   EXPECT_EQ(*t.reader->GetMetaInt("ranks_ok"), 1);
   EXPECT_EQ(*t.reader->GetMetaInt("world_size"), 2);
@@ -663,7 +663,7 @@ TEST(MergeJobMeta, SummaryNamesBadRanksAndOutputs) {
   std::mt19937_64 rng(30);
   testing::WriteJob(dir.path(), {testing::RandomRankTrace(rng, 0, 2, {})});
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(Options(dir), &report));
+  AON_ASSERT_OK(testing::MergeAndExport(Options(dir), {}, &report));
   const std::string summary = FormatMergeSummary(report);
   EXPECT_TRUE(Contains(summary, "merged 1 of 2 ranks")) << summary;
   EXPECT_TRUE(Contains(summary, "rank 1: missing")) << summary;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "aon/merge/merge.h"
+#include "aon/merge/merge_exports.h"
 #include "aon/records.h"
 #include "aon/string_table.h"
 #include "aon/trace_file.h"
@@ -297,6 +298,15 @@ inline bool AnyProblemContains(const merge::MergeReport& report, const std::stri
     if (Contains(p, a) && Contains(p, b)) return true;
   }
   return false;
+}
+
+// What aon-merge does (merge/tools/aon_merge_main.cc): the exports' paths
+// checked, the merge, then the exports made from its timeline.
+inline Status MergeAndExport(const merge::MergeOptions& options, merge::MergeExportOptions exports,
+                             merge::MergeReport* report) {
+  if (Status s = merge::ResolveMergeExports(options, &exports); !s.ok()) return s;
+  if (Status s = merge::MergeJob(options, report); !s.ok()) return s;
+  return merge::WriteMergeExports(exports, report);
 }
 
 inline std::string Problems(const merge::MergeReport& report) {

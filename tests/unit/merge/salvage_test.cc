@@ -29,7 +29,6 @@ using testing::Problems;
 MergeOptions Options(const TempDir& dir) {
   MergeOptions o;
   o.job_dir = dir.path();
-  o.write_chrome = false;
   return o;
 }
 

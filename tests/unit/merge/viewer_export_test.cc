@@ -213,7 +213,6 @@ SpreadJob MakeSpreadJob(const TempDir& dir, uint64_t seed, bool merge = true) {
   if (merge) {
     MergeOptions o;
     o.job_dir = dir.path();
-    o.write_chrome = false;
     MergeReport report;
     EXPECT_TRUE(MergeJob(o, &report).ok());
     job.timeline = report.timeline_path;
@@ -477,9 +476,10 @@ TEST(ViewerExport, MaxTraceRecordsGuard) {
   // Library: over the limit -> no trace, a reason naming aon-export and --window.
   MergeOptions o;
   o.job_dir = dir.path();
-  o.max_trace_records = total - 1;
+  MergeExportOptions exports;
+  exports.max_trace_records = total - 1;
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(o, &report));
+  AON_ASSERT_OK(testing::MergeAndExport(o, exports, &report));
   EXPECT_EQ(report.chrome_path, "");
   EXPECT_FALSE(fs::exists(dir.File("trace.json")));
   EXPECT_TRUE(fs::exists(dir.File("overview.json"))) << "the overview is always written";
@@ -491,8 +491,8 @@ TEST(ViewerExport, MaxTraceRecordsGuard) {
   EXPECT_TRUE(Contains(report.chrome_not_written, "--window")) << report.chrome_not_written;
   EXPECT_TRUE(Contains(FormatMergeSummary(report), "chrome trace: not written"));
   // Exactly at the limit: written.
-  o.max_trace_records = total;
-  AON_ASSERT_OK(MergeJob(o, &report));
+  exports.max_trace_records = total;
+  AON_ASSERT_OK(testing::MergeAndExport(o, exports, &report));
   EXPECT_EQ(report.chrome_path, dir.File("trace.json"));
   EXPECT_EQ(report.chrome_records, total);
   EXPECT_EQ(report.chrome_not_written, "");
@@ -527,15 +527,16 @@ TEST(ViewerExport, UnwritableOverviewIsAnErrorButTheTraceIsStillWritten) {
   MakeSpreadJob(dir, 66, /*merge=*/false);
   MergeOptions o;
   o.job_dir = dir.path();
-  o.overview_path = dir.File("no/such/dir/overview.json");
+  MergeExportOptions e;
+  e.overview_path = dir.File("no/such/dir/overview.json");
   MergeReport report;
-  Status s = MergeJob(o, &report);
+  Status s = testing::MergeAndExport(o, e, &report);
   ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(Contains(s.message(), o.overview_path)) << s.message();
+  EXPECT_TRUE(Contains(s.message(), e.overview_path)) << s.message();
   EXPECT_EQ(report.chrome_path, dir.File("trace.json"));
   EXPECT_TRUE(fs::exists(dir.File("trace.json")));
-  o.overview_path = dir.File("timeline.h5");
-  s = MergeJob(o, &report);
+  e.overview_path = dir.File("timeline.h5");
+  s = testing::MergeAndExport(o, e, &report);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(s.message(), "--overview")) << s.message();
 }
@@ -606,9 +607,10 @@ TEST(Overview, BusyFractionsAndSlicesAreExact) {
   testing::WriteJob(dir.path(), {r0, r1});
   MergeOptions o;
   o.job_dir = dir.path();
-  o.write_chrome = false;
+  MergeExportOptions overview_only;
+  overview_only.write_chrome = false;
   MergeReport report;
-  AON_ASSERT_OK(MergeJob(o, &report));
+  AON_ASSERT_OK(testing::MergeAndExport(o, overview_only, &report));
   ASSERT_EQ(report.overview_path, dir.File("overview.json"));
 
   auto v = testing::RunPython(dir, kReadOverview, {report.overview_path});
@@ -676,8 +678,6 @@ uint64_t OverviewSize(const TempDir& dir, size_t records, OverviewStats* stats) 
   testing::WriteJob(dir.path(), traces);
   MergeOptions o;
   o.job_dir = dir.path();
-  o.write_chrome = false;
-  o.write_overview = false;
   MergeReport report;
   EXPECT_TRUE(MergeJob(o, &report).ok());
   const std::string path = dir.File("overview.json");
@@ -720,7 +720,6 @@ TEST(Overview, BinsShrinkForLargeJobsAndEmptyTimelinesWork) {
   testing::WriteJob(dir.path(), traces);
   MergeOptions o;
   o.job_dir = dir.path();
-  o.write_chrome = false;
   MergeReport report;
   AON_ASSERT_OK(MergeJob(o, &report));
   OverviewOptions small;

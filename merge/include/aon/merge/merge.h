@@ -1,7 +1,6 @@
 // aon::merge: turns a job directory of per-rank trace files into one cluster
-// timeline (HDF5, FileKind::kTimeline) and, optionally, a Chrome/Perfetto JSON
-// (all of it, or the part MergeOptions::chrome_filter selects; skipped past
-// max_trace_records) and a downsampled overview of the whole run (overview.h).
+// timeline (HDF5, FileKind::kTimeline). The viewer outputs (Chrome/Perfetto
+// JSON, overview) are made from that timeline afterwards (merge_exports.h).
 //
 // What the timeline holds (docs/trace-format.md has the layout):
 //   /records/<kind>  Merged<T> for every RecordKind: rank column + record, sorted
@@ -23,7 +22,7 @@
 // (<timeline stem>.shards/shard-NNNNN.h5) that the timeline's virtual datasets
 // join; a process holds about memory_budget_bytes of records at a time (a
 // sample sort in rounds), never a whole kind. Only process 0 fills *report with
-// the totals and writes the timeline, the overview and the Chrome JSON.
+// the totals and writes the timeline. merge/src/merge.cc lists the phases.
 #pragma once
 
 #include <array>
@@ -31,9 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "aon/merge/export_filter.h"
 #include "aon/merge/merge_comm.h"
-#include "aon/merge/overview.h"
 #include "aon/records.h"
 #include "aon/status.h"
 #include "aon/trace_file.h"
@@ -47,17 +44,6 @@ const TableSchema& MergedDeviceSchema();
 struct MergeOptions {
   std::string job_dir;
   std::string timeline_path;  // "" = <job_dir>/timeline.h5
-  // "" = <job_dir>/trace.json, or <job_dir>/trace-<filter label>.json when
-  // chrome_filter selects a part (FilteredTracePath).
-  std::string chrome_path;
-  bool write_chrome = true;
-  ExportFilter chrome_filter;  // --window / --ranks / --kinds; empty = everything
-  // More records than this in the Chrome export: it is not written (not an
-  // error; MergeReport::chrome_not_written says why). 0 = no limit.
-  uint64_t max_trace_records = kDefaultMaxTraceRecords;
-  std::string overview_path;  // "" = <job_dir>/overview.json
-  bool write_overview = true;
-  OverviewOptions overview_options;
   // Deflate level 1: on 64 ranks x 50 k records (2-core VM) the merge took
   // 3.69 s instead of 4.10 s at level 4, for 8.70 instead of 8.31 B per record.
   WriteOptions write_options = {.deflate_level = 1};
@@ -86,8 +72,9 @@ struct RankOutcome {
 struct MergeReport {
   std::string job_dir;
   std::string timeline_path;  // set once written
-  std::string chrome_path;    // set once written
-  std::string overview_path;  // set once written
+  // The viewer outputs, set by WriteMergeExports (merge_exports.h) once written.
+  std::string chrome_path;
+  std::string overview_path;
   // Set when the Chrome JSON was not written because it would hold more than
   // max_trace_records records: the reason and how to export a part instead.
   std::string chrome_not_written;
@@ -108,10 +95,13 @@ struct MergeReport {
   uint32_t ranks_ok() const;
 };
 
-// Merges options.job_dir. Fills *report as far as it got, also on error. Returns
-// an error only when nothing could be merged (no readable rank file) or an
-// output cannot be written; the message names the directory or the path. A
-// Chrome JSON over max_trace_records is not an error (chrome_not_written).
+// options.timeline_path, or its default <job_dir>/timeline.h5.
+std::string TimelinePath(const MergeOptions& options);
+
+// Merges options.job_dir into the timeline. Fills *report as far as it got, also
+// on error. Returns an error only when nothing could be merged (no readable rank
+// file) or the timeline cannot be written; the message names the directory or
+// the path.
 Status MergeJob(const MergeOptions& options, MergeReport* report);
 
 // The human summary printed by aon-merge: ranks merged / expected, bad ranks

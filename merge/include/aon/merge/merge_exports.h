@@ -1,0 +1,46 @@
+// The viewer outputs aon-merge writes after the merge, from the timeline
+// MergeJob wrote: a downsampled overview of the whole run (overview.h) and the
+// Chrome/Perfetto trace-event JSON of all of it, or of the part a filter selects
+// (chrome_trace.h). MergeJob produces only the timeline; the aon-merge program
+// (merge/tools/aon_merge_main.cc) checks these outputs' paths before merging and
+// writes them on process 0 once MergeJob returned.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "aon/merge/export_filter.h"
+#include "aon/merge/merge.h"
+#include "aon/merge/overview.h"
+#include "aon/status.h"
+
+namespace aon::merge {
+
+struct MergeExportOptions {
+  // "" = <job_dir>/trace.json, or <job_dir>/trace-<filter label>.json when
+  // chrome_filter selects a part (FilteredTracePath).
+  std::string chrome_path;
+  bool write_chrome = true;
+  ExportFilter chrome_filter;  // --window / --ranks / --kinds; empty = everything
+  // More records than this in the Chrome export: it is not written (not an
+  // error; MergeReport::chrome_not_written says why). 0 = no limit.
+  uint64_t max_trace_records = kDefaultMaxTraceRecords;
+  std::string overview_path;  // "" = <job_dir>/overview.json
+  bool write_overview = true;
+  OverviewOptions overview_options;
+};
+
+// Fills in the default paths and refuses two outputs that name one file
+// (InvalidArgument naming it). Call it before MergeJob: a clash writes nothing.
+Status ResolveMergeExports(const MergeOptions& merge, MergeExportOptions* exports);
+
+// After MergeJob wrote report->timeline_path (process 0 only): the overview
+// first (small and always useful, also when the full Chrome JSON is over the
+// limit or cannot be written), then the Chrome JSON. Sets report->overview_path,
+// chrome_path and chrome_records, or chrome_not_written when the JSON would hold
+// more than max_trace_records records (not an error). Returns the Chrome JSON's
+// error, else the overview's; the message names the path. `exports` must have
+// been resolved (ResolveMergeExports).
+Status WriteMergeExports(const MergeExportOptions& exports, MergeReport* report);
+
+}  // namespace aon::merge
