@@ -1,12 +1,13 @@
-// Byte packing for what merge processes tell each other (MergeComm::Allgather):
+// Byte packing for what merge processes tell each other (messages.h):
 // fixed-width little-endian numbers and length-prefixed strings. An Unpacker
-// never reads past its input; a short or malformed message sets ok() false and
-// reads zeros from then on (the processes run the same binary, so this only
-// guards against bugs).
+// never reads past its input and never allocates more than its input could
+// hold; a short or malformed message sets ok() false and reads zeros from then
+// on (the processes run the same binary, so this only guards against bugs).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@ class Packer {
  public:
   void U64(uint64_t v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void Bool(bool v) { U64(v ? 1 : 0); }
   void Str(std::string_view s) {
     U64(s.size());
     out_.append(s);
@@ -24,6 +26,10 @@ class Packer {
   void Strs(const std::vector<std::string>& v) {
     U64(v.size());
     for (const std::string& s : v) Str(s);
+  }
+  void U64s(std::span<const uint64_t> v) {
+    U64(v.size());
+    Raw(v.data(), v.size_bytes());
   }
   void Raw(const void* data, size_t n) { out_.append(static_cast<const char*>(data), n); }
   const std::string& bytes() const { return out_; }
@@ -42,9 +48,22 @@ class Unpacker {
     return v;
   }
   int64_t I64() { return static_cast<int64_t>(U64()); }
+  // 0 or 1; anything else is a malformed message.
+  bool Bool() {
+    const uint64_t v = U64();
+    if (v > 1) ok_ = false;
+    return ok_ && v == 1;
+  }
+  // A count of items of at least `min_item_bytes` each: more than the rest of
+  // the input could hold is malformed (and never allocated).
+  uint64_t Count(size_t min_item_bytes) {
+    const uint64_t n = U64();
+    if (ok_ && min_item_bytes > 0 && n > remaining() / min_item_bytes) ok_ = false;
+    return ok_ ? n : 0;
+  }
   std::string Str() {
     const uint64_t n = U64();
-    if (!ok_ || n > in_.size() - pos_) {
+    if (!ok_ || n > remaining()) {
       ok_ = false;
       return {};
     }
@@ -53,22 +72,33 @@ class Unpacker {
     return s;
   }
   std::vector<std::string> Strs() {
-    const uint64_t n = U64();
+    const uint64_t n = Count(sizeof(uint64_t));
     std::vector<std::string> v;
+    v.reserve(n);
     for (uint64_t i = 0; i < n && ok_; ++i) v.push_back(Str());
     return v;
   }
+  std::vector<uint64_t> U64s() {
+    const uint64_t n = Count(sizeof(uint64_t));
+    std::vector<uint64_t> v(n);
+    Raw(v.data(), n * sizeof(uint64_t));
+    return v;
+  }
   void Raw(void* out, size_t n) {
-    if (!ok_ || n > in_.size() - pos_) {
+    if (!ok_ || n > remaining()) {
       ok_ = false;
-      std::memset(out, 0, n);
+      if (n > 0) std::memset(out, 0, n);
       return;
     }
-    std::memcpy(out, in_.data() + pos_, n);
+    if (n > 0) std::memcpy(out, in_.data() + pos_, n);
     pos_ += n;
   }
+  // For a value the caller finds out of range: the message is malformed.
+  void Fail() { ok_ = false; }
   bool ok() const { return ok_; }
   bool done() const { return pos_ == in_.size(); }
+  size_t remaining() const { return in_.size() - pos_; }
+  size_t position() const { return pos_; }
 
  private:
   std::string_view in_;

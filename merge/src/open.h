@@ -1,0 +1,37 @@
+// Phase 2, open: each process opens and validates the rank files it was given
+// (scan.h) and tells every other process what it found (CandidateSummaries,
+// messages.h), so that all of them hold the same candidates (candidate.h).
+//
+// Final files are opened first; then the .partial files of ranks that no
+// readable final file gives (a killed collector's, readable up to its last
+// flush). A .partial file of a rank a final file gives is not opened at all.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "aon/merge/merge_comm.h"
+#include "aon/status.h"
+#include "aon/string_table.h"
+#include "aon/trace_file.h"
+#include "candidate.h"
+#include "scan.h"
+
+namespace aon::merge {
+
+struct OpenedJob {
+  // Final files in path order, then .partial files in path order (opened or not).
+  std::vector<Candidate> candidates;
+  // Per candidate: its string table, read by the process that opened it (empty
+  // elsewhere), kept until the strings are unified.
+  std::vector<StringTable> strings;
+};
+
+// Opens and validates one rank file (the reader is closed again: an open HDF5
+// file costs about 1 MB, and records are read much later, one rank at a time).
+OpenResult OpenRankFile(const std::string& path, bool partial, StringTable* strings);
+
+// Collective.
+StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing);
+
+}  // namespace aon::merge

@@ -1,0 +1,69 @@
+// Phase 4, records: every kind merged by a sample sort on start time, in
+// bounded memory (sample_sort.h has the arithmetic).
+//
+// Per kind: a first pass reads each rank's table in blocks (strings remapped,
+// clock corrected, NCCL records resolved), notes each block's time range and
+// samples start times (StartSamples, messages.h); the samples cut the time axis
+// into slabs, process p owning slabs [p * R, (p + 1) * R); in round j every
+// process sends each record of slab p * R + j to p (RecordSlab, kept from the
+// first pass when everything fits the memory budget, otherwise re-read from the
+// blocks that overlap), and p sorts what it receives by (start, rank, order in
+// the rank's file) and appends it to its output.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aon/linear_clock.h"
+#include "aon/merge/merge.h"
+#include "aon/merge/merge_comm.h"
+#include "aon/status.h"
+#include "aon/trace_file.h"
+#include "candidate.h"
+
+namespace aon::merge {
+
+// A rank merged by this process: its file, its reader while it is read, and
+// how its ids and clock map onto the timeline.
+struct RankInput {
+  uint32_t rank = 0;
+  Candidate* file = nullptr;
+  RankOutcome* outcome = nullptr;
+  // Open only while the rank is read: an open HDF5 file costs about 0.9 MB (its
+  // metadata cache), which for 1,024 rank files held open would be the merge's
+  // largest memory use. Reopening costs a fraction of a millisecond.
+  std::unique_ptr<TraceReader> reader;
+  std::vector<uint32_t> string_map;  // rank-local id -> unified id
+  uint64_t bad_string_ids = 0;
+  bool failed = false;  // a read failed mid-merge: no further kinds from this rank
+  uint64_t first_ns = UINT64_MAX;
+  uint64_t last_ns = 0;
+  LinearClock clock;
+  // Found while merging this rank; process 0 reports them in rank order.
+  std::vector<std::string> problems;
+};
+
+struct RecordOptions {
+  uint64_t budget_bytes = uint64_t{1} << 30;  // records in memory at once, per process
+  size_t batch_records = 1 << 16;             // records per HDF5 append
+  bool progress = false;                      // a progress bar (process 0, on a terminal)
+};
+
+struct RecordsMerged {
+  std::array<uint64_t, kRecordKindCount> written{};  // rows this process appended, per kind
+  std::array<uint64_t, kRecordKindCount> rounds{};   // sort rounds per kind
+  // The first append error. Rounds still go on after one (they are collective);
+  // it travels in the outcomes (outcomes.h).
+  Status local;
+};
+
+// Collective: every kind, into `out` (this process's shard, or the timeline
+// itself with one process). Fills each input's counts, times and problems.
+// Returns an error only for a garbled message, which every process sees alike.
+StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& inputs,
+                                     TraceWriter& out, const RecordOptions& options);
+
+}  // namespace aon::merge

@@ -1,0 +1,48 @@
+// FormatMergeSummary (merge.h): what aon-merge prints.
+#include <algorithm>
+#include <sstream>
+
+#include "aon/merge/merge.h"
+
+namespace aon::merge {
+
+std::string FormatMergeSummary(const MergeReport& report) {
+  std::ostringstream out;
+  // A truncated rank (killed process, collector stopped) is merged up to where
+  // its trace ends: say so instead of counting it as missing.
+  const auto partial = static_cast<uint32_t>(std::count_if(
+      report.ranks.begin(), report.ranks.end(),
+      [](const RankOutcome& r) { return r.status == RankStatus::kTruncated && r.records > 0; }));
+  out << "aon-merge: job " << (report.job_id.empty() ? "(no id)" : report.job_id) << ": merged "
+      << report.ranks_ok() + partial << " of " << report.world_size << " ranks";
+  if (partial > 0) out << " (" << partial << " truncated)";
+  out << " from " << report.job_dir << "\n";
+  for (const RankOutcome& o : report.ranks) {
+    if (o.status == RankStatus::kOk) continue;
+    out << "  rank " << o.rank << ": " << RankStatusName(o.status) << ": " << o.message << "\n";
+  }
+  out << "records:";
+  for (size_t k = 0; k < kRecordKindCount; ++k) {
+    out << (k == 0 ? " " : ", ") << RecordKindName(static_cast<RecordKind>(k)) << " "
+        << report.records[k];
+  }
+  out << "\ndropped:";
+  bool any_dropped = false;
+  for (size_t k = 0; k < kRecordKindCount; ++k) {
+    if (report.dropped[k] == 0) continue;
+    out << (any_dropped ? ", " : " ") << RecordKindName(static_cast<RecordKind>(k)) << " "
+        << report.dropped[k];
+    any_dropped = true;
+  }
+  if (!any_dropped) out << " none";
+  out << "\n";
+  if (!report.timeline_path.empty()) out << "timeline: " << report.timeline_path << "\n";
+  if (!report.overview_path.empty()) out << "overview: " << report.overview_path << "\n";
+  if (!report.chrome_path.empty()) out << "chrome trace: " << report.chrome_path << "\n";
+  if (!report.chrome_not_written.empty()) {
+    out << "chrome trace: not written (over --max-trace-records; see the note)\n";
+  }
+  return out.str();
+}
+
+}  // namespace aon::merge
