@@ -20,13 +20,19 @@ const std::string kIncomplete = "incomplete (rank still running or crashed befor
 
 std::string P(const std::string& name) { return kJob + "/" + name; }
 
-// A readable file: "rank-00003.h5" (or any name) whose metadata says `rank` of `world`.
-Candidate Readable(const std::string& name, int32_t rank, int32_t world, bool partial = false) {
+// A file of the job directory as the scan names it, opened by process 0.
+Candidate Named(const std::string& name, bool partial) {
   Candidate c;
   c.path = P(name);
   c.partial = partial;
   c.name_rank = RankFromFileName(name, partial);
   c.opened_by = 0;
+  return c;
+}
+
+// A readable file: "rank-00003.h5" (or any name) whose metadata says `rank` of `world`.
+Candidate Readable(const std::string& name, int32_t rank, int32_t world, bool partial = false) {
+  Candidate c = Named(name, partial);
   c.found.meta_read = true;
   c.found.meta = testing::BasicMetadata(rank, world);
   c.found.meta.dropped[0] = 2;
@@ -37,11 +43,7 @@ Candidate Readable(const std::string& name, int32_t rank, int32_t world, bool pa
 // A file that could not be read (no metadata).
 Candidate Unreadable(const std::string& name, RankStatus status, const std::string& reason,
                      bool partial = false) {
-  Candidate c;
-  c.path = P(name);
-  c.partial = partial;
-  c.name_rank = RankFromFileName(name, partial);
-  c.opened_by = 0;
+  Candidate c = Named(name, partial);
   c.found.status = status;
   c.found.reason = reason;
   return c;
@@ -49,10 +51,8 @@ Candidate Unreadable(const std::string& name, RankStatus status, const std::stri
 
 // A .partial file not opened because a final file gives its rank.
 Candidate NotOpened(const std::string& name) {
-  Candidate c;
-  c.path = P(name);
-  c.partial = true;
-  c.name_rank = RankFromFileName(name, true);
+  Candidate c = Named(name, true);
+  c.opened_by = -1;
   return c;
 }
 
