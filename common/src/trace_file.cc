@@ -13,6 +13,8 @@
 #include <sstream>
 #include <variant>
 
+#include "aon/secure_fs.h"
+
 namespace aon {
 namespace {
 
@@ -266,19 +268,32 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& pa
                                                            const WriteOptions& options) {
   SilenceHdf5();
   const std::string partial = path + ".partial";
-  // Create the file ourselves: owner-only mode, never through a symlink.
-  struct stat st {};
-  if (lstat(partial.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode)) return InvalidArgument("'" + partial + "' exists and is not a regular file");
+  // Create the file ourselves (aon/secure_fs.h): owner-only mode, never through
+  // a link. HDF5 then opens it again by name: it must be the same file.
+  auto created = CreatePrivateFile(partial, /*replace_stale=*/true);
+  if (!created.ok()) return created.status();
+  struct stat mine {};
+  const int fstat_rc = fstat(*created, &mine);
+  const int fstat_errno = errno;
+  close(*created);
+  if (fstat_rc != 0) {
     unlink(partial.c_str());
+    return ErrnoStatus("cannot create " + FormatContext(partial), fstat_errno);
   }
-  int fd = open(partial.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoStatus("cannot create " + FormatContext(partial), errno);
-  close(fd);
   hid_t file = H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) {
     unlink(partial.c_str());
     return IoError("cannot create " + FormatContext(partial) + ": " + Hdf5Error());
+  }
+  void* handle = nullptr;
+  struct stat opened {};
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == nullptr ||
+      fstat(*static_cast<int*>(handle), &opened) != 0 || opened.st_dev != mine.st_dev ||
+      opened.st_ino != mine.st_ino) {
+    H5Fclose(file);
+    return Status(
+        StatusCode::kPermissionDenied,
+        FormatContext(partial) + " was replaced between its creation and its opening: not written");
   }
   std::unique_ptr<TraceWriter> w(new TraceWriter(path, kind, options, file));
   int64_t major = kFormatMajor, minor = kFormatMinor;
