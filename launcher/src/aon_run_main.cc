@@ -250,10 +250,12 @@ int main(int argc, char** argv) {
     return aon::launcher::PlanErrorExitStatus(planned.status());
   }
   const LaunchPlan& plan = *planned;
-  if (aon::Status s = aon::launcher::PrepareOutputDir(plan.job_dir); !s.ok()) {
+  std::vector<std::string> dir_warnings;
+  if (aon::Status s = aon::launcher::PrepareOutputDir(plan.job_dir, &dir_warnings); !s.ok()) {
     Say("error: " + s.message());
     return aon::launcher::kExitAonError;
   }
+  for (const std::string& w : dir_warnings) Say("warning: " + w);
 
   if (const char* existing = std::getenv("CUDA_INJECTION64_PATH");
       existing != nullptr && *existing != '\0' && plan.agent_path != existing) {
