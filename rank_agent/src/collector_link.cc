@@ -115,9 +115,17 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
                                                                 const std::string& collector_path,
                                                                 const RankMetadata& hello,
                                                                 int ring_fd) {
-  const std::string name = CollectorSocketName(geteuid(), config.job_id, config.output_dir);
-  int fd = ConnectToCollector(name);
-  if (fd < 0) {
+  // The key that makes the socket name unguessable lives in the job directory
+  // (collector_protocol.h); the first rank of a job made without aon-run or srun
+  // makes both.
+  if (mkdir(config.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoStatus("cannot create the job directory " + config.output_dir, errno);
+  }
+  auto endpoint = JobCollector(config.job_id, config.output_dir, KeyMode::kCreate);
+  if (!endpoint.ok()) return endpoint.status();
+  const std::string& name = endpoint->name;
+  auto connected = ConnectToCollector(*endpoint);
+  if (connected.code() == CollectorErrc::kNoCollector) {
     if (collector_path.empty()) {
       return NotFound("no aon-collector found (set AON_COLLECTOR)");
     }
@@ -141,15 +149,19 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
     if (config.verbose > 0) args.push_back("--verbose");
     AON_RETURN_IF_ERROR(SpawnCollector(collector_path, args));
     // The spawned collector (or one another rank started) binds within ms.
-    for (int i = 0; i < 250 && fd < 0; ++i) {
-      fd = ConnectToCollector(name);
-      if (fd < 0) SleepMs(i < 50 ? 2 : 10);
+    for (int i = 0; i < 250 && connected.code() == CollectorErrc::kNoCollector; ++i) {
+      connected = ConnectToCollector(*endpoint);
+      if (connected.code() == CollectorErrc::kNoCollector) SleepMs(i < 50 ? 2 : 10);
     }
-    if (fd < 0) {
+    if (connected.code() == CollectorErrc::kNoCollector) {
       return Unavailable("the collector started from " + collector_path +
-                         " did not accept connections: " + std::strerror(-fd));
+                         " did not accept connections: " + connected.error().message());
     }
   }
+  // Another user's socket (kWrongPeer) ends here: nothing, the ring least of
+  // all, was sent to it.
+  if (!connected.ok()) return connected.status();
+  const int fd = *connected;
   std::unique_ptr<CollectorLink> link(new CollectorLink(fd));
   AON_RETURN_IF_ERROR(
       SendMessage(fd, EncodeRequest(CollectorRequest::Hello(EncodeRankMetadata(hello))), ring_fd));
