@@ -561,6 +561,34 @@ TraceReader::~TraceReader() {
   if (file_ >= 0) H5Fclose(static_cast<hid_t>(file_));
 }
 
+namespace {
+
+// A rank file is written by the job's user (its agent or collector). One owned
+// by anybody else was put there by someone else: it is not this job's, and is
+// not read as if it were. "The job's user" is the reader (aon-merge runs as the
+// job's user), or, for root, the owner of the directory the file is in.
+Status CheckRankFileOwner(const std::string& path, const struct stat& st) {
+  uid_t expected = geteuid();
+  std::string who = "you";
+  if (expected == 0) {
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? std::string(".")
+                            : slash == 0               ? "/"
+                                                       : path.substr(0, slash);
+    struct stat dst {};
+    if (stat(dir.c_str(), &dst) != 0) return ErrnoStatus("cannot check the owner of " + dir, errno);
+    expected = dst.st_uid;
+    who = "the owner of " + dir;
+  }
+  if (st.st_uid == expected) return Status::Ok();
+  return Status(StatusCode::kPermissionDenied,
+                FormatContext(path) + " belongs to uid " + std::to_string(st.st_uid) + ", not to " +
+                    who + " (uid " + std::to_string(expected) +
+                    "): another user's file is not taken as a rank of this job");
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path) {
   SilenceHdf5();
   const std::string ctx = FormatContext(path);
@@ -593,6 +621,7 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path
   if (!kind.ok()) return DataLoss(ctx + ": " + kind.status().message());
   if (*kind == FileKindName(FileKind::kRank)) {
     r->kind_ = FileKind::kRank;
+    AON_RETURN_IF_ERROR(CheckRankFileOwner(path, st));
   } else if (*kind == FileKindName(FileKind::kTimeline)) {
     r->kind_ = FileKind::kTimeline;
   } else {
