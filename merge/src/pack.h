@@ -25,7 +25,9 @@ class Packer {
     U64(v.size());
     for (const std::string& s : v) Str(s);
   }
-  void Raw(const void* data, size_t n) { out_.append(static_cast<const char*>(data), n); }
+  void Raw(const void* data, size_t n) {
+    if (n != 0) out_.append(static_cast<const char*>(data), n);
+  }
   const std::string& bytes() const { return out_; }
   std::string Take() { return std::move(out_); }
 
@@ -59,6 +61,7 @@ class Unpacker {
     return v;
   }
   void Raw(void* out, size_t n) {
+    if (n == 0) return;  // memset/memcpy take no null pointer, even for 0 bytes
     if (!ok_ || n > in_.size() - pos_) {
       ok_ = false;
       std::memset(out, 0, n);
