@@ -500,6 +500,38 @@ CollectorOr<int> ConnectToCollector(const CollectorEndpoint& endpoint) {
   return fd;
 }
 
+CollectorOr<size_t> SendRequest(int fd, const CollectorRequest& request, int pass_fd) {
+  const std::string wire = EncodeRequest(request);
+  if (wire.size() > kMaxMessageBytes)
+    return CollectorError(Errc::kMessageTooLong, std::string(CollectorVerbName(request.verb)) +
+                                                     " of " + std::to_string(wire.size()) +
+                                                     " bytes (at most " +
+                                                     std::to_string(kMaxMessageBytes) + ")");
+  iovec iov{const_cast<char*>(wire.data()), wire.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (pass_fd >= 0) {
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return CollectorError(Errc::kSendFailed, std::string("sending ") +
+                                                 CollectorVerbName(request.verb) +
+                                                 " to the collector: " + std::strerror(errno));
+  return static_cast<size_t>(n);
+}
+
 CollectorOr<std::string> ReceiveReply(int fd, CollectorVerb answered, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
   int rc;
@@ -544,16 +576,10 @@ CollectorOr<std::string> CallCollector(const CollectorEndpoint& endpoint,
   auto connected = ConnectToCollector(endpoint);
   if (!connected.ok()) return connected.error();
   const int fd = *connected;
-  const std::string wire = EncodeRequest(request);
-  ssize_t sent;
-  do {
-    sent = send(fd, wire.data(), wire.size(), MSG_NOSIGNAL);
-  } while (sent < 0 && errno == EINTR);
-  if (sent < 0) {
-    const int err = errno;
+  auto sent = SendRequest(fd, request);
+  if (!sent.ok()) {
     close(fd);
-    return CollectorError(Errc::kSendFailed,
-                          std::string("sending to the collector: ") + std::strerror(err));
+    return sent.error();
   }
   auto reply = ReceiveReply(fd, request.verb, timeout_ms);
   close(fd);

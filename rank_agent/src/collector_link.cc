@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "aon/collector_protocol.h"
@@ -29,31 +28,6 @@ void SleepMs(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
-}
-
-Status SendMessage(int fd, const std::string& msg, int pass_fd) {
-  if (msg.size() > kMaxMessageBytes) return InvalidArgument("message too long for the collector");
-  iovec iov{const_cast<char*>(msg.data()), msg.size()};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (pass_fd >= 0) {
-    std::memset(control, 0, sizeof(control));
-    mh.msg_control = control;
-    mh.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus("sending to the collector", errno);
-  return Status::Ok();
 }
 
 // Starts `path --daemon ...`; the first child exits as soon as the real
@@ -163,8 +137,8 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
   if (!connected.ok()) return connected.status();
   const int fd = *connected;
   std::unique_ptr<CollectorLink> link(new CollectorLink(fd));
-  AON_RETURN_IF_ERROR(
-      SendMessage(fd, EncodeRequest(CollectorRequest::Hello(EncodeRankMetadata(hello))), ring_fd));
+  auto sent = SendRequest(fd, CollectorRequest::Hello(EncodeRankMetadata(hello)), ring_fd);
+  if (!sent.ok()) return sent.status();
   auto rank_file = ReceiveReply(fd, CollectorVerb::kHello, 10000);
   if (!rank_file.ok()) {
     return Unavailable("the collector did not take this rank: " + rank_file.error().message());
@@ -178,8 +152,8 @@ CollectorLink::~CollectorLink() {
 }
 
 StatusOr<std::string> CollectorLink::Finish(const RankMetadata& final_metadata, int timeout_ms) {
-  AON_RETURN_IF_ERROR(SendMessage(
-      fd_, EncodeRequest(CollectorRequest::Finish(EncodeRankMetadata(final_metadata))), -1));
+  auto sent = SendRequest(fd_, CollectorRequest::Finish(EncodeRankMetadata(final_metadata)));
+  if (!sent.ok()) return sent.status();
   auto path = ReceiveReply(fd_, CollectorVerb::kFinish, timeout_ms);
   if (!path.ok()) {
     return Unavailable("the collector could not finish the rank file: " + path.error().message());

@@ -217,6 +217,11 @@ socklen_t CollectorAddress(const std::string& name, sockaddr_un* addr);
 // kConnectFailed.
 CollectorOr<int> ConnectToCollector(const CollectorEndpoint& endpoint);
 
+// Sends `request` on a connected socket as one datagram, with `pass_fd`
+// attached (SCM_RIGHTS) when it is >= 0 (HELLO's ring memfd): the bytes sent,
+// or kMessageTooLong / kSendFailed. Call it only on a ConnectToCollector fd.
+CollectorOr<size_t> SendRequest(int fd, const CollectorRequest& request, int pass_fd = -1);
+
 // Waits at most timeout_ms for the collector's answer to `answered` on `fd` and
 // returns its text when it is the reply that request expects (kRefused with the
 // collector's reason for ERROR, kUnexpectedReply for another kind).

@@ -246,23 +246,6 @@ class Squatter {
   std::pair<long, long> last_{-1, -1};
 };
 
-// Sends `text` with `pass_fd` attached (SCM_RIGHTS), as an agent sends HELLO.
-bool SendWithFd(int sock, const std::string& text, int pass_fd) {
-  iovec iov{const_cast<char*>(text.data()), text.size()};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  mh.msg_control = control;
-  mh.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-  return sendmsg(sock, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
-}
-
 class CollectorTest : public AgentTest {
  protected:
   RunningChild Start(const std::string& mode, const std::map<std::string, std::string>& env = {}) {
@@ -601,8 +584,9 @@ TEST_F(CollectorTest, ACollectorTakesRingsOnlyFromItsOwnUserAndControlFromRoot) 
   ASSERT_TRUE(region.ok());
   RankMetadata hello;
   hello.rank = 0;
-  ASSERT_TRUE(SendWithFd(
-      *connected, EncodeRequest(CollectorRequest::Hello(EncodeRankMetadata(hello))), region->fd()));
+  ASSERT_TRUE(
+      SendRequest(*connected, CollectorRequest::Hello(EncodeRankMetadata(hello)), region->fd())
+          .ok());
   auto refused = ReceiveReply(*connected, CollectorVerb::kHello, 10000);
   close(*connected);
   ASSERT_FALSE(refused.ok());
