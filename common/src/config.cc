@@ -41,8 +41,12 @@ Status ParseKindsVar(std::string_view v, AgentConfig* c) {
 Status ParseMemoryCap(std::string_view v, AgentConfig* c) {
   auto bytes = ParseSize(v);
   if (!bytes.ok()) return InvalidArgument("AON_MEMORY_CAP: " + bytes.status().message());
-  if (*bytes < (1ull << 20))
+  if (*bytes < kMinMemoryCapBytes)
     return InvalidArgument("AON_MEMORY_CAP: '" + Text(v) + "' is below the 1M minimum");
+  if (*bytes > kMaxMemoryCapBytes)
+    return InvalidArgument("AON_MEMORY_CAP: '" + Text(v) +
+                           "' is above the 32G maximum (the record ring, half the cap, holds at "
+                           "most 16G)");
   c->memory_cap_bytes = *bytes;
   return Status::Ok();
 }
@@ -55,7 +59,11 @@ Status ParseSource(std::string_view v, AgentConfig* c) {
 }
 
 Status ParseVerbose(std::string_view v, AgentConfig* c) {
-  c->verbose = std::atoi(Text(v).c_str());
+  double level = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_VERBOSE", v, 0, 100, &level));
+  if (level != static_cast<int>(level))
+    return InvalidArgument("AON_VERBOSE: '" + Text(v) + "' is not a whole number");
+  c->verbose = static_cast<int>(level);
   return Status::Ok();
 }
 
@@ -152,7 +160,8 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        "kernels,memcpy,memset,sync,api,nvtx,nccl",
        ParseKindsVar, false},
       {V::kMemoryCap, "AON_MEMORY_CAP", T::kSize, "64M",
-       "hard cap on the agent's record memory per rank; beyond it records are dropped and counted",
+       "hard cap on the agent's record memory per rank (1M to 32G); beyond it records are dropped "
+       "and counted",
        ParseMemoryCap, false},
       {V::kSource, "AON_SOURCE", T::kChoice, "cupti",
        "GPU activity source: cupti (real GPUs) or synthetic (labeled fake GPU for CPU-only demos "

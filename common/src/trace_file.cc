@@ -13,6 +13,8 @@
 #include <sstream>
 #include <variant>
 
+#include "aon/secure_fs.h"
+
 namespace aon {
 namespace {
 
@@ -266,19 +268,32 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& pa
                                                            const WriteOptions& options) {
   SilenceHdf5();
   const std::string partial = path + ".partial";
-  // Create the file ourselves: owner-only mode, never through a symlink.
-  struct stat st {};
-  if (lstat(partial.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode)) return InvalidArgument("'" + partial + "' exists and is not a regular file");
+  // Create the file ourselves (aon/secure_fs.h): owner-only mode, never through
+  // a link. HDF5 then opens it again by name: it must be the same file.
+  auto created = CreatePrivateFile(partial, /*replace_stale=*/true);
+  if (!created.ok()) return created.status();
+  struct stat mine {};
+  const int fstat_rc = fstat(*created, &mine);
+  const int fstat_errno = errno;
+  close(*created);
+  if (fstat_rc != 0) {
     unlink(partial.c_str());
+    return ErrnoStatus("cannot create " + FormatContext(partial), fstat_errno);
   }
-  int fd = open(partial.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoStatus("cannot create " + FormatContext(partial), errno);
-  close(fd);
   hid_t file = H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) {
     unlink(partial.c_str());
     return IoError("cannot create " + FormatContext(partial) + ": " + Hdf5Error());
+  }
+  void* handle = nullptr;
+  struct stat opened {};
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == nullptr ||
+      fstat(*static_cast<int*>(handle), &opened) != 0 || opened.st_dev != mine.st_dev ||
+      opened.st_ino != mine.st_ino) {
+    H5Fclose(file);
+    return Status(
+        StatusCode::kPermissionDenied,
+        FormatContext(partial) + " was replaced between its creation and its opening: not written");
   }
   std::unique_ptr<TraceWriter> w(new TraceWriter(path, kind, options, file));
   int64_t major = kFormatMajor, minor = kFormatMinor;
@@ -546,6 +561,34 @@ TraceReader::~TraceReader() {
   if (file_ >= 0) H5Fclose(static_cast<hid_t>(file_));
 }
 
+namespace {
+
+// A rank file is written by the job's user (its agent or collector). One owned
+// by anybody else was put there by someone else: it is not this job's, and is
+// not read as if it were. "The job's user" is the reader (aon-merge runs as the
+// job's user), or, for root, the owner of the directory the file is in.
+Status CheckRankFileOwner(const std::string& path, const struct stat& st) {
+  uid_t expected = geteuid();
+  std::string who = "you";
+  if (expected == 0) {
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? std::string(".")
+                            : slash == 0               ? "/"
+                                                       : path.substr(0, slash);
+    struct stat dst {};
+    if (stat(dir.c_str(), &dst) != 0) return ErrnoStatus("cannot check the owner of " + dir, errno);
+    expected = dst.st_uid;
+    who = "the owner of " + dir;
+  }
+  if (st.st_uid == expected) return Status::Ok();
+  return Status(StatusCode::kPermissionDenied,
+                FormatContext(path) + " belongs to uid " + std::to_string(st.st_uid) + ", not to " +
+                    who + " (uid " + std::to_string(expected) +
+                    "): another user's file is not taken as a rank of this job");
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path) {
   SilenceHdf5();
   const std::string ctx = FormatContext(path);
@@ -578,6 +621,7 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path
   if (!kind.ok()) return DataLoss(ctx + ": " + kind.status().message());
   if (*kind == FileKindName(FileKind::kRank)) {
     r->kind_ = FileKind::kRank;
+    AON_RETURN_IF_ERROR(CheckRankFileOwner(path, st));
   } else if (*kind == FileKindName(FileKind::kTimeline)) {
     r->kind_ = FileKind::kTimeline;
   } else {

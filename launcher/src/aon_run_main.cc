@@ -192,16 +192,31 @@ void SettleCollector(const LaunchPlan& plan, const RunOptions& options, bool fai
   for (const aon::launcher::EnvVar& v : plan.agent_env) {
     if (v.name == aon::AgentConfigVariable(aon::AgentVar::kJobId).env) job_id = v.value;
   }
-  const std::string socket = aon::CollectorSocketName(geteuid(), job_id, plan.job_dir);
+  auto collector = aon::JobCollector(job_id, plan.job_dir);
+  if (!collector.ok()) {
+    Say("warning: " + collector.error().message());
+    return;
+  }
+  auto said = [&](const aon::CollectorError& e) {
+    // Another user's process on the job's socket: the ranks refused it too
+    // (and wrote their own files); say it whatever the verbosity.
+    if (e.code() == aon::CollectorErrc::kWrongPeer) {
+      Say("warning: the node collector's socket " + e.message() +
+          "; the ranks wrote their own files instead (see their notes)");
+      return true;
+    }
+    return false;
+  };
   if (failed && options.mode == "flight") {
     auto answer =
-        aon::CallCollector(socket, aon::CollectorRequest::Trigger("the job failed"), 10000);
+        aon::CallCollector(*collector, aon::CollectorRequest::Trigger("the job failed"), 10000);
     if (answer.ok()) Say("flight recorder: the job failed; the collector wrote its window");
+    if (!answer.ok() && said(answer.error())) return;
   }
-  auto idle = aon::CallCollector(socket, aon::CollectorRequest::Quiesce(), 60000);
+  auto idle = aon::CallCollector(*collector, aon::CollectorRequest::Quiesce(), 60000);
+  if (idle.ok() || idle.code() == aon::CollectorErrc::kNoCollector) return;
   // No collector here (every rank elsewhere, or none left) is the usual case.
-  if (!idle.ok() && idle.code() != aon::CollectorErrc::kNoCollector && options.verbose > 0)
-    Say("collector: " + idle.error().message());
+  if (!said(idle.error()) && options.verbose > 0) Say("collector: " + idle.error().message());
 }
 
 int main(int argc, char** argv) {
@@ -250,8 +265,16 @@ int main(int argc, char** argv) {
     return aon::launcher::PlanErrorExitStatus(planned.status());
   }
   const LaunchPlan& plan = *planned;
-  if (aon::Status s = aon::launcher::PrepareOutputDir(plan.job_dir); !s.ok()) {
+  std::vector<std::string> dir_warnings;
+  if (aon::Status s = aon::launcher::PrepareOutputDir(plan.job_dir, &dir_warnings); !s.ok()) {
     Say("error: " + s.message());
+    return aon::launcher::kExitAonError;
+  }
+  for (const std::string& w : dir_warnings) Say("warning: " + w);
+  // A fresh key for this run's collector socket name (aon/collector_protocol.h):
+  // nobody else can know the name before the collector holds it.
+  if (auto key = aon::CollectorKey(plan.job_dir, aon::KeyMode::kRenew); !key.ok()) {
+    Say("error: -o/--output: " + key.status().message());
     return aon::launcher::kExitAonError;
   }
 

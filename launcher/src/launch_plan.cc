@@ -13,11 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <set>
 #include <system_error>
 #include <utility>
 
+#include "aon/secure_fs.h"
 #include "aon/session/options.h"
 #include "aon/session/tool_paths.h"
 
@@ -595,27 +597,26 @@ int PlanErrorExitStatus(const Status& status) {
   return kExitAonError;
 }
 
-Status PrepareOutputDir(const std::string& dir) {
+Status PrepareOutputDir(const std::string& dir, std::vector<std::string>* warnings) {
   if (dir.empty() || dir[0] != '/')
     return InvalidArgument("-o/--output: '" + dir + "' must be an absolute path here");
-  // Walk down from the root, creating what is missing (mkdir -p), each 0700:
-  // the trace files say what the user's job ran, and nobody else should read them.
-  std::string prefix;
-  for (const std::string& part : Split(dir, '/')) {
-    if (part.empty()) continue;
-    prefix += "/" + part;
-    struct stat st;
-    if (::stat(prefix.c_str(), &st) == 0) {
-      if (S_ISDIR(st.st_mode)) continue;
-      if (prefix == dir)
-        return InvalidArgument("-o/--output: " + dir + " exists and is not a directory");
-      return InvalidArgument("-o/--output: cannot create " + dir + ": " + prefix +
-                             " is not a directory");
-    }
-    if (errno != ENOENT)
-      return ErrnoStatus("-o/--output: cannot create " + dir + " (at " + prefix + ")", errno);
-    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
-      return ErrnoStatus("-o/--output: cannot create " + dir + " (at " + prefix + ")", errno);
+  // Walk down from the root as the SPANK plugin does (aon/secure_fs.h), creating
+  // what is missing with mode 0700: the trace files say what the user's job ran,
+  // and nobody else should read, move or replace them. Unlike the plugin, links
+  // that root or the user made are followed (/home -> /export/home).
+  auto walk = std::make_unique<DirWalk>();
+  const int dir_fd = WalkPrivateDirectory(dir.c_str(), PathPolicy::kOwnedSymlinks, walk.get());
+  if (dir_fd < 0) {
+    if (walk->refusal == DirWalk::Refusal::kNotDirectory && dir == walk->at)
+      return InvalidArgument("-o/--output: " + dir + " exists and is not a directory");
+    const Status s = DescribeDirWalk(dir, *walk, nullptr);
+    return Status(s.code(), "-o/--output: " + s.message());
+  }
+  ::close(dir_fd);
+  std::vector<std::string> noted;
+  (void)DescribeDirWalk(dir, *walk, &noted);
+  if (warnings != nullptr) {
+    for (std::string& w : noted) warnings->push_back("-o/--output: " + std::move(w));
   }
 
   // Mode bits say little for root or on read-only mounts: try it.

@@ -40,7 +40,14 @@ void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
     CLI::Option* option = nullptr;
     switch (entry.id) {
       case SessionOption::kOutput:
-        option = app.add_option(entry.run, o.output_dir, help);
+        // "" would silently mean the default directory: refused, as srun's twin is.
+        option = app.add_option(entry.run, o.output_dir, help)
+                     ->check(
+                         [](const std::string& value) {
+                           auto checked = session::CheckOptionValue(SessionOption::kOutput, value);
+                           return checked.ok() ? std::string() : checked.status().message();
+                         },
+                         "DIR");
         break;
       case SessionOption::kKinds:
         option = app.add_option(entry.run, o.kinds, help)->capture_default_str();

@@ -31,7 +31,9 @@ class Packer {
     U64(v.size());
     Raw(v.data(), v.size_bytes());
   }
-  void Raw(const void* data, size_t n) { out_.append(static_cast<const char*>(data), n); }
+  void Raw(const void* data, size_t n) {
+    if (n != 0) out_.append(static_cast<const char*>(data), n);
+  }
   const std::string& bytes() const { return out_; }
   std::string Take() { return std::move(out_); }
 

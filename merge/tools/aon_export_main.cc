@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
                  "api, nvtx, nccl)");
   app.add_option("--max-trace-records", max_records,
                  "refuse (write nothing, exit 1) a trace of more records than this; 0 = no limit")
-      ->default_val(max_records);
+      ->default_val(max_records)
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--overview", overview, "also write the overview of the whole run to this file");
   app.add_flag("--no-trace", no_trace, "write no trace (only --overview)")->excludes(out_opt);
   app.add_flag("-q,--quiet", quiet, "print nothing but errors");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "aon/merge/inspect.h"
+#include "aon/terminal_text.h"
 #include "aon/trace_format.h"
 
 int main(int argc, char** argv) {
@@ -33,11 +34,14 @@ int main(int argc, char** argv) {
   }
   auto inspection = aon::merge::InspectFile(path);
   if (!inspection.ok()) {
-    std::fprintf(stderr, "aon-inspect: error: %s\n", inspection.status().message().c_str());
+    std::fprintf(stderr, "aon-inspect: error: %s\n",
+                 aon::EscapeForTerminal(inspection.status().message()).c_str());
     return 1;
   }
   const std::string text =
       json ? aon::merge::InspectionToJson(*inspection) : aon::merge::InspectionToText(*inspection);
-  std::fputs(text.c_str(), stdout);
+  // Names and hosts come from the file: shown, never interpreted by a terminal
+  // (the JSON is escaped by the JSON writer).
+  std::fputs(json ? text.c_str() : aon::EscapeForTerminal(text).c_str(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

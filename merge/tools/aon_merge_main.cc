@@ -8,6 +8,7 @@
 //
 // Several processes: `mpirun -np N aon-merge ...` / `srun aon-merge ...` (one or
 // more per node), or `aon-merge --procs N ...`, which starts mpirun itself.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -22,9 +23,28 @@
 #include "aon/merge/export_filter.h"
 #include "aon/merge/merge.h"
 #include "aon/merge/merge_exports.h"
+#include "aon/terminal_text.h"
 #include "mpi_comm.h"
 
 namespace {
+
+// "" would silently mean the default file.
+CLI::Validator NotEmpty(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& value) { return value.empty() ? "needs a " + what : std::string(); },
+      what);
+}
+
+// A failed merge leaves no half-written timeline behind (the JSON outputs
+// remove their own, aon/secure_fs.h).
+void RemovePartialTimeline(const aon::merge::MergeOptions& options) {
+  const std::string timeline =
+      options.timeline_path.empty() ? options.job_dir + "/timeline.h5" : options.timeline_path;
+  const std::string partial = timeline + ".partial";
+  struct stat st {};
+  if (lstat(partial.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+    unlink(partial.c_str());
+}
 
 // aon-merge --procs N outside an MPI job: the same command under mpirun.
 int RelaunchUnderMpirun(int procs, int argc, char** argv) {
@@ -60,7 +80,8 @@ int main(int argc, char** argv) {
   std::string window, ranks, kinds;
   app.add_option("job_dir", options.job_dir, "directory holding the rank-*.h5 files")->required();
   app.add_option("-o,--output", options.timeline_path,
-                 "timeline file to write (default: <job_dir>/timeline.h5)");
+                 "timeline file to write (default: <job_dir>/timeline.h5)")
+      ->check(NotEmpty("FILE"));
   auto* chrome =
       app.add_option("--chrome", exports.chrome_path,
                      "Chrome trace-event JSON to write (default: <job_dir>/trace.json, or "
@@ -77,7 +98,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-trace-records", exports.max_trace_records,
                  "skip the trace (with a note) when it would hold more records than this; "
                  "0 = no limit")
-      ->default_val(exports.max_trace_records);
+      ->default_val(exports.max_trace_records)
+      ->check(CLI::NonNegativeNumber);
   auto* overview = app.add_option("--overview", exports.overview_path,
                                   "overview JSON to write (default: <job_dir>/overview.json)");
   app.add_flag("--no-overview", no_overview, "do not write the overview JSON")->excludes(overview);
@@ -144,7 +166,9 @@ int main(int argc, char** argv) {
   // The exports, from the timeline MergeJob wrote.
   if (status.ok()) status = aon::merge::WriteMergeExports(exports, &report);
   if (!status.ok()) {
-    std::fprintf(stderr, "aon-merge: error: %s\n", status.message().c_str());
+    if (report.timeline_path.empty()) RemovePartialTimeline(options);
+    std::fprintf(stderr, "aon-merge: error: %s\n",
+                 aon::EscapeForTerminal(status.message()).c_str());
     if (!report.timeline_path.empty()) {
       std::fprintf(stderr, "aon-merge: the timeline %s was written\n",
                    report.timeline_path.c_str());
@@ -152,11 +176,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const std::string& p : report.problems) {
-    std::fprintf(stderr, "aon-merge: warning: %s\n", p.c_str());
+    std::fprintf(stderr, "aon-merge: warning: %s\n", aon::EscapeForTerminal(p).c_str());
   }
   if (!report.chrome_not_written.empty()) {
-    std::fprintf(stderr, "aon-merge: note: %s\n", report.chrome_not_written.c_str());
+    std::fprintf(stderr, "aon-merge: note: %s\n",
+                 aon::EscapeForTerminal(report.chrome_not_written).c_str());
   }
-  if (!quiet) std::fputs(aon::merge::FormatMergeSummary(report).c_str(), stdout);
+  // Hosts and paths come from the rank files: shown, never interpreted.
+  if (!quiet)
+    std::fputs(aon::EscapeForTerminal(aon::merge::FormatMergeSummary(report)).c_str(), stdout);
   return 0;
 }

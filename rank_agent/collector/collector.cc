@@ -115,6 +115,7 @@ struct Chunk {
 
 struct Rank {
   int sock = -1;
+  uid_t peer_uid = 0;  // SO_PEERCRED of the connection
   ring::Region region;
   ring::Consumer consumer;
   RankMetadata meta;  // hello, then the final one
@@ -219,18 +220,24 @@ void Collector::Accept() {
   while (true) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
-    // Only our own user may talk to us (the socket name is guessable)
+    // Only our own user, and root for control requests (slurmstepd ends a
+    // step's collector): collector_protocol.h says who may talk to whom. A
+    // HELLO from root is refused in OnFirstMessage.
     ucred cred{};
     socklen_t len = sizeof(cred);
-    // (root too: slurmstepd asks a step's collector to finish at the step's end.)
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
         (cred.uid != geteuid() && cred.uid != 0)) {
+      fprintf(stderr,
+              "[aon] collector: refused a connection from uid %u (pid %d): not this "
+              "collector's user\n",
+              static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid));
       Send(fd, {CollectorReplyKind::kError, "not this collector's user"});
       close(fd);
       continue;
     }
     auto r = std::make_unique<Rank>();
     r->sock = fd;
+    r->peer_uid = cred.uid;
     pending_hello_.push_back(std::move(r));
   }
 }
@@ -263,6 +270,17 @@ void Collector::HandleControl(int sock, const CollectorRequest& request) {
 void Collector::OnFirstMessage(std::unique_ptr<Rank>& slot, Message m) {
   auto request = ParseRequest(m.text);
   if (request.ok() && request->verb == CollectorVerb::kHello) {
+    if (slot->peer_uid != geteuid()) {
+      // A ring is taken only from this collector's own user's processes.
+      fprintf(stderr, "[aon] collector: refused a HELLO from uid %u: rings come only from uid %u\n",
+              static_cast<unsigned>(slot->peer_uid), static_cast<unsigned>(geteuid()));
+      Send(slot->sock,
+           {CollectorReplyKind::kError, "HELLO is taken only from this collector's user"});
+      if (m.fd >= 0) close(m.fd);
+      close(slot->sock);
+      slot->sock = -1;
+      return;
+    }
     OnHello(slot, std::move(m), *request);
     return;
   }

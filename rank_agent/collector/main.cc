@@ -37,29 +37,46 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 3600000));
   app.add_option("--idle-exit-ms", o.idle_exit_ms, "exit if no rank connects within this")
       ->check(CLI::Range(0, 3600000));
-  app.add_option("--nccl-stall", o.flight.nccl_stall_s, "flight: NCCL stall seconds (0 off)");
+  // The agent's ranges (AON_FLIGHT_NCCL_STALL, AON_FLIGHT_STEP_FACTOR: aon/config.h).
+  app.add_option("--nccl-stall", o.flight.nccl_stall_s, "flight: NCCL stall seconds (0 off)")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--step-range", o.flight.step_range, "flight: NVTX step range name ('' off)");
-  app.add_option("--step-factor", o.flight.step_factor, "flight: step spike factor");
+  app.add_option("--step-factor", o.flight.step_factor, "flight: step spike factor")
+      ->check(CLI::Range(1.01, 1000.0));
   app.add_flag("--verbose", o.verbose, "log progress to stderr");
   app.add_flag("--daemon", daemon, "detach after binding the socket (used by the agent)");
   app.add_option("--trigger", trigger,
                  "ask the running collector to dump its flight window, with this reason");
   app.add_flag("--quiesce", quiesce,
                "ask the running collector to finish every file and exit; waits for it");
-  app.add_option("--timeout-ms", timeout_ms, "how long --trigger/--quiesce wait for an answer");
+  app.add_option("--timeout-ms", timeout_ms, "how long --trigger/--quiesce wait for an answer")
+      ->check(CLI::Range(1, 3600000));
   CLI11_PARSE(app, argc, argv);
 
-  if (o.socket_name.empty()) {
-    if (o.output_dir.empty()) {
-      fprintf(stderr, "aon-collector: give --socket-name, or --output-dir (and --job-id)\n");
-      return 2;
-    }
-    o.socket_name = aon::CollectorSocketName(geteuid(), job_id, o.output_dir);
+  const bool control = !trigger.empty() || quiesce;
+  if (o.socket_name.empty() && o.output_dir.empty()) {
+    fprintf(stderr, "aon-collector: give --socket-name, or --output-dir (and --job-id)\n");
+    return 2;
   }
-  if (!trigger.empty() || quiesce) {
+  // Only a collector of the caller's own user is talked to (the name alone
+  // proves nothing: collector_protocol.h).
+  aon::CollectorEndpoint endpoint{o.socket_name, geteuid()};
+  if (o.socket_name.empty()) {
+    // A collector started by hand makes the job's key if there is none; a
+    // --trigger / --quiesce without a key has nobody to talk to.
+    auto found = aon::JobCollector(job_id, o.output_dir,
+                                   control ? aon::KeyMode::kRead : aon::KeyMode::kCreate);
+    if (!found.ok()) {
+      fprintf(stderr, "aon-collector: %s\n", found.error().message().c_str());
+      return 1;
+    }
+    endpoint = *found;
+    o.socket_name = endpoint.name;
+  }
+  if (control) {
     const aon::CollectorRequest request =
         quiesce ? aon::CollectorRequest::Quiesce() : aon::CollectorRequest::Trigger(trigger);
-    auto answer = aon::CallCollector(o.socket_name, request, timeout_ms);
+    auto answer = aon::CallCollector(endpoint, request, timeout_ms);
     if (!answer.ok()) {
       fprintf(stderr, "aon-collector: %s\n", answer.error().message().c_str());
       return 1;

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "aon/collector_protocol.h"
@@ -29,31 +28,6 @@ void SleepMs(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
-}
-
-Status SendMessage(int fd, const std::string& msg, int pass_fd) {
-  if (msg.size() > kMaxMessageBytes) return InvalidArgument("message too long for the collector");
-  iovec iov{const_cast<char*>(msg.data()), msg.size()};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (pass_fd >= 0) {
-    std::memset(control, 0, sizeof(control));
-    mh.msg_control = control;
-    mh.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus("sending to the collector", errno);
-  return Status::Ok();
 }
 
 // Starts `path --daemon ...`; the first child exits as soon as the real
@@ -115,9 +89,17 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
                                                                 const std::string& collector_path,
                                                                 const RankMetadata& hello,
                                                                 int ring_fd) {
-  const std::string name = CollectorSocketName(geteuid(), config.job_id, config.output_dir);
-  int fd = ConnectToCollector(name);
-  if (fd < 0) {
+  // The key that makes the socket name unguessable lives in the job directory
+  // (collector_protocol.h); the first rank of a job made without aon-run or srun
+  // makes both.
+  if (mkdir(config.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoStatus("cannot create the job directory " + config.output_dir, errno);
+  }
+  auto endpoint = JobCollector(config.job_id, config.output_dir, KeyMode::kCreate);
+  if (!endpoint.ok()) return endpoint.status();
+  const std::string& name = endpoint->name;
+  auto connected = ConnectToCollector(*endpoint);
+  if (connected.code() == CollectorErrc::kNoCollector) {
     if (collector_path.empty()) {
       return NotFound("no aon-collector found (set AON_COLLECTOR)");
     }
@@ -141,18 +123,22 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
     if (config.verbose > 0) args.push_back("--verbose");
     AON_RETURN_IF_ERROR(SpawnCollector(collector_path, args));
     // The spawned collector (or one another rank started) binds within ms.
-    for (int i = 0; i < 250 && fd < 0; ++i) {
-      fd = ConnectToCollector(name);
-      if (fd < 0) SleepMs(i < 50 ? 2 : 10);
+    for (int i = 0; i < 250 && connected.code() == CollectorErrc::kNoCollector; ++i) {
+      connected = ConnectToCollector(*endpoint);
+      if (connected.code() == CollectorErrc::kNoCollector) SleepMs(i < 50 ? 2 : 10);
     }
-    if (fd < 0) {
+    if (connected.code() == CollectorErrc::kNoCollector) {
       return Unavailable("the collector started from " + collector_path +
-                         " did not accept connections: " + std::strerror(-fd));
+                         " did not accept connections: " + connected.error().message());
     }
   }
+  // Another user's socket (kWrongPeer) ends here: nothing, the ring least of
+  // all, was sent to it.
+  if (!connected.ok()) return connected.status();
+  const int fd = *connected;
   std::unique_ptr<CollectorLink> link(new CollectorLink(fd));
-  AON_RETURN_IF_ERROR(
-      SendMessage(fd, EncodeRequest(CollectorRequest::Hello(EncodeRankMetadata(hello))), ring_fd));
+  auto sent = SendRequest(fd, CollectorRequest::Hello(EncodeRankMetadata(hello)), ring_fd);
+  if (!sent.ok()) return sent.status();
   auto rank_file = ReceiveReply(fd, CollectorVerb::kHello, 10000);
   if (!rank_file.ok()) {
     return Unavailable("the collector did not take this rank: " + rank_file.error().message());
@@ -166,8 +152,8 @@ CollectorLink::~CollectorLink() {
 }
 
 StatusOr<std::string> CollectorLink::Finish(const RankMetadata& final_metadata, int timeout_ms) {
-  AON_RETURN_IF_ERROR(SendMessage(
-      fd_, EncodeRequest(CollectorRequest::Finish(EncodeRankMetadata(final_metadata))), -1));
+  auto sent = SendRequest(fd_, CollectorRequest::Finish(EncodeRankMetadata(final_metadata)));
+  if (!sent.ok()) return sent.status();
   auto path = ReceiveReply(fd_, CollectorVerb::kFinish, timeout_ms);
   if (!path.ok()) {
     return Unavailable("the collector could not finish the rank file: " + path.error().message());

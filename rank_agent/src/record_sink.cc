@@ -5,8 +5,10 @@
 namespace aon::agent {
 
 RecordSink::RecordSink(uint64_t cap_bytes, int32_t pid, int32_t rank, std::string* why) {
+  // Half the cap, as a power of two, and never more than a ring can be: a cap
+  // above 2 x kMaxRingBytes (which AON_MEMORY_CAP refuses) still gets a ring.
   uint64_t ring_bytes = ring::kMinRingBytes;
-  while (ring_bytes * 2 <= cap_bytes / 2) ring_bytes *= 2;
+  while (ring_bytes * 2 <= cap_bytes / 2 && ring_bytes * 2 <= ring::kMaxRingBytes) ring_bytes *= 2;
   auto region = ring::Region::Create(ring_bytes, pid, rank);
   if (region.ok()) {
     region_ = std::move(region).value();

@@ -3,10 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "aon/report/report.h"
+#include "aon/secure_fs.h"
+#include "aon/terminal_text.h"
 
 namespace {
 
@@ -24,28 +25,13 @@ std::string DirName(const std::string& p) {
   return slash == 0 ? "/" : p.substr(0, slash);
 }
 
-// Writes `text` to `path` through "<path>.partial" + rename, mode 0600.
+// Through the one O_EXCL | O_NOFOLLOW writer (aon/secure_fs.h): "<path>.partial",
+// mode 0600, renamed when complete; a link or another user's file in the way
+// is refused, never written through.
 bool WriteFile(const std::string& path, const std::string& text, std::string* error) {
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      *error = "cannot write " + tmp + ": " + std::strerror(errno);
-      return false;
-    }
-    out << text;
-    out.close();
-    if (!out) {
-      *error = "cannot write " + tmp;
-      return false;
-    }
-  }
-  ::chmod(tmp.c_str(), 0600);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  const aon::Status written = aon::WriteFileAtomically(path, text);
+  if (!written.ok()) *error = written.message();
+  return written.ok();
 }
 
 }  // namespace
@@ -62,11 +48,17 @@ int main(int argc, char** argv) {
   app.add_option("input", input, "job directory (reads <dir>/timeline.h5) or a timeline file")
       ->required()
       ->type_name("JOB_DIR|TIMELINE");
+  // "" would silently mean the default (or no) file.
+  const auto not_empty = [](const std::string& v) {
+    return v.empty() ? std::string("needs a file name") : std::string();
+  };
   app.add_option("-o,--output", html_path,
                  "HTML report [default: report.html next to the timeline]")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(not_empty, "FILE");
   app.add_option("--json", json_path, "also write the findings and key numbers as JSON")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(not_empty, "FILE");
   app.add_flag("--no-html", no_html, "don't write the HTML report");
   app.add_flag("-q,--quiet", quiet, "don't print the terminal summary");
   app.footer(
@@ -85,11 +77,13 @@ int main(int argc, char** argv) {
   auto loaded = aon::report::LoadTimeline(timeline);
   if (!loaded.ok()) {
     std::fprintf(stderr, "aon-report: error: cannot read %s: %s\n", timeline.c_str(),
-                 loaded.status().message().c_str());
+                 aon::EscapeForTerminal(loaded.status().message()).c_str());
     return kExitUnreadable;
   }
   const aon::report::Report report = aon::report::Analyze(*loaded);
-  if (!quiet) std::fputs(aon::report::RenderTerminal(report).c_str(), stdout);
+  // Names and hosts come from the trace: shown, never interpreted by the terminal.
+  if (!quiet)
+    std::fputs(aon::EscapeForTerminal(aon::report::RenderTerminal(report)).c_str(), stdout);
   int status = 0;
   std::string error;
   if (!no_html) {
@@ -97,13 +91,13 @@ int main(int argc, char** argv) {
     if (WriteFile(html_path, aon::report::RenderHtml(report), &error)) {
       if (!quiet) std::printf("\nHTML report: %s\n", html_path.c_str());
     } else {
-      std::fprintf(stderr, "aon-report: error: %s\n", error.c_str());
+      std::fprintf(stderr, "aon-report: error: %s\n", aon::EscapeForTerminal(error).c_str());
       status = kExitUnreadable;
     }
   }
   if (!json_path.empty()) {
     if (!WriteFile(json_path, aon::report::RenderJson(report), &error)) {
-      std::fprintf(stderr, "aon-report: error: %s\n", error.c_str());
+      std::fprintf(stderr, "aon-report: error: %s\n", aon::EscapeForTerminal(error).c_str());
       status = kExitUnreadable;
     }
   }

@@ -6,7 +6,9 @@
 // (AON_COLLECTOR, put in the tasks' environment with the rest of the agent's).
 // Stop: at the step's end on this node (slurmstepd, as root), ask it to finish
 // every rank file (ranks that died included) and wait until it has, so that the
-// step's merge reads finished files and nothing is left running.
+// step's merge reads finished files and nothing is left running. The socket is
+// checked to be the job's user's before QUIESCE is sent (kWrongPeer otherwise:
+// logged, nothing waited for).
 #include <unistd.h>
 
 #include "aon/collector_protocol.h"
@@ -35,9 +37,13 @@ std::string StartNodeCollector(uid_t uid) {
 
 void StopNodeCollector(spank_t) {
   PluginState& s = State();
+  if (s.collector_key.empty()) return;  // the directory was not made: no collector either
   const std::string job = std::to_string(s.job_id) + "." + std::to_string(s.step_id);
-  const std::string socket = CollectorSocketName(s.job_uid, job, s.job_dir);
-  auto idle = CallCollector(socket, CollectorRequest::Quiesce(), kQuiesceTimeoutMs);
+  // The key was made by the user's child in user_init (remote.cc): root reads
+  // nothing of the user's here. The collector must run as the job's user.
+  const CollectorEndpoint collector{CollectorSocketName(s.job_uid, job, s.job_dir, s.collector_key),
+                                    s.job_uid};
+  auto idle = CallCollector(collector, CollectorRequest::Quiesce(), kQuiesceTimeoutMs);
   // No collector (already gone, or never started on this node) is the usual case.
   if (!idle.ok() && idle.code() != CollectorErrc::kNoCollector) {
     LogInfo("step " + job + ": node collector: " + idle.error().message());

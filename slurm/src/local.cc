@@ -77,7 +77,9 @@ int LocalUserInit(spank_t sp) {
       s.step_nodes = nodes;
     auto dir =
         JobDirectory(s.plan, SubmitDirectory(), UserName(getuid()), getuid(), s.job_id, s.step_id);
-    Status made = dir.ok() ? MakePrivateDirectories(*dir) : dir.status();
+    std::vector<std::string> warnings;
+    Status made = dir.ok() ? MakePrivateDirectories(*dir, &warnings) : dir.status();
+    for (const std::string& w : warnings) UserMessage("warning: " + w);
     if (made.ok()) {
       s.job_dir = *dir;
       return 0;

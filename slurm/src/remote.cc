@@ -51,8 +51,11 @@ Status SetupStep(spank_t sp, PluginState& s) {
     return NotFound("libaon_agent.so not found next to " + PluginDirectory() +
                     " (set agent= in plugstack.conf)");
 
-  AON_RETURN_IF_ERROR(MakePrivateDirectoriesAs(user, dir));
+  PreparedJobDir prepared;
+  AON_RETURN_IF_ERROR(MakePrivateDirectoriesAs(user, dir, &prepared));
+  for (const std::string& w : prepared.warnings) LogInfo("step job directory: " + w);
   s.job_dir = dir;
+  s.collector_key = prepared.collector_key;
   StepPaths paths;
   paths.agent = agent;
   paths.job_dir = dir;

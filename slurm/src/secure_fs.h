@@ -1,7 +1,8 @@
 // File-system and process helpers of the SPANK plugin. Everything that touches a
 // user-controlled path runs as the job's user: in srun (which is the user) or in
 // a forked child of slurmstepd that dropped its privileges first. Directories are
-// walked with O_NOFOLLOW from "/", so no symlink is ever followed.
+// walked with O_NOFOLLOW from "/" by the common walker (aon/secure_fs.h), so no
+// symlink is ever followed.
 #pragma once
 
 #include <sys/types.h>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "aon/secure_fs.h"
 #include "aon/status.h"
 
 namespace aon::spank {
@@ -19,18 +21,28 @@ struct JobUser {
   std::vector<gid_t> groups;  // supplementary groups
 };
 
-// mkdir -p <path> with mode 0700, every component opened with O_NOFOLLOW; the last
-// one must be a directory owned by the caller's euid (its mode is set to 0700).
-// Runs as the caller: call it only as the job's user.
-Status MakePrivateDirectories(const std::string& path);
+// The job directory as aon/secure_fs.h makes it (WalkPrivateDirectory): mode
+// 0700, the caller's, no symbolic link followed at all (PathPolicy::kNoSymlinks).
+// Runs as the caller: call it only as the job's user. Warnings (a directory on
+// the way its group may write, ...) are appended to *warnings.
+Status MakePrivateDirectories(const std::string& path,
+                              std::vector<std::string>* warnings = nullptr);
+
+// What slurmstepd learns from making a step's directory as the user.
+struct PreparedJobDir {
+  std::vector<std::string> warnings;
+  std::string collector_key;  // the step's collector key (aon/collector_protocol.h)
+};
 
 // The same, in a forked child that first becomes `user` (setgroups, setresgid,
-// setresuid) and checks it cannot get root back. For slurmstepd (root).
-Status MakePrivateDirectoriesAs(const JobUser& user, const std::string& path);
+// setresuid) and checks it cannot get root back. For slurmstepd (root). With
+// `prepared`, the child also makes the directory's collector key if there is
+// none (KeyMode::kCreate: every node of a step sharing the directory ends with
+// the same key) and hands it back, so root never reads a file of the user's.
+Status MakePrivateDirectoriesAs(const JobUser& user, const std::string& path,
+                                PreparedJobDir* prepared = nullptr);
 
-// chmod 0600 of every regular file and 0700 of every directory directly in `dir`
-// that the caller owns (no symlink followed). Run as the user.
-Status MakeFilesPrivate(const std::string& dir);
+using aon::MakeFilesPrivate;
 
 // Runs argv[0] (absolute path) with stdout sent to stderr, umask 077; returns its
 // exit status (128 + signal if killed).

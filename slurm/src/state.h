@@ -25,6 +25,7 @@ struct PluginState {
   bool in_allocation = false;  // srun started inside salloc/sbatch: the job outlives the step
   std::string job_dir;         // set once the directory exists
   uid_t job_uid = 0;           // the job's user (its collector runs as that user)
+  std::string collector_key;   // slurmstepd: the step's collector key, made as the user
   Status failure;              // first profiler failure of this step (reported once)
 };
 PluginState& State();

@@ -7,12 +7,13 @@
 // The others give aon-run a stand-in agent file through AON_AGENT_PATH: they
 // run programs that never initialize CUDA, so the file is never loaded.
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -127,6 +128,64 @@ TEST_F(AonRunTest, BadOptionValuesFailBeforeLaunchingAndNameTheOption) {
   ProcessResult no_command = AonRun({"-o", never});
   EXPECT_NE(no_command.exit_status, 0);
   EXPECT_TRUE(Contains(no_command.err, "no command")) << no_command.Describe();
+}
+
+// Issue #18 (5): --memory-cap 64G dropped every record (exit 0), -o '' meant
+// the default directory. Both are refused before anything runs, naming them.
+TEST_F(AonRunTest, MeaninglessValuesAreRefusedBeforeLaunching) {
+  const std::string never = tmp_ + "/never-created";
+  const std::vector<std::vector<std::string>> cases = {
+      {"--memory-cap", "64G", "32G maximum"},   {"--memory-cap", "1", "1M minimum"},
+      {"--memory-cap", "-1M", "-1M"},           {"--window", "-5", "-5"},
+      {"--merge-procs", "-1", "--merge-procs"},
+  };
+  for (const auto& bad : cases) {
+    ProcessResult r = AonRun({"-o", never, bad[0], bad[1], "sh", "-c", "touch " + tmp_ + "/ran"});
+    EXPECT_EQ(r.exit_status, 125) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, bad[0])) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, bad[2])) << r.Describe();
+  }
+  ProcessResult empty = AonRun({"-o", "", "sh", "-c", "touch " + tmp_ + "/ran"});
+  EXPECT_EQ(empty.exit_status, 125) << empty.Describe();
+  EXPECT_TRUE(Contains(empty.err, "--output")) << empty.Describe();
+  EXPECT_FALSE(fs::exists(never));
+  EXPECT_FALSE(fs::exists(tmp_ + "/ran")) << "the application must not run";
+  for (const auto& e : fs::directory_iterator(tmp_)) {
+    EXPECT_FALSE(e.path().filename().string().starts_with("aon-"))
+        << "a default directory was made";
+  }
+}
+
+// Issue #18 (3): -o a directory of another user's (mode 0777) or a link another
+// user planted was accepted. Both are refused, naming the owner; nothing runs.
+TEST_F(AonRunTest, AnOutputDirectoryAnotherUserControlsIsRefused) {
+  const passwd* nobody = ::geteuid() == 0 ? ::getpwnam("nobody") : nullptr;
+  if (nobody == nullptr || nobody->pw_uid == 0) GTEST_SKIP() << "needs root and 'nobody'";
+  ::chmod(tmp_.c_str(), 0755);
+  const std::string theirs = tmp_ + "/theirs";
+  fs::create_directory(theirs);
+  ASSERT_EQ(::chown(theirs.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  ::chmod(theirs.c_str(), 0777);
+  const std::string uid = std::to_string(nobody->pw_uid);
+  ProcessResult dir = AonRun({"-o", theirs, "sh", "-c", "touch " + tmp_ + "/ran"});
+  EXPECT_EQ(dir.exit_status, 125) << dir.Describe();
+  EXPECT_TRUE(Contains(dir.err, "-o/--output: cannot create " + theirs)) << dir.Describe();
+  EXPECT_TRUE(Contains(dir.err, "belongs to another user (uid " + uid + ")")) << dir.Describe();
+  EXPECT_TRUE(fs::is_empty(theirs));
+  // Below it: every user may write it, so anyone could swap what is below.
+  ProcessResult below = AonRun({"-o", theirs + "/job", "true"});
+  EXPECT_EQ(below.exit_status, 125) << below.Describe();
+  EXPECT_TRUE(Contains(below.err, theirs + ": every user may write in it")) << below.Describe();
+  const std::string planted = tmp_ + "/planted";
+  fs::create_directory(tmp_ + "/target");
+  fs::create_directory_symlink(tmp_ + "/target", planted);
+  ASSERT_EQ(::lchown(planted.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  ProcessResult link = AonRun({"-o", planted, "true"});
+  EXPECT_EQ(link.exit_status, 125) << link.Describe();
+  EXPECT_TRUE(Contains(link.err, planted + ": is a symbolic link owned by uid " + uid))
+      << link.Describe();
+  EXPECT_TRUE(fs::is_empty(tmp_ + "/target"));
+  EXPECT_FALSE(fs::exists(tmp_ + "/ran")) << "the application must not run";
 }
 
 TEST_F(AonRunTest, UnusableOutputDirectoryIsAClearError) {

@@ -37,6 +37,12 @@ TEST(SiteArgs, PolicyKeys) {
   EXPECT_FALSE(ParseSiteArgs({"agent=relative.so"}).ok());
   EXPECT_FALSE(ParseSiteArgs({"output_root=/x/%q"}).ok());
   EXPECT_FALSE(ParseSiteArgs({"modes=on,turbo"}).ok());
+  // A default memory cap the agent would refuse fails closed, naming the range.
+  auto huge = ParseSiteArgs({"memory_cap=64G"});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("1M to 32G"), std::string::npos)
+      << huge.status().message();
+  EXPECT_FALSE(ParseSiteArgs({"memory_cap=512K"}).ok());
 }
 
 TEST(Options, ValuesAreCheckedAndIdempotent) {
@@ -54,6 +60,7 @@ TEST(Options, ValuesAreCheckedAndIdempotent) {
   EXPECT_FALSE(SetNcclOption(o, "maybe").ok());
   EXPECT_FALSE(SetMemoryCapOption(o, "12X").ok());
   EXPECT_FALSE(SetMemoryCapOption(o, "4K").ok());
+  EXPECT_FALSE(SetMemoryCapOption(o, "64G").ok());
   EXPECT_TRUE(SetMemoryCapOption(o, "128M").ok());
 }
 

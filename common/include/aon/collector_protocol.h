@@ -4,9 +4,34 @@
 // speak it through these types, never through string literals of their own.
 //
 // The collector of a job on a node listens on the abstract socket named by
-// CollectorSocketName(uid, job, output_dir): binding it is the election (the
-// kernel lets one process bind a name; a loser exits). Abstract names live in
-// the network namespace, i.e. one per node even when "nodes" share a host.
+// CollectorSocketName(uid, job, output_dir, key): binding it is the election
+// (the kernel lets one process bind a name; a loser exits). Abstract names live
+// in the network namespace, i.e. one per node even when "nodes" share a host.
+//
+// Who may talk to whom. Abstract sockets have no permissions: any process in
+// the namespace may bind a free name or connect to a bound one. So:
+//   - The name is not guessable. It ends in the job's collector key: 128 random
+//     bits in <output_dir>/.aon-collector-key, a 0600 file of the job's user in
+//     the job's 0700 directory (aon/secure_fs.h). aon-run writes a fresh key
+//     before each run, slurmstepd's child (as the user) when it makes the step's
+//     directory, an agent when it finds none. Another user cannot read it, so
+//     cannot bind the name before the collector does; the name shows in
+//     /proc/net/unix only once the collector holds it.
+//   - Every client checks who answers, before it sends a byte: ConnectToCollector
+//     reads the listener's SO_PEERCRED and refuses (kWrongPeer) any uid but the
+//     job's user, the only user a collector of the job runs as (the agent starts
+//     it as the user, slurmstepd never starts one). Clients: the agent (its ring
+//     memfd goes only to its own user's collector), aon-run, aon-collector
+//     --trigger / --quiesce (the caller's uid), the SPANK plugin in slurmstepd
+//     (root, expecting the job's uid). A refused collector is said once; the
+//     agent then writes its own file (its ring was never shared), the tools
+//     report it, nothing waits on it.
+//   - The collector checks each connection's SO_PEERCRED: HELLO (a ring) only
+//     from its own uid; TRIGGER and QUIESCE from its own uid or root (slurmstepd
+//     ends the step's collector). Anyone else gets ERROR and is closed.
+// With both, a key that leaked (or a collector that died and left its name free)
+// still gives another user nothing: they can only make the ranks write their
+// own files.
 //
 // Each message is one datagram of at most kMaxMessageBytes: a first line
 // "VERB[ ARGUMENT]\n", then, for HELLO and FINISH only, a body.
@@ -93,6 +118,8 @@ enum class CollectorErrc : uint8_t {
   kClosed,           // the collector closed the connection without answering
   kRefused,          // the collector answered ERROR
   kUnexpectedReply,  // an answer of another kind than the request's
+  kWrongPeer,        // the socket's listener runs as another user: nothing was sent
+  kNoKey,            // the job directory's collector key is missing or not usable
 };
 const char* CollectorErrcName(CollectorErrc code);  // "no collector", "timed out", ...
 
@@ -144,25 +171,65 @@ std::string EncodeReply(const CollectorReply& reply);
 CollectorOr<CollectorRequest> ParseRequest(std::string_view wire);
 CollectorOr<CollectorReply> ParseReply(std::string_view wire);
 
-// Abstract socket name (without the leading NUL): "aon-collector.<uid>.<hash>",
-// the hash over job id and output directory.
-std::string CollectorSocketName(uid_t uid, std::string_view job_id, std::string_view output_dir);
+// ---- where the job's collector listens ------------------------------------------
+
+inline constexpr char kCollectorKeyFile[] = ".aon-collector-key";
+inline constexpr size_t kCollectorKeyChars = 32;  // 128 bits, lowercase hex
+
+enum class KeyMode : uint8_t {
+  kRead,    // the key must be there
+  kCreate,  // made if missing (the first of several racing makers wins: link(2))
+  kRenew,   // a fresh key replaces any old one (aon-run, before each run)
+};
+
+// The collector key of the directory `dirfd` refers to, into key[0..32]
+// (NUL-terminated). The file must be a regular file of the caller's euid with no
+// group/other bits, read without following a link. Returns 0 or an errno:
+// ENOENT (kRead, none), ELOOP (a link), EPERM (another user's, or readable by
+// others), EINVAL (not a key). System calls only: used in forked children.
+int CollectorKeyAt(int dirfd, KeyMode mode, char key[kCollectorKeyChars + 1]);
+
+// The same for a directory path; the error names the file and why.
+StatusOr<std::string> CollectorKey(const std::string& output_dir, KeyMode mode);
+
+// Abstract socket name (without the leading NUL):
+// "aon-collector.<uid>.<hash of job id and output dir>.<key>".
+std::string CollectorSocketName(uid_t uid, std::string_view job_id, std::string_view output_dir,
+                                std::string_view key);
+
+// A job's collector: the socket name, and the only uid allowed to listen on it.
+struct CollectorEndpoint {
+  std::string name;
+  uid_t owner = 0;
+};
+
+// The endpoint of the caller's own job (owner = geteuid()): reads the key in
+// output_dir (kNoKey when there is none: no collector can have been started).
+CollectorOr<CollectorEndpoint> JobCollector(std::string_view job_id, const std::string& output_dir,
+                                            KeyMode mode = KeyMode::kRead);
 
 // The socket address of an abstract name; returns the address length.
 socklen_t CollectorAddress(const std::string& name, sockaddr_un* addr);
 
-// Connects a SOCK_SEQPACKET socket to the collector named `name`: the fd, or
-// -errno (ECONNREFUSED / ENOENT: no collector is running).
-int ConnectToCollector(const std::string& name);
+// Connects a SOCK_SEQPACKET socket to `endpoint` and checks the listener's
+// SO_PEERCRED before anything is sent: the fd, or kNoCollector (nothing
+// listens), kWrongPeer (another uid listens: the socket is closed),
+// kConnectFailed.
+CollectorOr<int> ConnectToCollector(const CollectorEndpoint& endpoint);
+
+// Sends `request` on a connected socket as one datagram, with `pass_fd`
+// attached (SCM_RIGHTS) when it is >= 0 (HELLO's ring memfd): the bytes sent,
+// or kMessageTooLong / kSendFailed. Call it only on a ConnectToCollector fd.
+CollectorOr<size_t> SendRequest(int fd, const CollectorRequest& request, int pass_fd = -1);
 
 // Waits at most timeout_ms for the collector's answer to `answered` on `fd` and
 // returns its text when it is the reply that request expects (kRefused with the
 // collector's reason for ERROR, kUnexpectedReply for another kind).
 CollectorOr<std::string> ReceiveReply(int fd, CollectorVerb answered, int timeout_ms);
 
-// Sends `request` (TRIGGER or QUIESCE) on a new connection to the collector on
-// `socket_name` and returns the text of its expected reply (QUIESCE: "").
-CollectorOr<std::string> CallCollector(const std::string& socket_name,
+// Sends `request` (TRIGGER or QUIESCE) on a new connection to `endpoint` and
+// returns the text of its expected reply (QUIESCE: "").
+CollectorOr<std::string> CallCollector(const CollectorEndpoint& endpoint,
                                        const CollectorRequest& request, int timeout_ms);
 
 }  // namespace aon

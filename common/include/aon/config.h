@@ -41,6 +41,11 @@ inline constexpr size_t kAgentConfigVariableCount = 15;
 inline constexpr std::array<std::string_view, 5> kNcclModes = {"default", "channels", "coll",
                                                                "proxy", "off"};
 
+// AON_MEMORY_CAP's bounds: the agent needs 1M; the ring (half the cap, a power
+// of two) holds at most 16G (aon/shm_ring.h, kMaxRingBytes).
+inline constexpr uint64_t kMinMemoryCapBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxMemoryCapBytes = uint64_t{32} << 30;
+
 struct AgentConfig {
   std::string output_dir;  // AON_OUTPUT_DIR: where rank files go ("" = don't write)
   std::array<bool, kRecordKindCount> kinds{};  // AON_KINDS

@@ -36,7 +36,10 @@
 // Producers (any number of threads): reserve with a CAS on head (failing when
 // head + size - tail > ring_bytes: the record is dropped and counted), write
 // the payload, then publish with a release store of commit. No syscall, no
-// allocation, no lock. The consumer reads entries from tail while commit != 0
+// allocation, no lock, no wait: a tail that makes no sense (past every head,
+// as a hostile or broken consumer may write it) drops the record too; the
+// position written is always head mod ring_bytes, inside the ring, whatever
+// the indices say. The consumer reads entries from tail while commit != 0
 // (acquire), copies them out, zeroes the consumed bytes (so that a future entry
 // header in that space reads 0 until it is committed), then advances tail with
 // a release store. Every value the consumer reads from the region is checked
@@ -156,21 +159,27 @@ class Producer {
     const uint64_t cap = mask_ + 1;
     uint64_t head = h_->head.load(std::memory_order_relaxed);
     uint64_t pos;
-    for (;;) {
+    for (int stale = 0;; ++stale) {
       pos = head & mask_;
       // An entry does not wrap: pad to the end and start again at 0.
       const uint64_t pad = pos + size > cap ? cap - pos : 0;
       const uint64_t next = head + pad + size;
       const uint64_t tail = h_->tail.load(std::memory_order_acquire);
-      if (next - tail > cap) {
+      if (tail > head) {
         // A head read before the consumer moved tail past it (this thread was
-        // preempted in between) is stale, not a full ring: read it again. The
-        // head read now is at least the tail (the consumer read it before
-        // publishing that tail), so this ends.
-        if (tail > head) {
-          head = h_->head.load(std::memory_order_relaxed);
-          continue;
-        }
+        // preempted in between) is stale: read it again. The head read now is
+        // at least that tail (the consumer read it before publishing the tail,
+        // and the acquire above orders the two). A tail still past it breaks
+        // the protocol: the other side is not a consumer (it is another
+        // process: never trusted), and the record is dropped and counted,
+        // never waited for. So is a tail that keeps moving past the head read,
+        // which a real consumer cannot do kMaxStaleReads times in a row.
+        head = h_->head.load(std::memory_order_relaxed);
+        if (tail <= head && stale < kMaxStaleReads) continue;
+        h_->dropped[drop_slot].fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      if (next - tail > cap) {
         h_->dropped[drop_slot].fetch_add(1, std::memory_order_relaxed);
         return false;
       }
@@ -210,6 +219,9 @@ class Producer {
     if (payload_bytes != 0) std::memcpy(ring_ + pos + kEntryHeaderBytes, payload, payload_bytes);
     e->commit.store(size, std::memory_order_release);
   }
+
+  // Fresh reads of head after a tail past it, per record, before it is dropped.
+  static constexpr int kMaxStaleReads = 16;
 
   RingHeader* h_ = nullptr;
   uint8_t* ring_ = nullptr;

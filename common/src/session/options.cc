@@ -50,7 +50,7 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "what to record: all, default, or a list of kernels,memcpy,memset,sync,api,nvtx,nccl",
        nullptr, nullptr},
       {O::kMemoryCap, "--memory-cap", A::kRequired, "aon-memory-cap", A::kRequired, "SIZE",
-       "trace memory per rank (e.g. 64M, 1G; at least 1M); beyond it records are dropped and "
+       "trace memory per rank (e.g. 64M, 1G; from 1M to 32G); beyond it records are dropped and "
        "counted",
        nullptr, nullptr},
       {O::kSource, "--source", A::kRequired, "aon-source", A::kRequired, "cupti|synthetic",

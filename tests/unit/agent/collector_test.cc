@@ -1,22 +1,37 @@
 // The node collector with real processes: a child loads libaon_agent.so, which
 // starts aon-collector and hands it its ring; the tests kill the child or the
 // collector with SIGKILL at a moment they choose, fill the disk, and run the
-// flight recorder, then read the files that are left.
+// flight recorder, then read the files that are left. With a second user
+// (`nobody`, root needed): a squatter on the job's socket name gets nothing and
+// stalls nothing, a guessed name is not the job's, and a collector takes rings
+// only from its own user.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agent_child_fixture.h"
 #include "aon/collector_protocol.h"
+#include "aon/metadata_wire.h"
+#include "aon/shm_ring.h"
 
 namespace aon {
 
@@ -97,6 +112,140 @@ std::string Notes(const RankMetadata& m) {
   return s;
 }
 
+// ---- another user on the node ----------------------------------------------------
+//
+// `nobody` stands for the second, unprivileged user (as in
+// tests/slurm/secure_fs_test.cc): the test (root) forks, and the child drops to
+// nobody for good before it touches a socket.
+
+struct OtherUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+std::optional<OtherUser> Nobody() {
+  if (geteuid() != 0) return std::nullopt;
+  const passwd* pw = getpwnam("nobody");
+  if (pw == nullptr || pw->pw_uid == 0) return std::nullopt;
+  return OtherUser{pw->pw_uid, pw->pw_gid};
+}
+
+// In a forked child: become `user`, or _exit.
+void BecomeOrDie(const OtherUser& user) {
+  if (setgroups(0, nullptr) != 0 || setresgid(user.gid, user.gid, user.gid) != 0 ||
+      setresuid(user.uid, user.uid, user.uid) != 0 || geteuid() != user.uid)
+    _exit(90);
+}
+
+// Another user's process holding an abstract name (binds it before the job
+// starts, as the attacker did) and counting what reaches it: bytes,
+// and descriptors passed with SCM_RIGHTS (a rank's ring). A descriptor that
+// arrives is used as the attacker used it: a huge ring tail is written.
+class Squatter {
+ public:
+  Squatter(const OtherUser& user, const std::string& name) {
+    int ready[2], stop[2], result[2];
+    EXPECT_EQ(pipe(ready), 0);
+    EXPECT_EQ(pipe(stop), 0);
+    EXPECT_EQ(pipe(result), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(ready[0]);
+      close(stop[1]);
+      close(result[0]);
+      BecomeOrDie(user);
+      const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      sockaddr_un addr;
+      const socklen_t len = CollectorAddress(name, &addr);
+      const char ok =
+          fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0 && listen(fd, 16) == 0
+              ? 1
+              : 0;
+      (void)!write(ready[1], &ok, 1);
+      long counts[2] = {0, 0};  // bytes, descriptors
+      std::vector<int> clients;
+      while (ok) {
+        std::vector<pollfd> fds = {{stop[0], POLLIN, 0}, {fd, POLLIN, 0}};
+        for (int c : clients) fds.push_back({c, POLLIN, 0});
+        if (poll(fds.data(), fds.size(), -1) < 0) break;
+        if (fds[0].revents != 0) break;  // the test is done
+        if (fds[1].revents & POLLIN) {
+          const int c = accept(fd, nullptr, nullptr);
+          if (c >= 0) clients.push_back(c);
+        }
+        for (size_t i = 2; i < fds.size(); ++i) {
+          if ((fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+          char buf[65536];
+          alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+          iovec iov{buf, sizeof(buf)};
+          msghdr mh{};
+          mh.msg_iov = &iov;
+          mh.msg_iovlen = 1;
+          mh.msg_control = control;
+          mh.msg_controllen = sizeof(control);
+          const ssize_t n = recvmsg(fds[i].fd, &mh, MSG_DONTWAIT);
+          if (n <= 0) {
+            if (n == 0) {
+              close(fds[i].fd);
+              clients.erase(std::find(clients.begin(), clients.end(), fds[i].fd));
+            }
+            break;  // the list changed: poll again
+          }
+          counts[0] += n;
+          for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_type != SCM_RIGHTS) continue;
+            int ring;
+            std::memcpy(&ring, CMSG_DATA(c), sizeof(int));
+            ++counts[1];
+            struct stat st {};
+            void* p = fstat(ring, &st) == 0 ? mmap(nullptr, static_cast<size_t>(st.st_size),
+                                                   PROT_READ | PROT_WRITE, MAP_SHARED, ring, 0)
+                                            : MAP_FAILED;
+            if (p != MAP_FAILED) {
+              static_cast<ring::RingHeader*>(p)->tail.store(~uint64_t{0} >> 1);
+            }
+          }
+          (void)!send(fds[i].fd, "OK /dev/null\n", 13, MSG_NOSIGNAL);
+        }
+      }
+      (void)!write(result[1], counts, sizeof(counts));
+      _exit(0);
+    }
+    close(ready[1]);
+    close(stop[0]);
+    close(result[1]);
+    char ok = 0;
+    bound_ = read(ready[0], &ok, 1) == 1 && ok == 1;
+    close(ready[0]);
+    stop_ = stop[1];
+    result_ = result[0];
+  }
+  ~Squatter() { Stop(); }
+  bool bound() const { return bound_; }
+  // Ends it; what reached it: {bytes, descriptors}.
+  std::pair<long, long> Stop() {
+    if (pid_ <= 0) return last_;
+    // A byte, not EOF: another squatter forked later holds a copy of this pipe.
+    (void)!write(stop_, "x", 1);
+    close(stop_);
+    long counts[2] = {-1, -1};
+    if (read(result_, counts, sizeof(counts)) != static_cast<ssize_t>(sizeof(counts)))
+      counts[0] = counts[1] = -1;
+    close(result_);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    last_ = {counts[0], counts[1]};
+    return last_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool bound_ = false;
+  int stop_ = -1;
+  int result_ = -1;
+  std::pair<long, long> last_{-1, -1};
+};
+
 class CollectorTest : public AgentTest {
  protected:
   RunningChild Start(const std::string& mode, const std::map<std::string, std::string>& env = {}) {
@@ -131,10 +280,17 @@ class CollectorTest : public AgentTest {
     err_path_ = dir_ + ".stderr";
   }
   std::string err_path_;
-  std::string SocketName() const { return CollectorSocketName(geteuid(), "collector-test", dir_); }
+  // The job's collector as this test's user finds it: the key is in the job
+  // directory (the first agent made it).
+  CollectorEndpoint Endpoint() const {
+    auto found = JobCollector("collector-test", dir_);
+    EXPECT_TRUE(found.ok()) << found.error().message();
+    return found.ok() ? *found : CollectorEndpoint{"no key in " + dir_, geteuid()};
+  }
+  std::string SocketName() const { return Endpoint().name; }
   void TearDown() override {
-    // No collector of this test may outlive it.
-    for (pid_t p : PidsOf(SocketName())) kill(p, SIGKILL);
+    // No collector of this test may outlive it (its command line names the directory).
+    for (pid_t p : PidsOf(dir_)) kill(p, SIGKILL);
     unlink(err_path_.c_str());
     AgentTest::TearDown();
   }
@@ -282,7 +438,7 @@ TEST_F(CollectorTest, FlightRecorderWritesTheWindowWhenAStepSpikes) {
   int st = c.Wait();
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << ReadAll(c.err_path);
   // The rank is gone; the collector holds its file for a late trigger: end it.
-  auto idle = CallCollector(SocketName(), CollectorRequest::Quiesce(), 20000);
+  auto idle = CallCollector(Endpoint(), CollectorRequest::Quiesce(), 20000);
   ASSERT_TRUE(idle.ok()) << idle.status().ToString();  // answered IDLE
   EXPECT_EQ(*idle, "");
   auto r = OpenRank0();
@@ -312,7 +468,7 @@ TEST_F(CollectorTest, FlightRecorderWritesTheWindowWhenAStepSpikes) {
 TEST_F(CollectorTest, FlightRecorderDumpsOnRequestAndWhenARankDies) {
   RunningChild c = Start("marks-forever", {{"AON_MODE", "flight"}, {"AON_WINDOW", "60"}});
   for (long p = 0; p < 5000;) p = c.ReadProgress();
-  auto answer = CallCollector(SocketName(), CollectorRequest::Trigger("operator asked"), 10000);
+  auto answer = CallCollector(Endpoint(), CollectorRequest::Trigger("operator asked"), 10000);
   ASSERT_TRUE(answer.ok()) << answer.status().ToString();  // answered OK
   EXPECT_EQ(*answer, "dumped");
   long acknowledged = 0;
@@ -329,6 +485,122 @@ TEST_F(CollectorTest, FlightRecorderDumpsOnRequestAndWhenARankDies) {
   EXPECT_EQ(meta->truncated, 1);
   // Both dumps together: everything up to the kill (60 s window, nothing expired).
   EXPECT_GE(CountNvtx(*r), static_cast<uint64_t>(acknowledged));
+}
+
+// The attack: another user binds the job's socket name before the job
+// starts. The agent checks who listens before it sends anything: the squatter
+// gets no byte and no ring, the rank says so (stderr and the file's notes) and
+// writes its own file; the application runs to its end.
+TEST_F(CollectorTest, AnotherUsersSquatterGetsNothingAndTheRankWritesItsOwnFile) {
+  const auto nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user (a second user)";
+  // The name is the real one (the test, root, can read the key; the squatter
+  // could not: see the next test).
+  auto endpoint = JobCollector("collector-test", dir_, KeyMode::kCreate);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.error().message();
+  Squatter squatter(*nobody, endpoint->name);
+  ASSERT_TRUE(squatter.bound());
+  RunningChild c = Start("nvtx");
+  const int st = c.Wait();
+  ASSERT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << ReadAll(c.err_path);
+  const auto [bytes, rings] = squatter.Stop();
+  EXPECT_EQ(bytes, 0) << "a byte reached another user's socket";
+  EXPECT_EQ(rings, 0) << "a ring reached another user's socket";
+  const std::string uid = "held by uid " + std::to_string(nobody->uid);
+  const std::string err = ReadAll(c.err_path);
+  EXPECT_NE(err.find(uid), std::string::npos) << err;
+  EXPECT_EQ(err.find(uid), err.rfind(uid)) << "said more than once: " << err;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_TRUE(HasNote(*meta, uid)) << Notes(*meta);
+  EXPECT_TRUE(HasNote(*meta, "writes its trace itself")) << Notes(*meta);
+  EXPECT_EQ(meta->truncated, 0);
+  EXPECT_GT(CountNvtx(*r), 0u) << "the rank's records were lost";
+  EXPECT_TRUE(PidsOf(dir_).empty()) << "a collector was started although the name is taken";
+}
+
+// What another user can compute (the uid and the hash of job id and directory)
+// is not the name: without the key in the job directory, which only the job's
+// user can read, a squatter holds a name nobody uses and the job is profiled
+// through its own collector as usual.
+TEST_F(CollectorTest, AGuessedNameHeldByAnotherUserDoesNotStopTheCollector) {
+  const auto nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user (a second user)";
+  const std::string key(kCollectorKeyChars, '0');
+  const std::string real_shape = CollectorSocketName(geteuid(), "collector-test", dir_, key);
+  // The old name had no key; a guess at the key is as good as any other.
+  Squatter without_key(*nobody, real_shape.substr(0, real_shape.size() - key.size() - 1));
+  Squatter guessed_key(*nobody, real_shape);
+  ASSERT_TRUE(without_key.bound());
+  ASSERT_TRUE(guessed_key.bound());
+  RunningChild c = Start("nvtx");
+  const int st = c.Wait();
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << ReadAll(c.err_path);
+  EXPECT_EQ(without_key.Stop(), std::make_pair(0L, 0L));
+  EXPECT_EQ(guessed_key.Stop(), std::make_pair(0L, 0L));
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  bool by_collector = false;
+  for (const std::string& n : meta->notes) by_collector |= n.starts_with("collector pid");
+  EXPECT_TRUE(by_collector) << "not written by the node collector: " << Notes(*meta)
+                            << ReadAll(c.err_path);
+  EXPECT_FALSE(HasNote(*meta, "held by uid")) << Notes(*meta);
+}
+
+// The collector's side: it takes a ring (HELLO) only from its own user, and
+// control requests from its own user or root (slurmstepd). Here the collector
+// runs as the other user and root knocks.
+TEST_F(CollectorTest, ACollectorTakesRingsOnlyFromItsOwnUserAndControlFromRoot) {
+  const auto nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user (a second user)";
+  const std::string job_dir = dir_ + "/nobody-job";
+  fs::create_directory(job_dir);
+  ASSERT_EQ(chown(job_dir.c_str(), nobody->uid, nobody->gid), 0);
+  chmod(dir_.c_str(), 0711);  // nobody may enter its own job directory below
+  const std::string name =
+      CollectorSocketName(nobody->uid, "nobody-job", job_dir, std::string(kCollectorKeyChars, 'e'));
+  const std::string collector = std::string(AON_BUILD_BIN_DIR) + "/aon-collector";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    BecomeOrDie(*nobody);
+    execl(collector.c_str(), collector.c_str(), "--socket-name", name.c_str(), "--output-dir",
+          job_dir.c_str(), "--idle-exit-ms", "30000", nullptr);
+    _exit(127);
+  }
+  const CollectorEndpoint endpoint{name, nobody->uid};
+  auto connected = ConnectToCollector(endpoint);
+  for (int i = 0; i < 500 && connected.code() == CollectorErrc::kNoCollector; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    connected = ConnectToCollector(endpoint);
+  }
+  ASSERT_TRUE(connected.ok()) << connected.error().message();
+  // Root's ring: refused, and said why.
+  auto region = ring::Region::Create(4096, getpid(), 0);
+  ASSERT_TRUE(region.ok());
+  RankMetadata hello;
+  hello.rank = 0;
+  ASSERT_TRUE(
+      SendRequest(*connected, CollectorRequest::Hello(EncodeRankMetadata(hello)), region->fd())
+          .ok());
+  auto refused = ReceiveReply(*connected, CollectorVerb::kHello, 10000);
+  close(*connected);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), CollectorErrc::kRefused);
+  EXPECT_NE(refused.error().message().find("only from this collector's user"), std::string::npos)
+      << refused.error().message();
+  EXPECT_FALSE(fs::exists(job_dir + "/rank-00000.h5.partial")) << "a file was made for root's ring";
+  // Root's QUIESCE (what slurmstepd sends): answered, and the collector ends.
+  auto idle = CallCollector(endpoint, CollectorRequest::Quiesce(), 20000);
+  EXPECT_TRUE(idle.ok()) << idle.error().message();
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  chmod(dir_.c_str(), 0700);
 }
 
 }  // namespace

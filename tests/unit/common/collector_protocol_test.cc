@@ -2,14 +2,21 @@
 // survives encode -> parse unchanged, malformed messages are rejected with the
 // code that says why, and the client calls (CallCollector) return codes for a
 // missing collector, a refusal, a wrong answer, a hang-up and silence, against a
-// real listening socket served by a thread of this test.
+// real listening socket served by a thread of this test. A listener of another
+// uid than the one expected is refused before anything is sent; the job's
+// collector key is made, read and refused as collector_protocol.h says.
 #include "aon/collector_protocol.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,6 +162,8 @@ class FakeCollector {
   }
   bool bound() const { return bound_; }
   const std::string& name() const { return name_; }
+  // This test's own user listens: the endpoint a client of this user expects.
+  CollectorEndpoint endpoint() const { return {name_, geteuid()}; }
   std::string received() {
     if (thread_.joinable()) thread_.join();
     return received_;
@@ -189,7 +198,7 @@ class FakeCollector {
 TEST(CollectorCall, QuiesceAnsweredIdle) {
   FakeCollector collector("IDLE\n");
   ASSERT_TRUE(collector.bound());
-  auto idle = CallCollector(collector.name(), CollectorRequest::Quiesce(), 10000);
+  auto idle = CallCollector(collector.endpoint(), CollectorRequest::Quiesce(), 10000);
   ASSERT_TRUE(idle.ok()) << idle.error().message();
   EXPECT_EQ(*idle, "");
   EXPECT_EQ(collector.received(), "QUIESCE\n");
@@ -198,14 +207,14 @@ TEST(CollectorCall, QuiesceAnsweredIdle) {
 TEST(CollectorCall, TriggerAnsweredOkGivesItsText) {
   FakeCollector collector("OK dumped\n");
   ASSERT_TRUE(collector.bound());
-  auto answer = CallCollector(collector.name(), CollectorRequest::Trigger("asked"), 10000);
+  auto answer = CallCollector(collector.endpoint(), CollectorRequest::Trigger("asked"), 10000);
   ASSERT_TRUE(answer.ok()) << answer.error().message();
   EXPECT_EQ(*answer, "dumped");
   EXPECT_EQ(collector.received(), "TRIGGER asked\n");
 }
 
 TEST(CollectorCall, NoCollectorIsItsOwnCode) {
-  auto answer = CallCollector("aon-protocol-test.nobody." + std::to_string(getpid()),
+  auto answer = CallCollector({"aon-protocol-test.nobody." + std::to_string(getpid()), geteuid()},
                               CollectorRequest::Quiesce(), 1000);
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.code(), Errc::kNoCollector);
@@ -217,7 +226,7 @@ TEST(CollectorCall, NoCollectorIsItsOwnCode) {
 TEST(CollectorCall, ErrorReplyIsARefusalWithTheCollectorsReason) {
   FakeCollector collector("ERROR not this collector's user\n");
   ASSERT_TRUE(collector.bound());
-  auto answer = CallCollector(collector.name(), CollectorRequest::Quiesce(), 10000);
+  auto answer = CallCollector(collector.endpoint(), CollectorRequest::Quiesce(), 10000);
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.code(), Errc::kRefused);
   EXPECT_NE(answer.error().message().find("not this collector's user"), std::string::npos);
@@ -226,7 +235,7 @@ TEST(CollectorCall, ErrorReplyIsARefusalWithTheCollectorsReason) {
 TEST(CollectorCall, AnswerOfAnotherKindIsRejected) {
   FakeCollector collector("OK dumped\n");  // QUIESCE expects IDLE
   ASSERT_TRUE(collector.bound());
-  auto answer = CallCollector(collector.name(), CollectorRequest::Quiesce(), 10000);
+  auto answer = CallCollector(collector.endpoint(), CollectorRequest::Quiesce(), 10000);
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.code(), Errc::kUnexpectedReply);
 }
@@ -234,7 +243,7 @@ TEST(CollectorCall, AnswerOfAnotherKindIsRejected) {
 TEST(CollectorCall, GarbledAnswerIsAParseError) {
   FakeCollector collector("WHAT\n");
   ASSERT_TRUE(collector.bound());
-  auto answer = CallCollector(collector.name(), CollectorRequest::Quiesce(), 10000);
+  auto answer = CallCollector(collector.endpoint(), CollectorRequest::Quiesce(), 10000);
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.code(), Errc::kUnknownVerb);
 }
@@ -242,7 +251,7 @@ TEST(CollectorCall, GarbledAnswerIsAParseError) {
 TEST(CollectorCall, HangUpWithoutAnswer) {
   FakeCollector collector("");
   ASSERT_TRUE(collector.bound());
-  auto answer = CallCollector(collector.name(), CollectorRequest::Quiesce(), 10000);
+  auto answer = CallCollector(collector.endpoint(), CollectorRequest::Quiesce(), 10000);
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.code(), Errc::kClosed);
 }
@@ -250,9 +259,122 @@ TEST(CollectorCall, HangUpWithoutAnswer) {
 TEST(CollectorCall, SilenceIsATimeout) {
   FakeCollector collector("-");
   ASSERT_TRUE(collector.bound());
-  auto answer = CallCollector(collector.name(), CollectorRequest::Quiesce(), 50);
+  auto answer = CallCollector(collector.endpoint(), CollectorRequest::Quiesce(), 50);
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.code(), Errc::kTimedOut);
+}
+
+TEST(CollectorCall, AnotherUsersListenerIsRefusedBeforeAnythingIsSent) {
+  FakeCollector collector("IDLE\n");
+  ASSERT_TRUE(collector.bound());
+  // The client expects another uid than the one listening (the test's own):
+  // exactly what a client sees when another user holds its job's name.
+  const uid_t expected = geteuid() + 4242;
+  auto answer = CallCollector({collector.name(), expected}, CollectorRequest::Quiesce(), 10000);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.code(), Errc::kWrongPeer);
+  EXPECT_EQ(answer.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(answer.error().message().find("held by uid " + std::to_string(geteuid())),
+            std::string::npos)
+      << answer.error().message();
+  EXPECT_NE(answer.error().message().find("nothing was sent"), std::string::npos);
+  EXPECT_EQ(collector.received(), "") << "the request reached another user's socket";
+}
+
+class CollectorKeyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/aon-key-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string KeyPath() const { return dir_ + "/" + kCollectorKeyFile; }
+  std::string dir_;
+};
+
+TEST_F(CollectorKeyTest, CreatedOnceOwnerOnlyAndReadBack) {
+  EXPECT_EQ(CollectorKey(dir_, KeyMode::kRead).status().code(), StatusCode::kNotFound);
+  auto made = CollectorKey(dir_, KeyMode::kCreate);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_EQ(made->size(), kCollectorKeyChars);
+  EXPECT_EQ(made->find_first_not_of("0123456789abcdef"), std::string::npos) << *made;
+  struct stat st {};
+  ASSERT_EQ(lstat(KeyPath().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, geteuid());
+  // kCreate keeps an existing key; kRead reads it.
+  EXPECT_EQ(*CollectorKey(dir_, KeyMode::kCreate), *made);
+  EXPECT_EQ(*CollectorKey(dir_, KeyMode::kRead), *made);
+  // kRenew replaces it; nothing else is left in the directory.
+  auto renewed = CollectorKey(dir_, KeyMode::kRenew);
+  ASSERT_TRUE(renewed.ok()) << renewed.status().message();
+  EXPECT_NE(*renewed, *made);
+  EXPECT_EQ(*CollectorKey(dir_, KeyMode::kRead), *renewed);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_)) ++entries;
+  EXPECT_EQ(entries, 1) << "a temporary key file was left behind";
+}
+
+TEST_F(CollectorKeyTest, RacingMakersAgreeOnOneKey) {
+  std::vector<std::string> keys(8);
+  std::vector<std::thread> makers;
+  for (std::string& key : keys) {
+    makers.emplace_back([&key, this] {
+      auto k = CollectorKey(dir_, KeyMode::kCreate);
+      key = k.ok() ? *k : "error: " + k.status().message();
+    });
+  }
+  for (std::thread& t : makers) t.join();
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 1u) << keys[0];
+  EXPECT_EQ(keys[0].size(), kCollectorKeyChars) << keys[0];
+}
+
+TEST_F(CollectorKeyTest, ALinkOrAKeyOthersMayReadIsRefused) {
+  // A link (to a key-looking file) is never followed.
+  const std::string elsewhere = dir_ + "/elsewhere";
+  std::ofstream(elsewhere) << std::string(kCollectorKeyChars, 'a');
+  chmod(elsewhere.c_str(), 0600);
+  std::filesystem::create_symlink(elsewhere, KeyPath());
+  auto linked = CollectorKey(dir_, KeyMode::kCreate);
+  ASSERT_FALSE(linked.ok());
+  EXPECT_EQ(linked.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(linked.status().message().find("symbolic link"), std::string::npos)
+      << linked.status().message();
+  std::filesystem::remove(KeyPath());
+  // A key others may read is no secret.
+  std::ofstream(KeyPath()) << std::string(kCollectorKeyChars, 'b');
+  chmod(KeyPath().c_str(), 0644);
+  auto readable = CollectorKey(dir_, KeyMode::kRead);
+  ASSERT_FALSE(readable.ok());
+  EXPECT_EQ(readable.status().code(), StatusCode::kPermissionDenied);
+  // Not a key at all.
+  chmod(KeyPath().c_str(), 0600);
+  std::ofstream(KeyPath(), std::ios::trunc) << "not a key";
+  EXPECT_EQ(CollectorKey(dir_, KeyMode::kRead).status().code(), StatusCode::kDataLoss);
+  // The job's endpoint says which file is wrong.
+  auto endpoint = JobCollector("job", dir_);
+  ASSERT_FALSE(endpoint.ok());
+  EXPECT_EQ(endpoint.code(), Errc::kNoKey);
+  EXPECT_NE(endpoint.error().message().find(KeyPath()), std::string::npos)
+      << endpoint.error().message();
+}
+
+TEST(CollectorSocketName, EndsInTheKeyAndFitsAnAbstractAddress) {
+  const std::string key(kCollectorKeyChars, 'c');
+  const std::string name = CollectorSocketName(1234, "77.0", "/scratch/u/aon-77.0", key);
+  EXPECT_EQ(name.rfind("aon-collector.1234.", 0), 0u) << name;
+  EXPECT_EQ(name.substr(name.size() - key.size()), key);
+  // Stable, and different for another key, job or directory.
+  EXPECT_EQ(name, CollectorSocketName(1234, "77.0", "/scratch/u/aon-77.0", key));
+  const std::string other_key(kCollectorKeyChars, 'd');
+  EXPECT_NE(name, CollectorSocketName(1234, "77.0", "/scratch/u/aon-77.0", other_key));
+  EXPECT_NE(name, CollectorSocketName(1234, "77.1", "/scratch/u/aon-77.0", key));
+  EXPECT_NE(name, CollectorSocketName(1234, "77.0", "/scratch/u/aon-77.1", key));
+  sockaddr_un addr;
+  EXPECT_EQ(CollectorAddress(name, &addr), offsetof(sockaddr_un, sun_path) + 1 + name.size())
+      << "the name was cut";
 }
 
 }  // namespace

@@ -140,6 +140,9 @@ TEST(CommonConfig, LoadAgentConfigErrorsNameTheVariable) {
       {{{"AON_KINDS", "gpu"}}, "AON_KINDS"},
       {{{"AON_MEMORY_CAP", "lots"}}, "AON_MEMORY_CAP"},
       {{{"AON_MEMORY_CAP", "512K"}}, "AON_MEMORY_CAP"},  // below the 1M minimum
+      {{{"AON_MEMORY_CAP", "64G"}}, "AON_MEMORY_CAP"},   // the ring cannot be 32G
+      {{{"AON_VERBOSE", "-1"}}, "AON_VERBOSE"},
+      {{{"AON_VERBOSE", "loud"}}, "AON_VERBOSE"},
       {{{"AON_SOURCE", "nvml"}}, "AON_SOURCE"},
   };
   for (const auto& [vars, name] : cases) {

@@ -57,6 +57,13 @@ TEST(AgentVariables, CheckUsesTheAgentsParser) {
   Status small = CheckAgentVariable(AgentVar::kMemoryCap, "512K");
   EXPECT_EQ(small.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(small.message(), "AON_MEMORY_CAP: '512K' is below the 1M minimum");
+  // Issue #18: 64G was taken, and the agent then had no ring: every record dropped.
+  EXPECT_TRUE(CheckAgentVariable(AgentVar::kMemoryCap, "32G").ok());
+  Status large = CheckAgentVariable(AgentVar::kMemoryCap, "64G");
+  EXPECT_EQ(large.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(large.message(),
+            "AON_MEMORY_CAP: '64G' is above the 32G maximum (the record ring, half the cap, holds "
+            "at most 16G)");
   Status window = CheckAgentVariable(AgentVar::kWindow, "0.5");
   EXPECT_EQ(window.message(), "AON_WINDOW: '0.5' is not a number in [1, 86400]");
   for (std::string_view mode : kNcclModes) {
@@ -180,17 +187,12 @@ TEST(FrontEndOptions, NcclTakesTheFiveModesAndOnOffAliases) {
 
 TEST(FrontEndOptions, MessagesSpeakOfTheValueNotTheVariable) {
   const std::vector<std::pair<SessionOption, std::string>> bad = {
-      {SessionOption::kKinds, "kernels,bogus"},
-      {SessionOption::kKinds, ""},
-      {SessionOption::kMemoryCap, "12Q"},
-      {SessionOption::kMemoryCap, "4K"},
-      {SessionOption::kSource, "gpu"},
-      {SessionOption::kMode, "fast"},
-      {SessionOption::kWindow, "0"},
-      {SessionOption::kFlight, "10m"},
-      {SessionOption::kMerge, "maybe"},
-      {SessionOption::kProfile, "turbo"},
-      {SessionOption::kMergeProcs, "0"},
+      {SessionOption::kKinds, "kernels,bogus"}, {SessionOption::kKinds, ""},
+      {SessionOption::kMemoryCap, "12Q"},       {SessionOption::kMemoryCap, "4K"},
+      {SessionOption::kMemoryCap, "64G"},       {SessionOption::kSource, "gpu"},
+      {SessionOption::kMode, "fast"},           {SessionOption::kWindow, "0"},
+      {SessionOption::kFlight, "10m"},          {SessionOption::kMerge, "maybe"},
+      {SessionOption::kProfile, "turbo"},       {SessionOption::kMergeProcs, "0"},
       {SessionOption::kVerbose, "-1"},
   };
   for (const auto& [option, value] : bad) {

@@ -2,7 +2,8 @@
 // order under 1, 2 and 8 concurrent producers, exact drop accounting
 // (received + dropped == produced, per thread and per slot), wrap-around with
 // padding entries, string cuts, a consumer or producer in a real second
-// process (shm_ring_child), and the errors on corrupt regions and entries.
+// process (shm_ring_child), the errors on corrupt regions and entries, and
+// producers that never wait on a consumer's nonsensical tail.
 #include "aon/shm_ring.h"
 
 #include <fcntl.h>
@@ -830,6 +831,70 @@ TEST(RingDrain, HeadTooFarPastTailIsDataLoss) {
   region.header()->head.store(kKernelEntry);  // even once it looks sane again
   EXPECT_FALSE(c.Drain([&](const Entry&) { ++calls; }).ok());
   EXPECT_EQ(calls, 0);
+}
+
+// ---- A consumer that does not follow the protocol ---------------------------
+//
+// The consumer is another process (normally the node collector; in the issue,
+// another user's process that received the ring): whatever it writes into tail,
+// a producer never waits on it. It drops the record, counts it, and returns.
+
+TEST(RingProducer, ATailPastEveryHeadDropsInsteadOfWaiting) {
+  Region region = MakeRegion(4096);
+  RingHeader* h = region.header();
+  Producer p(region);
+  ASSERT_TRUE(p.Push(MakeKernel(0, 0)));
+  const uint64_t head = h->head.load();
+  for (const uint64_t hostile : {head + 1, head + 4096 * 1000, ~uint64_t{0} >> 1, ~uint64_t{0}}) {
+    h->tail.store(hostile);
+    const uint64_t dropped = h->dropped[kKernelSlot].load();
+    for (int i = 0; i < 1000; ++i) EXPECT_FALSE(p.Push(MakeKernel(0, i))) << hostile;
+    EXPECT_EQ(h->dropped[kKernelSlot].load(), dropped + 1000) << hostile;
+    EXPECT_EQ(h->head.load(), head) << "a record was reserved against tail " << hostile;
+  }
+  // A tail more than the ring behind head is a full ring: dropped too.
+  h->tail.store(0);
+  h->head.store(8192);
+  EXPECT_FALSE(p.Push(MakeKernel(0, 1)));
+  // Once the indices make sense again, records go in again.
+  h->head.store(head);
+  h->tail.store(head);
+  EXPECT_TRUE(p.Push(MakeKernel(0, 2)));
+}
+
+// Tails past any head a producer can reach, changing all the time: every
+// producer ends, every record is refused and counted. (Tails that free space
+// nobody consumed would let producers overwrite each other's entries: memory
+// another process may write anyway, but a data race in this process, so the
+// scrambled tails here stay past the head.)
+TEST(RingProducer, ProducersEndWhileAConsumerScramblesTheTail) {
+  constexpr uint32_t kThreads = 4, kPerThread = 20000;
+  Region region = MakeRegion(65536);
+  RingHeader* h = region.header();
+  Producer p(region);
+  h->tail.store(uint64_t{1} << 63);
+  std::atomic<bool> stop{false};
+  std::thread attacker([&] {
+    for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      const uint64_t tails[] = {(uint64_t{1} << 63) + i, ~uint64_t{0} - (i % 4096)};
+      h->tail.store(tails[i % 2], std::memory_order_release);
+    }
+  });
+  std::atomic<uint64_t> refused{0};
+  std::vector<std::thread> workers;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      uint64_t mine = 0;
+      for (uint32_t i = 0; i < kPerThread; ++i) mine += p.Push(MakeKernel(t, i)) ? 0 : 1;
+      refused.fetch_add(mine);
+    });
+  }
+  for (auto& w : workers) w.join();  // a producer that waited on the tail would never get here
+  stop.store(true);
+  attacker.join();
+  EXPECT_EQ(refused.load(), uint64_t{kThreads} * kPerThread);
+  EXPECT_EQ(h->dropped[kKernelSlot].load(), refused.load());
+  EXPECT_EQ(h->head.load(), 0u) << "a record was reserved against a nonsensical tail";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "aon/launcher/launch_plan.h"
 
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -516,6 +517,71 @@ TEST_F(TempDir, PrepareOutputDirRefusesAnEarlierRunsTraces) {
   EXPECT_FALSE(PrepareOutputDir(dir_ + "/old2").ok());
   Touch("other/notes.txt");
   EXPECT_TRUE(PrepareOutputDir(dir_ + "/other").ok());
+}
+
+// -o is checked as the SPANK plugin checks its job directories (issue #18: a
+// link or a directory of another user's, mode 0777, was accepted).
+TEST_F(TempDir, PrepareOutputDirRefusesWhatAnotherUserCouldReplace) {
+  const std::string open_dir = dir_ + "/open";
+  fs::create_directory(open_dir);
+  ::chmod(open_dir.c_str(), 0777);
+  Status below_open = PrepareOutputDir(open_dir + "/job");
+  ASSERT_FALSE(below_open.ok());
+  EXPECT_NE(below_open.message().find("-o/--output: cannot create " + open_dir + "/job (" +
+                                      open_dir + ": every user may write in it"),
+            std::string::npos)
+      << below_open.message();
+  EXPECT_FALSE(fs::exists(open_dir + "/job"));
+  // Group-writable on the way, and the job directory's own loose mode: said,
+  // and the directory made 0700.
+  const std::string team = dir_ + "/team";
+  fs::create_directories(team + "/job");
+  ::chmod(team.c_str(), 0775);
+  ::chmod((team + "/job").c_str(), 0755);
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(PrepareOutputDir(team + "/job", &warnings).ok());
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("-o/--output: " + team + " may be written by its group"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[1].find(team + "/job had mode 0755: made it 0700"), std::string::npos)
+      << warnings[1];
+  struct stat st {};
+  ASSERT_EQ(::stat((team + "/job").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  // The user's own link is followed (/home -> /export/home).
+  fs::create_directory(dir_ + "/real");
+  fs::create_directory_symlink(dir_ + "/real", dir_ + "/mine");
+  EXPECT_TRUE(PrepareOutputDir(dir_ + "/mine/job").ok());
+  EXPECT_TRUE(fs::is_directory(dir_ + "/real/job"));
+}
+
+TEST_F(TempDir, PrepareOutputDirRefusesAnotherUsersLinkOrDirectory) {
+  const passwd* nobody = geteuid() == 0 ? ::getpwnam("nobody") : nullptr;
+  if (nobody == nullptr || nobody->pw_uid == 0) GTEST_SKIP() << "needs root and 'nobody'";
+  ::chmod(dir_.c_str(), 0755);
+  fs::create_directory(dir_ + "/real");
+  const std::string planted = dir_ + "/out";
+  fs::create_directory_symlink(dir_ + "/real", planted);
+  ASSERT_EQ(::lchown(planted.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  Status link = PrepareOutputDir(planted);
+  ASSERT_FALSE(link.ok());
+  EXPECT_NE(link.message().find(planted + ": is a symbolic link owned by uid " +
+                                std::to_string(nobody->pw_uid)),
+            std::string::npos)
+      << link.message();
+  EXPECT_TRUE(fs::is_empty(dir_ + "/real"));
+  const std::string theirs = dir_ + "/theirs";
+  fs::create_directory(theirs);
+  ASSERT_EQ(::chown(theirs.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  ::chmod(theirs.c_str(), 0777);
+  Status dir = PrepareOutputDir(theirs);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.message().find("exists and belongs to another user (uid " +
+                               std::to_string(nobody->pw_uid) + ")"),
+            std::string::npos)
+      << dir.message();
+  EXPECT_TRUE(fs::is_empty(theirs)) << "the write probe ran in another user's directory";
 }
 
 TEST_F(TempDir, ListRankFilesSorted) {

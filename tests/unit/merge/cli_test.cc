@@ -210,5 +210,50 @@ TEST(MergeCli, ExitCodesAndOptions) {
   }
 }
 
+// Issue #18 (5): numeric options take no negative values, -o '' is not the
+// default, and a failed merge leaves no .partial behind (here: -o names a
+// directory, found only when the finished timeline is renamed).
+TEST(MergeCli, BadValuesAreRefusedAndAFailedMergeLeavesNothingBehind) {
+  TempDir dir;
+  WriteJobWithMissingRank(dir);
+  const std::string export_bin = AON_BUILD_BIN_DIR "/aon-export";
+  auto r = RunCommand(dir, kMerge + " --max-trace-records -1 " + dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(Contains(r.err, "--max-trace-records")) << r.err;
+  r = RunCommand(dir, kMerge + " -o '' " + dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("timeline.h5")));
+  const std::string out_dir = dir.File("out");
+  std::filesystem::create_directories(out_dir + "/not-empty");
+  r = RunCommand(dir, kMerge + " -q -o " + out_dir + " " + dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Contains(r.err, out_dir)) << r.err;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    EXPECT_FALSE(e.path().string().ends_with(".partial")) << e.path();
+  }
+  r = RunCommand(dir, kMerge + " -q " + dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand(dir, export_bin + " --max-trace-records -5 " + dir.File("timeline.h5"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// Names come from the rank files (here the job id): the summary shows them escaped.
+TEST(MergeCli, ControlCharactersFromRankFilesReachTheTerminalEscaped) {
+  TempDir dir;
+  std::mt19937_64 rng(52);
+  testing::RandomTraceOptions o;
+  o.max_records = 50;
+  RankTrace t = testing::RandomRankTrace(rng, 0, 2, o);
+  t.meta.job_id = "job\x1b]0;owned\x07";
+  ASSERT_TRUE(testing::WriteRankTrace(testing::RankPath(dir.path(), 0), t).ok());
+  auto r = RunCommand(dir, kMerge + " " + dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& text : {r.out, r.err}) {
+    EXPECT_FALSE(Contains(text, "\x1b")) << "raw ESC reached the terminal";
+    EXPECT_FALSE(Contains(text, "\x07")) << "raw BEL reached the terminal";
+  }
+  EXPECT_TRUE(Contains(r.out, "job job\\x1b]0;owned\\x07: merged 1 of 2 ranks")) << r.out;
+}
+
 }  // namespace
 }  // namespace aon

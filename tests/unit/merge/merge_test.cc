@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -512,6 +514,39 @@ TEST(MergeJobBadInput, DuplicateRankKeepsTheFirstFile) {
   EXPECT_EQ(report.ranks_ok(), 2u);
   EXPECT_EQ(report.ranks[1].path, testing::RankPath(dir.path(), 1));
   EXPECT_TRUE(AnyProblemContains(report, second, "duplicate")) << Problems(report);
+  Timeline t = OpenTimeline(report.timeline_path);
+  std::map<uint32_t, const RankTrace*> kept = {{0, &r0}, {1, &r1}};
+  testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<KernelRecord>(kept));
+}
+
+// Issue #18: a rank-00000.h5 another user dropped into the job directory was
+// merged as rank 0 and the real file (rank-00000.pid<N>.h5, named so because
+// the forged one was there first) skipped as a duplicate. A rank file not owned
+// by the job's user is named and not merged.
+TEST(MergeJobBadInput, ARankFileOfAnotherUserIsNamedAndNotMerged) {
+  const passwd* nobody = geteuid() == 0 ? getpwnam("nobody") : nullptr;
+  if (nobody == nullptr || nobody->pw_uid == 0) GTEST_SKIP() << "needs root and 'nobody'";
+  TempDir dir;
+  std::mt19937_64 rng(26);
+  RankTrace r0 = testing::RandomRankTrace(rng, 0, 2, {});
+  RankTrace r1 = testing::RandomRankTrace(rng, 1, 2, {});
+  RankTrace forged = testing::RandomRankTrace(rng, 0, 2, {});
+  forged.Get<KernelRecord>().push_back(MakeKernel(testing::kBaseNs, 424242));
+  const std::string forged_path = testing::RankPath(dir.path(), 0);
+  AON_ASSERT_OK(testing::WriteRankTrace(forged_path, forged));
+  ASSERT_EQ(chown(forged_path.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  const std::string real_path = dir.File("rank-00000.pid77.h5");
+  AON_ASSERT_OK(testing::WriteRankTrace(real_path, r0));
+  AON_ASSERT_OK(testing::WriteRankTrace(testing::RankPath(dir.path(), 1), r1));
+
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(Options(dir), &report));
+  EXPECT_EQ(report.ranks_ok(), 2u);
+  EXPECT_EQ(report.ranks[0].path, real_path);
+  EXPECT_TRUE(
+      AnyProblemContains(report, forged_path, "belongs to uid " + std::to_string(nobody->pw_uid)))
+      << Problems(report);
   Timeline t = OpenTimeline(report.timeline_path);
   std::map<uint32_t, const RankTrace*> kept = {{0, &r0}, {1, &r1}};
   testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,

@@ -1,7 +1,10 @@
 // aon-report as a real subprocess, and its HTML rendered by headless Chromium.
+// Its outputs go through the one private-file writer (a planted link is
+// refused) and its terminal summary shows control characters escaped.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -124,6 +127,50 @@ TEST(Cli, BadCommandLineExitsTwo) {
   const Result help = RunShell(kReport + " --help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.output.find("--json"), std::string::npos);
+}
+
+// Issue #18: report.html.partial planted as a link (in a directory another user
+// can write) made aon-report overwrite the link's target and chmod it 0600.
+TEST(Cli, APlantedPartialLinkIsRefusedAndItsTargetUntouched) {
+  TempDir dir;
+  WriteStragglerJob(dir.path(), 2);
+  const std::string victim = dir.File("victim.conf");
+  std::ofstream(victim) << "precious";
+  ::chmod(victim.c_str(), 0644);
+  ASSERT_EQ(::symlink(victim.c_str(), dir.File("report.html.partial").c_str()), 0);
+  const Result r = RunShell(kReport + " -q " + dir.path());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find(dir.File("report.html.partial")), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("symbolic link"), std::string::npos) << r.output;
+  EXPECT_EQ(Slurp(victim), "precious");
+  struct stat st {};
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(SizeOf(dir.File("report.html")), -1);
+}
+
+// Host names come from the trace: a terminal shows them, never obeys them.
+TEST(Cli, ControlCharactersInTheTraceReachTheTerminalEscaped) {
+  TempDir dir;
+  TimelineBuilder b;
+  testing::PlantStraggler(&b, 2, 8, true);
+  const uint32_t evil = b.strings.Intern("n\x1b[2J\x07\xc2\x9b");
+  for (auto& rank : b.ranks) rank.host_id = evil;
+  ASSERT_TRUE(b.Write(dir.File("timeline.h5")).ok());
+  const Result r = RunShell(kReport + " --no-html " + dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << "raw ESC reached the terminal";
+  EXPECT_EQ(r.output.find('\x07'), std::string::npos) << "raw BEL reached the terminal";
+  EXPECT_EQ(r.output.find("\xc2\x9b"), std::string::npos) << "raw CSI reached the terminal";
+  EXPECT_NE(r.output.find("n\\x1b[2J\\x07\\u009b"), std::string::npos) << r.output;
+}
+
+TEST(Cli, AnEmptyOutputNameIsABadCommandLine) {
+  TempDir dir;
+  WriteStragglerJob(dir.path(), 1);
+  EXPECT_EQ(RunShell(kReport + " -q " + dir.path() + " -o ''").code, 2);
+  EXPECT_EQ(RunShell(kReport + " -q " + dir.path() + " --json ''").code, 2);
+  EXPECT_EQ(SizeOf(dir.File("report.html")), -1);
 }
 
 TEST(Cli, EmptyTimelineStillWritesAReport) {

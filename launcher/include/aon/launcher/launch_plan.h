@@ -169,10 +169,16 @@ StatusOr<LaunchPlan> PlanLaunch(const RunOptions& options, const HostContext& ho
 // found, 126 when it is not executable, else 125 (kExit* below).
 int PlanErrorExitStatus(const Status& status);
 
-// mkdir -p with mode 0700 for every directory it creates; then checks that
-// `dir` is a directory we can create files in, and that it holds no trace files
-// of an earlier run (merging them with this run's would silently mix two jobs).
-Status PrepareOutputDir(const std::string& dir);
+// mkdir -p with mode 0700 for every directory it creates, checked as the SPANK
+// plugin checks its job directories (aon/secure_fs.h, WalkPrivateDirectory):
+// `dir` must end up a directory of the caller, mode 0700 (tightened if it had
+// group/other bits); a symbolic link on the way is followed only when root or
+// the caller owns it; a directory on the way that every user may write (not
+// sticky) is refused; one its group may write or another user owns is accepted
+// with a warning (appended to *warnings, "-o/--output: ..."). Then checks that
+// `dir` takes new files and holds no trace files of an earlier run (merging them
+// with this run's would silently mix two jobs).
+Status PrepareOutputDir(const std::string& dir, std::vector<std::string>* warnings = nullptr);
 
 // Names of the rank trace files (rank-*.h5) in `dir`, sorted.
 using aon::ListRankFiles;

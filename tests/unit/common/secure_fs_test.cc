@@ -1,0 +1,267 @@
+// How AON writes files and makes directories (aon/secure_fs.h), on real files:
+// a planted link is never written through, chmod-ed or followed unless root or
+// the caller owns it; a failed write leaves no .partial; a job directory ends up
+// the caller's with mode 0700; a directory every user may write is refused on
+// the way, a group-writable or foreign one named in a warning. The cases with a
+// second user (`nobody`) need root and are skipped otherwise.
+#include "aon/secure_fs.h"
+
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace aon {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::optional<uid_t> NobodyUid() {
+  if (geteuid() != 0) return std::nullopt;
+  const passwd* pw = getpwnam("nobody");
+  if (pw == nullptr || pw->pw_uid == 0) return std::nullopt;
+  return pw->pw_uid;
+}
+
+class SecureFsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/aon-secure-fs-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string root_;
+};
+
+// ---- files ---------------------------------------------------------------------
+
+TEST_F(SecureFsTest, AtomicFileWritesOwnerOnlyAndRenames) {
+  const std::string path = root_ + "/report.html";
+  ASSERT_TRUE(WriteFileAtomically(path, "<html>").ok());
+  EXPECT_EQ(ReadAll(path), "<html>");
+  EXPECT_EQ(ModeOf(path), 0600u);
+  EXPECT_FALSE(fs::exists(path + ".partial"));
+  // An existing result is replaced.
+  ASSERT_TRUE(WriteFileAtomically(path, "<html>2").ok());
+  EXPECT_EQ(ReadAll(path), "<html>2");
+}
+
+// The issue's attack on aon-report: report.html.partial planted as a link to a
+// file of someone else's. The file is neither written nor chmod-ed.
+TEST_F(SecureFsTest, APlantedPartialLinkIsNeverWrittenThrough) {
+  const std::string victim = root_ + "/victim";
+  std::ofstream(victim) << "precious";
+  fs::permissions(victim, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                              fs::perms::others_read);
+  const std::string path = root_ + "/report.html";
+  fs::create_symlink(victim, path + ".partial");
+  const Status s = WriteFileAtomically(path, "<html>");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), path + ".partial")) << s.message();
+  EXPECT_TRUE(Contains(s.message(), "symbolic link")) << s.message();
+  EXPECT_EQ(ReadAll(victim), "precious");
+  EXPECT_EQ(ModeOf(victim), 0644u);
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(fs::is_symlink(path + ".partial")) << "someone else's link is not ours to remove";
+}
+
+// A link at the final name is replaced by the rename, not followed.
+TEST_F(SecureFsTest, ALinkAtTheFinalNameIsReplacedNotFollowed) {
+  const std::string victim = root_ + "/victim";
+  std::ofstream(victim) << "precious";
+  const std::string path = root_ + "/trace.json";
+  fs::create_symlink(victim, path);
+  ASSERT_TRUE(WriteFileAtomically(path, "{}").ok());
+  EXPECT_FALSE(fs::is_symlink(path));
+  EXPECT_EQ(ReadAll(path), "{}");
+  EXPECT_EQ(ReadAll(victim), "precious");
+}
+
+TEST_F(SecureFsTest, AFailedCommitLeavesNoPartial) {
+  const std::string path = root_ + "/out";
+  fs::create_directories(path + "/not-empty");  // rename onto a non-empty directory fails
+  const Status s = WriteFileAtomically(path, "data");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), path)) << s.message();
+  EXPECT_FALSE(fs::exists(path + ".partial"));
+  // Without Commit, nothing is left either.
+  {
+    auto file = AtomicFile::Create(root_ + "/abandoned");
+    ASSERT_TRUE(file.ok());
+    (*file)->Write("half");
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/abandoned.partial"));
+  EXPECT_FALSE(fs::exists(root_ + "/abandoned"));
+}
+
+TEST_F(SecureFsTest, AnotherUsersStaleFileIsNotRemovedOrOpened) {
+  const auto nobody = NobodyUid();
+  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user";
+  const std::string stale = root_ + "/timeline.h5.partial";
+  std::ofstream(stale) << "theirs";
+  ASSERT_EQ(chown(stale.c_str(), *nobody, static_cast<gid_t>(-1)), 0);
+  auto fd = CreatePrivateFile(stale, /*replace_stale=*/true);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Contains(fd.status().message(), "another user")) << fd.status().message();
+  EXPECT_EQ(ReadAll(stale), "theirs");
+}
+
+// ---- directories -------------------------------------------------------------
+
+TEST_F(SecureFsTest, MakesEveryMissingDirectory0700) {
+  const std::string job = root_ + "/a/b/job";
+  auto made = MakePrivateDirectories(job, PathPolicy::kNoSymlinks);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_TRUE(made->empty());
+  for (const std::string& d : {root_ + "/a", root_ + "/a/b", job}) EXPECT_EQ(ModeOf(d), 0700u) << d;
+  EXPECT_TRUE(MakePrivateDirectories(job, PathPolicy::kNoSymlinks).ok()) << "idempotent";
+}
+
+TEST_F(SecureFsTest, AnExistingJobDirectoryIsMadePrivateAndSaidSo) {
+  const std::string job = root_ + "/job";
+  fs::create_directory(job);
+  chmod(job.c_str(), 0777);
+  auto made = MakePrivateDirectories(job, PathPolicy::kNoSymlinks);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_EQ(ModeOf(job), 0700u);
+  ASSERT_EQ(made->size(), 1u);
+  EXPECT_TRUE(Contains(made->front(), job + " had mode 0777: made it 0700")) << made->front();
+}
+
+TEST_F(SecureFsTest, ADirectoryEveryUserMayWriteIsRefusedOnTheWay) {
+  const std::string open_dir = root_ + "/shared";
+  fs::create_directory(open_dir);
+  chmod(open_dir.c_str(), 0777);
+  for (PathPolicy policy : {PathPolicy::kNoSymlinks, PathPolicy::kOwnedSymlinks}) {
+    auto made = MakePrivateDirectories(open_dir + "/job", policy);
+    ASSERT_FALSE(made.ok());
+    EXPECT_EQ(made.status().code(), StatusCode::kPermissionDenied);
+    EXPECT_TRUE(Contains(made.status().message(), "(" + open_dir + ": every user may write in it"))
+        << made.status().message();
+  }
+  EXPECT_FALSE(fs::exists(open_dir + "/job")) << "created below it anyway";
+  // Sticky (as /tmp is): nobody may move another's entries; accepted, silently.
+  chmod(open_dir.c_str(), 01777);
+  auto sticky = MakePrivateDirectories(open_dir + "/job", PathPolicy::kNoSymlinks);
+  ASSERT_TRUE(sticky.ok()) << sticky.status().message();
+  EXPECT_TRUE(sticky->empty());
+}
+
+TEST_F(SecureFsTest, AGroupWritableDirectoryOnTheWayIsAWarning) {
+  const std::string team = root_ + "/team";
+  fs::create_directory(team);
+  chmod(team.c_str(), 0775);
+  auto made = MakePrivateDirectories(team + "/job", PathPolicy::kNoSymlinks);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  ASSERT_EQ(made->size(), 1u);
+  EXPECT_TRUE(Contains(made->front(), team + " may be written by its group (mode 0775"))
+      << made->front();
+  EXPECT_EQ(ModeOf(team + "/job"), 0700u);
+}
+
+TEST_F(SecureFsTest, OwnLinksAreFollowedOnlyWhenAllowed) {
+  const std::string real = root_ + "/real";
+  fs::create_directory(real);
+  fs::create_directory_symlink(real, root_ + "/link");
+  // A relative link through "..", as /home -> ../export/home.
+  fs::create_directory(root_ + "/sub");
+  fs::create_directory_symlink("../real", root_ + "/sub/up");
+  auto refused = MakePrivateDirectories(root_ + "/link/job", PathPolicy::kNoSymlinks);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(Contains(refused.status().message(), root_ + "/link: is a symbolic link"))
+      << refused.status().message();
+  EXPECT_FALSE(fs::exists(real + "/job"));
+  auto followed = MakePrivateDirectories(root_ + "/link/job", PathPolicy::kOwnedSymlinks);
+  ASSERT_TRUE(followed.ok()) << followed.status().message();
+  EXPECT_EQ(ModeOf(real + "/job"), 0700u);
+  auto relative = MakePrivateDirectories(root_ + "/sub/up/job2", PathPolicy::kOwnedSymlinks);
+  ASSERT_TRUE(relative.ok()) << relative.status().message();
+  EXPECT_TRUE(fs::is_directory(real + "/job2"));
+  // The job directory itself as an own link: followed as well.
+  fs::create_directory_symlink(real + "/job", root_ + "/job-link");
+  EXPECT_TRUE(MakePrivateDirectories(root_ + "/job-link", PathPolicy::kOwnedSymlinks).ok());
+}
+
+TEST_F(SecureFsTest, AnotherUsersLinkOrDirectoryIsRefused) {
+  const auto nobody = NobodyUid();
+  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user";
+  chmod(root_.c_str(), 0755);
+  const std::string real = root_ + "/real";
+  fs::create_directory(real);
+  // A link someone else planted (issue #18: aon-run's -o accepted as a link).
+  const std::string planted = root_ + "/out";
+  fs::create_directory_symlink(real, planted);
+  ASSERT_EQ(lchown(planted.c_str(), *nobody, static_cast<gid_t>(-1)), 0);
+  for (const std::string& path : {planted, planted + "/job"}) {
+    auto made = MakePrivateDirectories(path, PathPolicy::kOwnedSymlinks);
+    ASSERT_FALSE(made.ok()) << path;
+    EXPECT_TRUE(Contains(made.status().message(),
+                         planted + ": is a symbolic link owned by uid " + std::to_string(*nobody)))
+        << made.status().message();
+  }
+  EXPECT_TRUE(fs::is_empty(real));
+  // A directory of someone else's (issue #18: -o owned by another user, mode
+  // 0777): not taken over, not chmod-ed.
+  const std::string theirs = root_ + "/theirs";
+  fs::create_directory(theirs);
+  ASSERT_EQ(chown(theirs.c_str(), *nobody, static_cast<gid_t>(-1)), 0);
+  chmod(theirs.c_str(), 0777);
+  auto made = MakePrivateDirectories(theirs, PathPolicy::kOwnedSymlinks);
+  ASSERT_FALSE(made.ok());
+  EXPECT_TRUE(Contains(made.status().message(),
+                       "exists and belongs to another user (uid " + std::to_string(*nobody)))
+      << made.status().message();
+  EXPECT_EQ(ModeOf(theirs), 0777u);
+  // Below a directory of someone else's that only they may write: a warning.
+  chmod(theirs.c_str(), 0755);
+  const std::string mine = theirs + "/mine";
+  fs::create_directory(mine);
+  chmod(mine.c_str(), 0700);
+  auto below = MakePrivateDirectories(mine, PathPolicy::kOwnedSymlinks);
+  ASSERT_TRUE(below.ok()) << below.status().message();
+  ASSERT_EQ(below->size(), 1u);
+  EXPECT_TRUE(Contains(below->front(), theirs + " belongs to uid " + std::to_string(*nobody)))
+      << below->front();
+}
+
+TEST_F(SecureFsTest, PathsThatAreNotJobDirectories) {
+  EXPECT_FALSE(MakePrivateDirectories("relative/dir", PathPolicy::kNoSymlinks).ok());
+  EXPECT_FALSE(MakePrivateDirectories("/", PathPolicy::kNoSymlinks).ok());
+  auto dots = MakePrivateDirectories(root_ + "/a/../b", PathPolicy::kOwnedSymlinks);
+  ASSERT_FALSE(dots.ok());
+  EXPECT_TRUE(Contains(dots.status().message(), "contains '..'")) << dots.status().message();
+  std::ofstream(root_ + "/file") << "x";
+  auto below_file = MakePrivateDirectories(root_ + "/file/job", PathPolicy::kNoSymlinks);
+  ASSERT_FALSE(below_file.ok());
+  EXPECT_TRUE(Contains(below_file.status().message(), root_ + "/file: is not a directory"))
+      << below_file.status().message();
+}
+
+}  // namespace
+}  // namespace aon
