@@ -431,10 +431,7 @@ class RankGenerator : public bench::StepGenerator<RankGenerator> {
     RecordKind kind;
     std::array<uint8_t, 128> payload;
   };
-  using Batches = std::tuple<std::vector<KernelRecord>, std::vector<MemcpyRecord>,
-                             std::vector<MemsetRecord>, std::vector<SyncRecord>,
-                             std::vector<ApiRecord>, std::vector<NvtxRecord>,
-                             std::vector<NcclRecord>, std::vector<ExternalCorrelationRecord>>;
+  using Batches = RecordVectors;
 
   Totals Fail(const Status& st) {
     std::fprintf(stderr, "aon-bench-make-job: rank %u: %s\n", rank_, st.message().c_str());

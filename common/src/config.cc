@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 
 namespace aon {
 namespace {
@@ -88,11 +89,62 @@ Status ParseNccl(std::string_view v, AgentConfig* c) {
                          "' (default, channels, coll, proxy or off)");
 }
 
+Status ParseChoice(const char* name, std::string_view v, std::span<const std::string_view> choices,
+                   std::string* out) {
+  for (std::string_view choice : choices) {
+    if (v == choice) {
+      *out = Text(v);
+      return Status::Ok();
+    }
+  }
+  std::string known;
+  for (std::string_view choice : choices) known += (known.empty() ? "" : ", ") + Text(choice);
+  return InvalidArgument(std::string(name) + ": unknown value '" + Text(v) + "' (" + known + ")");
+}
+
 Status ParseMode(std::string_view v, AgentConfig* c) {
-  if (v != "full" && v != "flight")
-    return InvalidArgument("AON_MODE: unknown mode '" + Text(v) + "' (full or flight)");
-  c->mode = Text(v);
+  return ParseChoice("AON_MODE", v, kCaptureModes, &c->mode);
+}
+
+Status ParseOverheadBudget(std::string_view v, AgentConfig* c) {
+  double percent = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_OVERHEAD_BUDGET", v, 0.01, 100, &percent));
+  c->overhead_budget = percent / 100;
   return Status::Ok();
+}
+
+Status ParseCaptureSteps(std::string_view v, AgentConfig* c) {
+  double n = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_CAPTURE_STEPS", v, 1, 1000, &n));
+  if (n != static_cast<double>(static_cast<int64_t>(n)))
+    return InvalidArgument("AON_CAPTURE_STEPS: '" + Text(v) + "' is not a whole number of steps");
+  c->capture_steps = static_cast<int64_t>(n);
+  return Status::Ok();
+}
+
+Status ParseCapturePeriod(std::string_view v, AgentConfig* c) {
+  double n = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_CAPTURE_PERIOD", v, 0, 1 << 24, &n));
+  const auto p = static_cast<int64_t>(n);
+  // Powers of two keep every rank's windows nested (docs/always-on.md).
+  if (n != static_cast<double>(p) || (p != 0 && (p & (p - 1)) != 0))
+    return InvalidArgument("AON_CAPTURE_PERIOD: '" + Text(v) +
+                           "' is not 0 (set by the budget) or a power of two");
+  c->capture_period = p;
+  return Status::Ok();
+}
+
+Status ParseStepSource(std::string_view v, AgentConfig* c) {
+  return ParseChoice("AON_STEP_SOURCE", v, kStepSources, &c->step_source);
+}
+
+Status ParseStepRangeNames(std::string_view v, AgentConfig* c) {
+  c->step_range = Text(v);
+  return Status::Ok();
+}
+
+Status ParseTimeSlot(std::string_view v, AgentConfig* c) {
+  return ParseBounded("AON_TIME_SLOT", v, 0.01, 3600, &c->time_slot_s);
 }
 
 Status ParseWindow(std::string_view v, AgentConfig* c) {
@@ -182,9 +234,11 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        "per network step, none on a single node over NVLink), off. Every mode but off also "
        "records the user's NCCL API calls (group, collective and p2p calls)",
        ParseNccl, false},
-      {V::kMode, "AON_MODE", T::kChoice, "full",
-       "full: every record reaches the rank file (appended every flush interval); flight: only "
-       "the last AON_WINDOW seconds are kept in memory and written when a trigger fires",
+      {V::kMode, "AON_MODE", T::kChoice, "budgeted",
+       "budgeted: NVTX, NCCL and step times always, CUPTI only in capture windows of "
+       "AON_CAPTURE_STEPS steps on the same steps of every rank, as often as AON_OVERHEAD_BUDGET "
+       "allows; full: CUPTI all the time, every record reaches the rank file; flight: full "
+       "capture kept in memory for the last AON_WINDOW seconds and written when a trigger fires",
        ParseMode, false},
       {V::kWindow, "AON_WINDOW", T::kSeconds, "60", "flight mode: seconds of history kept",
        ParseWindow, false},
@@ -204,6 +258,27 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        ParseStepRange, true},
       {V::kFlightStepFactor, "AON_FLIGHT_STEP_FACTOR", T::kNumber, "3",
        "flight mode: step-time spike factor (see AON_FLIGHT_STEP_RANGE)", ParseStepFactor, false},
+      {V::kOverheadBudget, "AON_OVERHEAD_BUDGET", T::kNumber, "1",
+       "budgeted mode: percent of step time capture windows may cost; the agent measures the "
+       "cost and spaces the windows to stay inside it",
+       ParseOverheadBudget, false},
+      {V::kCaptureSteps, "AON_CAPTURE_STEPS", T::kInteger, "3",
+       "budgeted mode: steps per capture window", ParseCaptureSteps, false},
+      {V::kCapturePeriod, "AON_CAPTURE_PERIOD", T::kInteger, "0",
+       "budgeted mode: a window every N steps (a power of two); 0 lets the budget choose",
+       ParseCapturePeriod, false},
+      {V::kStepSource, "AON_STEP_SOURCE", T::kChoice, "auto",
+       "what marks steps: auto (the first of api, nvtx, nccl, time that does), api "
+       "(aon_step() / the PyTorch hook), nvtx (AON_STEP_RANGE), nccl (collectives of the first "
+       "communicator), time (AON_TIME_SLOT slots on the synchronized clock)",
+       ParseStepSource, false},
+      {V::kStepRange, "AON_STEP_RANGE", T::kText, "step,iteration,iter,train_step,train",
+       "NVTX ranges that mark steps: comma-separated name prefixes (case-insensitive), each "
+       "followed by the end of the name, a digit or one of ' _-:#'",
+       ParseStepRangeNames, false},
+      {V::kTimeSlot, "AON_TIME_SLOT", T::kSeconds, "1",
+       "step length of the time source (seconds on the synchronized clock)", ParseTimeSlot,
+       false},
   }};
   return vars;
 }
@@ -238,6 +313,9 @@ StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list) {
         kinds[static_cast<size_t>(RecordKind::kKernel)]) {
       kinds[static_cast<size_t>(RecordKind::kExternalCorrelation)] = true;
     }
+    // Steps are the continuous tier's backbone (one record per step, and the
+    // capture windows' alignment): always recorded.
+    kinds[static_cast<size_t>(RecordKind::kSteps)] = true;
     // NCCL's CUDA-graph bookkeeping goes with NCCL.
     kinds[static_cast<size_t>(RecordKind::kNcclGraph)] =
         kinds[static_cast<size_t>(RecordKind::kNccl)];

@@ -2,6 +2,8 @@
 // capture, completeness, NCCL clock: the order aon-inspect shows them in.
 #include "aon/trace_format.h"
 
+#include <algorithm>
+
 namespace aon {
 
 std::span<const MetaField> RankMetadataFields() {
@@ -41,6 +43,24 @@ std::span<const MetaField> RankMetadataFields() {
       {"start_ns", &M::start_ns, 0, "capture start on the host timebase"},
       {"end_ns", &M::end_ns, 0, "capture end on the host timebase"},
       {"end_reason", &M::end_reason, 0, "exit, signal SIGTERM, ..."},
+      {"capture_mode", &M::capture_mode, 5,
+       "budgeted (CUPTI in capture windows inside overhead_budget), full, or flight"},
+      {"step_source", &M::step_source, 5,
+       "what marked the steps: api, nvtx, nccl, time slot, none (the steps table)"},
+      {"steps", &M::steps, 5, "steps this rank ran"},
+      {"captured_steps", &M::captured_steps, 5, "steps inside capture windows"},
+      {"windows", &M::windows, 5, "capture windows opened"},
+      {"capture_period", &M::capture_period, 5,
+       "the last capture period: a window every capture_period steps"},
+      {"overhead_budget", &M::overhead_budget, 5,
+       "the share of step time AON may cost (0.01 = 1 %; 0: none, the period was fixed "
+       "or the mode is not budgeted)"},
+      {"window_step_ratio", &M::window_step_ratio, 5,
+       "median step time inside windows / outside them, measured in this process (0: not "
+       "measured)"},
+      {"duty_cycle", &M::duty_cycle, 5, "captured_steps / steps"},
+      {"amortized_cost", &M::amortized_cost, 5,
+       "the step time capture windows added, as a share of all step time (-1: not measured)"},
       {"truncated", &M::truncated, 2,
        "1 if the process ended without finishing its capture (killed): the trace stops early"},
       {"last_record_ns", &M::last_record_ns, 2,
@@ -53,6 +73,20 @@ std::span<const MetaField> RankMetadataFields() {
        "10th..90th percentile range of those per-kernel offsets (-1: not calibrated)"},
   };
   return kFields;
+}
+
+void SetCaptureSummary(const RankMetadata& m, RankSummary* row) {
+  row->steps = m.steps > 0 ? static_cast<uint64_t>(m.steps) : 0;
+  row->captured_steps = m.captured_steps > 0 ? static_cast<uint64_t>(m.captured_steps) : 0;
+  row->windows = static_cast<uint32_t>(std::max<int64_t>(0, m.windows));
+  row->capture_period = static_cast<uint32_t>(std::max<int64_t>(0, m.capture_period));
+  row->overhead_budget = m.overhead_budget;
+  row->window_step_ratio = m.window_step_ratio;
+  row->amortized_cost = m.amortized_cost;
+  row->capture_mode = static_cast<uint8_t>(CaptureMode::kUnknown);
+  for (const EnumValue& v : kCaptureModeValues) {
+    if (m.capture_mode == v.name) row->capture_mode = static_cast<uint8_t>(v.value);
+  }
 }
 
 }  // namespace aon

@@ -343,6 +343,13 @@ Status ValidateOptions(const RunOptions& options) {
                              "': " + checked.status().message());
     }
   }
+  for (const auto& [option, value] : options.passthrough) {
+    if (value.empty()) continue;
+    if (auto checked = session::CheckOptionValue(option, value); !checked.ok()) {
+      return InvalidArgument(session::RunName(option) + " '" + value +
+                             "': " + checked.status().message());
+    }
+  }
   if (options.verbose < 0) return InvalidArgument("--verbose: must not be negative");
   if (options.command.empty() || options.command[0].empty()) {
     return InvalidArgument(
@@ -454,6 +461,9 @@ StatusOr<AgentSettings> AgentSettingsFor(const RunOptions& options, const std::s
   };
   for (const auto& [option, value] : values) {
     AON_RETURN_IF_ERROR(session::ApplyOption(settings, option, value));
+  }
+  for (const auto& [option, value] : options.passthrough) {
+    if (!value.empty()) AON_RETURN_IF_ERROR(session::ApplyOption(settings, option, value));
   }
   if (!options.collector.empty()) {
     AON_RETURN_IF_ERROR(settings.Set(AgentVar::kCollector, options.collector));

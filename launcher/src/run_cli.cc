@@ -79,6 +79,13 @@ void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
       case SessionOption::kMergeProcs:
         option = app.add_option(entry.run, o.merge_procs, help)->check(CLI::Range(1, 4096));
         break;
+      case SessionOption::kOverheadBudget:
+      case SessionOption::kCaptureSteps:
+      case SessionOption::kCapturePeriod:
+      case SessionOption::kStepSource:
+      case SessionOption::kStepRange:
+        option = app.add_option(entry.run, o.passthrough[entry.id], help);
+        break;
       case SessionOption::kFlight:
       case SessionOption::kProfile:
         break;  // srun only (the table says why)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -282,6 +283,19 @@ class Exporter {
     AON_RETURN_IF_ERROR(Each<ApiRecord>([&](const auto& m) { Api(m); }));
     AON_RETURN_IF_ERROR(Each<NvtxRecord>([&](const auto& m) { Nvtx(m); }));
     AON_RETURN_IF_ERROR(Each<NcclRecord>([&](const auto& m) { Nccl(m); }));
+    AON_RETURN_IF_ERROR(Each<StepRecord>([&](const auto& m) { Step(m); }));
+    // Kinds without a writer of their own: one slice per record, every field an
+    // argument, from the kind's field table (common/include/aon/records.h).
+    Status generic;
+    ForEachRecordType([&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!kHasWriter<T>) {
+        if (generic.ok() && IsExportedKind(RecordTraits<T>::kKind)) {
+          generic = Each<T>([&](const auto& m) { Generic(m); });
+        }
+      }
+    });
+    AON_RETURN_IF_ERROR(generic);
     if (stats != nullptr) {
       stats->flows = flows_;
       stats->records = records_;
@@ -293,6 +307,82 @@ class Exporter {
   uint64_t records() const { return records_; }
 
  private:
+  template <typename T>
+  static constexpr bool kHasWriter =
+      std::is_same_v<T, KernelRecord> || std::is_same_v<T, MemcpyRecord> ||
+      std::is_same_v<T, MemsetRecord> || std::is_same_v<T, SyncRecord> ||
+      std::is_same_v<T, ApiRecord> || std::is_same_v<T, NvtxRecord> ||
+      std::is_same_v<T, NcclRecord> || std::is_same_v<T, StepRecord> ||
+      std::is_same_v<T, ExternalCorrelationRecord>;  // not a slice: flows use it
+
+  // A record of a kind with no writer of its own: a slice on the rank's track
+  // named after the kind; its fields as arguments by role (strings resolved,
+  // enum values and flag bits named, times left to the slice itself).
+  template <typename T>
+  void Generic(const Merged<T>& m) {
+    const char* kind = RecordTraits<T>::kName;
+    const int64_t tid = NamedTrack(m.rank, kind);
+    out_.Begin('X', kind, kind, m.rank, tid);
+    out_.Ts(StartOf(m.record));
+    out_.Dur(StartOf(m.record), std::max(StartOf(m.record), EndOf(m.record)));
+    for (const Field& f : TableTraits<T>::kFields) {
+      if (f.role == FieldRole::kPadding || f.role == FieldRole::kStart ||
+          f.role == FieldRole::kEnd) {
+        continue;
+      }
+      uint64_t raw = 0;
+      std::memcpy(&raw, reinterpret_cast<const char*>(&m.record) + f.offset, f.size);
+      const bool is_signed = f.type == FieldType::kI32 || f.type == FieldType::kI64;
+      const int64_t value = f.type == FieldType::kI32 ? static_cast<int32_t>(raw)
+                                                      : static_cast<int64_t>(raw);
+      if (f.role == FieldRole::kStringId) {
+        out_.ArgS(f.name, out_.Str(static_cast<uint32_t>(raw)));
+      } else if (f.role == FieldRole::kEnum && EnumValueName(f, value) != nullptr) {
+        out_.ArgS(f.name, EnumValueName(f, value));
+      } else if (f.role == FieldRole::kFlags) {
+        std::string names;
+        for (const EnumValue& bit : f.values) {
+          if ((raw & static_cast<uint64_t>(bit.value)) == 0) continue;
+          names += (names.empty() ? "" : ",") + std::string(bit.name);
+        }
+        out_.ArgS(f.name, names);
+      } else if (f.type == FieldType::kF64) {
+        double d = 0;
+        std::memcpy(&d, &raw, sizeof d);
+        out_.ArgS(f.name, std::to_string(d));
+      } else if (is_signed) {
+        out_.ArgI(f.name, value);
+      } else {
+        out_.ArgU(f.name, raw);
+      }
+    }
+    out_.End();
+  }
+
+  // The application's steps on a "Steps" track per rank; captured steps say so
+  // in their name, so a viewer shows each capture window.
+  void Step(const Merged<StepRecord>& m) {
+    const StepRecord& r = m.record;
+    const int64_t tid = NamedTrack(m.rank, "Steps");
+    const bool captured = (r.flags & kStepCaptured) != 0;
+    std::string name = "step " + std::to_string(r.step);
+    if (captured) name += " (captured)";
+    out_.Begin('X', name, RecordTraits<StepRecord>::kName, m.rank, tid);
+    out_.Ts(r.start_ns);
+    out_.Dur(r.start_ns, r.end_ns);
+    out_.ArgU("step", r.step);
+    const char* source = EnumValueName(kStepSourceValues, r.source);
+    out_.ArgS("source", source != nullptr ? source : "?");
+    if (r.window != 0) {
+      out_.ArgU("window", r.window);
+      out_.ArgU("window_first_step", r.window_first_step);
+    }
+    if (captured) out_.ArgS("capture", (r.flags & kStepOnDemand) ? "on demand" : "window");
+    if (r.flags & kStepWindowTail) out_.ArgS("capture", "window tail (CUPTI switching off)");
+    if (r.period != 0) out_.ArgU("period", r.period);
+    out_.End();
+  }
+
   // Exports the selected records of T; stops (over_limit_) past max_records_.
   template <typename T, typename F>
   Status Each(F&& export_one) {

@@ -22,7 +22,7 @@ std::string FormatMergeSummary(const MergeReport& report) {
     out << "  rank " << o.rank << ": " << RankStatusName(o.status) << ": " << o.message << "\n";
   }
   out << "records:";
-  for (size_t k = 0; k < kRecordKindCount; ++k) {
+  for (size_t k = 0; k < kTimelineKindCount; ++k) {
     out << (k == 0 ? " " : ", ") << RecordKindName(static_cast<RecordKind>(k)) << " "
         << report.records[k];
   }

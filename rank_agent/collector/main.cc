@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
                  "abstract socket name (default: from the job id and output dir)");
   app.add_option("--output-dir", o.output_dir, "the job directory (AON_OUTPUT_DIR)");
   app.add_option("--job-id", job_id, "the job id (AON_JOB_ID), to derive the socket name");
-  app.add_option("--mode", o.mode, "full or flight")->check(CLI::IsMember({"full", "flight"}));
+  // Budgeted and full capture are the same to the collector: it writes what arrives.
+  app.add_option("--mode", o.mode, "budgeted, full or flight")
+      ->check(CLI::IsMember({"budgeted", "full", "flight"}));
   app.add_option("--window", o.window_s, "flight mode: seconds kept")
       ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--flush-ms", o.flush_ms, "ms between appends to the files")

@@ -63,6 +63,13 @@ void* SignalThread(void*) {
 
 void AtExit() { Agent::Get().Finish("exit"); }
 
+// FNV-1a: the job id's hash, the same in every rank (the capture windows' phase).
+uint64_t JobSeed(std::string_view job_id) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : job_id) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
 }  // namespace
 
 Agent& Agent::Get() {
@@ -91,6 +98,7 @@ Agent::Agent() {
     if (const char* job = getenv(AgentConfigVariable(AgentVar::kJobId).env)) config_.job_id = job;
   }
   if (!config_.job_id.empty()) identity_.job_id = config_.job_id;
+  capture_ = std::make_unique<CaptureControl>(config_, JobSeed(identity_.job_id));
   std::string ring_problem;
   sink_ = std::make_unique<RecordSink>(config_.memory_cap_bytes, static_cast<int32_t>(pid_),
                                        identity_.rank, &ring_problem);
@@ -254,6 +262,10 @@ void Agent::Finish(const char* reason) {
   if (getpid() != pid_) return;  // forked child: the parent owns this rank's file
   if (launcher_process_) return;
   std::call_once(finish_once_, [&] {
+    // The last step ends and a capture window still open is closed first: its
+    // records go through the flush below.
+    RankMetadata capture_summary;
+    capture_->Finish(&capture_summary);
     if (FlushHook hook = flush_hook_.load()) hook();
     FlushLiveNcclOperations();
     // Names the ring had no room for, before the producer is closed.
@@ -278,6 +290,16 @@ void Agent::Finish(const char* reason) {
     // own file until the merge copies its leader's model: not a degradation.
     if (!clock.synchronized && clock.leader_rank < 0 && identity_.world_size != 1) Note(clock.note);
     m.dropped = sink_->Dropped();
+    m.capture_mode = capture_summary.capture_mode;
+    m.step_source = capture_summary.step_source;
+    m.steps = capture_summary.steps;
+    m.captured_steps = capture_summary.captured_steps;
+    m.windows = capture_summary.windows;
+    m.capture_period = capture_summary.capture_period;
+    m.overhead_budget = capture_summary.overhead_budget;
+    m.window_step_ratio = capture_summary.window_step_ratio;
+    m.duty_cycle = capture_summary.duty_cycle;
+    m.amortized_cost = capture_summary.amortized_cost;
     {
       std::lock_guard<std::mutex> lock(meta_mu_);
       m.source = source_;

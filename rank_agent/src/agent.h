@@ -33,6 +33,7 @@
 #include "aon/rank_sync.h"
 #include "aon/timebase.h"
 #include "aon/trace_format.h"
+#include "capture_control.h"
 #include "collector_link.h"
 #include "record_sink.h"
 
@@ -46,6 +47,9 @@ class Agent {
   const AgentConfig& config() const { return config_; }
   const RankIdentity& identity() const { return identity_; }
   RecordSink& sink() { return *sink_; }
+  // Steps and capture windows (budgeted mode): sources of steps call
+  // capture().OnBoundary; the GPU source binds itself with capture().Start.
+  CaptureControl& capture() { return *capture_; }
   // False in a launcher process (torchrun's own): no source may start there.
   bool recording() const { return !launcher_process_; }
   bool enabled(RecordKind k) const { return config_ok_ && !launcher_process_ && config_.enabled(k); }
@@ -94,6 +98,7 @@ class Agent {
   std::vector<DeviceInfo> devices_;
 
   std::unique_ptr<clocksync::RankClockSync> clock_sync_;
+  std::unique_ptr<CaptureControl> capture_;
   std::atomic<FlushHook> flush_hook_{nullptr};
   std::once_flag finish_once_;
 };

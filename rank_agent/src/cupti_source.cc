@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -21,6 +22,7 @@
 #include "agent.h"
 #include "cupti_api_filter.h"
 #include "aon/timebase.h"
+#include "correlation_ids.h"
 #include "nccl_plugin.h"
 
 namespace aon::agent {
@@ -126,6 +128,10 @@ std::string UuidString(const CUuuid& u) {
   return s;
 }
 
+// CUPTI restarts its correlation ids after every detach (correlation_ids.h).
+CorrelationIds g_correlation;
+uint32_t Correlation(uint32_t cupti_id) { return g_correlation.Map(cupti_id); }
+
 // The fields CUPTI's two copy records (MEMCPY, MEMCPY2) share by name.
 template <typename CuptiCopy>
 MemcpyRecord CommonMemcpyFields(const CuptiCopy& m) {
@@ -133,7 +139,7 @@ MemcpyRecord CommonMemcpyFields(const CuptiCopy& m) {
   r.start_ns = m.start;
   r.end_ns = m.end;
   r.bytes = m.bytes;
-  r.correlation_id = m.correlationId;
+  r.correlation_id = Correlation(m.correlationId);
   r.device_id = m.deviceId;
   r.context_id = m.contextId;
   r.stream_id = m.streamId;
@@ -156,7 +162,7 @@ void Convert(const CUpti_Activity* rec) {
       r.start_ns = k->start;
       r.end_ns = k->end;
       r.graph_node_id = k->graphNodeId;
-      r.correlation_id = k->correlationId;
+      r.correlation_id = Correlation(k->correlationId);
       r.device_id = k->deviceId;
       r.context_id = k->contextId;
       r.stream_id = k->streamId;
@@ -195,7 +201,7 @@ void Convert(const CUpti_Activity* rec) {
       r.start_ns = m->start;
       r.end_ns = m->end;
       r.bytes = m->bytes;
-      r.correlation_id = m->correlationId;
+      r.correlation_id = Correlation(m->correlationId);
       r.device_id = m->deviceId;
       r.context_id = m->contextId;
       r.stream_id = m->streamId;
@@ -210,7 +216,7 @@ void Convert(const CUpti_Activity* rec) {
       SyncRecord r{};
       r.start_ns = s->start;
       r.end_ns = s->end;
-      r.correlation_id = s->correlationId;
+      r.correlation_id = Correlation(s->correlationId);
       r.context_id = s->contextId;
       r.stream_id = s->streamId;
       r.event_id = s->cudaEventId;
@@ -225,7 +231,7 @@ void Convert(const CUpti_Activity* rec) {
       ApiRecord r{};
       r.start_ns = a->start;
       r.end_ns = a->end;
-      r.correlation_id = a->correlationId;
+      r.correlation_id = Correlation(a->correlationId);
       r.callback_id = a->cbid;
       r.thread_id = a->threadId;
       r.return_value = static_cast<int32_t>(a->returnValue);
@@ -238,7 +244,7 @@ void Convert(const CUpti_Activity* rec) {
       const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(rec);
       ExternalCorrelationRecord r{};
       r.external_id = e->externalId;
-      r.correlation_id = e->correlationId;
+      r.correlation_id = Correlation(e->correlationId);
       r.external_kind = static_cast<uint32_t>(e->externalKind);
       store.Push(r);
       return;
@@ -330,9 +336,138 @@ void ConfigureApiFilters(Agent& agent) {
   agent.Log("CUPTI: %d driver API calls traced (launch/copy/memset/sync)", traced);
 }
 
+// CUPTI as the capture windows' GPU activity source (capture_control.h). Open
+// attaches: subscribe (CUPTI's single slot), timestamps on our timebase, buffers,
+// the activity kinds, the graph-node callbacks. Close detaches entirely
+// (cuptiFinalize): measured on an H200, a process that stays subscribed with
+// every kind disabled still pays ~25-35 % on launch-bound steps, one that
+// detached pays nothing measurable (bench/RESULTS.md, "CUPTI switched on and
+// off"). All three run on the thread that marked the step boundary, under the
+// capture control's lock.
+class CuptiCapture final : public ActivityCapture {
+ public:
+  bool Open() override {
+    Agent& agent = Agent::Get();
+    CUptiResult r = cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback),
+                                   nullptr);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      agent.Note("CUPTI is already in use by another profiler (Nsight, compute-sanitizer, "
+                 "torch.profiler...): GPU activity is not captured; NVTX still is");
+      return false;
+    }
+    if (r != CUPTI_SUCCESS) {
+      agent.Note("CUPTI unavailable: " + ResultText(r) + ": GPU activity is not captured");
+      return false;
+    }
+    // Must precede enabling any kind (re-registering later corrupts timestamps);
+    // after a detach CUPTI starts afresh and needs it again.
+    r = cuptiActivityRegisterTimestampCallback(Timestamp);
+    if (r != CUPTI_SUCCESS) {
+      agent.Note("CUPTI: cannot set the timestamp clock (" + ResultText(r) +
+                 "): GPU timestamps stay on CUPTI's default clock (CLOCK_REALTIME)");
+    }
+    // OS thread ids (gettid), as NVTX records and the rest of the system use;
+    // CUPTI's default is a pthread-derived id that matches nothing else.
+    r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    if (r != CUPTI_SUCCESS && attaches_ == 0) {
+      agent.Note("CUPTI: API records keep CUPTI's own thread ids (" + ResultText(r) +
+                 "), which do not match NVTX thread ids");
+    }
+    r = cuptiActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted);
+    if (r != CUPTI_SUCCESS) {
+      agent.Note("CUPTI: cannot register activity buffers: " + ResultText(r));
+      cuptiUnsubscribe(g_subscriber);
+      return false;
+    }
+    enabled_.clear();
+    for (const KindSwitch& k : kKindSwitches) {
+      if (!agent.enabled(k.ours)) continue;
+      r = cuptiActivityEnable(k.cupti);
+      if (r == CUPTI_SUCCESS) {
+        enabled_.push_back(k.cupti);
+        if (k.cupti == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) SetNcclCuptiCorrelation(true);
+      } else if (attaches_ == 0) {
+        agent.Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) + " activity: " +
+                   ResultText(r));
+      }
+    }
+    if (attaches_ == 0 && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE) == CUPTI_SUCCESS) {
+      enabled_.push_back(CUPTI_ACTIVITY_KIND_DEVICE);  // GPU names and UUIDs, once
+    }
+    if (agent.enabled(RecordKind::kNccl) && agent.config().nccl != "off") {
+      for (CUpti_CallbackId cbid :
+           {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
+        r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid);
+        if (r != CUPTI_SUCCESS && attaches_ == 0) {
+          agent.Note("CUPTI: no CUDA-graph node callbacks (" + ResultText(r) +
+                     "): replays of graph-captured NCCL operations are not attributed");
+          break;
+        }
+      }
+    }
+    if (agent.enabled(RecordKind::kApi)) ConfigureApiFilters(agent);
+    cuptiActivityFlushPeriod(kFlushPeriodMs);
+    attached_.store(true, std::memory_order_release);
+    ++attaches_;
+    agent.Log("CUPTI attached (%zu activity kinds)", enabled_.size());
+    return !enabled_.empty();
+  }
+
+  void Quiesce() override {
+    SetNcclCuptiCorrelation(false);
+    for (CUpti_ActivityKind k : enabled_) cuptiActivityDisable(k);
+  }
+
+  void Close() override {
+    if (!attached_.exchange(false, std::memory_order_acq_rel)) return;
+    // What completed first, then the rest (incomplete records have no times and
+    // are dropped by Convert; the window's last step ended a whole step ago).
+    cuptiActivityFlushAll(0);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    cuptiUnsubscribe(g_subscriber);
+    g_subscriber = nullptr;
+    const CUptiResult r = cuptiFinalize();
+    g_correlation.NextAttach();  // every record of this attach was flushed above
+    if (r != CUPTI_SUCCESS && !finalize_noted_) {
+      finalize_noted_ = true;
+      Agent::Get().Note("CUPTI: cannot detach between capture windows (" + ResultText(r) +
+                        "): CUPTI stays loaded, at some cost to every launch");
+    }
+    Agent::Get().Log("CUPTI detached");
+  }
+
+  bool attached() const { return attached_.load(std::memory_order_acquire); }
+
+  // At exit (full mode, or a window that is still open): hand back every buffer.
+  void FlushAtExit() {
+    if (!attached_.load(std::memory_order_acquire)) return;
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+
+ private:
+  struct KindSwitch {
+    CUpti_ActivityKind cupti;
+    RecordKind ours;
+  };
+  static constexpr KindSwitch kKindSwitches[] = {
+      {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, RecordKind::kKernel},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, RecordKind::kMemcpy},
+      {CUPTI_ACTIVITY_KIND_MEMCPY2, RecordKind::kMemcpy},
+      {CUPTI_ACTIVITY_KIND_MEMSET, RecordKind::kMemset},
+      {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, RecordKind::kSync},
+      {CUPTI_ACTIVITY_KIND_RUNTIME, RecordKind::kApi},
+      {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, RecordKind::kExternalCorrelation},
+  };
+  std::vector<CUpti_ActivityKind> enabled_;
+  std::atomic<bool> attached_{false};
+  uint64_t attaches_ = 0;
+  bool finalize_noted_ = false;
+};
+
+CuptiCapture* g_capture = nullptr;
+
 void FlushAtFinish() {
-  // Stop producing, then hand back every buffer, complete or not.
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (g_capture != nullptr) g_capture->FlushAtExit();
   if (g_cupti_dropped > 0) {
     Agent::Get().Note("CUPTI dropped " + std::to_string(g_cupti_dropped) +
                       " activity records (no buffer under the memory cap)");
@@ -343,81 +478,19 @@ void FlushAtFinish() {
 
 bool StartCuptiSource() {
   Agent& agent = Agent::Get();
-  CUptiResult r = cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
-  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    agent.Note("CUPTI is already in use by another profiler (Nsight, compute-sanitizer, "
-               "torch.profiler...): GPU activity is not captured; NVTX still is");
-    return false;
-  }
-  if (r != CUPTI_SUCCESS) {
-    agent.Note("CUPTI unavailable: " + ResultText(r) + ": GPU activity is not captured");
-    return false;
-  }
-  // Must precede enabling any kind (re-registering later corrupts timestamps).
-  r = cuptiActivityRegisterTimestampCallback(Timestamp);
-  if (r != CUPTI_SUCCESS) {
-    agent.Note("CUPTI: cannot set the timestamp clock (" + ResultText(r) +
-               "): GPU timestamps stay on CUPTI's default clock (CLOCK_REALTIME)");
-  }
-  // OS thread ids (gettid), as NVTX records and the rest of the system use;
-  // CUPTI's default is a pthread-derived id that matches nothing else.
-  r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-  if (r != CUPTI_SUCCESS) {
-    agent.Note("CUPTI: API records keep CUPTI's own thread ids (" + ResultText(r) +
-               "), which do not match NVTX thread ids");
-  }
   g_pool = new BufferPool();
   g_pool->Preallocate(kPreallocatedBuffers);
-  r = cuptiActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted);
-  if (r != CUPTI_SUCCESS) {
-    agent.Note("CUPTI: cannot register activity buffers: " + ResultText(r));
-    cuptiUnsubscribe(g_subscriber);
-    return false;
-  }
-
-  struct KindSwitch {
-    CUpti_ActivityKind cupti;
-    RecordKind ours;
-  };
-  const KindSwitch kinds[] = {
-      {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, RecordKind::kKernel},
-      {CUPTI_ACTIVITY_KIND_MEMCPY, RecordKind::kMemcpy},
-      {CUPTI_ACTIVITY_KIND_MEMCPY2, RecordKind::kMemcpy},
-      {CUPTI_ACTIVITY_KIND_MEMSET, RecordKind::kMemset},
-      {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, RecordKind::kSync},
-      {CUPTI_ACTIVITY_KIND_RUNTIME, RecordKind::kApi},
-      {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, RecordKind::kExternalCorrelation},
-  };
-  int enabled = 0;
-  for (const KindSwitch& k : kinds) {
-    if (!agent.enabled(k.ours)) continue;
-    r = cuptiActivityEnable(k.cupti);
-    if (r == CUPTI_SUCCESS) {
-      ++enabled;
-      if (k.cupti == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) EnableNcclCuptiCorrelation();
-    } else {
-      agent.Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) + " activity: " +
-                 ResultText(r));
-    }
-  }
-  cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);  // GPU names and UUIDs for the metadata
-  if (agent.enabled(RecordKind::kNccl) && agent.config().nccl != "off") {
-    for (CUpti_CallbackId cbid :
-         {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
-      r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid);
-      if (r != CUPTI_SUCCESS) {
-        agent.Note("CUPTI: no CUDA-graph node callbacks (" + ResultText(r) +
-                   "): replays of graph-captured NCCL operations are not attributed");
-        break;
-      }
-    }
-  }
-  if (agent.enabled(RecordKind::kApi)) ConfigureApiFilters(agent);
-  cuptiActivityFlushPeriod(kFlushPeriodMs);
+  g_capture = new CuptiCapture();  // lives as long as the process (callbacks at exit)
   agent.SetFlushHook(FlushAtFinish);
   agent.SetSource("cupti");
-  agent.Log("CUPTI capture started (%d activity kinds)", enabled);
-  return enabled > 0;
+  // Full and flight modes attach now; budgeted mode at the first capture window.
+  agent.capture().Start(g_capture);
+  if (agent.capture().budgeted()) {
+    agent.Log("CUPTI: budgeted mode, attached only in capture windows");
+    return true;
+  }
+  if (!g_capture->attached()) agent.SetSource("none");
+  return g_capture->attached();
 }
 
 }  // namespace aon::agent

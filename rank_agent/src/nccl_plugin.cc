@@ -147,6 +147,7 @@ struct Channel : Handle {
 struct Launch : Handle {
   uint64_t external_id;
   bool pushed;
+  uint64_t epoch;  // g_cupti_epoch at the push
 };
 
 // A GroupApi / CollApi / P2pApi call in progress on this thread (one slot per
@@ -163,6 +164,10 @@ struct ProxyEvent : Handle {
 
 std::atomic<uint64_t> g_next_external_id{1};
 std::atomic<bool> g_cupti_correlation{false};
+std::atomic<uint64_t> g_cupti_epoch{0};
+// The process's first communicator: its collectives are the NCCL step source
+// (every rank of a job calls them in the same order; docs/always-on.md).
+std::atomic<const Comm*> g_first_comm{nullptr};
 
 // Live operations (for the exit flush) and the retire ring; one lock, taken
 // once at an operation's start and once at its end.
@@ -335,6 +340,9 @@ Operation* NewOperation(Comm* comm, uint64_t type, uint8_t n_channels) {
 void StartColl(Comm* comm, void** handle, uint64_t seq, const char* func, size_t count, int root,
                const char* datatype, uint8_t n_channels, uint8_t n_warps, const char* algo,
                const char* proto) {
+  if (comm == g_first_comm.load(std::memory_order_acquire)) {
+    Agent::Get().capture().OnBoundary(StepSource::kNccl);
+  }
   Operation* op = NewOperation(comm, kNcclProfileColl, n_channels);
   NcclRecord& r = op->record;
   r.event_type = static_cast<uint8_t>(NcclEventType::kColl);
@@ -400,7 +408,8 @@ void StartLaunch(Comm* comm, void** handle) {
   auto* l = new Launch();
   l->type = kNcclProfileKernelLaunch;
   l->external_id = g_next_external_id.fetch_add(1, std::memory_order_relaxed);
-  l->pushed = g_cupti_correlation.load(std::memory_order_relaxed) &&
+  l->epoch = g_cupti_epoch.load(std::memory_order_acquire);
+  l->pushed = g_cupti_correlation.load(std::memory_order_acquire) &&
               cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2,
                                                      l->external_id) == CUPTI_SUCCESS;
   // Operations of this communicator reported before it on this thread are its;
@@ -654,6 +663,8 @@ aon_nccl_result_t InitCommon(void** context, int* mask, const char* name, uint64
   comm->nnodes = nnodes;
   comm->name_id = InternCached(name);
   comm->init_ns = TimebaseNowNs();
+  const Comm* none = nullptr;
+  g_first_comm.compare_exchange_strong(none, comm, std::memory_order_acq_rel);
   *context = comm;
   if (!v5) agent.Note("NCCL: profiler API v4 (NCCL 2.27): no kernel-launch correlation");
   agent.Log("NCCL communicator %016llx: rank %d of %d on %d nodes (%s)",
@@ -811,7 +822,7 @@ aon_nccl_result_t Stop(void* handle) {
         t_launch = 0;
         t_launch_comm = nullptr;
       }
-      if (l->pushed) {
+      if (l->pushed && l->epoch == g_cupti_epoch.load(std::memory_order_acquire)) {
         uint64_t id = 0;
         cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &id);
       }
@@ -858,7 +869,12 @@ aon_nccl_result_t Finalize(void* context) {
 
 }  // namespace
 
-void EnableNcclCuptiCorrelation() { g_cupti_correlation.store(true, std::memory_order_relaxed); }
+void SetNcclCuptiCorrelation(bool on) {
+  // Each switch is a new epoch: a launch pops only what it pushed in the epoch
+  // it is still in (CUPTI may have been detached between its start and stop).
+  g_cupti_epoch.fetch_add(1, std::memory_order_acq_rel);
+  g_cupti_correlation.store(on, std::memory_order_release);
+}
 
 void OnGraphKernelNodeCreated(uint64_t node_id) {
   if (t_launch == 0 || t_launch_comm == nullptr) return;  // not inside an NCCL launch

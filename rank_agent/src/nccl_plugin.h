@@ -11,7 +11,9 @@ void FlushLiveNcclOperations();
 
 // Called once CUPTI records external correlations: from then on NCCL kernel
 // launches are bracketed with a CUPTI external correlation id.
-void EnableNcclCuptiCorrelation();
+// CUPTI external correlation around NCCL's launches: on while CUPTI records
+// EXTERNAL_CORRELATION (all the time in full mode, in capture windows otherwise).
+void SetNcclCuptiCorrelation(bool on);
 
 // CUDA graphs, from CUPTI's resource callbacks (on the calling thread): a
 // kernel node created while NCCL launches on this thread (stream capture) is

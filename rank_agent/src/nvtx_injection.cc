@@ -41,7 +41,26 @@ struct OpenRange {
   uint32_t color;
   uint16_t depth;
   uint32_t thread_id;
+  bool step_name;  // named like a step (AON_STEP_RANGE)
 };
+
+// Whether the name with string id `id` (text `name`) marks steps; cached per
+// thread by id, so a repeated name is one lookup. Bounded: cleared when full.
+bool IsStepName(uint32_t id, std::string_view name) {
+  thread_local std::unordered_map<uint32_t, bool> cache;
+  if (auto it = cache.find(id); it != cache.end()) return it->second;
+  const bool step = Agent::Get().capture().StepRangeName(name);
+  if (cache.size() >= 4096) cache.clear();
+  cache.emplace(id, step);
+  return step;
+}
+
+// Registered strings (nvtxDomainRegisterString) that name steps.
+std::mutex g_registered_mu;
+std::unordered_map<uint32_t, bool>& RegisteredStepNames() {
+  static auto* names = new std::unordered_map<uint32_t, bool>();
+  return *names;
+}
 
 uint32_t ThreadId() {
   thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -114,15 +133,25 @@ OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {
   r.thread_id = ThreadId();
   if (a != nullptr) {
     switch (a->messageType) {
-      case NVTX_MESSAGE_TYPE_ASCII: r.name_id = InternName(a->message.ascii); break;
-      case NVTX_MESSAGE_TYPE_UNICODE:
-        r.name_id = Agent::Get().sink().Intern(Utf8(a->message.unicode), RecordKind::kNvtx);
+      case NVTX_MESSAGE_TYPE_ASCII:
+        r.name_id = InternName(a->message.ascii);
+        r.step_name = a->message.ascii != nullptr && IsStepName(r.name_id, a->message.ascii);
         break;
-      case NVTX_MESSAGE_TYPE_REGISTERED:
+      case NVTX_MESSAGE_TYPE_UNICODE: {
+        const std::string name = Utf8(a->message.unicode);
+        r.name_id = Agent::Get().sink().Intern(name, RecordKind::kNvtx);
+        r.step_name = IsStepName(r.name_id, name);
+        break;
+      }
+      case NVTX_MESSAGE_TYPE_REGISTERED: {
         r.name_id = a->message.registered
                         ? static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a->message.registered) - 1)
                         : 0;
+        std::lock_guard<std::mutex> lock(g_registered_mu);
+        auto it = RegisteredStepNames().find(r.name_id);
+        r.step_name = it != RegisteredStepNames().end() && it->second;
         break;
+      }
       default: break;
     }
     r.category = a->category;
@@ -133,6 +162,8 @@ OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {
 }
 
 void Emit(const OpenRange& r, uint64_t end_ns, NvtxType type) {
+  Agent& agent = Agent::Get();
+  if (!agent.enabled(RecordKind::kNvtx)) return;  // injected for step ranges only
   NvtxRecord rec{};
   rec.start_ns = r.start_ns;
   rec.end_ns = end_ns;
@@ -143,10 +174,18 @@ void Emit(const OpenRange& r, uint64_t end_ns, NvtxType type) {
   rec.color = r.color;
   rec.depth = r.depth;
   rec.type = static_cast<uint8_t>(type);
-  Agent::Get().sink().Push(rec);
+  agent.sink().Push(rec);
 }
 
 // ---- range primitives -------------------------------------------------------
+
+// A step range of the default domain, outermost on its thread (a push range) or
+// any start/end range, marks a step boundary where it begins.
+void MaybeStep(const OpenRange& r, bool outermost) {
+  if (r.step_name && r.domain_id == 0 && outermost) {
+    Agent::Get().capture().OnBoundary(StepSource::kNvtx);
+  }
+}
 
 int Push(OpenRange r) {
   auto& stack = PushStack();
@@ -154,6 +193,7 @@ int Push(OpenRange r) {
   for (const OpenRange& o : stack) depth += o.domain_id == r.domain_id;
   r.depth = depth;
   stack.push_back(r);
+  MaybeStep(r, depth == 0);
   return depth;
 }
 
@@ -171,6 +211,7 @@ int Pop(uint32_t domain_id) {
 }
 
 nvtxRangeId_t Start(const OpenRange& r) {
+  MaybeStep(r, true);
   uint64_t id = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(g_start_end_mu);
   StartEndRanges().emplace(id, r);
@@ -249,13 +290,18 @@ nvtxResourceHandle_t NVTX_API DomainResourceCreate(nvtxDomainHandle_t, nvtxResou
 void NVTX_API DomainResourceDestroy(nvtxResourceHandle_t) {}
 void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t, uint32_t, const char*) {}
 void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t, uint32_t, const wchar_t*) {}
-nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char* s) {
-  uint32_t id = InternName(s);
+nvtxStringHandle_t RegisteredString(std::string_view s, uint32_t id) {
+  const bool step = Agent::Get().capture().StepRangeName(s);
+  std::lock_guard<std::mutex> lock(g_registered_mu);
+  RegisteredStepNames()[id] = step;
   return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(id) + 1);
 }
+nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char* s) {
+  return RegisteredString(s != nullptr ? s : "", InternName(s));
+}
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t, const wchar_t* s) {
-  uint32_t id = Agent::Get().sink().Intern(Utf8(s), RecordKind::kNvtx);
-  return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(id) + 1);
+  const std::string name = Utf8(s);
+  return RegisteredString(name, Agent::Get().sink().Intern(name, RecordKind::kNvtx));
 }
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
   return reinterpret_cast<nvtxDomainHandle_t>(static_cast<uintptr_t>(InternName(name)) + 1);
@@ -323,7 +369,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     NvtxGetExportTableFunc_t get_export_table) {
   using namespace aon::agent;
   Agent& agent = Agent::Get();
-  if (!agent.enabled(aon::RecordKind::kNvtx) || get_export_table == nullptr) return 0;
+  // Also without NVTX records: step ranges mark the steps of capture windows.
+  const bool steps = agent.recording() && agent.capture().budgeted();
+  if ((!agent.enabled(aon::RecordKind::kNvtx) && !steps) || get_export_table == nullptr) return 0;
   const auto* etbl =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (etbl == nullptr || etbl->struct_size < sizeof(NvtxExportTableCallbacks)) {

@@ -17,6 +17,7 @@
 #include "agent.h"
 #include "aon/synthetic_device.h"
 #include "aon/timebase.h"
+#include "correlation_ids.h"
 
 namespace aon::agent {
 namespace {
@@ -32,7 +33,32 @@ constexpr uint32_t kCbidMemcpy = 31, kCbidMemcpyAsync = 41, kCbidMemset = 46, kC
                    kCbidDeviceSynchronize = 165, kCbidStreamSynchronize = 131, kCbidLaunchKernel = 211;
 
 std::atomic<bool> g_enabled{false};
+// Activity is recorded (as CUPTI would record it): all the time in full mode,
+// in capture windows in budgeted mode. The device runs either way.
+std::atomic<bool> g_recording{false};
+
+bool Recording(RecordKind kind) {
+  return g_recording.load(std::memory_order_acquire) && Agent::Get().enabled(kind);
+}
+
+// The device's own correlation numbering restarts at 1 on every attach, as
+// CUPTI's does after a detach; the records carry g_correlation.Map of it.
 std::atomic<uint32_t> g_next_correlation{1};
+CorrelationIds g_correlation;
+
+// The synthetic device as the capture windows' activity source: a gate.
+class SyntheticCapture final : public ActivityCapture {
+ public:
+  bool Open() override {
+    g_recording.store(true, std::memory_order_release);
+    return true;
+  }
+  void Quiesce() override { g_recording.store(false, std::memory_order_release); }
+  void Close() override {
+    g_correlation.NextAttach();
+    g_next_correlation.store(1, std::memory_order_relaxed);
+  }
+};
 std::mutex g_streams_mu;
 std::map<uint32_t, uint64_t>& StreamBusyUntil() {
   static auto* m = new std::map<uint32_t, uint64_t>();
@@ -62,7 +88,7 @@ void SleepUntil(uint64_t t_ns) {
 
 void PushApi(uint64_t start, uint32_t correlation, uint32_t cbid, const char* name) {
   Agent& agent = Agent::Get();
-  if (!agent.enabled(RecordKind::kApi)) return;
+  if (!Recording(RecordKind::kApi)) return;
   ApiRecord r{};
   r.start_ns = start;
   r.end_ns = TimebaseNowNs();
@@ -78,20 +104,22 @@ int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int gr
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
   Agent& agent = Agent::Get();
   uint64_t now = TimebaseNowNs();
-  uint32_t corr = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   KernelRecord k{};
   k.start_ns = Schedule(stream, now, duration_ns, &k.end_ns);
   k.correlation_id = corr;
   k.device_id = kDeviceId;
   k.context_id = kContextId;
   k.stream_id = stream;
-  k.name_id = agent.sink().Intern(name ? name : "synthetic_kernel", RecordKind::kKernel);
   k.grid_x = grid_x;
   k.grid_y = k.grid_z = 1;
   k.block_x = block_x;
   k.block_y = k.block_z = 1;
   k.registers_per_thread = 32;
-  if (agent.enabled(RecordKind::kKernel)) agent.sink().Push(k);
+  if (Recording(RecordKind::kKernel)) {
+    k.name_id = agent.sink().Intern(name ? name : "synthetic_kernel", RecordKind::kKernel);
+    agent.sink().Push(k);
+  }
   PushApi(now, corr, kCbidLaunchKernel, "cudaLaunchKernel");
   return 0;
 }
@@ -100,7 +128,7 @@ int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
   Agent& agent = Agent::Get();
   uint64_t now = TimebaseNowNs();
-  uint32_t corr = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   MemcpyRecord m{};
   auto duration = kCopyFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) / kCopyBytesPerNs);
   m.start_ns = Schedule(stream, now, duration, &m.end_ns);
@@ -115,7 +143,7 @@ int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
   m.src_kind = copy_kind == 1 ? host_kind : 3;
   m.dst_kind = copy_kind == 2 ? host_kind : 3;
   m.flags = async ? 1 : 0;
-  if (agent.enabled(RecordKind::kMemcpy)) agent.sink().Push(m);
+  if (Recording(RecordKind::kMemcpy)) agent.sink().Push(m);
   if (!async) SleepUntil(m.end_ns);
   PushApi(now, corr, async ? kCbidMemcpyAsync : kCbidMemcpy, async ? "cudaMemcpyAsync" : "cudaMemcpy");
   return 0;
@@ -125,7 +153,7 @@ int Memset(uint32_t stream, uint64_t bytes, int async) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
   Agent& agent = Agent::Get();
   uint64_t now = TimebaseNowNs();
-  uint32_t corr = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   MemsetRecord m{};
   m.start_ns = Schedule(stream, now, 1000 + bytes / 200, &m.end_ns);
   m.bytes = bytes;
@@ -135,7 +163,7 @@ int Memset(uint32_t stream, uint64_t bytes, int async) {
   m.stream_id = stream;
   m.memory_kind = 3;
   m.flags = async ? 1 : 0;
-  if (agent.enabled(RecordKind::kMemset)) agent.sink().Push(m);
+  if (Recording(RecordKind::kMemset)) agent.sink().Push(m);
   if (!async) SleepUntil(m.end_ns);
   PushApi(now, corr, async ? kCbidMemsetAsync : kCbidMemset, async ? "cudaMemsetAsync" : "cudaMemset");
   return 0;
@@ -145,7 +173,7 @@ int Synchronize(uint32_t stream) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
   Agent& agent = Agent::Get();
   uint64_t now = TimebaseNowNs();
-  uint32_t corr = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   uint64_t until = now;
   {
     std::lock_guard<std::mutex> lock(g_streams_mu);
@@ -163,7 +191,7 @@ int Synchronize(uint32_t stream) {
   s.stream_id = device ? UINT32_MAX : stream;
   s.event_id = UINT32_MAX;
   s.sync_type = device ? 4 : 3;  // context sync / stream sync
-  if (agent.enabled(RecordKind::kSync)) agent.sink().Push(s);
+  if (Recording(RecordKind::kSync)) agent.sink().Push(s);
   PushApi(now, corr, device ? kCbidDeviceSynchronize : kCbidStreamSynchronize,
           device ? "cudaDeviceSynchronize" : "cudaStreamSynchronize");
   return 0;
@@ -188,6 +216,8 @@ bool StartSyntheticSource() {
   agent.SetSource("synthetic");
   agent.Note("SYNTHETIC source: GPU activity in this trace is simulated, not measured");
   g_enabled.store(true, std::memory_order_release);
+  static SyntheticCapture capture;
+  agent.capture().Start(&capture);  // full mode: recording from now on
   return true;
 }
 

@@ -202,6 +202,14 @@ Status SetUserOption(UserOptions& o, SessionOption option, const char* optarg) {
       o.verbose = true;
       return Status::Ok();
     case SessionOption::kMode:
+    case SessionOption::kOverheadBudget:
+    case SessionOption::kCaptureSteps:
+    case SessionOption::kCapturePeriod:
+    case SessionOption::kStepSource:
+    case SessionOption::kStepRange: {
+      AON_ASSIGN_OR_RETURN(o.passthrough[option], Checked(option, optarg));
+      return Status::Ok();
+    }
     case SessionOption::kWindow:
     case SessionOption::kReport:
     case SessionOption::kMergeProcs:
@@ -302,6 +310,7 @@ StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user)
   p.flight_window = user.flight_window;
   p.verbose = user.verbose;
   p.output_root = !user.output.empty() ? user.output : site.output_root;
+  p.passthrough = user.passthrough;
   return p;
 }
 
@@ -316,6 +325,9 @@ StatusOr<std::vector<EnvVar>> StepEnvironment(const StepPlan& plan, const StepPa
       {SessionOption::kNccl, plan.nccl},     {SessionOption::kFlight, plan.flight_window},
   };
   for (const auto& [option, value] : chosen) {
+    if (!value.empty()) AON_RETURN_IF_ERROR(session::ApplyOption(settings, option, value));
+  }
+  for (const auto& [option, value] : plan.passthrough) {
     if (!value.empty()) AON_RETURN_IF_ERROR(session::ApplyOption(settings, option, value));
   }
   if (!paths.collector.empty())

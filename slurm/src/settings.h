@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,8 @@ struct UserOptions {
   bool verbose = false;       // --aon-verbose
   std::optional<bool> merge;  // --aon-merge=on|off
   std::string flight_window;  // --aon-flight=SECONDS ("" = full mode)
+  // Options that set one agent variable as typed (--aon-mode, --aon-overhead-budget, ...).
+  std::map<session::SessionOption, std::string> passthrough;
 };
 
 // The srun/sbatch/salloc options, from the shared table: what
@@ -95,6 +98,7 @@ struct StepPlan {
   bool merge = true;
   std::string flight_window;  // AON_WINDOW with AON_MODE=flight ("" = full mode)
   std::string output_root;    // unexpanded template (user's, else site's, else "")
+  std::map<session::SessionOption, std::string> passthrough;  // as the user typed them
 };
 
 // Combines site policy and user options; an error names the option and the policy.

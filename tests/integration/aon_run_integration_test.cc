@@ -371,7 +371,7 @@ class SyntheticMpirunTest : public AonRunTest {
 
 TEST_F(SyntheticMpirunTest, FourRanksMergeIntoOneTimeline) {
   const std::string job = tmp_ + "/job";
-  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-np", "4",
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun", "-np", "4",
                                 "--oversubscribe", kSyntheticApp, "--iterations", "20"});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
 
@@ -406,11 +406,92 @@ TEST_F(SyntheticMpirunTest, FourRanksMergeIntoOneTimeline) {
   EXPECT_TRUE(Contains(r.err, "https://ui.perfetto.dev")) << r.Describe();
 }
 
+// Budgeted mode (the default): every rank captures the same steps (the
+// synthetic app's NVTX "iteration <i>" ranges), and the timeline holds GPU
+// records for exactly those steps: 3 kernels, 2 copies, 1 memset and 2
+// synchronizations each, and none for the other steps.
+TEST_F(SyntheticMpirunTest, CaptureWindowsLandOnTheSameStepsOfEveryRank) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--capture-period", "16",
+                                "--capture-steps", "3", "mpirun", "-np", "4", "--oversubscribe",
+                                kSyntheticApp, "--iterations", "100"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  auto reader = aon::TraceReader::Open(job + "/timeline.h5");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString() << "\n" << r.Describe();
+  auto steps = (*reader)->ReadAllMerged<aon::StepRecord>();
+  auto kernels = (*reader)->ReadAllMerged<aon::KernelRecord>();
+  auto copies = (*reader)->ReadAllMerged<aon::MemcpyRecord>();
+  auto sets = (*reader)->ReadAllMerged<aon::MemsetRecord>();
+  ASSERT_TRUE(steps.ok() && kernels.ok() && copies.ok() && sets.ok());
+  std::map<uint32_t, std::set<uint64_t>> captured;     // rank -> steps
+  std::map<uint32_t, std::vector<aon::StepRecord>> of;  // rank -> its steps in time order
+  for (const auto& m : *steps) {
+    of[m.rank].push_back(m.record);
+    if (m.record.flags & aon::kStepCaptured) captured[m.rank].insert(m.record.step);
+  }
+  ASSERT_EQ(of.size(), 4u);
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    ASSERT_EQ(of[rank].size(), 100u) << "rank " << rank;
+    EXPECT_EQ(captured[rank], captured[0]) << "rank " << rank << " captured other steps";
+  }
+  ASSERT_GE(captured[0].size(), 15u);  // ~6 windows of 3, and the first measuring window
+  // Each GPU record lies in a captured step of its rank (on the timeline clock).
+  auto step_of = [&](uint32_t rank, uint64_t t) -> const aon::StepRecord* {
+    for (const aon::StepRecord& s : of[rank])
+      if (t >= s.start_ns && t < s.end_ns) return &s;
+    return nullptr;
+  };
+  std::map<std::pair<uint32_t, uint64_t>, int> kernels_in;
+  for (const auto& k : *kernels) {
+    // A kernel is launched inside its step; the API call that issued it is what
+    // the step encloses on the host, the kernel may run a little later.
+    const aon::StepRecord* s = step_of(k.rank, k.record.start_ns);
+    ASSERT_NE(s, nullptr) << "rank " << k.rank;
+    ++kernels_in[{k.rank, s->step}];
+  }
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    for (uint64_t step : captured[rank]) {
+      EXPECT_EQ((kernels_in[{rank, step}]), 3) << "rank " << rank << " step " << step;
+    }
+  }
+  // Correlation ids stay unique across windows (the GPU source restarts its
+  // numbering on every attach, as CUPTI does after a detach), so each kernel
+  // still finds its own launch call, in its own step.
+  auto apis = (*reader)->ReadAllMerged<aon::ApiRecord>();
+  ASSERT_TRUE(apis.ok());
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> call_at;  // (rank, correlation) -> time
+  for (const auto& a : *apis) {
+    EXPECT_TRUE(call_at.emplace(std::make_pair(a.rank, a.record.correlation_id), a.record.start_ns)
+                    .second)
+        << "rank " << a.rank << ": correlation id " << a.record.correlation_id << " twice";
+  }
+  for (const auto& k : *kernels) {
+    auto it = call_at.find({k.rank, k.record.correlation_id});
+    ASSERT_NE(it, call_at.end()) << "rank " << k.rank << ": a kernel without its launch call";
+    const aon::StepRecord* kernel_step = step_of(k.rank, k.record.start_ns);
+    const aon::StepRecord* call_step = step_of(k.rank, it->second);
+    ASSERT_NE(call_step, nullptr);
+    EXPECT_EQ(call_step->step, kernel_step->step) << "rank " << k.rank;
+  }
+  EXPECT_EQ(kernels->size(), 3 * 4 * captured[0].size());
+  EXPECT_EQ(copies->size(), 2 * 4 * captured[0].size());
+  EXPECT_EQ(sets->size(), 4 * captured[0].size());
+  // The timeline's rank rows say how each rank captured.
+  auto rows = (*reader)->ReadAllOf<aon::RankSummary>(aon::RankSummarySchema(), "meta");
+  ASSERT_TRUE(rows.ok());
+  for (const aon::RankSummary& row : *rows) {
+    EXPECT_EQ(row.capture_mode, static_cast<uint8_t>(aon::CaptureMode::kBudgeted));
+    EXPECT_EQ(row.steps, 100u);
+    EXPECT_EQ(row.captured_steps, captured[0].size());
+    EXPECT_EQ(row.capture_period, 16u);
+  }
+}
+
 // --merge-procs 2: the merge runs as two MPI processes writing shards that the
 // timeline joins; counts stay exact and the report reads it like any timeline.
 TEST_F(SyntheticMpirunTest, ShardedMergeWithTwoProcessesKeepsCountsExact) {
   const std::string job = tmp_ + "/job";
-  ProcessResult r = AonRunReal({"-o", job, "--merge-procs", "2", "--source", "synthetic",
+  ProcessResult r = AonRunReal({"-o", job, "--merge-procs", "2", "--source", "synthetic", "--mode", "full",
                                 "mpirun", "-np", "4", "--oversubscribe", kSyntheticApp,
                                 "--iterations", "20"});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
@@ -428,7 +509,7 @@ TEST_F(SyntheticMpirunTest, ShardedMergeWithTwoProcessesKeepsCountsExact) {
 // through the same mpirun host options.
 TEST_F(SyntheticMpirunTest, JobThatNamesItsHostsIsMergedOnThoseHosts) {
   const std::string job = tmp_ + "/job";
-  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-H",
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun", "-H",
                                 "localhost:4", "-np", "4", kSyntheticApp, "--iterations", "5"});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "merging on the job's hosts:")) << r.Describe();
@@ -447,7 +528,7 @@ TEST_F(SyntheticMpirunTest, MergeRunsWhenARankFileIsMissing) {
   const std::string app =
       "if [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then export AON_OUTPUT_DIR=" + elsewhere +
       "; fi; exec " + kSyntheticApp + " --iterations 5";
-  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-np", "4",
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun", "-np", "4",
                                 "--oversubscribe", "sh", "-c", app});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   EXPECT_FALSE(fs::exists(job + "/rank-00002.h5"));

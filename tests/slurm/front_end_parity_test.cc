@@ -183,6 +183,12 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
                             {"aon-flight", "SECONDS"},
                             {"aon-verbose", ""},
                             {"aon-merge", "on|off"},
+                            {"aon-mode", "budgeted|full|flight"},
+                            {"aon-overhead-budget", "PCT"},
+                            {"aon-capture-steps", "N"},
+                            {"aon-capture-period", "N"},
+                            {"aon-step-source", "auto|api|nvtx|nccl|time"},
+                            {"aon-step-range", "NAMES"},
                         }));
 }
 

@@ -219,7 +219,7 @@ class SlurmUnprivileged : public SlurmSingleNode {
 
 TEST_F(SlurmSingleNode, SrunAonFourTasksOnOneNode) {
   ProcessResult r = cluster_->Run(
-      {"srun", "--aon", "--mpi=pmix", "-n", "4", kApp, "--iterations", "5"}, kMpiEnv, work_);
+      {"srun", "--aon", "--aon-mode=full", "--mpi=pmix", "-n", "4", kApp, "--iterations", "5"}, kMpiEnv, work_);
   ExpectProfiledStep(r, 4, cluster_->Logs());
 }
 
@@ -228,7 +228,8 @@ TEST_F(SlurmSingleNode, SrunAonFourTasksOnOneNode) {
 TEST_F(SlurmSingleNode, AonRunInFrontOfSrunProfilesEveryTask) {
   const std::string job = work_ + "/aon-run-job";
   ProcessResult r = cluster_->Run({AON_BUILD_BIN_DIR "/aon-run", "-o", job, "--source", "synthetic",
-                                   "srun", "--mpi=pmix", "-n", "3", kApp, "--iterations", "4"},
+                                   "--mode", "full", "srun", "--mpi=pmix", "-n", "3", kApp,
+                                   "--iterations", "4"},
                                   kMpiEnv, work_);
   ASSERT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
   const auto expected = Expectations(r.out);
@@ -247,7 +248,8 @@ TEST_F(SlurmSingleNode, SbatchAonProfilesTheScriptsSrunStep) {
   const std::string script = work_ + "/job.sh";
   std::ofstream(script) << "#!/bin/sh\nsrun --mpi=pmix -n 2 " << kApp << " --iterations 4\n";
   ProcessResult r = cluster_->Run(
-      {"sbatch", "--aon", "--wait", "-n", "2", "-o", work_ + "/job.out", script}, kMpiEnv, work_);
+      {"sbatch", "--aon", "--aon-mode=full", "--wait", "-n", "2", "-o", work_ + "/job.out", script},
+      kMpiEnv, work_);
   ASSERT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
   std::ifstream in(work_ + "/job.out");
   std::stringstream out;
@@ -296,7 +298,7 @@ TEST_F(SlurmUnprivileged, UnwritableOutputDirectoryStillRunsTheJob) {
   const std::string user_dir = UserDir("user", App());
   const std::string locked = work_ + "/root-only";  // root's, 0755: the user cannot write
   fs::create_directories(locked);
-  ProcessResult r = cluster_->Run({"srun", "--aon", "--aon-output=" + locked, "--mpi=pmix", "-n",
+  ProcessResult r = cluster_->Run({"srun", "--aon", "--aon-mode=full", "--aon-output=" + locked, "--mpi=pmix", "-n",
                                    "2", App(), "--iterations", "2"},
                                   kMpiEnv, user_dir, kTestUser);
   EXPECT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
@@ -313,7 +315,7 @@ TEST_F(SlurmSingleNode, KilledRankKeepsItsTraceMarkedTruncated) {
   env["LD_PRELOAD"] = kKillShim;
   env["AON_TEST_KILL_RANK"] = "2";
   ProcessResult r = cluster_->Run(
-      {"srun", "--aon", "--mpi=pmix", "-n", "4", kApp, "--iterations", "5"}, env, work_);
+      {"srun", "--aon", "--aon-mode=full", "--mpi=pmix", "-n", "4", kApp, "--iterations", "5"}, env, work_);
   EXPECT_NE(r.exit_status, 0) << "a task was killed\n" << r.Describe();
   EXPECT_NE(r.err.find("task 2: Killed"), std::string::npos) << r.Describe();
   const std::string dir = ProfiledDir(r.err);
@@ -334,7 +336,7 @@ TEST_F(SlurmSingleNode, KilledRankKeepsItsTraceMarkedTruncated) {
 TEST_F(SlurmUnprivileged, UnprivilegedUserOwnsEveryFile) {
   const std::string user_dir = UserDir("user", App());
   ProcessResult r =
-      cluster_->Run({"srun", "--aon", "--mpi=pmix", "-n", "4", App(), "--iterations", "3"}, kMpiEnv,
+      cluster_->Run({"srun", "--aon", "--aon-mode=full", "--mpi=pmix", "-n", "4", App(), "--iterations", "3"}, kMpiEnv,
                     user_dir, kTestUser);
   ExpectProfiledStep(r, 4, cluster_->Logs());
   const std::string dir = ProfiledDir(r.err);
@@ -401,7 +403,7 @@ TEST_F(SlurmTwoNodes, SrunAonFourTasksAcrossTwoNodes) {
   std::map<std::string, std::string> env = kMpiEnv;
   env["OMPI_MCA_btl"] = "self,tcp";
   ProcessResult r = cluster_->Run(
-      {"srun", "--aon", "--mpi=pmix", "-N", "2", "-n", "4", "--ntasks-per-node=2", "sh", "-c",
+      {"srun", "--aon", "--aon-mode=full", "--mpi=pmix", "-N", "2", "-n", "4", "--ntasks-per-node=2", "sh", "-c",
        "echo NODE $SLURMD_NODENAME $SLURM_PROCID; exec " + kApp + " --iterations 5"},
       env, work_, "", std::chrono::seconds(180));
   ExpectProfiledStep(r, 4, cluster_->Logs());
@@ -415,7 +417,7 @@ TEST_F(SlurmTwoNodes, SrunAonFourTasksAcrossTwoNodes) {
 // node (an srun step of the same job), into shards the timeline joins.
 TEST_F(SlurmTwoNodes, SbatchTwoNodeStepIsMergedOnBothNodes) {
   const std::string script = work_ + "/job.sh";
-  std::ofstream(script) << "#!/bin/sh\nsrun --aon --mpi=pmix -N 2 -n 4 --ntasks-per-node=2 "
+  std::ofstream(script) << "#!/bin/sh\nsrun --aon --aon-mode=full --mpi=pmix -N 2 -n 4 --ntasks-per-node=2 "
                         << kApp << " --iterations 4\n";
   std::map<std::string, std::string> env = kMpiEnv;
   env["OMPI_MCA_btl"] = "self,tcp";
@@ -476,7 +478,7 @@ class SlurmTwoNodesTwoClocks : public SlurmTwoNodes {
     env["OMPI_MCA_btl"] = "self,tcp";
     env["AON_VERBOSE"] = "1";
     r_ = cluster_->Run(
-        {"srun", "--aon", "--mpi=pmix", "-N", "2", "-n", "4", "--ntasks-per-node=2", "sh", "-c",
+        {"srun", "--aon", "--aon-mode=full", "--mpi=pmix", "-N", "2", "-n", "4", "--ntasks-per-node=2", "sh", "-c",
          "echo NODE $SLURMD_NODENAME $SLURM_PROCID; exec " + kApp + " --iterations 5"},
         env, work_, "", std::chrono::seconds(180));
     ExpectProfiledStep(r_, 4, cluster_->Logs());

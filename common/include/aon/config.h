@@ -34,8 +34,21 @@ enum class AgentVar : uint8_t {
   kFlightNcclStall,
   kFlightStepRange,
   kFlightStepFactor,
+  kOverheadBudget,
+  kCaptureSteps,
+  kCapturePeriod,
+  kStepSource,
+  kStepRange,
+  kTimeSlot,
 };
-inline constexpr size_t kAgentConfigVariableCount = 15;
+inline constexpr size_t kAgentConfigVariableCount = 21;
+
+// AON_MODE (aon-run --mode, srun --aon-mode).
+inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "full", "flight"};
+// AON_STEP_SOURCE: where step boundaries come from; auto takes the first of
+// api, nvtx, nccl, time that marks steps (docs/always-on.md).
+inline constexpr std::array<std::string_view, 5> kStepSources = {"auto", "api", "nvtx", "nccl",
+                                                                 "time"};
 
 // The NCCL capture modes of AON_NCCL (aon-run --nccl, srun --aon-nccl).
 inline constexpr std::array<std::string_view, 5> kNcclModes = {"default", "channels", "coll",
@@ -55,13 +68,21 @@ struct AgentConfig {
   std::string job_id;                          // AON_JOB_ID
   long launcher_parent_pid = 0;                // AON_LAUNCHER_PARENT_PID
   std::string nccl = "default";                // AON_NCCL: one of kNcclModes
-  std::string mode = "full";                   // AON_MODE: full | flight
+  std::string mode = "budgeted";               // AON_MODE: one of kCaptureModes
   double window_s = 60;                        // AON_WINDOW (flight)
   int64_t flush_interval_ms = 1000;            // AON_FLUSH_INTERVAL
   std::string collector;                       // AON_COLLECTOR: path, "off", "" (next to agent)
   double flight_nccl_stall_s = 60;             // AON_FLIGHT_NCCL_STALL (0: off)
   std::string flight_step_range = "step";      // AON_FLIGHT_STEP_RANGE ("" : off)
   double flight_step_factor = 3;               // AON_FLIGHT_STEP_FACTOR
+  double overhead_budget = 0.01;               // AON_OVERHEAD_BUDGET (percent on the wire)
+  int64_t capture_steps = 3;                   // AON_CAPTURE_STEPS: steps per window
+  int64_t capture_period = 0;                  // AON_CAPTURE_PERIOD: 0 = set by the budget
+  std::string step_source = "auto";            // AON_STEP_SOURCE: one of kStepSources
+  // AON_STEP_RANGE: NVTX range names that mark steps (comma-separated prefixes,
+  // case-insensitive, followed by the end, a digit or one of " _-:#").
+  std::string step_range = "step,iteration,iter,train_step,train";
+  double time_slot_s = 1;                      // AON_TIME_SLOT: steps of the time source
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.

@@ -96,14 +96,7 @@ class RecordBatches {
   bool empty() const { return records_ == 0; }
 
  private:
-  template <typename L>
-  struct VectorsOf;
-  template <typename... Ts>
-  struct VectorsOf<TypeList<Ts...>> {
-    using type = std::tuple<std::vector<Ts>...>;
-  };
-
-  VectorsOf<RecordTypes>::type vectors_;
+  RecordVectors vectors_;
   uint64_t bytes_ = 0;
   uint64_t records_ = 0;
 };

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -38,6 +39,7 @@ enum class RecordKind : uint8_t {
   kNvtx,
   kNccl,
   kExternalCorrelation,
+  kSteps,
   kNcclGraph,
   kCount,
 };
@@ -56,7 +58,7 @@ enum class KindScope : uint8_t {
 KindScope RecordKindScope(RecordKind kind);
 // The kinds of timelines come first: RecordKind values below this are
 // KindScope::kTimeline, the others kRankFile (checked in records.cc).
-inline constexpr size_t kTimelineKindCount = 8;
+inline constexpr size_t kTimelineKindCount = 9;
 
 struct KernelRecord {
   uint64_t start_ns;
@@ -273,6 +275,36 @@ struct ExternalCorrelationRecord {
 };
 static_assert(sizeof(ExternalCorrelationRecord) == 16);
 
+// Steps of the application (format 1.5): one record per step of each rank, in
+// every capture mode (the continuous tier: one ring push per step). A step ends
+// where the next begins; `source` says what marked the boundaries (records.h's
+// kStepSourceValues, in order of preference: the application's own step calls,
+// an NVTX range, the NCCL collectives of the first communicator, time slots on
+// the synchronized clock). `step` counts the source's boundaries from 0, so the
+// same step has the same number on every rank. Capture windows are runs of
+// steps with kStepCaptured set: CUPTI traced them (budgeted mode); the steps
+// right after a window, while CUPTI detaches, have kStepWindowTail.
+enum class StepSource : uint8_t { kNone = 0, kTime = 1, kNccl = 2, kNvtx = 3, kApi = 4 };
+inline constexpr uint8_t kStepCaptured = 1;    // inside a capture window
+inline constexpr uint8_t kStepWindowTail = 2;  // CUPTI being switched off after a window
+inline constexpr uint8_t kStepOnDemand = 4;    // the window was asked for (aon-ctl capture)
+// Budgeted mode opens its first window, one step long, at this step of every
+// rank: it measures what a window costs before the period is chosen.
+inline constexpr uint64_t kFirstWindowStep = 10;
+
+struct StepRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t step;
+  uint64_t window_first_step;  // first step of the window it belongs to; UINT64_MAX: none
+  uint32_t window;             // n-th window of this rank (1, 2, ...); 0: none
+  uint32_t period;             // the capture period P in force (steps); 0: no budgeted windows
+  uint8_t source;              // StepSource
+  uint8_t flags;               // kStepCaptured | kStepWindowTail | kStepOnDemand
+  uint8_t padding_[6];
+};
+static_assert(sizeof(StepRecord) == 48);
+
 // CUDA-graph bookkeeping of NCCL launches (rank files only, format 1.4):
 //   kNodeCreated: a kernel node an NCCL launch created while its stream was
 //     captured: node_id = the node's CUPTI id (cuptiGetGraphNodeId, what
@@ -333,6 +365,10 @@ inline constexpr EnumValue kNcclEventTypeValues[] = {
     {13, "proxy step"}};
 inline constexpr EnumValue kNcclGpuTimingValues[] = {
     {0, "none"}, {1, "raw"}, {2, "calibrated"}, {3, "assumed"}, {4, "kernel"}};
+inline constexpr EnumValue kStepSourceValues[] = {
+    {0, "none"}, {1, "time slot"}, {2, "nccl"}, {3, "nvtx"}, {4, "api"}};
+inline constexpr EnumValue kStepFlagValues[] = {
+    {kStepCaptured, "captured"}, {kStepWindowTail, "window tail"}, {kStepOnDemand, "on demand"}};
 inline constexpr EnumValue kNcclGraphEventValues[] = {
     {1, "node created"}, {2, "node cloned"}, {3, "captured coll"}, {4, "captured p2p"}};
 
@@ -520,6 +556,28 @@ struct TableTraits<ExternalCorrelationRecord> {
 };
 
 template <>
+struct TableTraits<StepRecord> {
+  using T = StepRecord;
+  static constexpr RecordKind kKind = RecordKind::kSteps;
+  static constexpr const char* kName = "steps";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc =
+      "One per step of the application, in every mode; capture windows are runs of captured steps";
+  static constexpr int kSinceMinor = 5;
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "step boundary: the step began"),
+      AON_FIELD(T, end_ns, kEnd, "the next boundary: the step ended"),
+      AON_FIELD(T, step, kId, "step number, counted from 0 by its source: equal on every rank"),
+      AON_FIELD(T, window_first_step, kId,
+                "first step of the capture window it belongs to (UINT64_MAX: none)"),
+      AON_FIELD(T, window, kId, "n-th capture window of this rank, 0: none"),
+      AON_FIELD(T, period, kQuantity, "capture period in force (steps), 0: no budgeted windows"),
+      AON_FIELD(T, source, kEnum, "what marked the step boundaries", kStepSourceValues),
+      AON_FIELD(T, flags, kFlags, "capture state of the step", kStepFlagValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
 struct TableTraits<NcclGraphRecord> {
   using T = NcclGraphRecord;
   static constexpr RecordKind kKind = RecordKind::kNcclGraph;
@@ -550,10 +608,20 @@ struct TableTraits<NcclGraphRecord> {
 template <typename... Ts>
 struct TypeList {};
 using RecordTypes = TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord,
-                             NvtxRecord, NcclRecord, ExternalCorrelationRecord, NcclGraphRecord>;
+                             NvtxRecord, NcclRecord, ExternalCorrelationRecord, StepRecord,
+                             NcclGraphRecord>;
 
 template <typename T>
 concept RecordType = StoredTable<T> && requires { TableTraits<T>::kKind; };
+
+// std::tuple<std::vector<KernelRecord>, ...>: one vector per record type.
+template <typename L>
+struct RecordVectorsOf;
+template <typename... Ts>
+struct RecordVectorsOf<TypeList<Ts...>> {
+  using type = std::tuple<std::vector<Ts>...>;
+};
+using RecordVectors = RecordVectorsOf<RecordTypes>::type;
 
 // A record kind's traits: its table's (kKind, kName, kScope, kFields), plus its
 // run-time schema.

@@ -37,7 +37,9 @@ inline constexpr int kFormatMajor = 1;
 // types 6-8) in rank files (records.h).
 // 1.4: the CUDA-graph bookkeeping rows have a kind of their own, nccl_graph (rank
 // files only); the merge still reads 1.3's rows.
-inline constexpr int kFormatMinor = 4;
+// 1.5: the steps kind (the application's steps and the capture windows on them)
+// and the capture metadata (capture_mode ... amortized_cost).
+inline constexpr int kFormatMinor = 5;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -124,6 +126,23 @@ struct RankMetadata {
   std::string end_reason;  // "exit", "signal SIGTERM", ...
   std::array<uint64_t, kRecordKindCount> dropped{};  // per RecordKind
   std::vector<std::string> notes;  // degradations, each said once ("CUPTI unavailable: ...")
+  // Capture windows and what they cost (1.5; docs/always-on.md). capture_mode:
+  // "budgeted" (CUPTI in windows on aligned steps, inside overhead_budget), "full"
+  // (CUPTI all the time), "flight" ("" in older files). The costs are measured by
+  // the agent in its own process: window_step_ratio = median step time inside
+  // windows / outside them (0: not measured), duty_cycle = captured_steps /
+  // steps, amortized_cost = the extra step time the windows cost, as a fraction
+  // of the job's step time (-1: not measured).
+  std::string capture_mode;
+  std::string step_source;  // "api", "nvtx", "nccl", "time slot", "none"
+  int64_t steps = 0;
+  int64_t captured_steps = 0;
+  int64_t windows = 0;
+  int64_t capture_period = 0;
+  double overhead_budget = 0.0;  // fraction (0.01 = 1 %); 0: none (period fixed, or not budgeted)
+  double window_step_ratio = 0.0;
+  double duty_cycle = 0.0;
+  double amortized_cost = -1.0;
   // NCCL GPU timer (%globaltimer) -> host timebase: host = gpu + offset, measured
   // on `pairs` NCCL kernels seen by both NCCL and CUPTI; spread = max - min of
   // the per-pair offsets kept (an error bound). pairs = 0: not calibrated.
@@ -170,6 +189,11 @@ std::string FieldTablesMarkdown();
 // One row per rank in a merged timeline.
 enum class RankStatus : uint8_t { kOk = 0, kMissing = 1, kCorrupt = 2, kTruncated = 3, kUnsupported = 4 };
 const char* RankStatusName(RankStatus status);
+// RankMetadata::capture_mode as a number (RankSummary).
+enum class CaptureMode : uint8_t { kUnknown = 0, kBudgeted = 1, kFull = 2, kFlight = 3 };
+inline constexpr EnumValue kCaptureModeValues[] = {
+    {0, "unknown"}, {1, "budgeted"}, {2, "full"}, {3, "flight"}};
+
 inline constexpr EnumValue kRankStatusValues[] = {
     {0, "ok"}, {1, "missing"}, {2, "corrupt"}, {3, "truncated"}, {4, "unsupported"}};
 
@@ -190,10 +214,20 @@ struct RankSummary {
   int64_t nccl_gpu_clock_offset_ns;
   int64_t nccl_gpu_clock_pairs;
   int64_t nccl_gpu_clock_spread_ns;
-  uint8_t status;  // RankStatus
-  uint8_t padding_[7];
+  // The rank's capture windows and what they cost (RankMetadata's capture
+  // fields; 1.5, 0 in older timelines).
+  uint64_t steps;
+  uint64_t captured_steps;
+  uint32_t windows;
+  uint32_t capture_period;
+  double overhead_budget;
+  double window_step_ratio;
+  double amortized_cost;  // -1: not measured
+  uint8_t status;         // RankStatus
+  uint8_t capture_mode;   // CaptureMode
+  uint8_t padding_[6];
 };
-static_assert(sizeof(RankSummary) == 104);
+static_assert(sizeof(RankSummary) == 152);
 template <>
 struct TableTraits<RankSummary> {
   using T = RankSummary;
@@ -214,10 +248,22 @@ struct TableTraits<RankSummary> {
       AON_FIELD(T, nccl_gpu_clock_offset_ns, kQuantity, "NCCL %globaltimer -> host offset"),
       AON_FIELD(T, nccl_gpu_clock_pairs, kQuantity, "kernels the offset was measured on"),
       AON_FIELD(T, nccl_gpu_clock_spread_ns, kQuantity, "spread of the per-kernel offsets"),
+      AON_FIELD(T, steps, kQuantity, "steps the rank ran (1.5)"),
+      AON_FIELD(T, captured_steps, kQuantity, "steps inside capture windows (1.5)"),
+      AON_FIELD(T, windows, kQuantity, "capture windows opened (1.5)"),
+      AON_FIELD(T, capture_period, kQuantity, "last capture period, steps (1.5)"),
+      AON_FIELD(T, overhead_budget, kQuantity, "share of step time AON could cost (1.5)"),
+      AON_FIELD(T, window_step_ratio, kQuantity,
+                "median step time in windows / outside them, measured by the rank (1.5)"),
+      AON_FIELD(T, amortized_cost, kQuantity,
+                "step time the windows added, as a share of all step time; -1 unknown (1.5)"),
       AON_FIELD(T, status, kEnum, "ok, missing, corrupt, truncated, unsupported",
                 kRankStatusValues),
+      AON_FIELD(T, capture_mode, kEnum, "how the rank captured (1.5)", kCaptureModeValues),
       AON_PADDING(T, padding_)};
 };
 inline const TableSchema& RankSummarySchema() { return SchemaOf<RankSummary>(); }
+// Copies a rank file's capture fields into its timeline row.
+void SetCaptureSummary(const RankMetadata& m, RankSummary* row);
 
 }  // namespace aon

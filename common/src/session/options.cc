@@ -66,13 +66,14 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "operations and steps (one record per network step: costly for large transfers; none on a "
        "single node over NVLink); off = none (on is taken for default)",
        nullptr, nullptr},
-      {O::kMode, "--mode", A::kRequired, nullptr, A::kAbsent, "full|flight",
-       "full = every record reaches the rank files (flushed every second by the node collector); "
-       "flight = keep the last --window seconds in memory, write them when a trigger fires "
-       "(SIGUSR1 to aon-collector, a rank dying, the job failing, an NCCL stall, a step spike)",
-       nullptr,
-       "srun spells --mode flight --window SECONDS as one option, --aon-flight=SECONDS (without "
-       "it srun records in full mode); --aon=MODE already names how much srun records"},
+      {O::kMode, "--mode", A::kRequired, "aon-mode", A::kRequired, "budgeted|full|flight",
+       "budgeted (default) = NVTX, NCCL and step times always, GPU activity (CUPTI) in short "
+       "capture windows on the same steps of every rank, spaced to cost at most "
+       "--overhead-budget percent of step time; full = CUPTI all the time, every record reaches "
+       "the rank files; flight = full capture kept in memory for the last --window seconds, "
+       "written when a trigger fires (SIGUSR1 to aon-collector, a rank dying, the job failing, an "
+       "NCCL stall, a step spike)",
+       nullptr, nullptr, true, AgentVar::kMode},
       {O::kWindow, "--window", A::kRequired, nullptr, A::kAbsent, "SECONDS",
        "flight mode: seconds of history kept", nullptr,
        "srun's --aon-flight=SECONDS takes the same seconds and turns flight mode on"},
@@ -99,6 +100,31 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "don't run aon-report after the merge", nullptr,
        "srun runs aon-report after every merge where it is installed; --aon-merge=off skips "
        "both"},
+      {O::kOverheadBudget, "--overhead-budget", A::kRequired, "aon-overhead-budget", A::kRequired,
+       "PCT",
+       "budgeted mode: percent of step time AON may cost (default 1); the agent measures what "
+       "its windows cost and spaces them to stay inside it",
+       nullptr, nullptr, true, AgentVar::kOverheadBudget},
+      {O::kCaptureSteps, "--capture-steps", A::kRequired, "aon-capture-steps", A::kRequired, "N",
+       "budgeted mode: steps per capture window (default 3)", nullptr, nullptr, true,
+       AgentVar::kCaptureSteps},
+      {O::kCapturePeriod, "--capture-period", A::kRequired, "aon-capture-period", A::kRequired,
+       "N",
+       "budgeted mode: a capture window every N steps (a power of two); default 0: as often as "
+       "the overhead budget allows",
+       nullptr, nullptr, true, AgentVar::kCapturePeriod},
+      {O::kStepSource, "--step-source", A::kRequired, "aon-step-source", A::kRequired,
+       "auto|api|nvtx|nccl|time",
+       "what marks the steps capture windows align on: auto (default: the first of api, nvtx, "
+       "nccl, time that does), api (aon_step(), the PyTorch hook), nvtx (ranges named by "
+       "--step-range), nccl (collectives of the first communicator), time (one-second slots on "
+       "the synchronized clock)",
+       nullptr, nullptr, true, AgentVar::kStepSource},
+      {O::kStepRange, "--step-range", A::kRequired, "aon-step-range", A::kRequired, "NAMES",
+       "NVTX ranges that mark steps: comma-separated name prefixes (default "
+       "step,iteration,iter,train_step,train), matched case-insensitively before a digit, a "
+       "space or the end",
+       nullptr, nullptr, true, AgentVar::kStepRange},
       {O::kMergeProcs, "--merge-procs", A::kRequired, nullptr, A::kAbsent, "N",
        "merge with N processes on this host (aon-merge --procs N); default: one per host an Open "
        "MPI job names (-H/--hostfile), else 1",
@@ -129,6 +155,9 @@ std::string SpankName(SessionOption option) {
 }
 
 StatusOr<std::string> CheckOptionValue(SessionOption option, std::string_view value) {
+  if (const FrontEndOption& entry = FrontEndOptionOf(option); entry.passthrough) {
+    return CheckAsAgent(entry.var, value);
+  }
   switch (option) {
     case O::kOutput:
       if (value.empty()) return InvalidArgument("needs a directory");
@@ -143,11 +172,16 @@ StatusOr<std::string> CheckOptionValue(SessionOption option, std::string_view va
     case O::kNccl:
       // The SPANK option took on|off before it took the agent's five modes.
       return CheckAsAgent(AgentVar::kNccl, value == "on" ? std::string_view("default") : value);
-    case O::kMode:
-      return CheckAsAgent(AgentVar::kMode, value);
     case O::kWindow:
     case O::kFlight:
       return CheckAsAgent(AgentVar::kWindow, value);
+    case O::kMode:  // passthrough options, checked above
+    case O::kOverheadBudget:
+    case O::kCaptureSteps:
+    case O::kCapturePeriod:
+    case O::kStepSource:
+    case O::kStepRange:
+      break;
     case O::kVerbose: {
       char* end = nullptr;
       const std::string v(value);
@@ -180,6 +214,9 @@ StatusOr<std::string> CheckOptionValue(SessionOption option, std::string_view va
 
 Status ApplyOption(AgentSettings& settings, SessionOption option, std::string_view value) {
   AON_ASSIGN_OR_RETURN(std::string canonical, CheckOptionValue(option, value));
+  if (const FrontEndOption& entry = FrontEndOptionOf(option); entry.passthrough) {
+    return settings.Set(entry.var, canonical);
+  }
   switch (option) {
     case O::kKinds:
       return settings.Set(AgentVar::kKinds, canonical);
@@ -189,8 +226,6 @@ Status ApplyOption(AgentSettings& settings, SessionOption option, std::string_vi
       return settings.Set(AgentVar::kSource, canonical);
     case O::kNccl:
       return settings.Set(AgentVar::kNccl, canonical);
-    case O::kMode:
-      return settings.Set(AgentVar::kMode, canonical);
     case O::kWindow:
       return settings.Set(AgentVar::kWindow, canonical);
     case O::kFlight:
@@ -203,6 +238,12 @@ Status ApplyOption(AgentSettings& settings, SessionOption option, std::string_vi
     case O::kMerge:
     case O::kReport:
     case O::kMergeProcs:
+    case O::kMode:  // passthrough options, set above
+    case O::kOverheadBudget:
+    case O::kCaptureSteps:
+    case O::kCapturePeriod:
+    case O::kStepSource:
+    case O::kStepRange:
       break;
   }
   return Internal(RunName(option) + SpankName(option) + " sets no agent variable");

@@ -42,6 +42,8 @@ class AgentTest : public ::testing::Test {
       setenv("CUDA_INJECTION64_PATH", kAgent.c_str(), 1);
       setenv("AON_OUTPUT_DIR", dir_.c_str(), 1);
       setenv("AON_JOB_ID", "agent-test", 1);
+      // These tests check full capture; budgeted mode sets AON_MODE itself.
+      setenv("AON_MODE", "full", 1);
       for (const char* v : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", "PMIX_RANK"}) unsetenv(v);
       for (const auto& [k, v] : extra_env) setenv(k.c_str(), v.c_str(), 1);
       execl(kChildProgram.c_str(), kChildProgram.c_str(), mode.c_str(), nullptr);

@@ -2,6 +2,8 @@
 // injection (and the fake driver), exits in various ways, and the rank file it
 // leaves is read back with the trace reader.
 #include <map>
+#include <set>
+#include <vector>
 #include <string>
 
 #include "agent_child_fixture.h"
@@ -158,6 +160,174 @@ TEST_F(AgentTest, SyntheticDeviceRecordsEveryCallLabeledSynthetic) {
     EXPECT_EQ(strings->Get(by_corr[k.correlation_id]->name_id), "cudaLaunchKernel");
     EXPECT_GE(k.start_ns, by_corr[k.correlation_id]->start_ns);
   }
+}
+
+// ---- Budgeted mode: capture windows on steps ---------------------------------
+
+struct StepsFile {
+  RankMetadata meta;
+  std::vector<StepRecord> steps;
+  std::map<uint64_t, int> kernels_of_step;  // from the kernels' names "k_step<i>"
+  size_t memcpy = 0, memset = 0, sync = 0, api = 0;
+};
+
+StepsFile ReadSteps(TraceReader& r) {
+  StepsFile f;
+  auto meta = r.ReadRankMetadata();
+  EXPECT_TRUE(meta.ok()) << meta.status().ToString();
+  if (meta.ok()) f.meta = *meta;
+  auto strings = r.ReadStrings();
+  auto steps = r.ReadAll<StepRecord>();
+  auto kernels = r.ReadAll<KernelRecord>();
+  EXPECT_TRUE(strings.ok() && steps.ok() && kernels.ok());
+  if (!strings.ok() || !steps.ok() || !kernels.ok()) return f;
+  f.steps = *steps;
+  for (const KernelRecord& k : *kernels) {
+    const std::string& name = strings->Get(k.name_id);
+    EXPECT_EQ(name.rfind("k_step", 0), 0u) << name;
+    ++f.kernels_of_step[std::stoull(name.substr(6))];
+  }
+  f.memcpy = r.ReadAll<MemcpyRecord>()->size();
+  f.memset = r.ReadAll<MemsetRecord>()->size();
+  f.sync = r.ReadAll<SyncRecord>()->size();
+  f.api = r.ReadAll<ApiRecord>()->size();
+  return f;
+}
+
+// Every step is recorded (the continuous tier); GPU records exist for exactly
+// the steps marked captured, all of each, and for no other step.
+void ExpectWindowsHoldExactlyTheirSteps(const StepsFile& f, size_t steps, StepSource source) {
+  ASSERT_EQ(f.steps.size(), steps);
+  std::set<uint64_t> captured;
+  for (size_t i = 0; i < f.steps.size(); ++i) {
+    const StepRecord& s = f.steps[i];
+    EXPECT_EQ(s.step, i);
+    EXPECT_EQ(s.source, static_cast<uint8_t>(source));
+    EXPECT_LE(s.start_ns, s.end_ns);
+    if (i > 0) {
+      EXPECT_EQ(s.start_ns, f.steps[i - 1].end_ns) << "steps tile the time";
+    }
+    if (s.flags & kStepCaptured) {
+      captured.insert(s.step);
+      EXPECT_NE(s.window, 0u);
+      EXPECT_LE(s.window_first_step, s.step);
+    }
+  }
+  ASSERT_FALSE(captured.empty());
+  for (const auto& [step, n] : f.kernels_of_step) {
+    EXPECT_TRUE(captured.count(step)) << "kernels of uncaptured step " << step;
+    EXPECT_EQ(n, 2) << "step " << step;
+  }
+  EXPECT_EQ(f.kernels_of_step.size(), captured.size());
+  EXPECT_EQ(f.memcpy, captured.size());
+  EXPECT_EQ(f.memset, captured.size());
+  EXPECT_EQ(f.sync, captured.size());
+  EXPECT_EQ(f.api, 5 * captured.size());
+  EXPECT_EQ(f.meta.capture_mode, "budgeted");
+  EXPECT_EQ(f.meta.steps, static_cast<int64_t>(steps));
+  EXPECT_EQ(f.meta.captured_steps, static_cast<int64_t>(captured.size()));
+}
+
+TEST_F(AgentTest, BudgetedModeCapturesWindowsOfNvtxStepsAndNothingBetween) {
+  int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
+                              {"AON_MODE", "budgeted"},
+                              {"AON_CAPTURE_PERIOD", "16"},
+                              {"AON_CAPTURE_STEPS", "3"},
+                              {"STEPS", "100"},
+                              {"STEP_MARK", "nvtx"}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  const StepsFile f = ReadSteps(*r);
+  ExpectWindowsHoldExactlyTheirSteps(f, 100, StepSource::kNvtx);
+  EXPECT_EQ(f.meta.step_source, "nvtx");
+  EXPECT_EQ(f.meta.capture_period, 16);
+  // Windows: the first measuring window (one step: step 10), and 3 steps every
+  // 16 at one phase.
+  std::vector<std::vector<uint64_t>> windows;
+  uint32_t last = 0;
+  for (const StepRecord& s : f.steps) {
+    if (!(s.flags & kStepCaptured)) continue;
+    if (s.window != last) windows.emplace_back();
+    last = s.window;
+    windows.back().push_back(s.step);
+  }
+  ASSERT_GE(windows.size(), 6u);
+  int first = 0;
+  std::set<uint64_t> phases;
+  for (const std::vector<uint64_t>& w : windows) {
+    if (w == std::vector<uint64_t>{10}) {
+      ++first;
+      continue;
+    }
+    if (w.back() == 99 && w.size() < 3) continue;  // cut by the end of the run
+    ASSERT_EQ(w.size(), 3u) << "window at step " << w[0];
+    EXPECT_EQ(w[1], w[0] + 1);
+    EXPECT_EQ(w[2], w[0] + 2);
+    phases.insert(w[0] % 16);
+  }
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(phases.size(), 1u) << "every periodic window at one phase";
+  EXPECT_EQ(f.meta.windows, static_cast<int64_t>(windows.size()));
+}
+
+TEST_F(AgentTest, AonStepMarksStepsBeforeNvtx) {
+  int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
+                              {"AON_MODE", "budgeted"},
+                              {"AON_CAPTURE_PERIOD", "32"},
+                              {"STEPS", "80"},
+                              {"STEP_MARK", "api"}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  const StepsFile f = ReadSteps(*r);
+  ExpectWindowsHoldExactlyTheirSteps(f, 80, StepSource::kApi);
+  EXPECT_EQ(f.meta.step_source, "api");
+}
+
+TEST_F(AgentTest, TimeSlotsMarkStepsWhenNothingElseDoes) {
+  int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
+                              {"AON_MODE", "budgeted"},
+                              {"AON_STEP_SOURCE", "time"},
+                              {"AON_TIME_SLOT", "0.02"},
+                              {"AON_CAPTURE_PERIOD", "8"},
+                              {"STEPS", "150"},
+                              {"STEP_US", "5000"},
+                              {"STEP_MARK", "none"}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->step_source, "time slot");
+  auto steps = r->ReadAll<StepRecord>();
+  ASSERT_TRUE(steps.ok());
+  ASSERT_GE(steps->size(), 20u);  // ~0.8 s of 20 ms slots
+  for (size_t i = 1; i < steps->size(); ++i) {
+    // Slot numbers are CLOCK_REALTIME / slot: increasing (a slot is skipped
+    // only when the timer thread was descheduled past a boundary).
+    EXPECT_GT((*steps)[i].step, (*steps)[i - 1].step);
+    EXPECT_EQ((*steps)[i].source, static_cast<uint8_t>(StepSource::kTime));
+  }
+  EXPECT_GT(meta->captured_steps, 0);
+  EXPECT_GT(meta->windows, 0);
+}
+
+TEST_F(AgentTest, FullModeMarksEveryStepCaptured) {
+  int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
+                              {"AON_MODE", "full"},
+                              {"STEPS", "30"},
+                              {"STEP_MARK", "nvtx"}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  const StepsFile f = ReadSteps(*r);
+  ASSERT_EQ(f.steps.size(), 30u);
+  for (const StepRecord& s : f.steps) EXPECT_EQ(s.flags, kStepCaptured);
+  EXPECT_EQ(f.kernels_of_step.size(), 30u);
+  EXPECT_EQ(f.meta.capture_mode, "full");
+  EXPECT_EQ(f.meta.captured_steps, 30);
+  EXPECT_EQ(f.meta.amortized_cost, -1.0);
 }
 
 }  // namespace

@@ -92,6 +92,36 @@ int main(int argc, char** argv) {
     gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
     return 0;
   }
+  if (mode == "steps") {
+    // STEPS steps (default 100), each marked by STEP_MARK: "nvtx" (a range
+    // "step <i>"), "api" (aon_step()) or "none" (for the time source: each step
+    // lasts STEP_US microseconds). Each step launches two kernels named
+    // "k_step<i>", one copy and one memset, then synchronizes: a test can tell
+    // which step every GPU record belongs to.
+    const AonSyntheticDeviceV1* gpu = FakeDriver();
+    if (!gpu) return 10;
+    const int steps = std::getenv("STEPS") ? std::atoi(std::getenv("STEPS")) : 100;
+    const std::string mark = std::getenv("STEP_MARK") ? std::getenv("STEP_MARK") : "nvtx";
+    const int step_us = std::getenv("STEP_US") ? std::atoi(std::getenv("STEP_US")) : 0;
+    using StepFn = void (*)();
+    // As an application would find it (aon/capture_api.h): the agent is loaded.
+    void* agent = dlopen(std::getenv("CUDA_INJECTION64_PATH"), RTLD_NOW | RTLD_NOLOAD);
+    auto step_fn = agent ? reinterpret_cast<StepFn>(dlsym(agent, "aon_step")) : nullptr;
+    if (mark == "api" && step_fn == nullptr) return 11;
+    for (int i = 0; i < steps; ++i) {
+      const std::string name = "k_step" + std::to_string(i);
+      if (mark == "nvtx") nvtxRangePushA(("step " + std::to_string(i)).c_str());
+      if (mark == "api") step_fn();
+      gpu->launch_kernel(1, name.c_str(), 2000, 1, 32);
+      gpu->launch_kernel(1, name.c_str(), 2000, 1, 32);
+      gpu->memcpy(2, 1, 4096, 1);
+      gpu->memset(1, 4096, 1);
+      gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
+      if (step_us > 0) usleep(static_cast<useconds_t>(step_us));
+      if (mark == "nvtx") nvtxRangePop();
+    }
+    return 0;
+  }
   if (mode == "marks-forever" || mode == "marks-for-3s") {
     // Reports on stdout how many marks have returned (i.e. are in the ring),
     // so a test that kills this process knows what must be on disk.

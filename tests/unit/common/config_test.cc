@@ -113,7 +113,7 @@ TEST(CommonConfig, LoadAgentConfigDefaults) {
   EXPECT_EQ(c->verbose, 0);
   EXPECT_EQ(c->job_id, "");
   for (bool b : c->kinds) EXPECT_TRUE(b);
-  EXPECT_EQ(c->KindsString(), "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation");
+  EXPECT_EQ(c->KindsString(), "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation,steps");
 }
 
 TEST(CommonConfig, LoadAgentConfigValues) {
@@ -132,7 +132,7 @@ TEST(CommonConfig, LoadAgentConfigValues) {
   EXPECT_TRUE(c->enabled(RecordKind::kKernel));
   EXPECT_TRUE(c->enabled(RecordKind::kNvtx));
   EXPECT_FALSE(c->enabled(RecordKind::kMemcpy));
-  EXPECT_EQ(c->KindsString(), "kernels,nvtx,external_correlation");
+  EXPECT_EQ(c->KindsString(), "kernels,nvtx,external_correlation,steps");  // steps: always
 }
 
 TEST(CommonConfig, LoadAgentConfigErrorsNameTheVariable) {

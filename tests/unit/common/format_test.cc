@@ -20,8 +20,9 @@ using testing::TempDir;
 template <typename T>
 class FormatRoundTrip : public ::testing::Test {};
 
-using RecordTypes = ::testing::Types<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord,
-                                     ApiRecord, NvtxRecord, NcclRecord, ExternalCorrelationRecord>;
+using RecordTypes =
+    ::testing::Types<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord, NvtxRecord,
+                     NcclRecord, ExternalCorrelationRecord, StepRecord, NcclGraphRecord>;
 TYPED_TEST_SUITE(FormatRoundTrip, RecordTypes);
 
 // Writes `records` in two appends (so the dataset is extended, not just created),
@@ -66,7 +67,7 @@ void RoundTrip(const std::vector<T>& records, const WriteOptions& options) {
         << "reading past the end must fail";
   }
   // Every other kind exists and is empty.
-  ForEachRecordType([&](auto tag) {
+  ForEachRankFileRecordType([&](auto tag) {
     using U = decltype(tag);
     if constexpr (!std::is_same_v<U, T>) {
       auto n = (*reader)->TableSize(RecordTraits<U>::Schema());

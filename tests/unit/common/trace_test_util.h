@@ -105,10 +105,7 @@ inline ::testing::AssertionResult FieldsEqual(const TableSchema& schema, const v
     ASSERT_TRUE(aon_test_status_.ok()) << aon_test_status_.ToString(); \
   } while (0)
 
-using AllRecords =
-    std::tuple<std::vector<KernelRecord>, std::vector<MemcpyRecord>, std::vector<MemsetRecord>,
-               std::vector<SyncRecord>, std::vector<ApiRecord>, std::vector<NvtxRecord>,
-               std::vector<NcclRecord>, std::vector<ExternalCorrelationRecord>>;
+using AllRecords = RecordVectors;
 
 // Everything one rank file holds.
 struct RankTrace {

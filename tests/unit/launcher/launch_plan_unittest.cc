@@ -377,7 +377,7 @@ TEST_F(TempDir, PlanLaunchBuildsEverything) {
                      {"AON_SOURCE", "synthetic"},
                      {"AON_VERBOSE", "1"},
                      {"AON_NCCL", "default"},
-                     {"AON_MODE", "full"},
+                     {"AON_MODE", "budgeted"},
                      {"AON_WINDOW", "60"},
                      {"NCCL_PROFILER_PLUGIN", agent},
                  }));

@@ -36,6 +36,12 @@ enum class SessionOption : uint8_t {
   kMerge,       // merge when the job (step) ends
   kReport,      // aon-report after the merge
   kMergeProcs,  // processes of the merge
+  // Capture windows (budgeted mode): each sets its AON_* variable as typed.
+  kOverheadBudget,  // AON_OVERHEAD_BUDGET
+  kCaptureSteps,    // AON_CAPTURE_STEPS
+  kCapturePeriod,   // AON_CAPTURE_PERIOD
+  kStepSource,      // AON_STEP_SOURCE
+  kStepRange,       // AON_STEP_RANGE
 };
 
 // How an option takes its value on one front end.
@@ -53,6 +59,10 @@ struct FrontEndOption {
   // nullptr: both front ends have it, take the same values and mean the same.
   // Else why the two differ, or why one of them has no such option.
   const char* differs;
+  // Options that only pass their value to one agent variable: both front ends
+  // handle them generically (checked by the agent's parser, set as typed).
+  bool passthrough = false;
+  AgentVar var = AgentVar::kOutputDir;
 };
 
 const std::vector<FrontEndOption>& FrontEndOptions();

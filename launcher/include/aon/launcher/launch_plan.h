@@ -23,9 +23,12 @@
 #pragma once
 
 #include <ctime>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "aon/session/options.h"
 
 #include "aon/config.h"
 #include "aon/session/agent_env.h"
@@ -57,12 +60,15 @@ struct RunOptions {
   std::string memory_cap = "64M";    // --memory-cap
   std::string source = "cupti";      // --source: cupti | synthetic
   std::string nccl = "default";      // --nccl: default | channels | coll | proxy | off
-  std::string mode = "full";         // --mode: full | flight
+  std::string mode = "budgeted";     // --mode: budgeted | full | flight
   std::string window = "60";         // --window: flight-mode seconds
   std::string collector;             // aon-collector path ("" : the agent looks beside itself)
   int verbose = 0;                   // -v, counted
   bool merge = true;                 // false with --no-merge
   int merge_procs = 0;               // --merge-procs: 0 = one per host the job names, else N local
+  // Options that set one agent variable as typed (FrontEndOption::passthrough:
+  // --overhead-budget, --capture-steps, ...); absent or "" = the agent's default.
+  std::map<session::SessionOption, std::string> passthrough;
   std::vector<std::string> command;  // launcher word and its arguments
 };
 

@@ -1,0 +1,229 @@
+#include "capture_control.h"
+
+#include <time.h>
+
+#include <cctype>
+#include <chrono>
+
+#include "agent.h"
+#include "aon/timebase.h"
+
+namespace aon::agent {
+namespace {
+
+StepSource ForcedSource(const std::string& name) {
+  if (name == "api") return StepSource::kApi;
+  if (name == "nvtx") return StepSource::kNvtx;
+  if (name == "nccl") return StepSource::kNccl;
+  if (name == "time") return StepSource::kTime;
+  return StepSource::kNone;  // auto
+}
+
+WindowSettings SettingsOf(const AgentConfig& c, uint64_t seed) {
+  WindowSettings s;
+  s.width = static_cast<uint32_t>(c.capture_steps);
+  s.fixed_period = static_cast<uint32_t>(c.capture_period);
+  s.budget = c.overhead_budget;
+  s.seed = seed;
+  // A fixed period below the default floor is the user's choice.
+  if (s.fixed_period != 0) s.min_period = std::min<uint32_t>(s.min_period, s.fixed_period);
+  return s;
+}
+
+uint64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+bool MatchesStepRange(std::string_view names, std::string_view range_name) {
+  while (!names.empty()) {
+    const size_t comma = names.find(',');
+    std::string_view prefix = names.substr(0, comma);
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    while (!prefix.empty() && prefix.front() == ' ') prefix.remove_prefix(1);
+    while (!prefix.empty() && prefix.back() == ' ') prefix.remove_suffix(1);
+    if (prefix.empty() || range_name.size() < prefix.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < prefix.size() && same; ++i) {
+      same = std::tolower(static_cast<unsigned char>(prefix[i])) ==
+             std::tolower(static_cast<unsigned char>(range_name[i]));
+    }
+    if (!same) continue;
+    if (range_name.size() == prefix.size()) return true;
+    const char next = range_name[prefix.size()];
+    if (std::isdigit(static_cast<unsigned char>(next)) ||
+        std::string_view(" _-:#").find(next) != std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+CaptureControl::CaptureControl(const AgentConfig& config, uint64_t seed)
+    : config_(config),
+      budgeted_(config.mode == "budgeted"),
+      tracker_(ForcedSource(config.step_source)),
+      policy_(SettingsOf(config, seed)) {}
+
+CaptureControl::~CaptureControl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    time_stop_ = true;
+  }
+  time_cv_.notify_all();
+  if (time_thread_.joinable()) time_thread_.join();
+}
+
+bool CaptureControl::StepRangeName(std::string_view name) const {
+  return MatchesStepRange(config_.step_range, name);
+}
+
+void CaptureControl::Start(ActivityCapture* capture) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    capture_ = capture;
+    if (!budgeted_ && capture_ != nullptr) {
+      open_ = attached_ = capture_->Open();
+      failed_ = !open_;
+    }
+  }
+  const bool time_source = config_.step_source == "auto" || config_.step_source == "time";
+  if (budgeted_ && time_source && !time_thread_.joinable()) {
+    time_thread_ = std::thread([this] { TimeSlots(); });
+  }
+}
+
+// Boundaries every AON_TIME_SLOT seconds of CLOCK_REALTIME (NTP keeps hosts'
+// realtime clocks within milliseconds; slot k is [k, k + 1) x slot): the same
+// slot number on every rank. Ends once a preferred source marks steps.
+void CaptureControl::TimeSlots() {
+  const auto slot_ns = static_cast<uint64_t>(config_.time_slot_s * 1e9);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!time_stop_) {
+    const uint64_t now = RealtimeNs();
+    const uint64_t next = (now / slot_ns + 1) * slot_ns;
+    const auto deadline = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::nanoseconds(next)));
+    if (time_cv_.wait_until(lock, deadline, [this] { return time_stop_; })) break;
+    const StepSource active = tracker_.active();
+    if (active != StepSource::kNone && active != StepSource::kTime) break;
+    lock.unlock();
+    OnBoundary(StepSource::kTime, RealtimeNs() / slot_ns);
+    lock.lock();
+  }
+}
+
+void CaptureControl::Apply(const StepDecision& d) {
+  if (d.quiesce && open_) {
+    capture_->Quiesce();
+    open_ = false;
+  }
+  if (d.detach && attached_) {
+    capture_->Close();
+    attached_ = false;
+  }
+  if (d.open && capture_ != nullptr && !failed_ && !attached_) {
+    if (capture_->Open()) {
+      open_ = attached_ = true;
+    } else {
+      failed_ = true;  // the capture said why in the notes; steps go on being recorded
+    }
+  }
+}
+
+void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
+  const uint64_t now = TimebaseNowNs();
+  Agent& agent = Agent::Get();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  const StepTracker::Boundary b = tracker_.Mark(source, number);
+  if (!b.counts) return;
+  if (b.switched) steps_ = 0;  // the summary counts the active source's steps
+  ++steps_;
+  if (b.switched) {
+    agent.Log("steps: now marked by %s", EnumValueName(kStepSourceValues,
+                                                        static_cast<int64_t>(source)));
+    if (budgeted_) Apply(policy_.Restart(now));
+  }
+  if (have_step_) {
+    step_.end_ns = now;
+    if (agent.enabled(RecordKind::kSteps)) agent.sink().Push(step_);
+  }
+  step_ = StepRecord{};
+  step_.start_ns = now;
+  step_.step = b.step;
+  step_.source = static_cast<uint8_t>(source);
+  step_.window_first_step = UINT64_MAX;
+  if (budgeted_) {
+    const StepDecision d = policy_.OnStep(b.step, now);
+    Apply(d);
+    step_.flags = d.flags;
+    if ((d.flags & kStepCaptured) && !open_) step_.flags &= ~kStepCaptured;  // Open failed
+    step_.window_first_step = d.window_first_step;
+    step_.window = d.window;
+    step_.period = d.period;
+  } else {
+    step_.flags = open_ ? kStepCaptured : 0;
+  }
+  have_step_ = true;
+}
+
+void CaptureControl::RequestCapture(uint32_t steps, uint64_t not_before_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  policy_.RequestCapture(steps, not_before_ns);
+  Agent::Get().Log("capture of %u steps requested from %llu ns", steps,
+                   static_cast<unsigned long long>(not_before_ns));
+}
+
+void CaptureControl::Finish(RankMetadata* m) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    time_stop_ = true;
+  }
+  time_cv_.notify_all();
+  if (time_thread_.joinable()) time_thread_.join();
+  const uint64_t now = TimebaseNowNs();
+  Agent& agent = Agent::Get();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  finished_ = true;
+  if (have_step_) {
+    step_.end_ns = now;
+    if (agent.enabled(RecordKind::kSteps)) agent.sink().Push(step_);
+  }
+  m->capture_mode = config_.mode;
+  const char* source = EnumValueName(kStepSourceValues, static_cast<int64_t>(tracker_.active()));
+  m->step_source = source != nullptr ? source : "none";
+  // A period fixed by AON_CAPTURE_PERIOD is not held to the budget: 0 says so.
+  m->overhead_budget = budgeted_ && config_.capture_period == 0 ? config_.overhead_budget : 0.0;
+  if (budgeted_) {
+    // A window still open at exit is closed here; its records reach the file.
+    if (open_) capture_->Quiesce();
+    if (attached_) capture_->Close();
+    open_ = attached_ = false;
+    const WindowSummary s = policy_.Summary();
+    m->steps = static_cast<int64_t>(steps_);
+    m->captured_steps = static_cast<int64_t>(s.captured_steps) +
+                        (have_step_ && (step_.flags & kStepCaptured) ? 1 : 0);
+    m->windows = static_cast<int64_t>(s.windows);
+    m->capture_period = s.period;
+    m->window_step_ratio = s.window_step_ratio;
+    m->duty_cycle = m->steps > 0 ? static_cast<double>(m->captured_steps) /
+                                       static_cast<double>(m->steps)
+                                 : 0.0;
+    m->amortized_cost = s.amortized_cost;
+  } else {
+    // Full capture: every step is traced; its cost is not measured in-process.
+    m->steps = static_cast<int64_t>(steps_);
+    m->captured_steps = open_ || attached_ ? m->steps : 0;
+    m->duty_cycle = m->steps > 0 && m->captured_steps > 0 ? 1.0 : 0.0;
+    m->amortized_cost = -1;
+  }
+  have_step_ = false;
+}
+
+}  // namespace aon::agent

@@ -1,0 +1,90 @@
+// Where the agent's step boundaries meet capture windows (budgeted mode,
+// docs/always-on.md): every source of steps (aon_step(), NVTX step ranges, the
+// NCCL collectives of the first communicator, time slots) calls OnBoundary; it
+// records the step that ended (StepRecord, the continuous tier), asks the
+// WindowPolicy what the step that begins is, and switches the GPU activity
+// source on and off accordingly, on the thread that marked the boundary, so a
+// window starts and ends exactly at step boundaries.
+//
+// The GPU activity source is behind ActivityCapture: CUPTI (cupti_source.cc) on
+// real GPUs, the synthetic device (synthetic_source.cc) in CI. Both are real
+// implementations of the same three transitions; the synthetic one is the
+// labeled fake GPU of aon/synthetic_device.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <condition_variable>
+
+#include "aon/config.h"
+#include "aon/records.h"
+#include "aon/trace_format.h"
+#include "window_policy.h"
+
+namespace aon::agent {
+
+class ActivityCapture {
+ public:
+  virtual ~ActivityCapture() = default;
+  // Starts recording GPU activity (CUPTI: subscribe and enable the kinds).
+  // False with the reason in the agent's notes (CUPTI held by another tool ...).
+  virtual bool Open() = 0;
+  // Stops recording new work; what was issued still completes and is delivered.
+  virtual void Quiesce() = 0;
+  // Delivers everything recorded and detaches: no cost until the next Open.
+  virtual void Close() = 0;
+};
+
+class CaptureControl {
+ public:
+  // `mode`: budgeted (windows), full or flight (the capture is opened once, at
+  // Start, and every step is marked captured).
+  CaptureControl(const AgentConfig& config, uint64_t seed);
+  ~CaptureControl();
+
+  // Binds the GPU activity source (null: none, e.g. no GPU; steps are still
+  // recorded). In full/flight mode this opens it.
+  void Start(ActivityCapture* capture);
+  // A step boundary of `source` (any thread).
+  void OnBoundary(StepSource source, uint64_t number = StepTracker::kCounted);
+  // An on-demand window: `steps` steps from the first boundary at or after
+  // `not_before_ns` on the host timebase.
+  void RequestCapture(uint32_t steps, uint64_t not_before_ns);
+  // The last step ends; an open window is closed; the summary goes into `m`.
+  void Finish(RankMetadata* m);
+
+  bool budgeted() const { return budgeted_; }
+  bool StepRangeName(std::string_view name) const;
+
+ private:
+  void Apply(const StepDecision& d);
+  void TimeSlots();
+
+  const AgentConfig config_;
+  const bool budgeted_;
+  std::mutex mu_;  // guards everything below; held while CUPTI switches
+  ActivityCapture* capture_ = nullptr;
+  bool open_ = false;     // the capture records (Open succeeded, not quiesced)
+  bool attached_ = false; // Open succeeded and Close is still due
+  bool failed_ = false;   // Open failed once: not tried again
+  bool finished_ = false;
+  StepTracker tracker_;
+  WindowPolicy policy_;
+  // The step in progress.
+  bool have_step_ = false;
+  StepRecord step_{};
+  uint64_t steps_ = 0;  // boundaries of the active source (steps begun)
+  // The time-slot source.
+  std::thread time_thread_;
+  std::condition_variable time_cv_;
+  bool time_stop_ = false;
+};
+
+// The matcher behind AON_STEP_RANGE: comma-separated prefixes, case-insensitive,
+// each followed by the end of the name, a digit or one of " _-:#".
+bool MatchesStepRange(std::string_view names, std::string_view range_name);
+
+}  // namespace aon::agent

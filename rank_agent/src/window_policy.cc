@@ -1,0 +1,272 @@
+#include "window_policy.h"
+
+#include <algorithm>
+
+namespace aon::agent {
+namespace {
+
+constexpr size_t kRecentBase = 256;     // uncaptured steps the baseline is taken from
+constexpr size_t kRecentWindows = 8;    // windows the cost estimate is the median of
+constexpr size_t kSummarySamples = 4096;  // steps kept for the summary's medians
+constexpr uint32_t kInitialPeriod = 1024;  // before any window was measured
+
+int Preference(StepSource s) {
+  switch (s) {
+    case StepSource::kApi: return 4;
+    case StepSource::kNvtx: return 3;
+    case StepSource::kNccl: return 2;
+    case StepSource::kTime: return 1;
+    case StepSource::kNone: return 0;
+  }
+  return 0;
+}
+
+template <typename C>
+double Median(const C& values) {
+  if (values.empty()) return 0;
+  std::vector<double> v(values.begin(), values.end());
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename C>
+void PushBounded(C& c, double v, size_t cap) {
+  c.push_back(v);
+  if (c.size() > cap) c.erase(c.begin());
+}
+
+uint32_t PowerOfTwoAtLeast(double x, uint32_t cap) {
+  uint32_t p = 1;
+  while (static_cast<double>(p) < x && p < cap) p <<= 1;
+  return p;
+}
+
+// splitmix64: a seed's bits spread over the phase.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+StepTracker::Boundary StepTracker::Mark(StepSource source, uint64_t number) {
+  Boundary b;
+  if (source == StepSource::kNone) return b;
+  if (forced_ != StepSource::kNone && source != forced_) return b;
+  if (Preference(source) < Preference(active_)) return b;
+  if (source != active_) {
+    b.switched = active_ != StepSource::kNone;
+    active_ = source;
+    counted_ = 0;
+  }
+  b.counts = true;
+  b.step = number == kCounted ? counted_++ : number;
+  return b;
+}
+
+WindowPolicy::WindowPolicy(const WindowSettings& settings) : s_(settings) {
+  if (s_.width == 0) s_.width = 1;
+  if (s_.max_period < s_.min_period) s_.max_period = s_.min_period;
+  // The phase lies below the largest period, so it is the same under every P.
+  phase_ = Mix(s_.seed) % s_.max_period;
+  period_ = s_.fixed_period != 0 ? s_.fixed_period : kInitialPeriod;
+}
+
+// (step - phase) mod p without underflow: the phase is below max_period, a
+// multiple of every p.
+bool WindowPolicy::InWindow(uint64_t step, uint32_t p) const {
+  if (p == 0) return false;
+  const uint64_t m = s_.max_period;
+  return ((step % m + m - phase_) % m) % p < s_.width;
+}
+
+bool WindowPolicy::StartsWindow(uint64_t step, uint32_t p) const {
+  if (p == 0) return false;
+  const uint64_t m = s_.max_period;
+  return ((step % m + m - phase_) % m) % p == 0;
+}
+
+double WindowPolicy::BaseStepNs() const { return Median(base_); }
+
+// The mean, not the median: a window's cost is a sum of its steps' times, and a
+// sum compared with n x median counts the steps' ordinary noise (right-skewed:
+// preemption, allocator, data loading) as cost. Steps over kGrossOutlier x the
+// median (a checkpoint, an evaluation) are left out of the mean; one that lands in
+// a window is counted as that window's cost, which errs on the safe side.
+double WindowPolicy::BaseMeanNs() const {
+  const double median = Median(base_);
+  double sum = 0;
+  size_t n = 0;
+  for (double d : base_) {
+    if (d <= kGrossOutlier * median) sum += d, ++n;
+  }
+  return n ? sum / static_cast<double>(n) : 0.0;
+}
+
+void WindowPolicy::EndStep(uint64_t t_ns) {
+  if (!have_step_) return;
+  have_step_ = false;
+  const double d = t_ns > step_start_ns_ ? static_cast<double>(t_ns - step_start_ns_) : 0.0;
+  total_ns_ += d;
+  ++steps_;
+  if (step_flags_ & kStepCaptured) {
+    ++captured_steps_;
+    PushBounded(captured_, d, kSummarySamples);
+  }
+  if (step_flags_ & (kStepCaptured | kStepWindowTail)) {
+    current_cost_ += d;  // the baseline is taken off when the window is finished
+    current_steps_ += 1;
+  } else {
+    PushBounded(base_, d, kRecentBase);
+    PushBounded(base_all_, d, kSummarySamples);
+  }
+  if (state_ == State::kTail && tail_left_ == 0) FinishWindowCost();
+}
+
+void WindowPolicy::FinishWindowCost() {
+  state_ = State::kIdle;
+  const double base = BaseMeanNs();
+  if (base > 0 && current_steps_ > 0) {
+    // Noise makes some windows look cheaper than free: kept negative, so that it
+    // cancels the noise of the others instead of adding up.
+    const double extra = current_cost_ - base * static_cast<double>(current_steps_);
+    extra_ns_ += extra;
+    // As the cost of a window of the periodic width.
+    const double scale = static_cast<double>(s_.width + kTailSteps) /
+                         static_cast<double>(window_width_ + kTailSteps);
+    PushBounded(window_cost_, extra * scale, kRecentWindows);
+    ChoosePeriod();
+  }
+  current_cost_ = 0;
+  current_steps_ = 0;
+}
+
+void WindowPolicy::ChoosePeriod() {
+  if (s_.fixed_period != 0) {
+    period_ = s_.fixed_period;
+    return;
+  }
+  const double base = BaseStepNs();
+  if (base <= 0 || window_cost_.empty()) return;
+  // The mean of the recent windows' costs: each is an unbiased but noisy
+  // measurement (a median of them would keep the noise's skew).
+  double sum = 0;
+  for (double c : window_cost_) sum += c;
+  const double cost = std::max(0.0, sum / static_cast<double>(window_cost_.size()));
+  const double needed = cost * kHeadroom / (s_.budget * base);
+  const double floor = std::max<double>(s_.min_period, s_.width + kTailSteps + 1);
+  period_ = PowerOfTwoAtLeast(std::max(needed, floor), s_.max_period);
+}
+
+StepDecision WindowPolicy::Restart(uint64_t t_ns) {
+  StepDecision d;
+  EndStep(t_ns);
+  if (state_ == State::kOpen || state_ == State::kTail) {
+    d.quiesce = state_ == State::kOpen;
+    d.detach = true;
+  }
+  // The new source's steps are not the old one's (one-second time slots, then
+  // 5 ms NVTX steps): a baseline or a window cost of the old steps says nothing
+  // about the new ones. The window cut short is not measured; the time it and
+  // the finished windows cost stays in the totals. The new source gets its own
+  // short measuring window at its step kFirstWindowStep.
+  current_cost_ = 0;
+  current_steps_ = 0;
+  base_.clear();
+  window_cost_.clear();
+  first_window_done_ = false;
+  state_ = State::kIdle;
+  window_left_ = 0;
+  tail_left_ = 0;
+  d.period = period_;
+  return d;
+}
+
+void WindowPolicy::RequestCapture(uint32_t steps, uint64_t not_before_ns) {
+  demand_steps_ = std::max<uint32_t>(steps, 1);
+  demand_not_before_ = not_before_ns;
+}
+
+StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
+  EndStep(t_ns);
+  StepDecision d;
+  uint8_t flags = 0;
+  if (state_ == State::kOpen) {
+    if (window_left_ > 0) {
+      --window_left_;
+      flags = kStepCaptured | (window_on_demand_ ? kStepOnDemand : 0);
+      d.window_first_step = window_first_;
+      d.window = windows_;
+    } else {
+      // The window ended at this boundary: stop recording now, detach at the next.
+      d.quiesce = true;
+      state_ = State::kTail;
+      tail_left_ = kTailSteps - 1;
+      flags = kStepWindowTail;
+      d.window_first_step = window_first_;
+      d.window = windows_;
+    }
+  } else if (state_ == State::kTail) {
+    if (tail_left_ > 0) --tail_left_;
+    d.detach = tail_left_ == 0;
+    flags = kStepWindowTail;
+    d.window_first_step = window_first_;
+    d.window = windows_;
+  } else {
+    uint32_t width = 0;
+    bool on_demand = false;
+    if (demand_steps_ > 0 && t_ns >= demand_not_before_) {
+      width = demand_steps_;
+      on_demand = true;
+      demand_steps_ = 0;
+    } else if (!first_window_done_ && step == kFirstWindowStep) {
+      width = 1;  // short: measures the cost before the budget sets the period
+      first_window_done_ = true;
+    } else if (StartsWindow(step, period_)) {
+      // A window starts here; it opens only while the cost so far is within the
+      // budget, so the amortized cost exceeds it by at most one window.
+      const bool over = s_.fixed_period == 0 && extra_ns_ > s_.budget * (total_ns_ - extra_ns_);
+      if (!over) width = s_.width;
+    }
+    if (width > 0) {
+      d.open = true;
+      state_ = State::kOpen;
+      window_first_ = step;
+      window_left_ = width - 1;
+      window_width_ = width;
+      window_on_demand_ = on_demand;
+      ++windows_;
+      flags = kStepCaptured | (on_demand ? kStepOnDemand : 0);
+      d.window_first_step = step;
+      d.window = windows_;
+    }
+  }
+  d.flags = flags;
+  d.period = s_.fixed_period != 0 || !window_cost_.empty() ? period_ : 0;
+  have_step_ = true;
+  step_start_ns_ = t_ns;
+  step_flags_ = flags;
+  return d;
+}
+
+WindowSummary WindowPolicy::Summary() const {
+  WindowSummary s;
+  s.steps = steps_;
+  s.captured_steps = captured_steps_;
+  s.windows = windows_;
+  s.period = period_;
+  const double base = Median(base_all_);
+  if (base > 0 && !captured_.empty()) s.window_step_ratio = Median(captured_) / base;
+  s.duty_cycle = steps_ > 0 ? static_cast<double>(captured_steps_) / static_cast<double>(steps_) : 0;
+  if (windows_ == 0) {
+    s.amortized_cost = 0;
+  } else if (total_ns_ > extra_ns_ && base > 0) {
+    // Below zero only by noise: reported as no measurable cost.
+    s.amortized_cost = std::max(0.0, extra_ns_ / (total_ns_ - extra_ns_));
+  }
+  return s;
+}
+
+}  // namespace aon::agent

@@ -1,0 +1,159 @@
+// Capture windows on the same steps of every rank, inside an overhead budget
+// (budgeted mode; docs/always-on.md). Pure logic: no CUPTI, no clock reads, no
+// locks; the agent (capture_control.h) feeds it step boundaries and does what it
+// says. Unit-tested on simulated step times (tests/unit/agent/window_policy_test.cc).
+//
+// Steps. Several sources mark step boundaries; StepTracker keeps the most
+// preferred one that has marked a step (api > nvtx > nccl > time) and numbers its
+// steps: counted from 0 at the source's first boundary (api, nvtx), or taken from
+// the source (the NCCL sequence number of the first communicator, the time slot
+// on the synchronized clock). Every rank runs the same program, so every rank
+// numbers the same step alike, without exchanging a message.
+//
+// Windows. Step s is captured when (s - phase) mod P < W: W steps every P steps,
+// phase from a job-wide seed (so windows do not alias with periodic work such as
+// checkpoints every 1000 steps). P is a power of two, so the windows of a larger
+// period are a subset of those of a smaller one: ranks that chose different
+// periods still capture the larger period's windows together. One extra window,
+// W = 1 at step kFirstWindowStep, measures the cost early (and gives short jobs
+// a window).
+//
+// Budget. Each window's cost is what its steps and the two steps after it (CUPTI
+// is switched off there) took beyond the mean of recent uncaptured steps,
+// measured in the same process. P is the smallest power of two with
+// median(window cost) / (P x median uncaptured step) <= budget / kHeadroom; it
+// rises when windows get dearer. A window opens only while the cost so far is
+// within the budget (otherwise it is skipped on this rank: the windows that do
+// open stay on P-aligned steps), so the amortized cost exceeds the budget by at
+// most one window's cost.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "aon/records.h"
+
+namespace aon::agent {
+
+class StepTracker {
+ public:
+  // forced = kNone: the most preferred source that marks steps; else only that one.
+  explicit StepTracker(StepSource forced = StepSource::kNone) : forced_(forced) {}
+
+  struct Boundary {
+    bool counts = false;    // a boundary of the active source
+    bool switched = false;  // the active source changed at this boundary
+    uint64_t step = 0;      // the step that begins here
+  };
+  // A boundary of `source`; `number` = the source's own step number, or
+  // kCounted for sources numbered here.
+  static constexpr uint64_t kCounted = UINT64_MAX;
+  Boundary Mark(StepSource source, uint64_t number = kCounted);
+
+  StepSource active() const { return active_; }
+
+ private:
+  StepSource forced_;
+  StepSource active_ = StepSource::kNone;
+  uint64_t counted_ = 0;  // boundaries of the active source so far (counted sources)
+};
+
+struct WindowSettings {
+  uint32_t width = 3;          // W: steps per window
+  uint32_t fixed_period = 0;   // P fixed (a power of two); 0: chosen by the budget
+  double budget = 0.01;        // share of step time windows may cost
+  uint64_t seed = 0;           // job-wide (the job id's hash): the phase
+  uint32_t min_period = 16;    // the budget never asks for windows closer than this
+  uint32_t max_period = 1u << 20;
+};
+
+// What the agent does at a step boundary, in this order.
+struct StepDecision {
+  bool detach = false;  // switch CUPTI off entirely (the second step after a window)
+  bool quiesce = false;  // stop recording: the window ended at this boundary
+  bool open = false;     // switch CUPTI on: this step starts a window
+  // The step that begins: captured (in a window), a window's tail, on demand.
+  uint8_t flags = 0;
+  uint64_t window_first_step = UINT64_MAX;
+  uint32_t window = 0;  // n-th window, 0: none
+  uint32_t period = 0;  // P in force
+};
+
+struct WindowSummary {
+  uint64_t steps = 0;
+  uint64_t captured_steps = 0;
+  uint64_t windows = 0;
+  uint32_t period = 0;
+  double window_step_ratio = 0;  // median captured step / median uncaptured step (0: unknown)
+  double duty_cycle = 0;         // captured_steps / steps
+  double amortized_cost = -1;    // extra time / uncaptured-equivalent time (-1: unknown)
+};
+
+class WindowPolicy {
+ public:
+  static constexpr uint64_t kFirstWindowStep = aon::kFirstWindowStep;  // records.h
+  static constexpr double kHeadroom = 1.25;
+  static constexpr int kTailSteps = 2;
+  static constexpr double kGrossOutlier = 3.0;  // x the median: not an ordinary step
+
+  explicit WindowPolicy(const WindowSettings& settings);
+
+  // Step `step` begins at `t_ns` (the previous boundary ended the step before).
+  StepDecision OnStep(uint64_t step, uint64_t t_ns);
+  // The step numbering restarted (another source took over): a window in
+  // progress ends here (the decision says how to switch CUPTI off); the
+  // measurements made on the old source's steps are dropped (its time stays in
+  // the totals) and the new source starts with a measuring window again.
+  StepDecision Restart(uint64_t t_ns);
+  // An on-demand window of `steps` steps from the next boundary at or after
+  // `not_before_ns` (on the clock OnStep is given).
+  void RequestCapture(uint32_t steps, uint64_t not_before_ns);
+
+  WindowSummary Summary() const;
+  uint32_t period() const { return period_; }
+  // Whether step `step` lies in / starts a periodic window under period `p`.
+  bool InWindow(uint64_t step, uint32_t p) const;
+  bool StartsWindow(uint64_t step, uint32_t p) const;
+
+ private:
+  enum class State { kIdle, kOpen, kTail };
+  void EndStep(uint64_t t_ns);
+  void FinishWindowCost();
+  double BaseStepNs() const;
+  double BaseMeanNs() const;
+  void ChoosePeriod();
+
+  WindowSettings s_;
+  uint64_t phase_ = 0;
+  uint32_t period_ = 0;
+  // The step in progress.
+  bool have_step_ = false;
+  uint64_t step_start_ns_ = 0;
+  uint8_t step_flags_ = 0;
+  // Window state.
+  State state_ = State::kIdle;
+  uint64_t window_first_ = UINT64_MAX;
+  uint32_t window_left_ = 0;  // captured steps still to come in the open window
+  uint32_t window_width_ = 0;
+  int tail_left_ = 0;
+  bool window_on_demand_ = false;
+  uint32_t windows_ = 0;
+  bool first_window_done_ = false;
+  // On demand.
+  uint32_t demand_steps_ = 0;
+  uint64_t demand_not_before_ = 0;
+  // Measurements.
+  std::deque<double> base_;     // recent uncaptured step durations (ns)
+  std::vector<double> base_all_;    // every uncaptured step, for the summary's median
+  std::vector<double> captured_;    // every captured step (ns)
+  std::deque<double> window_cost_;  // recent windows' extra time (ns)
+  double current_cost_ = 0;         // the window being measured: its steps' time
+  uint64_t current_steps_ = 0;      // ... and how many steps that was
+  double extra_ns_ = 0;             // all windows' extra time
+  double total_ns_ = 0;             // all steps
+  uint64_t steps_ = 0;
+  uint64_t captured_steps_ = 0;
+};
+
+}  // namespace aon::agent

@@ -1,0 +1,336 @@
+// Capture windows and the overhead budget (rank_agent/src/window_policy.h), on
+// simulated step times: which steps each rank captures, and what the windows
+// cost against the budget. The simulated cost model is the one measured on an
+// H200 (bench/RESULTS.md, "CUPTI switched on and off"): a captured step takes
+// `ratio` x a plain one, the first captured step also pays for attaching CUPTI,
+// the first step after a window runs with CUPTI quiesced, the second pays for
+// the detach.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "window_policy.h"
+
+namespace aon::agent {
+namespace {
+
+struct CostModel {
+  double base_ns = 8e6;       // a plain step
+  double ratio = 1.5;         // a captured step, x base
+  double attach_ns = 14e6;    // first captured step: CUPTI subscribe + first launches
+  double quiesce_ratio = 1.3; // the step after a window
+  double detach_ns = 8e6;     // flush + finalize
+  double jitter = 0.02;       // +- uniform, per step
+  // Right-skewed noise (preemption, data loading): with this probability a step
+  // takes tail_ns longer, captured or not.
+  double tail_prob = 0;
+  double tail_ns = 0;
+};
+
+struct SimRun {
+  std::vector<StepDecision> decisions;  // one per step
+  double plain_ns = 0;                  // what the steps would have taken without AON
+  double total_ns = 0;
+  double worst_excess_ns = 0;  // max over time of extra - budget x plain
+  double max_window_ns = 0;    // the dearest window's extra time
+  std::set<uint64_t> captured;
+};
+
+// Runs `steps` steps through `p`; `model(step)` gives the cost model in force.
+template <typename Model>
+SimRun Simulate(WindowPolicy& p, uint64_t steps, Model model, uint64_t seed, double budget) {
+  std::mt19937_64 rng(seed);
+  SimRun r;
+  uint64_t t = 1'000'000'000;
+  double extra = 0, window_extra = 0;
+  for (uint64_t s = 0; s < steps; ++s) {
+    const StepDecision d = p.OnStep(s, t);
+    r.decisions.push_back(d);
+    const CostModel m = model(s);
+    double plain = m.base_ns * (1 + m.jitter * (std::uniform_real_distribution<>(-1, 1)(rng)));
+    if (m.tail_prob > 0 && std::uniform_real_distribution<>(0, 1)(rng) < m.tail_prob)
+      plain += m.tail_ns;
+    double took = plain;
+    if (d.flags & kStepCaptured) {
+      took = plain * m.ratio + (d.open ? m.attach_ns : 0);
+      r.captured.insert(s);
+    } else if (d.flags & kStepWindowTail) {
+      took = d.detach ? plain + m.detach_ns : plain * m.quiesce_ratio;
+    }
+    extra += took - plain;
+    if (d.flags & (kStepCaptured | kStepWindowTail)) {
+      window_extra += took - plain;
+    } else if (window_extra > 0) {
+      r.max_window_ns = std::max(r.max_window_ns, window_extra);
+      window_extra = 0;
+    }
+    r.plain_ns += plain;
+    r.total_ns += took;
+    r.worst_excess_ns = std::max(r.worst_excess_ns, extra - budget * r.plain_ns);
+    t += static_cast<uint64_t>(took);
+  }
+  return r;
+}
+
+double Amortized(const SimRun& r) { return (r.total_ns - r.plain_ns) / r.plain_ns; }
+
+TEST(StepTracker, PrefersApiThenNvtxThenNcclThenTime) {
+  StepTracker t;
+  auto b = t.Mark(StepSource::kTime, 1'000);
+  EXPECT_TRUE(b.counts);
+  EXPECT_EQ(b.step, 1'000u);  // time slots keep their own number
+  b = t.Mark(StepSource::kNccl, 7);
+  EXPECT_TRUE(b.counts && b.switched);
+  EXPECT_EQ(b.step, 7u);
+  EXPECT_FALSE(t.Mark(StepSource::kTime, 1'001).counts) << "a less preferred source is ignored";
+  b = t.Mark(StepSource::kNvtx);
+  EXPECT_TRUE(b.counts && b.switched);
+  EXPECT_EQ(b.step, 0u);  // counted from 0 at the source's first boundary
+  EXPECT_EQ(t.Mark(StepSource::kNvtx).step, 1u);
+  EXPECT_FALSE(t.Mark(StepSource::kNccl, 8).counts);
+  b = t.Mark(StepSource::kApi);
+  EXPECT_TRUE(b.switched);
+  EXPECT_EQ(b.step, 0u);
+  EXPECT_FALSE(t.Mark(StepSource::kNvtx).counts);
+  EXPECT_EQ(t.Mark(StepSource::kApi).step, 1u);
+  EXPECT_EQ(t.active(), StepSource::kApi);
+}
+
+TEST(StepTracker, AForcedSourceIsTheOnlyOne) {
+  StepTracker t(StepSource::kNccl);
+  EXPECT_FALSE(t.Mark(StepSource::kApi).counts);
+  EXPECT_FALSE(t.Mark(StepSource::kNvtx).counts);
+  auto b = t.Mark(StepSource::kNccl, 3);
+  EXPECT_TRUE(b.counts);
+  EXPECT_FALSE(b.switched);
+  EXPECT_EQ(b.step, 3u);
+}
+
+TEST(WindowPolicy, AFixedPeriodCapturesExactlyItsSteps) {
+  WindowSettings s;
+  s.width = 3;
+  s.fixed_period = 64;
+  s.seed = 42;
+  WindowPolicy p(s);
+  SimRun r = Simulate(p, 2'000, [](uint64_t) { return CostModel{}; }, 1, 1.0);
+  std::set<uint64_t> want;
+  for (uint64_t step = 0; step < 2'000; ++step) {
+    if (p.InWindow(step, 64) || step == WindowPolicy::kFirstWindowStep) want.insert(step);
+  }
+  EXPECT_EQ(r.captured, want);
+  // Each periodic window: 3 captured steps, then a quiesced step, then the detach.
+  for (uint64_t step = 0; step + 5 < 2'000; ++step) {
+    if (!p.StartsWindow(step, 64) || step <= WindowPolicy::kFirstWindowStep + 3) continue;
+    EXPECT_TRUE(r.decisions[step].open) << step;
+    EXPECT_EQ(r.decisions[step].window_first_step, step);
+    EXPECT_TRUE(r.decisions[step + 3].quiesce) << step;
+    EXPECT_TRUE(r.decisions[step + 4].detach) << step;
+    EXPECT_EQ(r.decisions[step + 5].flags, 0) << step;
+  }
+}
+
+// Two ranks of one job: the same seed and the same costs, but their own step-time
+// noise. They capture exactly the same steps.
+TEST(WindowPolicy, RanksOfOneJobCaptureTheSameSteps) {
+  WindowSettings s;
+  s.seed = 0xfeed;
+  std::vector<std::set<uint64_t>> captured;
+  for (uint64_t rank = 0; rank < 4; ++rank) {
+    WindowPolicy p(s);
+    captured.push_back(
+        Simulate(p, 50'000, [](uint64_t) { return CostModel{}; }, 100 + rank, s.budget).captured);
+  }
+  ASSERT_GT(captured[0].size(), 10u);
+  for (size_t r = 1; r < captured.size(); ++r) EXPECT_EQ(captured[r], captured[0]) << "rank " << r;
+}
+
+// A rank whose windows cost more chooses a longer period; its windows are then a
+// subset of the others', so the steps it captures are captured everywhere.
+TEST(WindowPolicy, ARankWithDearerWindowsCapturesASubsetOfTheOthersSteps) {
+  WindowSettings s;
+  s.seed = 99;
+  WindowPolicy cheap(s), dear(s);
+  SimRun a = Simulate(cheap, 100'000, [](uint64_t) { return CostModel{}; }, 1, s.budget);
+  CostModel expensive;
+  expensive.ratio = 3.0;
+  expensive.attach_ns = 60e6;
+  SimRun b = Simulate(dear, 100'000, [&](uint64_t) { return expensive; }, 2, s.budget);
+  EXPECT_GT(dear.period(), cheap.period());
+  ASSERT_FALSE(b.captured.empty());
+  for (uint64_t step : b.captured) EXPECT_TRUE(a.captured.count(step)) << step;
+}
+
+TEST(WindowPolicy, ConvergesToTheBudget) {
+  for (double budget : {0.01, 0.03}) {
+    WindowSettings s;
+    s.budget = budget;
+    s.seed = 5;
+    WindowPolicy p(s);
+    SimRun r = Simulate(p, 200'000, [](uint64_t) { return CostModel{}; }, 3, budget);
+    const double cost = Amortized(r);
+    // Within the budget, and not needlessly below it: the period is the smallest
+    // power of two inside budget / headroom, so the cost is above a quarter of it.
+    EXPECT_LE(cost, budget) << budget;
+    EXPECT_GE(cost, budget / (2 * WindowPolicy::kHeadroom) * 0.8) << budget;
+    const WindowSummary w = p.Summary();
+    EXPECT_NEAR(w.amortized_cost, cost, budget * 0.1) << "the agent's own estimate";
+    EXPECT_NEAR(w.window_step_ratio, CostModel{}.ratio, 0.1);
+    EXPECT_EQ(w.captured_steps, r.captured.size());
+    EXPECT_EQ(w.steps, 200'000u - 1);  // the last step has not ended
+  }
+}
+
+// Windows that cost nothing in a job whose steps are noisy with a long right tail
+// (the median step is well below the mean): the noise is not taken for cost, so
+// the windows are not skipped and the period stays at its floor.
+TEST(WindowPolicy, SkewedNoiseIsNotTakenForCost) {
+  WindowSettings s;
+  s.seed = 9;
+  WindowPolicy p(s);
+  CostModel free;
+  free.ratio = 1;
+  free.attach_ns = 0;
+  free.quiesce_ratio = 1;
+  free.detach_ns = 0;
+  free.tail_prob = 0.2;
+  free.tail_ns = 4e6;  // half a step, one step in five: mean 10 % above the median
+  const uint64_t steps = 100'000;
+  SimRun r = Simulate(p, steps, [&](uint64_t) { return free; }, 11, s.budget);
+  const WindowSummary w = p.Summary();
+  EXPECT_LT(w.amortized_cost, s.budget / 5) << "noise counted as cost";
+  EXPECT_LT(Amortized(r), s.budget / 5);
+  // The noise still blurs each window's measurement (a step's spread here is 20 %
+  // of it, the budget 1 %), so the period wanders above its floor; it must not
+  // run away: at least half of the floor's windows open.
+  const double floor_steps = static_cast<double>(steps) * s.width / s.min_period;
+  EXPECT_GE(static_cast<double>(r.captured.size()), floor_steps / 2) << "period " << p.period();
+  std::printf("skewed noise: %zu captured steps (floor period: %.0f), period now %u\n",
+              r.captured.size(), floor_steps, p.period());
+}
+
+TEST(WindowPolicy, BacksOffWhenWindowsGetDearer) {
+  WindowSettings s;
+  s.seed = 6;
+  WindowPolicy p(s);
+  CostModel later;
+  later.ratio = 4.0;
+  later.attach_ns = 80e6;
+  later.detach_ns = 40e6;
+  uint32_t period_before = 0;
+  SimRun r = Simulate(
+      p, 300'000,
+      [&](uint64_t step) {
+        if (step == 100'000) period_before = p.period();
+        return step < 100'000 ? CostModel{} : later;
+      },
+      4, s.budget);
+  EXPECT_GE(p.period(), 4 * period_before) << "period " << period_before << " -> " << p.period();
+  // Over the dearer part alone the budget holds too.
+  double plain = 0, total = 0;
+  (void)r;
+  WindowPolicy q(s);
+  SimRun only_later = Simulate(q, 200'000, [&](uint64_t) { return later; }, 5, s.budget);
+  plain = only_later.plain_ns;
+  total = only_later.total_ns;
+  EXPECT_LE((total - plain) / plain, s.budget);
+}
+
+// At no point does the cost so far exceed the budget by more than one window.
+TEST(WindowPolicy, NeverExceedsTheBudgetByMoreThanOneWindow) {
+  for (uint64_t seed : {1, 2, 3}) {
+    WindowSettings s;
+    s.seed = seed;
+    WindowPolicy p(s);
+    CostModel spiky;
+    SimRun r = Simulate(
+        p, 100'000,
+        [&](uint64_t step) {
+          CostModel m = spiky;
+          // Windows get suddenly dearer and cheaper again.
+          if ((step / 10'000) % 2 == 1) {
+            m.ratio = 5;
+            m.attach_ns = 100e6;
+          }
+          return m;
+        },
+        seed, s.budget);
+    EXPECT_LE(r.worst_excess_ns, r.max_window_ns * 1.0001) << "seed " << seed;
+  }
+}
+
+TEST(WindowPolicy, OnDemandCaptureStartsAtTheFirstStepAfterItsTime) {
+  WindowSettings s;
+  s.fixed_period = 1u << 20;  // no periodic window in reach
+  WindowPolicy p(s);
+  uint64_t t = 1'000;
+  for (uint64_t step = 0; step < 20; ++step, t += 100) p.OnStep(step, t);
+  p.RequestCapture(5, t + 250);  // steps begin every 100: the third boundary from here
+  std::vector<StepDecision> d;
+  for (uint64_t step = 20; step < 40; ++step, t += 100) d.push_back(p.OnStep(step, t));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(d[i].flags, 0) << i;
+  EXPECT_TRUE(d[3].open);
+  for (int i = 3; i < 8; ++i) {
+    EXPECT_EQ(d[i].flags, kStepCaptured | kStepOnDemand) << i;
+    EXPECT_EQ(d[i].window_first_step, 23u);
+  }
+  EXPECT_TRUE(d[8].quiesce);
+  EXPECT_TRUE(d[9].detach);
+  EXPECT_EQ(d[10].flags, 0);
+}
+
+TEST(WindowPolicy, ARestartEndsTheWindowInProgress) {
+  WindowSettings s;
+  WindowPolicy p(s);
+  uint64_t t = 0;
+  for (uint64_t step = 0; step <= WindowPolicy::kFirstWindowStep; ++step, t += 100) {
+    const StepDecision d = p.OnStep(step, t);
+    EXPECT_EQ(d.open, step == WindowPolicy::kFirstWindowStep);
+  }
+  const StepDecision d = p.Restart(t);
+  EXPECT_TRUE(d.quiesce);
+  EXPECT_TRUE(d.detach);
+  EXPECT_EQ(p.OnStep(0, t + 100).flags, 0);
+}
+
+// Time slots (one second) mark the steps until the program's own NVTX steps
+// (8 ms) begin: the one-second baseline must not be held against the new steps,
+// or a window's cost comes out hugely negative and the budget is never applied.
+TEST(WindowPolicy, ARestartMeasuresTheNewStepsAfresh) {
+  WindowSettings s;
+  s.fixed_period = 16;
+  s.seed = 3;
+  WindowPolicy p(s);
+  uint64_t t = 1'000'000'000;
+  StepDecision d;
+  for (uint64_t slot = 0; slot < 40; ++slot) {  // time slots, windows among them
+    d = p.OnStep(5'000 + slot, t);
+    t += 1'000'000'000;
+  }
+  p.Restart(t);
+  // 8 ms steps; a captured step costs 4 ms more, a window's first 10 ms more.
+  const CostModel m;
+  double extra = 0, plain = 0;
+  for (uint64_t step = 0; step < 2'000; ++step) {
+    d = p.OnStep(step, t);
+    double took = m.base_ns;
+    if (d.flags & kStepCaptured) took += 4e6 + (d.open ? 10e6 : 0);
+    extra += took - m.base_ns;
+    plain += m.base_ns;
+    t += static_cast<uint64_t>(took);
+  }
+  const WindowSummary w = p.Summary();
+  EXPECT_GT(w.windows, 100u);
+  // Measured over the NVTX steps: the windows' cost against all the time the job
+  // ran (the forty seconds of time slots included).
+  const double truth = extra / (plain + 40e9);
+  EXPECT_GT(w.amortized_cost, truth * 0.8) << "truth " << truth;
+  EXPECT_LT(w.amortized_cost, truth * 1.5) << "truth " << truth;
+}
+
+}  // namespace
+}  // namespace aon::agent
