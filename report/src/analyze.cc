@@ -10,7 +10,7 @@ namespace aon::report {
 
 std::span<const Analysis* const> AnalysisTable() {
   static constexpr const Analysis* kTable[] = {
-      &kStepsAnalysis, &kBreakdownAnalysis, &kKernelsAnalysis, &kCommunicationAnalysis,
+      &kStepsAnalysis, &kCaptureAnalysis, &kBreakdownAnalysis, &kKernelsAnalysis, &kCommunicationAnalysis,
       &kIdleAnalysis,  &kMemoryAnalysis,    &kNvtxAnalysis,    &kHeatAnalysis,
   };
   return kTable;

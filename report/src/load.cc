@@ -74,6 +74,10 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.apis).WithContext(path));
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nvtx).WithContext(path));
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nccl).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.steps).WithContext(path));
+  std::stable_sort(t.steps.begin(), t.steps.end(), [](const auto& a, const auto& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.record.step < b.record.step;
+  });
 
   std::vector<RankSummary> summaries;
   if (auto rows = reader->ReadAllOf<RankSummary>(RankSummarySchema(), "meta"); rows.ok()) {
@@ -87,6 +91,7 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
   NoteRanks(t.nvtx, &n);
   NoteRanks(t.apis, &n);
   NoteRanks(t.nccl, &n);
+  NoteRanks(t.steps, &n);
   n = std::min<uint32_t>(n, 1u << 20);  // a corrupt rank id must not allocate the world
   t.world_size = n;
   t.ranks.resize(n);
@@ -102,12 +107,23 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
     info.host = t.strings.Get(s.host_id);
     info.status = static_cast<RankStatus>(s.status);
     info.message = t.strings.Get(s.message_id);
+    info.capture_mode = s.capture_mode <= static_cast<uint8_t>(CaptureMode::kFlight)
+                            ? static_cast<CaptureMode>(s.capture_mode)
+                            : CaptureMode::kUnknown;
+    info.steps = s.steps;
+    info.captured_steps = s.captured_steps;
+    info.windows = s.windows;
+    info.capture_period = s.capture_period;
+    info.overhead_budget = s.overhead_budget;
+    info.window_step_ratio = s.window_step_ratio;
+    info.amortized_cost = s.amortized_cost;
   }
   // Ranks with records but no row (an older or partial table) still count as present.
   std::vector<bool> has(n, false);
   for (const auto& k : t.kernels) has[k.rank] = true;
   for (const auto& k : t.nvtx) has[k.rank] = true;
   for (const auto& k : t.memcpys) has[k.rank] = true;
+  for (const auto& k : t.steps) has[k.rank] = true;
   for (uint32_t r = 0; r < n; ++r) {
     if (!t.ranks[r].listed && has[r]) {
       t.ranks[r].status = RankStatus::kOk;

@@ -71,6 +71,15 @@ void Ranks(JsonWriter& w, const Report& r) {
     Member(w, "overlap_fraction", b.overlap_fraction);
     Member(w, "steps", static_cast<double>(b.steps));
     Member(w, "step_mean_ns", b.step_mean_ns);
+    const RankInfo& info = r.ranks[q];
+    Member(w, "capture_mode",
+           EnumValueName(kCaptureModeValues, static_cast<int64_t>(info.capture_mode)));
+    Member(w, "captured_steps", static_cast<double>(info.captured_steps));
+    Member(w, "windows", static_cast<double>(info.windows));
+    Member(w, "capture_period", static_cast<double>(info.capture_period));
+    Member(w, "window_step_ratio", info.window_step_ratio);
+    Member(w, "amortized_cost", info.amortized_cost);
+    Member(w, "run_scale", b.run_scale);
     Member(w, "collectives", static_cast<double>(s.collectives));
     Member(w, "last_count", static_cast<double>(s.last_count));
     Member(w, "last_fraction", s.last_fraction);
@@ -156,10 +165,33 @@ std::string RenderJson(const Report& r) {
   w.Bool(r.clock_synchronized);
   Member(w, "world_size", r.world_size);
   Member(w, "duration_ns", static_cast<double>(r.end_ns - r.start_ns));
+  // What profiling cost and covered (docs/always-on.md); absent before format 1.5.
+  if (r.capture.known) {
+    const CaptureSummary& c = r.capture;
+    w.Key("capture");
+    w.BeginObject();
+    Member(w, "mode", c.mode);
+    Member(w, "overhead_budget", c.budget);
+    Member(w, "amortized_cost", c.cost);
+    Member(w, "amortized_cost_median", c.cost_median);
+    Member(w, "window_step_ratio", c.window_ratio);
+    Member(w, "steps", static_cast<double>(c.steps));
+    Member(w, "captured_steps", static_cast<double>(c.captured_steps));
+    Member(w, "windows", static_cast<double>(c.windows));
+    Member(w, "period", static_cast<double>(c.period));
+    w.Key("ranks_without_window");
+    w.BeginArray();
+    for (uint32_t q : c.ranks_without_window) Number(w, q);
+    w.EndArray();
+    Member(w, "statement", c.statement);
+    w.EndObject();
+  }
   w.Key("steps");
   w.BeginObject();
   Member(w, "method", r.steps.method);
   Member(w, "count", static_cast<double>(r.steps.typical_count));
+  w.Key("windowed");
+  w.Bool(r.steps.windowed);
   w.EndObject();
   Member(w, "communication_source", r.comm.source);
   Member(w, "collectives", static_cast<double>(r.comm.collectives.size()));

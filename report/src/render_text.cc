@@ -59,6 +59,8 @@ std::string RenderTerminal(const Report& r) {
   char buf[256];
   o += "AON report: job " + (r.job_id.empty() ? std::string("?") : r.job_id) + "  (" + r.path +
        ")\n";
+  // What profiling cost comes first (docs/always-on.md).
+  if (!r.capture.statement.empty()) o += Wrap(r.capture.statement, 100, "");
   uint32_t ok = 0;
   for (const RankInfo& i : r.ranks) ok += i.status == RankStatus::kOk;
   std::snprintf(
@@ -90,8 +92,10 @@ std::string RenderTerminal(const Report& r) {
     o += " " + text.substr(4);
     o += Wrap("evidence: " + f.evidence, 92, "      ");
   }
-  std::snprintf(buf, sizeof buf, "\n %4s  %-12s  %5s  %9s  %8s  %7s  %6s  %7s  %6s  %6s\n", "rank",
-                "host", "steps", "step mean", "GPU busy", "compute", "comm", "exposed", "idle",
+  // With capture windows the steps column reads captured/all and the GPU shares
+  // are over the captured steps.
+  std::snprintf(buf, sizeof buf, "\n %4s  %-12s  %11s  %9s  %8s  %7s  %6s  %7s  %6s  %6s\n", "rank",
+                "host", r.steps.windowed ? "traced/steps" : "steps", "step mean", "GPU busy", "compute", "comm", "exposed", "idle",
                 "last");
   o += buf;
   const uint32_t shown = std::min<uint32_t>(r.world_size, 16);
@@ -108,10 +112,13 @@ std::string RenderTerminal(const Report& r) {
       return b.span_ns ? 100.0 * static_cast<double>(v) / b.span_ns : 0.0;
     };
     const StragglerStats& s = r.comm.stragglers[q];
+    const std::string nsteps =
+        r.steps.windowed ? std::to_string(r.steps.GpuSteps(q).size()) + "/" + std::to_string(b.steps)
+                         : std::to_string(b.steps);
     std::snprintf(
         buf, sizeof buf,
-        " %4u  %-12.12s  %5zu  %9s  %7.1f%%  %6.1f%%  %5.1f%%  %6.1f%%  %5.1f%%  %6s\n", q,
-        info.host.c_str(), b.steps, b.steps ? FormatDuration(b.step_mean_ns).c_str() : "-",
+        " %4u  %-12.12s  %11s  %9s  %7.1f%%  %6.1f%%  %5.1f%%  %6.1f%%  %5.1f%%  %6s\n", q,
+        info.host.c_str(), nsteps.c_str(), b.steps ? FormatDuration(b.step_mean_ns).c_str() : "-",
         pct(b.busy_ns), pct(b.compute_ns), pct(b.comm_ns), pct(b.exposed_comm_ns), pct(b.idle_ns),
         s.collectives
             ? (std::to_string(static_cast<int>(std::lround(s.last_fraction * 100))) + "%").c_str()

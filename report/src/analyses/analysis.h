@@ -29,6 +29,7 @@ struct Analysis {
 
 // One per file of this folder.
 extern const Analysis kStepsAnalysis;          // steps.cc
+extern const Analysis kCaptureAnalysis;        // capture.cc
 extern const Analysis kBreakdownAnalysis;      // breakdown.cc
 extern const Analysis kKernelsAnalysis;        // kernels.cc
 extern const Analysis kCommunicationAnalysis;  // communication.cc
@@ -47,7 +48,14 @@ bool IsNcclKernelName(const std::string& name);
 double Median(std::vector<double> v);
 // Index of the window in `windows` (sorted by start) holding `at`, or -1.
 int32_t StepOf(const std::vector<Interval>& windows, uint64_t at);
-// The rank's step windows, or nullptr when it has none.
-const std::vector<Interval>* StepWindows(const Steps* steps, uint32_t rank);
+// The rank's steps an analysis can place its records in, or nullptr when it has
+// none: for GPU activity (`gpu`), the steps whose GPU activity the timeline holds
+// (Steps::GpuSteps: only the captured ones in a budgeted job); for records of the
+// continuous tier (NCCL operations), every step.
+const std::vector<Interval>* StepWindows(const Steps* steps, uint32_t rank, bool gpu = true);
+// Steps the rank ran / steps of StepWindows(steps, rank, gpu): what a steady
+// per-step total over the captured steps is scaled by to stand for the whole run
+// (1 without capture windows).
+double RunScale(const Steps* steps, uint32_t rank, bool gpu = true);
 
 }  // namespace aon::report

@@ -44,18 +44,39 @@ std::vector<RankUnions> BuildUnions(const Timeline& t) {
   return u;
 }
 
+// The parts of union `u` inside the sorted, disjoint `windows`.
+std::vector<Interval> Clip(const std::vector<Interval>& u, const std::vector<Interval>& windows) {
+  std::vector<Interval> out;
+  size_t i = 0;
+  for (const Interval& w : windows) {
+    while (i < u.size() && u[i].end <= w.start) ++i;
+    for (size_t j = i; j < u.size() && u[j].start < w.end; ++j) {
+      const uint64_t s = std::max(u[j].start, w.start), e = std::min(u[j].end, w.end);
+      if (s < e) out.push_back({s, e});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& steps) {
-  const std::vector<RankUnions> u = BuildUnions(t);
+  std::vector<RankUnions> u = BuildUnions(t);
   std::vector<RankBreakdown> out(t.world_size);
   for (uint32_t r = 0; r < t.world_size; ++r) {
     RankBreakdown& b = out[r];
     b.rank = r;
-    const RankUnions& ru = u[r];
+    RankUnions& ru = u[r];
+    // Capture windows: the GPU was looked at only during the captured steps, so
+    // the span is their total length and every union is clipped to them.
+    const bool windowed = steps.windowed;
+    if (windowed) {
+      const auto& w = steps.GpuSteps(r);
+      for (auto* v : {&ru.compute, &ru.comm, &ru.copy, &ru.memset, &ru.all}) *v = Clip(*v, w);
+    }
     if (ru.all.empty()) continue;
     b.has_gpu = true;
-    b.span_ns = ru.all.back().end - ru.all.front().start;
+    b.span_ns = windowed ? TotalLength(steps.GpuSteps(r)) : ru.all.back().end - ru.all.front().start;
     b.busy_ns = TotalLength(ru.all);
     b.idle_ns = b.span_ns - b.busy_ns;
     b.compute_ns = TotalLength(ru.compute);
@@ -64,25 +85,43 @@ std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& step
     b.memset_ns = TotalLength(ru.memset);
     b.exposed_comm_ns = b.comm_ns - IntersectionLength(ru.comm, ru.compute);
     b.overlap_fraction = b.comm_ns ? 1.0 - static_cast<double>(b.exposed_comm_ns) / b.comm_ns : 0.0;
+    if (windowed) {
+      b.run_scale = RunScale(&steps, r);
+      auto scale = [&](uint64_t v) { return static_cast<uint64_t>(static_cast<double>(v) * b.run_scale); };
+      for (uint64_t* v : {&b.span_ns, &b.busy_ns, &b.compute_ns, &b.comm_ns, &b.copy_ns,
+                          &b.memset_ns, &b.exposed_comm_ns})
+        *v = scale(*v);
+      b.idle_ns = b.span_ns > b.busy_ns ? b.span_ns - b.busy_ns : 0;
+    }
+    // Step times from every step; GPU time per step from the steps whose GPU
+    // activity the timeline holds (the captured ones in a budgeted job), against
+    // those steps' own mean length.
     if (r < steps.per_rank.size() && !steps.per_rank[r].empty()) {
       const auto& st = steps.per_rank[r];
       b.steps = st.size();
       std::vector<double> d;
-      double busy = 0, compute = 0, comm = 0;
       for (const Interval& w : st) {
         b.step_ns.push_back(w.end - w.start);
         d.push_back(static_cast<double>(w.end - w.start));
-        busy += LengthWithin(ru.all, w);
-        compute += LengthWithin(ru.compute, w);
-        comm += LengthWithin(ru.comm, w);
       }
       b.step_mean_ns = std::accumulate(d.begin(), d.end(), 0.0) / d.size();
       b.step_median_ns = Median(d);
       b.step_max_ns = *std::max_element(d.begin(), d.end());
-      b.step_busy_ns = busy / st.size();
-      b.step_compute_ns = compute / st.size();
-      b.step_comm_ns = comm / st.size();
-      b.step_idle_ns = b.step_mean_ns - b.step_busy_ns;
+      const auto& gpu_steps = steps.GpuSteps(r);
+      double busy = 0, compute = 0, comm = 0, length = 0;
+      for (const Interval& w : gpu_steps) {
+        length += static_cast<double>(w.end - w.start);
+        busy += LengthWithin(ru.all, w);
+        compute += LengthWithin(ru.compute, w);
+        comm += LengthWithin(ru.comm, w);
+      }
+      if (!gpu_steps.empty()) {
+        const double n = static_cast<double>(gpu_steps.size());
+        b.step_busy_ns = busy / n;
+        b.step_compute_ns = compute / n;
+        b.step_comm_ns = comm / n;
+        b.step_idle_ns = std::max(0.0, length / n - b.step_busy_ns);
+      }
     }
   }
   return out;

@@ -181,7 +181,10 @@ Communication AnalyzeCommunication(const Timeline& t, const Steps* steps) {
   std::map<std::tuple<uint32_t, uint32_t, int32_t>, std::vector<Interval>> lost_iv;
   std::map<std::pair<uint32_t, int32_t>, std::vector<Interval>> gain_iv;
   std::vector<std::vector<Interval>> wait_iv(t.world_size);
-  auto windows_of = [&](uint32_t r) { return StepWindows(steps, r); };
+  // NCCL operation records are continuous (every step); NCCL kernels only exist
+  // in capture windows.
+  const bool gpu_only = c.source != "NCCL records";
+  auto windows_of = [&](uint32_t r) { return StepWindows(steps, r, gpu_only); };
   for (const Collective& col : c.collectives) {
     const uint32_t last_rank = col.last_rank;
     const std::vector<Interval>* windows = windows_of(last_rank);
@@ -219,8 +222,11 @@ Communication AnalyzeCommunication(const Timeline& t, const Steps* steps) {
     StragglerStats& s = c.stragglers[r];
     s.waited_ns = TotalLength(Union(std::move(wait_iv[r])));
     s.last_fraction = s.collectives ? static_cast<double>(s.last_count) / s.collectives : 0;
-    s.steady_lost_ns = windows_of(r) ? SteadyTotal(lost_steps[r]) : s.caused_lost_ns;
-    s.steady_gain_ns = windows_of(r) ? SteadyTotal(gain_steps[r]) : s.gain_ns;
+    const double scale = RunScale(steps, r, gpu_only);
+    s.steady_lost_ns = windows_of(r) ? static_cast<uint64_t>(SteadyTotal(lost_steps[r]) * scale)
+                                     : s.caused_lost_ns;
+    s.steady_gain_ns = windows_of(r) ? static_cast<uint64_t>(SteadyTotal(gain_steps[r]) * scale)
+                                     : s.gain_ns;
   }
 
   // Groups per (type, bytes, nranks).

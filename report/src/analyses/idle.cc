@@ -81,6 +81,7 @@ std::string CopyKindName(uint8_t k) {
 uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
                               const std::string& exclude_range) const {
   const size_t nsteps = rank < steps.size() ? steps[rank] : 0;
+  const double scale = rank < run_scale.size() ? run_scale[rank] : 1.0;
   std::vector<uint64_t> per_step(nsteps, 0);
   uint64_t whole = 0;
   for (const Slice& s : slices) {
@@ -90,7 +91,7 @@ uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
     if (s.step >= 0 && static_cast<size_t>(s.step) < nsteps)
       per_step[static_cast<size_t>(s.step)] += s.ns;
   }
-  return nsteps ? SteadyTotal(std::move(per_step)) : whole;
+  return nsteps ? static_cast<uint64_t>(SteadyTotal(std::move(per_step)) * scale) : whole;
 }
 
 IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap_ns) {
@@ -98,6 +99,10 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
   a.min_gap_ns = min_gap_ns;
   const uint32_t n = t.world_size;
   a.steps.assign(n, 0);
+  a.run_scale.assign(n, 1.0);
+  // In a budgeted job the GPU was traced only in capture windows: the time
+  // between windows is not idle, it was not looked at.
+  const bool windowed = steps != nullptr && steps->windowed;
   std::unordered_map<std::string, uint32_t> range_index;
   a.cause_ns.resize(n);
   a.cause_count.resize(n);
@@ -159,6 +164,8 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
     std::sort(v.begin(), v.end(), [](const GpuOp& x, const GpuOp& y) { return x.start < y.start; });
     const std::vector<Interval>* windows = StepWindows(steps, r);
     if (windows) a.steps[r] = windows->size();
+    a.run_scale[r] = RunScale(steps, r);
+    if (windowed && windows == nullptr) continue;
     RangeSweep sweep(t, ranges[r]);
     uint64_t busy_end = 0;
     for (size_t i = 0; i < v.size(); ++i) {
@@ -217,6 +224,11 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
         }
         const uint32_t tid = launch ? launch->thread_id : 0;
         const uint64_t mid = g.start_ns + (g.end_ns - g.start_ns) / 2;
+        const int32_t step = windows ? StepOf(*windows, mid) : -1;
+        if (windowed && step < 0) {
+          busy_end = std::max(busy_end, v[i].end);
+          continue;
+        }
         g.nvtx = sweep.InnermostAt(mid, tid);
         a.cause_ns[r][g.cause] += g.length();
         ++a.cause_count[r][g.cause];
@@ -229,7 +241,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
           slice.range = it2->second;
         }
         if (windows) {
-          slice.step = StepOf(*windows, mid);
+          slice.step = step;
           if (slice.step >= 0) {
             const Interval& w = (*windows)[static_cast<size_t>(slice.step)];
             slice.ns = std::min(g.end_ns, w.end) - std::max(g.start_ns, w.start);

@@ -85,10 +85,19 @@ int32_t StepOf(const std::vector<Interval>& windows, uint64_t at) {
   return at < it->end ? static_cast<int32_t>(it - windows.begin()) : -1;
 }
 
-const std::vector<Interval>* StepWindows(const Steps* steps, uint32_t rank) {
-  return steps != nullptr && rank < steps->per_rank.size() && !steps->per_rank[rank].empty()
-             ? &steps->per_rank[rank]
-             : nullptr;
+const std::vector<Interval>* StepWindows(const Steps* steps, uint32_t rank, bool gpu) {
+  if (steps == nullptr) return nullptr;
+  const std::vector<Interval>& v =
+      gpu ? steps->GpuSteps(rank)
+          : (rank < steps->per_rank.size() ? steps->per_rank[rank] : steps->GpuSteps(rank));
+  return v.empty() ? nullptr : &v;
+}
+
+double RunScale(const Steps* steps, uint32_t rank, bool gpu) {
+  const std::vector<Interval>* seen = StepWindows(steps, rank, gpu);
+  if (seen == nullptr || rank >= steps->per_rank.size()) return 1.0;
+  const size_t all = steps->per_rank[rank].size();
+  return all > seen->size() ? static_cast<double>(all) / seen->size() : 1.0;
 }
 
 }  // namespace aon::report

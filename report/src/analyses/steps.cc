@@ -1,6 +1,8 @@
-// Steps: NVTX ranges named like steps ("step N", "iteration N", ...; the most
-// frequent such name) when present, else the kernel whose occurrences are most
-// regular (coefficient of variation of the gaps < 0.25), one step per occurrence.
+// Steps: AON's step records (format 1.5, every step of every rank whatever was
+// captured; the capture windows are the steps flagged captured) when present,
+// else NVTX ranges named like steps ("step N", "iteration N", ...; the most
+// frequent such name), else the kernel whose occurrences are most regular
+// (coefficient of variation of the gaps < 0.25), one step per occurrence.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -34,11 +36,46 @@ bool IsStepRangeName(const std::string& normalized) {
          s == "iteration_#" || s == "train step #" || s == "train_step #" || s == "profilerstep#";
 }
 
+// 0. AON's own step markers. A budgeted job's GPU records exist only inside
+// windows: `captured` then holds the captured steps and `windowed` is set.
+bool FromStepRecords(const Timeline& t, Steps* s) {
+  if (t.steps.empty()) return false;
+  std::map<std::string, size_t> sources;
+  bool all_captured = true;
+  s->captured.assign(t.world_size, {});
+  for (const auto& m : t.steps) {
+    if (m.rank >= t.world_size || m.record.end_ns <= m.record.start_ns) continue;
+    const Interval w{m.record.start_ns, m.record.end_ns};
+    s->per_rank[m.rank].push_back(w);
+    if (m.record.flags & kStepCaptured) {
+      s->captured[m.rank].push_back(w);
+    } else {
+      all_captured = false;
+    }
+    const char* source = EnumValueName(kStepSourceValues, m.record.source);
+    ++sources[source ? source : "unknown"];
+  }
+  std::string names;
+  for (const auto& [name, count] : sources) names += (names.empty() ? "" : ", ") + name;
+  s->method = "AON step markers (" + names + ")";
+  s->windowed = !all_captured;
+  return true;
+}
+
 }  // namespace
+
+const std::vector<Interval>& Steps::GpuSteps(uint32_t rank) const {
+  static const std::vector<Interval> kNone;
+  const auto& v = windowed ? captured : per_rank;
+  return rank < v.size() ? v[rank] : kNone;
+}
 
 Steps DetectSteps(const Timeline& t) {
   Steps s;
   s.per_rank.resize(t.world_size);
+  if (FromStepRecords(t, &s)) {
+    // done: AON's markers win over anything guessed from the records
+  } else {
   // 1. NVTX ranges named like steps (outermost such name per rank).
   std::map<std::string, size_t> step_names;
   for (const auto& m : t.nvtx) {
@@ -95,13 +132,16 @@ Steps DetectSteps(const Timeline& t) {
       }
     }
   }
+  }
   if (s.method.empty()) s.method = "none";
   std::vector<double> counts;
+  auto by_start = [](const Interval& a, const Interval& b) { return a.start < b.start; };
   for (auto& v : s.per_rank) {
-    std::sort(v.begin(), v.end(),
-              [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    std::sort(v.begin(), v.end(), by_start);
     if (!v.empty()) counts.push_back(static_cast<double>(v.size()));
   }
+  if (!s.windowed) s.captured = s.per_rank;
+  for (auto& v : s.captured) std::sort(v.begin(), v.end(), by_start);
   s.typical_count = static_cast<size_t>(Median(counts));
   return s;
 }

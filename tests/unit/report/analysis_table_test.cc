@@ -28,7 +28,7 @@ TEST(Analyses, EachRunsAfterWhatItNeeds) {
     EXPECT_TRUE(done.insert(a->name).second) << "twice: " << a->name;
     names.push_back(a->name);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"steps", "breakdown", "kernels", "communication",
+  EXPECT_EQ(names, (std::vector<std::string>{"steps", "capture", "breakdown", "kernels", "communication",
                                              "idle", "memory", "nvtx", "heat"}));
 }
 

@@ -50,6 +50,7 @@ class TimelineBuilder {
   std::vector<Merged<ApiRecord>> apis;
   std::vector<Merged<NvtxRecord>> nvtx;
   std::vector<Merged<NcclRecord>> nccl;
+  std::vector<Merged<StepRecord>> steps;
   std::vector<RankSummary> ranks;
   std::string source = "cupti";
   int64_t world_size = 0;
@@ -152,6 +153,20 @@ class TimelineBuilder {
     nccl.push_back(n);
   }
 
+  // One of AON's step markers (format 1.5); `flags`: kStepCaptured, ...
+  void Step(uint32_t rank, uint64_t step, uint64_t start, uint64_t end, uint8_t flags = 0,
+            StepSource step_source = StepSource::kNvtx) {
+    Merged<StepRecord> m{};
+    m.rank = rank;
+    m.record.start_ns = start;
+    m.record.end_ns = end;
+    m.record.step = step;
+    m.record.window_first_step = UINT64_MAX;
+    m.record.source = static_cast<uint8_t>(step_source);
+    m.record.flags = flags;
+    steps.push_back(m);
+  }
+
   template <typename T>
   static void SortByStart(std::vector<Merged<T>>* v) {
     std::stable_sort(v->begin(), v->end(), [](const Merged<T>& a, const Merged<T>& b) {
@@ -168,6 +183,7 @@ class TimelineBuilder {
     SortByStart(&apis);
     SortByStart(&nvtx);
     SortByStart(&nccl);
+    SortByStart(&steps);
     AON_ASSIGN_OR_RETURN(std::unique_ptr<TraceWriter> w,
                          TraceWriter::Create(path, FileKind::kTimeline));
     AON_RETURN_IF_ERROR(w->SetMetaAttribute("job_id", std::string_view("test-job")));
@@ -182,6 +198,7 @@ class TimelineBuilder {
     AON_RETURN_IF_ERROR(w->AppendMerged<ApiRecord>(apis));
     AON_RETURN_IF_ERROR(w->AppendMerged<NvtxRecord>(nvtx));
     AON_RETURN_IF_ERROR(w->AppendMerged<NcclRecord>(nccl));
+    if (!steps.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<StepRecord>(steps));
     if (!ranks.empty()) {
       AON_RETURN_IF_ERROR(w->AppendTable(RankSummarySchema(), ranks.data(), ranks.size(), "meta"));
     }

@@ -35,6 +35,14 @@ struct RankInfo {
   RankStatus status = RankStatus::kOk;
   std::string message;  // why not ok
   bool listed = false;  // present in /meta/ranks
+  // How the rank captured and what it cost (RankSummary's capture fields; format
+  // 1.5, unknown in older timelines). docs/always-on.md.
+  CaptureMode capture_mode = CaptureMode::kUnknown;
+  uint64_t steps = 0, captured_steps = 0;
+  uint32_t windows = 0, capture_period = 0;
+  double overhead_budget = 0;    // fraction
+  double window_step_ratio = 0;  // 0: not measured
+  double amortized_cost = -1;    // fraction of step time; -1: not measured
 };
 
 struct Timeline {
@@ -54,6 +62,7 @@ struct Timeline {
   std::vector<Merged<ApiRecord>> apis;
   std::vector<Merged<NvtxRecord>> nvtx;
   std::vector<Merged<NcclRecord>> nccl;
+  std::vector<Merged<StepRecord>> steps;  // AON's step markers (1.5), by rank and step
 
   bool synthetic() const { return source.find("synthetic") != std::string::npos; }
   size_t HostCount() const;
@@ -82,12 +91,21 @@ enum class KernelFamily { kGemm, kAttention, kElementwise, kReduction, kNccl, kC
 const char* KernelFamilyName(KernelFamily f);
 KernelFamily ClassifyKernel(const std::string& name);
 
-// Steps: from NVTX ranges named "step N" / "iteration N" / "iter N" when present,
-// otherwise from the kernel that repeats most regularly (one occurrence per step).
+// Steps: AON's own step records when the timeline has them (every step of every
+// rank, whatever was captured), else NVTX ranges named "step N" / "iteration N" /
+// "iter N", else the kernel that repeats most regularly (one occurrence per step).
 struct Steps {
-  std::string method;  // "nvtx \"step #\"", "pattern: <kernel>", "none"
+  std::string method;  // "AON step markers (nvtx)", "NVTX ranges \"step #\"", ..., "none"
   std::vector<std::vector<Interval>> per_rank;
   size_t typical_count = 0;  // median steps over ranks that have any
+  // Capture windows (budgeted mode): GPU activity exists only for the captured
+  // steps, so the per-step GPU analyses use `captured` (per rank; a rank with no
+  // window has none) while step times use `per_rank`. Without windows (full
+  // capture, or steps not from AON) `windowed` is false and captured == per_rank.
+  bool windowed = false;
+  std::vector<std::vector<Interval>> captured;
+  // The steps whose GPU activity the timeline holds for `rank`.
+  const std::vector<Interval>& GpuSteps(uint32_t rank) const;
 };
 Steps DetectSteps(const Timeline& t);
 
@@ -98,6 +116,10 @@ struct RankBreakdown {
   uint64_t compute_ns = 0, comm_ns = 0, copy_ns = 0, memset_ns = 0;  // unions per category
   uint64_t exposed_comm_ns = 0;  // communication not overlapped by compute
   double overlap_fraction = 0;   // 1 - exposed/comm (0 when no communication)
+  // With capture windows the totals above (span ... exposed) are measured over the
+  // captured steps and multiplied by run_scale (steps run / steps captured): they
+  // estimate the whole run, so findings compare with the run's length. 1 otherwise.
+  double run_scale = 1.0;
   // Steps.
   size_t steps = 0;
   std::vector<uint64_t> step_ns;
@@ -198,8 +220,11 @@ struct IdleAnalysis {
   std::vector<Slice> slices;
   std::vector<std::string> range_names{std::string()};
   std::vector<size_t> steps;  // per rank
-  // Steady-state gap time of one cause on one rank (median per step x steps; the
-  // whole-run sum without steps), leaving out gaps in range `exclude_range`.
+  // per rank: steps run / steps seen (RunScale: > 1 with capture windows)
+  std::vector<double> run_scale;
+  // Steady-state gap time of one cause on one rank (median per step x steps, the
+  // steps of the whole run; the whole-run sum without steps), leaving out gaps in
+  // range `exclude_range`.
   uint64_t Steady(uint32_t rank, GapCause cause, const std::string& exclude_range = "") const;
 
   uint64_t min_gap_ns = 10000;
@@ -243,6 +268,23 @@ struct Finding {
   std::map<std::string, double> numbers;  // key numbers for --json
 };
 
+// What capturing cost the job and what it covered (docs/always-on.md), from the
+// ranks' own measurements: said first in every report.
+struct CaptureSummary {
+  bool known = false;         // some rank recorded its capture (format 1.5)
+  std::string mode;           // "budgeted", "full", "flight", or "mixed"
+  double budget = 0;          // fraction (largest over ranks)
+  double cost = -1;           // largest amortized cost over the ranks that measured it
+  double cost_median = -1;    // median of the same
+  double window_ratio = 0;    // median in-window / outside step time over ranks
+  uint64_t steps = 0;         // median over ranks
+  uint64_t captured_steps = 0, windows = 0;  // median over ranks
+  uint32_t period = 0;        // largest period in force at the end
+  std::vector<uint32_t> ranks_without_window;
+  std::string statement;      // one or two sentences, the report's first line
+};
+CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps);
+
 struct Report {
   std::string path, job_id, source, clock_note;
   bool synthetic = false, clock_synchronized = false;
@@ -252,6 +294,7 @@ struct Report {
   std::vector<std::string> notes;     // degradations of the analyses, said once
   uint64_t start_ns = 0, end_ns = 0;  // GPU activity window over all ranks
   uint64_t records = 0;
+  CaptureSummary capture;
   Steps steps;
   std::vector<RankBreakdown> breakdown;
   std::vector<KernelStats> kernels;

@@ -1,0 +1,157 @@
+// The report on a budgeted job (docs/always-on.md): GPU activity exists only in
+// capture windows, step times for every step. The analyses must use the windows
+// for GPU figures, not take the time between windows for idle GPU, scale their
+// totals to the whole run, and say first what capturing cost.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "aon/report/report.h"
+#include "timeline_builder.h"
+
+namespace aon::report {
+namespace {
+
+using testing::kMs;
+using testing::TempDir;
+using testing::TimelineBuilder;
+
+constexpr uint64_t kStep = 10 * kMs;
+constexpr uint64_t kSteps = 100;
+const uint64_t kCaptured[] = {10, 40, 41, 42, 72, 73, 74};
+
+bool Captured(uint64_t s) {
+  for (uint64_t c : kCaptured)
+    if (c == s) return true;
+  return false;
+}
+
+// One rank, 100 steps of 10 ms; in each captured step a 6 ms kernel from 1 ms to
+// 7 ms into the step (the GPU records of a budgeted job exist only there).
+TimelineBuilder WindowedJob() {
+  TimelineBuilder b;
+  b.Rank(0);
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    const uint64_t start = s * kStep + kMs;
+    b.Step(0, s, start, start + kStep, Captured(s) ? kStepCaptured : 0);
+    if (Captured(s)) b.Kernel(0, "sgemm_kernel", start + kMs, start + 7 * kMs, 100 + 0);
+  }
+  RankSummary& row = b.ranks[0];
+  row.capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  row.steps = kSteps;
+  row.captured_steps = std::size(kCaptured);
+  row.windows = 3;
+  row.capture_period = 32;
+  row.overhead_budget = 0.01;
+  row.window_step_ratio = 2.5;
+  row.amortized_cost = 0.0042;
+  return b;
+}
+
+TEST(Windows, StepsComeFromAonMarkersAndGpuStepsFromTheWindows) {
+  TempDir dir;
+  const Timeline t = WindowedJob().WriteAndLoad(dir.File("t.h5"));
+  const Steps s = DetectSteps(t);
+  EXPECT_EQ(s.method, "AON step markers (nvtx)");
+  EXPECT_EQ(s.typical_count, kSteps);
+  EXPECT_TRUE(s.windowed);
+  ASSERT_EQ(s.GpuSteps(0).size(), std::size(kCaptured));
+  EXPECT_EQ(s.GpuSteps(0)[1].start, 40 * kStep + kMs);
+  EXPECT_TRUE(s.GpuSteps(7).empty()) << "a rank out of range has no steps";
+}
+
+TEST(Windows, BreakdownIsOverTheCapturedStepsScaledToTheRun) {
+  TempDir dir;
+  const Timeline t = WindowedJob().WriteAndLoad(dir.File("t.h5"));
+  const std::vector<RankBreakdown> br = ComputeBreakdown(t, DetectSteps(t));
+  ASSERT_EQ(br.size(), 1u);
+  const RankBreakdown& b = br[0];
+  EXPECT_EQ(b.steps, kSteps);
+  EXPECT_DOUBLE_EQ(b.step_mean_ns, static_cast<double>(kStep));
+  EXPECT_DOUBLE_EQ(b.run_scale, 100.0 / 7.0);
+  // 7 captured steps of 10 ms, 6 ms busy each, stand for 100 steps: 1 s, 600 ms.
+  EXPECT_NEAR(static_cast<double>(b.span_ns), 1000.0 * kMs, 1e3);
+  EXPECT_NEAR(static_cast<double>(b.busy_ns), 600.0 * kMs, 1e3);
+  EXPECT_NEAR(static_cast<double>(b.idle_ns), 400.0 * kMs, 2e3);
+  EXPECT_DOUBLE_EQ(b.step_busy_ns, 6.0 * kMs);
+  EXPECT_DOUBLE_EQ(b.step_idle_ns, 4.0 * kMs);
+}
+
+TEST(Windows, TheTimeBetweenWindowsIsNotIdleGpu) {
+  TempDir dir;
+  const Timeline t = WindowedJob().WriteAndLoad(dir.File("t.h5"));
+  const Steps s = DetectSteps(t);
+  const IdleAnalysis a = AnalyzeIdle(t, &s);
+  // Only the 4 ms gaps between consecutive captured steps (40-41, 41-42, 72-73,
+  // 73-74); not the 300 ms stretches between windows.
+  uint64_t gaps = 0;
+  for (const auto& [cause, n] : a.cause_count[0]) gaps += n;
+  EXPECT_EQ(gaps, 4u);
+  ASSERT_FALSE(a.top_gaps.empty());
+  EXPECT_EQ(a.top_gaps.front().length(), 4 * kMs);
+}
+
+TEST(Windows, TheReportSaysFirstWhatCapturingCost) {
+  TempDir dir;
+  TimelineBuilder b = WindowedJob();
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  ASSERT_TRUE(r.capture.known);
+  EXPECT_EQ(r.capture.mode, "budgeted");
+  EXPECT_DOUBLE_EQ(r.capture.cost, 0.0042);
+  const std::string& s = r.capture.statement;
+  EXPECT_EQ(s.rfind("AON cost this job ~0.4 % of its step time (budget 1.0 %", 0), 0u) << s;
+  EXPECT_NE(s.find("2.50x"), std::string::npos) << s;
+  EXPECT_NE(s.find("3 windows, 7 of 100 steps per rank"), std::string::npos) << s;
+  // The terminal says it right after the header line; JSON and HTML carry it.
+  const std::string text = RenderTerminal(r);
+  const size_t header_end = text.find('\n');
+  EXPECT_EQ(text.compare(header_end + 1, 17, "AON cost this job"), 0) << text;
+  EXPECT_NE(text.find("traced/steps"), std::string::npos) << text;
+  EXPECT_NE(text.find("7/100"), std::string::npos) << text;
+  const std::string json = RenderJson(r);
+  EXPECT_NE(json.find("\"capture\":{\"mode\":\"budgeted\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"amortized_cost\":0.0042"), std::string::npos) << json;
+  const std::string html = RenderHtml(r);
+  EXPECT_NE(html.find("<p class=cost>AON cost this job"), std::string::npos);
+  EXPECT_NE(html.find("Capture per rank"), std::string::npos);
+}
+
+TEST(Windows, ARankWithoutAWindowIsNotMissing) {
+  TempDir dir;
+  TimelineBuilder b = WindowedJob();
+  b.Rank(1);
+  RankSummary& row = b.ranks[1];
+  row.capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  row.steps = 8;
+  row.overhead_budget = 0.01;
+  row.amortized_cost = 0;
+  for (uint64_t s = 0; s < 8; ++s) b.Step(1, s, s * kStep + kMs, (s + 1) * kStep + kMs);
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  EXPECT_EQ(r.ranks[1].status, RankStatus::kOk);
+  ASSERT_EQ(r.capture.ranks_without_window, std::vector<uint32_t>{1});
+  EXPECT_NE(r.capture.statement.find("1 rank opened no window (not missing"), std::string::npos)
+      << r.capture.statement;
+  for (const std::string& n : r.notes) EXPECT_EQ(n.find("rank 1 is"), std::string::npos) << n;
+}
+
+TEST(Windows, FullCaptureAndOlderTimelines) {
+  TempDir dir;
+  TimelineBuilder full = WindowedJob();
+  full.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kFull);
+  for (auto& m : full.steps) m.record.flags = kStepCaptured;
+  const Report r = Analyze(full.WriteAndLoad(dir.File("full.h5")));
+  EXPECT_FALSE(r.steps.windowed);
+  EXPECT_EQ(r.capture.statement.rfind("AON traced every step (--mode full)", 0), 0u)
+      << r.capture.statement;
+  // A timeline from before format 1.5: no capture fields, nothing said.
+  TimelineBuilder old;
+  old.Rank(0);
+  old.Kernel(0, "sgemm_kernel", 0, kMs);
+  const Report o = Analyze(old.WriteAndLoad(dir.File("old.h5")));
+  EXPECT_FALSE(o.capture.known);
+  EXPECT_TRUE(o.capture.statement.empty());
+  EXPECT_EQ(RenderJson(o).find("\"capture\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace aon::report
