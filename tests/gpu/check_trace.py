@@ -119,9 +119,14 @@ def check_cuda(exp, path):
         top = [(int(n["start_ns"]), int(n["end_ns"]), int(n["thread_id"])) for n in nvtx
                if n["domain_id"] == 0 and n["depth"] == 0 and n["type"] == 1]
 
-        def own_work(records):
+        def own_work(records, nccl_local=False):
             count = 0
             for r in records:
+                # One rank: NCCL's local copies standing for collectives are
+                # device-to-device; the example makes none itself (example.cu).
+                dtod = ONE_RANK and "copy_kind" in r.dtype.names and int(r["copy_kind"]) == DTOD
+                if dtod != nccl_local:
+                    continue
                 a = api_by_corr.get(int(r["correlation_id"]))
                 if a is None:
                     continue
@@ -130,6 +135,8 @@ def check_cuda(exp, path):
             return count
 
         mc = own_work(memcpy)
+        # One rank: NCCL's local copies made by the example's collective calls.
+        nccl_copies = own_work(memcpy, nccl_local=True) if ONE_RANK else 0
         ms = own_work(memset)
         unmatched = sum(1 for r in list(memcpy) + list(memset) + list(kernels)
                         if int(r["correlation_id"]) not in api_by_corr)
@@ -140,13 +147,21 @@ def check_cuda(exp, path):
                    all_memcpy=len(memcpy), all_memset=len(memset), no_api_record=unmatched,
                    source=meta["source"].decode() if isinstance(meta["source"], bytes) else meta["source"],
                    devices=len(f["meta/devices"]), bytes=os.path.getsize(path))
+        if ONE_RANK:
+            row.update(nccl_local_copies=nccl_copies)
     if "nccl_ops" in exp:
         row, p = check_nccl(exp, path, row)
         problems += p
     for key, want in (("kernels", "kernels"), ("memcpy", "memcpy"), ("memset", "memset"), ("nvtx", "nvtx")):
         if row[key] != int(exp[want]):
             problems.append(f"{key}: trace {row[key]} != program {exp[want]}")
-    if "nccl_allreduce" in exp and row["nccl_kernels"] < int(exp["nccl_allreduce"]):
+    if ONE_RANK and "nccl_ops" in exp:
+        collectives = sum(int(v) for k, v in (x.split(":") for x in exp["nccl_ops"].split(","))
+                          if k not in ("Send", "Recv"))
+        if not 0 < row["nccl_local_copies"] <= collectives:
+            problems.append(f"one rank: {row['nccl_local_copies']} device-to-device copies for "
+                            f"{collectives} collectives (NCCL's local copies: 1..{collectives})")
+    elif "nccl_allreduce" in exp and row["nccl_kernels"] < int(exp["nccl_allreduce"]):
         problems.append(f"nccl kernels {row['nccl_kernels']} < all-reduces {exp['nccl_allreduce']}")
     if row["source"] != "cupti":
         problems.append(f"source is {row['source']}, not cupti")
@@ -175,6 +190,9 @@ def check_nccl(exp, path, row):
     for r in calls:
         got[names[r["func_id"]]] = got.get(names[r["func_id"]], 0) + 1
     want = {k: int(v) for k, v in (x.split(":") for x in exp["nccl_ops"].split(","))}
+    if ONE_RANK:
+        # A one-rank communicator's collectives never reach the profiler plugin.
+        want = {k: v for k, v in want.items() if k in ("Send", "Recv")}
     if got != want:
         problems.append(f"nccl ops: trace {got} != program {want}")
     if EXPECT_API:
@@ -185,7 +203,7 @@ def check_nccl(exp, path, row):
         row.update(nccl_api_calls=n_api)
         if n_api:
             problems.append(f"{n_api} NCCL API records, but this mode records none")
-    if "nccl_graph_replays" in exp and len(replays) != int(exp["nccl_graph_replays"]):
+    if "nccl_graph_replays" in exp and not ONE_RANK and len(replays) != int(exp["nccl_graph_replays"]):
         problems.append(f"graph replays: trace {len(replays)} != program {exp['nccl_graph_replays']}")
     # Each captured operation's replays are numbered 1..n, once each.
     for cid in sorted(captured_ids):
@@ -338,13 +356,18 @@ def check_ddp(exp, path):
         if note.startswith("NCCL"):
             print(f"[nccl] ddp rank {row['rank']} note: {note}")
     row.update(nccl_ops=len(ops), nccl_correlated=correlated)
-    if len(ops) == 0:
+    if ONE_RANK:
+        # DDP on one process: its NCCL calls run on a one-rank communicator, which
+        # never reaches the profiler plugin and launches no NCCL kernel.
+        if len(ops) or nccl:
+            print(f"[ddp] one rank, yet {len(ops)} NCCL operations and {nccl} NCCL kernels")
+    elif len(ops) == 0:
         problems.append("no NCCL operations recorded (PyTorch's NCCL did not load the plugin?)")
     elif correlated != len(ops):
         problems.append(f"{len(ops) - correlated} of {len(ops)} NCCL operations not tied to a kernel")
     if steps != int(exp["nvtx_step_ranges"]):
         problems.append(f"step ranges: trace {steps} != program {exp['nvtx_step_ranges']}")
-    if row["kernels"] == 0 or nccl == 0:
+    if row["kernels"] == 0 or (nccl == 0 and not ONE_RANK):
         problems.append("no kernels or no NCCL kernels captured")
     return row, problems
 
@@ -372,13 +395,24 @@ def check_timeline(job, rank_rows):
 
 
 EXPECT_API = False  # --nccl-api: the run used a mode that records NCCL API calls (not coll)
+ONE_RANK = False    # the job ran one rank (a one-GPU machine)
+DTOD = 8            # CUpti_ActivityMemcpyKind: device to device
+
+NEEDS_TWO = ("one rank: NCCL runs a one-rank communicator's collectives as local device copies "
+             "without calling its profiler plugin, so this run checks the program's own kernels, "
+             "copies, memsets and NVTX ranges exactly, the Send/Recv records and their kernels, "
+             "and NCCL's local copies; collective records, their kernels and timing, CUDA-graph "
+             "replays of NCCL and cross-rank matching need two GPUs")
 
 
 def main():
-    global EXPECT_API
+    global EXPECT_API, ONE_RANK
     mode, log, job = sys.argv[1:4]
     EXPECT_API = "--nccl-api" in sys.argv[4:]
     exp = expectations(log)
+    ONE_RANK = len(exp) == 1
+    if ONE_RANK:
+        print(f"[{mode}] {NEEDS_TWO}")
     files = rank_files(job)
     check = check_cuda if mode == "cuda" else check_ddp
     problems, rows = [], []

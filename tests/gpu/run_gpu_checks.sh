@@ -40,14 +40,14 @@ t0=$(now); "${MPI[@]}" "$BIN/aon-example-cuda" --iterations "$ITERS" > "$OUT/cud
 T[cuda_plain]=$(secs "$t0" "$(now)"); tail -3 "$OUT/cuda-plain.log"
 
 log "CUDA example under aon-run --nccl channels (per-channel GPU timing, calibrated)"
-"$BIN/aon-run" --nccl channels -o "$OUT/job-cuda-channels" "${MPI[@]}" "$BIN/aon-example-cuda" \
+"$BIN/aon-run" --mode full --nccl channels -o "$OUT/job-cuda-channels" "${MPI[@]}" "$BIN/aon-example-cuda" \
   --iterations 10 > "$OUT/cuda-channels.log" 2>&1 || status=1
 python3 tests/gpu/check_trace.py cuda "$OUT/cuda-channels.log" "$OUT/job-cuda-channels" --nccl-api \
   | sed 's/^\[cuda\]/[cuda-channels]/' | tee "$OUT/check-cuda-channels.txt"
 grep -q "PASS" "$OUT/check-cuda-channels.txt" || status=1
 
 log "CUDA example under aon-run --nccl proxy (network proxy events; 0 is expected over NVLink on one node)"
-"$BIN/aon-run" --nccl proxy -o "$OUT/job-cuda-proxy" "${MPI[@]}" "$BIN/aon-example-cuda" \
+"$BIN/aon-run" --mode full --nccl proxy -o "$OUT/job-cuda-proxy" "${MPI[@]}" "$BIN/aon-example-cuda" \
   --iterations 3 > "$OUT/cuda-proxy.log" 2>&1 || status=1
 python3 tests/gpu/check_trace.py cuda "$OUT/cuda-proxy.log" "$OUT/job-cuda-proxy" --nccl-api \
   | sed 's/^\[cuda\]/[cuda-proxy]/' | tee "$OUT/check-cuda-proxy.txt"
@@ -63,23 +63,34 @@ for path in sorted(glob.glob(sys.argv[1] + "/rank-*.h5")):
 PY
 
 log "CUDA example under aon-run"
-t0=$(now); "$BIN/aon-run" -o "$OUT/job-cuda" "${MPI[@]}" "$BIN/aon-example-cuda" --iterations "$ITERS" \
+t0=$(now); "$BIN/aon-run" --mode full -o "$OUT/job-cuda" "${MPI[@]}" "$BIN/aon-example-cuda" --iterations "$ITERS" \
   > "$OUT/cuda-aon.log" 2>&1 || status=1
 T[cuda_aon]=$(secs "$t0" "$(now)"); tail -15 "$OUT/cuda-aon.log"
 python3 tests/gpu/check_trace.py cuda "$OUT/cuda-aon.log" "$OUT/job-cuda" --nccl-api | tee "$OUT/check-cuda.txt" || status=1
+
+log "capture windows (budgeted mode, the default) on the CUDA example vs a full run of it"
+"$BIN/aon-run" --mode full --no-merge -o "$OUT/job-cuda-steps-full" "${MPI[@]}" "$BIN/aon-example-cuda" \
+  --iterations 120 > "$OUT/cuda-steps-full.log" 2>&1 || status=1
+"$BIN/aon-run" --capture-period 16 -o "$OUT/job-cuda-windows" "${MPI[@]}" "$BIN/aon-example-cuda" \
+  --iterations 120 > "$OUT/cuda-windows.log" 2>&1 || status=1
+python3 tests/gpu/check_windows.py "$OUT/job-cuda-steps-full" "$OUT/job-cuda-windows" \
+  | tee "$OUT/check-windows.txt"
+grep -q "PASS" "$OUT/check-windows.txt" || status=1
+"$BIN/aon-report" "$OUT/job-cuda-windows/timeline.h5" 2>&1 | head -8 | sed 's/^/[windows-report] /' \
+  | tee -a "$OUT/check-windows.txt"
 
 log "PyTorch DDP without AON"
 t0=$(now); "${MPI[@]}" python3 examples/pytorch_ddp.py --steps "$STEPS" > "$OUT/ddp-plain.log" 2>&1 || status=1
 T[ddp_plain]=$(secs "$t0" "$(now)"); grep -E "AON_STEP_TIME|Error|error" "$OUT/ddp-plain.log" | head -5
 
 log "PyTorch DDP under aon-run"
-t0=$(now); "$BIN/aon-run" -o "$OUT/job-ddp" "${MPI[@]}" python3 examples/pytorch_ddp.py --steps "$STEPS" \
+t0=$(now); "$BIN/aon-run" --mode full -o "$OUT/job-ddp" "${MPI[@]}" python3 examples/pytorch_ddp.py --steps "$STEPS" \
   > "$OUT/ddp-aon.log" 2>&1 || status=1
 T[ddp_aon]=$(secs "$t0" "$(now)"); tail -12 "$OUT/ddp-aon.log"
 python3 tests/gpu/check_trace.py ddp "$OUT/ddp-aon.log" "$OUT/job-ddp" | tee "$OUT/check-ddp.txt" || status=1
 
 log "PyTorch DDP under aon-run torchrun (torchrun's own process must not leave a rank file)"
-"$BIN/aon-run" -o "$OUT/job-torchrun" torchrun --standalone --nproc-per-node="$NP" examples/pytorch_ddp.py \
+"$BIN/aon-run" --mode full -o "$OUT/job-torchrun" torchrun --standalone --nproc-per-node="$NP" examples/pytorch_ddp.py \
   --steps 10 > "$OUT/torchrun-aon.log" 2>&1 || status=1
 tail -4 "$OUT/torchrun-aon.log"
 python3 tests/gpu/check_trace.py ddp "$OUT/torchrun-aon.log" "$OUT/job-torchrun" | tee "$OUT/check-torchrun.txt" || status=1
@@ -89,7 +100,7 @@ echo "[torchrun] extra per-process files: $extra" | tee -a "$OUT/check-torchrun.
 
 log "CUPTI already taken by another tool"
 nvcc -O2 -arch=sm_90 -o "$OUT/cupti_busy" tests/gpu/cupti_busy.cu -lcupti > "$OUT/busy-build.log" 2>&1 || cat "$OUT/busy-build.log"
-"$BIN/aon-run" --no-merge -o "$OUT/job-busy" "$OUT/cupti_busy" > "$OUT/busy.log" 2>&1
+"$BIN/aon-run" --mode full --no-merge -o "$OUT/job-busy" "$OUT/cupti_busy" > "$OUT/busy.log" 2>&1
 busy_rc=$?
 cat "$OUT/busy.log"
 busy_ok=$(python3 - "$OUT/job-busy" <<'PY'
@@ -135,6 +146,6 @@ printf '%-28s %10s %10s\n' "ddp mean step (ms)" "$(step_ms "$OUT/ddp-plain.log")
 for j in job-cuda job-ddp; do
   [ -d "$OUT/$j" ] && ls -l "$OUT/$j" | awk -v j="$j" 'NR>1 {printf "%-28s %10s %s\n", j, $5, $9}'
 done
-grep -h -E "PASS|FAIL|\[clock\]" "$OUT"/check-*.txt
+grep -h -E "PASS|FAIL|\[clock\]|\[windows\] rank|\[windows-report\]" "$OUT"/check-*.txt
 echo "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
