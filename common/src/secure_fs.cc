@@ -12,6 +12,46 @@ namespace aon {
 
 // ---- files ---------------------------------------------------------------------
 
+StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return NotFound(path + ": no such file");
+    if (err == ELOOP) return Status(StatusCode::kPermissionDenied, path + ": is a symbolic link; not read");
+    return ErrnoStatus(path, err);
+  }
+  struct stat st {};
+  std::string content;
+  Status status = Status::Ok();
+  if (fstat(fd, &st) != 0) {
+    status = ErrnoStatus(path, errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    status = Status(StatusCode::kPermissionDenied, path + ": not a regular file; not read");
+  } else if (st.st_uid != geteuid()) {
+    status = Status(StatusCode::kPermissionDenied, path + ": owned by uid " +
+                                                       std::to_string(st.st_uid) +
+                                                       ", not by this user; not read");
+  } else if ((st.st_mode & 022) != 0) {
+    status = Status(StatusCode::kPermissionDenied, path + ": writable by other users; not read");
+  } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    status = InvalidArgument(path + ": " + std::to_string(st.st_size) + " bytes, more than " +
+                             std::to_string(max_bytes) + " expected");
+  } else {
+    content.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < content.size()) {
+      const ssize_t n = read(fd, content.data() + got, content.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    content.resize(got);
+  }
+  close(fd);
+  if (!status.ok()) return status;
+  return content;
+}
+
 StatusOr<int> CreatePrivateFile(const std::string& path, bool replace_stale) {
   if (replace_stale) {
     struct stat st {};

@@ -55,12 +55,16 @@ const AonSyntheticDeviceV1* LoadFakeDriver(int rank) {
 
 int main(int argc, char** argv) {
   int iterations = 20;
+  int host_us = 100;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
       iterations = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--host-us") == 0 && i + 1 < argc) {
+      host_us = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--help") == 0) {
-      std::printf("usage: aon-synthetic-app [--iterations N]\n"
-                  "An MPI loop on a SYNTHETIC (fake) GPU to demonstrate AON without a GPU.\n");
+      std::printf("usage: aon-synthetic-app [--iterations N] [--host-us US]\n"
+                  "An MPI loop on a SYNTHETIC (fake) GPU to demonstrate AON without a GPU.\n"
+                  "--host-us: host work per iteration, microseconds (default 100)\n");
       return 0;
     } else {
       std::fprintf(stderr, "aon-synthetic-app: unknown argument '%s'\n", argv[i]);
@@ -68,6 +72,7 @@ int main(int argc, char** argv) {
     }
   }
   if (iterations < 0) iterations = 0;
+  if (host_us < 0) host_us = 0;
   // This program is the synthetic GPU: the agent must use its synthetic source.
   setenv("AON_SOURCE", "synthetic", 1);
 
@@ -100,7 +105,7 @@ int main(int argc, char** argv) {
       gpu->launch_kernel(kCompute, "synthetic_elementwise_kernel", 50000, 4096, 256), ++c.kernels;
       gpu->launch_kernel(kCompute, "synthetic_reduce_kernel", 20000, 128, 512), ++c.kernels;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));  // host work
+    std::this_thread::sleep_for(std::chrono::microseconds(host_us));  // host work
     nvtxRangePop();
 
     nvtxRangePushA("communicate");

@@ -20,7 +20,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "aon/capture_request.h"
 #include "aon/collector_protocol.h"
+#include "aon/secure_fs.h"
 #include "aon/metadata_wire.h"
 #include "aon/shm_ring.h"
 #include "aon/trace_file.h"
@@ -147,6 +149,14 @@ struct Rank {
   bool finished = false;  // FINISH received
   bool done = false;      // file closed
   bool ring_broken = false;
+  // Steps seen in the ring (StepRecords arrive when a step ends): the step
+  // that began next, when, and the length of the one that ended.
+  bool has_step = false;
+  uint64_t step_begun = 0;
+  uint64_t step_begun_ns = 0;  // host CLOCK_MONOTONIC
+  uint64_t step_ns = 0;
+  StepSource step_source = StepSource::kNone;
+  uint64_t request_seq = 0;  // the on-demand request put in this rank's ring
 };
 
 class Collector {
@@ -172,6 +182,8 @@ class Collector {
   void Finalize(Rank& r, bool died);
   void Trigger(const std::string& reason);
   void CheckWatches(uint64_t now);
+  // On demand (aon/capture_request.h): this node's steps out, requests in.
+  void OnDemandTick(uint64_t now);
   void Fail(Rank& r, const Status& st);
   bool flight() const { return o_.mode == "flight"; }
   std::string RankPath(int rank, int64_t pid) const;
@@ -190,6 +202,10 @@ class Collector {
   double last_cpu_s_ = 0;
   uint64_t last_cpu_at_ns_ = 0;
   double peak_cpu_ = 0;  // highest per-interval CPU use, in cores
+  uint64_t steps_written_ = UINT64_MAX;  // the step last written to aon-steps-<host>
+  bool has_request_ = false;
+  CaptureRequest request_;
+  std::string control_error_;  // the last problem with the control files, said once
 };
 
 void Collector::Log(const char* fmt, ...) {
@@ -401,6 +417,15 @@ void Collector::Drain(Rank& r, uint64_t now) {
       r.last_record_ns = std::max(r.last_record_ns, into->Of<KernelRecord>().back().end_ns);
     } else if (kind == RecordKind::kApi) {
       r.last_record_ns = std::max(r.last_record_ns, into->Of<ApiRecord>().back().end_ns);
+    } else if (kind == RecordKind::kSteps) {
+      const StepRecord& s = into->Of<StepRecord>().back();
+      if (!r.has_step || s.step + 1 >= r.step_begun || s.source != static_cast<uint8_t>(r.step_source)) {
+        r.has_step = true;
+        r.step_begun = s.step + 1;
+        r.step_begun_ns = s.end_ns;
+        r.step_ns = s.end_ns > s.start_ns ? s.end_ns - s.start_ns : 0;
+        r.step_source = static_cast<StepSource>(s.source);
+      }
     }
   });
   if (!drained.ok()) {
@@ -535,6 +560,74 @@ void Collector::CheckWatches(uint64_t now) {
     if (r->done || r->finished) continue;
     std::string reason = r->watch->Check(now);
     if (!reason.empty()) Trigger("rank " + std::to_string(r->meta.rank) + ": " + reason);
+  }
+}
+
+void Collector::OnDemandTick(uint64_t now) {
+  if (o_.output_dir.empty()) return;
+  auto say_once = [&](const std::string& problem) {
+    if (problem == control_error_) return;
+    control_error_ = problem;
+    fprintf(stderr, "[aon] collector: %s\n", problem.c_str());
+  };
+  // Out: the latest step any rank of this node began.
+  const Rank* latest = nullptr;
+  uint32_t with_steps = 0;
+  for (const auto& r : ranks_) {
+    if (!r->has_step) continue;
+    ++with_steps;
+    if (latest == nullptr || r->step_begun > latest->step_begun) latest = r.get();
+  }
+  if (latest != nullptr && latest->step_begun != steps_written_) {
+    timespec rt{};
+    clock_gettime(CLOCK_REALTIME, &rt);
+    const uint64_t real_now =
+        static_cast<uint64_t>(rt.tv_sec) * 1000000000ull + static_cast<uint64_t>(rt.tv_nsec);
+    NodeSteps n;
+    n.host = latest->meta.host;
+    n.step = latest->step_begun;
+    n.source = latest->step_source;
+    n.step_ns = latest->step_ns;
+    n.at_realtime_ns = real_now - std::min(real_now, now - std::min(now, latest->step_begun_ns));
+    n.ranks = with_steps;
+    std::string host = n.host.empty() ? std::string("node") : n.host;
+    for (char& c : host) {
+      if (c == '/' || c == '\0') c = '_';
+    }
+    const Status st =
+        WriteFileAtomically(o_.output_dir + "/" + kNodeStepsPrefix + host, FormatNodeSteps(n));
+    if (st.ok()) {
+      steps_written_ = latest->step_begun;
+    } else {
+      say_once("cannot publish this node's steps for aon-ctl: " + st.message());
+    }
+  }
+  // In: a new request, handed to every rank that has not had it.
+  const std::string path = o_.output_dir + "/" + kCaptureRequestFile;
+  auto text = ReadPrivateFile(path, kControlFileMaxBytes);
+  if (text.ok()) {
+    auto request = ParseCaptureRequest(*text, path);
+    if (!request.ok()) {
+      say_once("on-demand capture request ignored: " + request.status().message());
+    } else if (!has_request_ || request->seq != request_.seq) {
+      has_request_ = true;
+      request_ = *request;
+      Log("on-demand capture %llu: steps %llu..%llu", static_cast<unsigned long long>(request_.seq),
+          static_cast<unsigned long long>(request_.first_step),
+          static_cast<unsigned long long>(request_.first_step + request_.steps - 1));
+    }
+  } else if (text.status().code() != StatusCode::kNotFound) {
+    say_once("on-demand capture request ignored: " + text.status().message());
+  }
+  if (!has_request_) return;
+  for (auto& r : ranks_) {
+    if (r->done || r->ring_broken || r->request_seq == request_.seq) continue;
+    ring::RingHeader* h = r->region.header();
+    h->capture_first_step.store(request_.first_step, std::memory_order_relaxed);
+    h->capture_steps.store(request_.steps, std::memory_order_relaxed);
+    h->capture_source.store(static_cast<uint32_t>(request_.source), std::memory_order_relaxed);
+    h->capture_seq.store(request_.seq, std::memory_order_release);
+    r->request_seq = request_.seq;
   }
 }
 
@@ -741,6 +834,7 @@ int Collector::Run() {
     if (now >= next_flush) {
       FlushAll();
       CheckWatches(now);
+      OnDemandTick(now);
       // CPU budget: measured over the interval that just ended.
       const double cpu = CpuSeconds();
       const double cores = (cpu - last_cpu_s_) / (static_cast<double>(now - last_cpu_at_ns_) / 1e9);

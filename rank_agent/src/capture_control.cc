@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "agent.h"
+#include "aon/shm_ring.h"
 #include "aon/timebase.h"
 
 namespace aon::agent {
@@ -159,6 +160,7 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
   step_.source = static_cast<uint8_t>(source);
   step_.window_first_step = UINT64_MAX;
   if (budgeted_) {
+    CheckCollectorRequest(source);
     const StepDecision d = policy_.OnStep(b.step, now);
     Apply(d);
     step_.flags = d.flags;
@@ -170,6 +172,31 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
     step_.flags = open_ ? kStepCaptured : 0;
   }
   have_step_ = true;
+}
+
+void CaptureControl::CheckCollectorRequest(StepSource active) {
+  const ring::Region& region = Agent::Get().sink().region();
+  if (!region.valid()) return;  // no collector: no job-wide requests
+  ring::RingHeader* h = region.header();
+  const uint64_t seq = h->capture_seq.load(std::memory_order_acquire);
+  if (seq == request_seq_) return;
+  request_seq_ = seq;
+  const uint64_t first = h->capture_first_step.load(std::memory_order_relaxed);
+  const uint32_t steps = h->capture_steps.load(std::memory_order_relaxed);
+  const auto source = static_cast<StepSource>(h->capture_source.load(std::memory_order_relaxed));
+  Agent& agent = Agent::Get();
+  if (source != active) {
+    const char* want = EnumValueName(kStepSourceValues, static_cast<int64_t>(source));
+    const char* have = EnumValueName(kStepSourceValues, static_cast<int64_t>(active));
+    agent.Note(std::string("on-demand capture request ") + std::to_string(seq) + " names " +
+               (want ? want : "?") + " steps, but this rank's steps are marked by " +
+               (have ? have : "?") + ": not captured");
+    return;
+  }
+  policy_.RequestCaptureAt(first, steps);
+  agent.Log("on-demand capture %llu: steps %llu..%llu",
+            static_cast<unsigned long long>(seq), static_cast<unsigned long long>(first),
+            static_cast<unsigned long long>(first + steps - 1));
 }
 
 void CaptureControl::RequestCapture(uint32_t steps, uint64_t not_before_ns) {
@@ -216,6 +243,11 @@ void CaptureControl::Finish(RankMetadata* m) {
                                        static_cast<double>(m->steps)
                                  : 0.0;
     m->amortized_cost = s.amortized_cost;
+    if (policy_.late_requests() > 0) {
+      agent.Note("on-demand capture: " + std::to_string(policy_.late_requests()) +
+                 " request(s) reached this rank after their steps had passed (raise aon-ctl "
+                 "capture --lead)");
+    }
   } else {
     // Full capture: every step is traced; its cost is not measured in-process.
     m->steps = static_cast<int64_t>(steps_);

@@ -62,6 +62,8 @@ class CaptureControl {
  private:
   void Apply(const StepDecision& d);
   void TimeSlots();
+  // A job-wide on-demand request the collector put in the ring's header.
+  void CheckCollectorRequest(StepSource active);
 
   const AgentConfig config_;
   const bool budgeted_;
@@ -77,6 +79,8 @@ class CaptureControl {
   bool have_step_ = false;
   StepRecord step_{};
   uint64_t steps_ = 0;  // boundaries of the active source (steps begun)
+  uint64_t request_seq_ = 0;  // the last collector request taken
+  uint64_t late_noted_ = 0;
   // The time-slot source.
   std::thread time_thread_;
   std::condition_variable time_cv_;

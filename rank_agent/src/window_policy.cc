@@ -177,6 +177,7 @@ StepDecision WindowPolicy::Restart(uint64_t t_ns) {
   base_.clear();
   window_cost_.clear();
   first_window_done_ = false;
+  demand_first_ = kNoStep;  // numbered by the old source
   state_ = State::kIdle;
   window_left_ = 0;
   tail_left_ = 0;
@@ -187,6 +188,11 @@ StepDecision WindowPolicy::Restart(uint64_t t_ns) {
 void WindowPolicy::RequestCapture(uint32_t steps, uint64_t not_before_ns) {
   demand_steps_ = std::max<uint32_t>(steps, 1);
   demand_not_before_ = not_before_ns;
+}
+
+void WindowPolicy::RequestCaptureAt(uint64_t first_step, uint32_t steps) {
+  demand_first_ = first_step;
+  demand_at_steps_ = std::max<uint32_t>(steps, 1);
 }
 
 StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
@@ -217,7 +223,17 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
   } else {
     uint32_t width = 0;
     bool on_demand = false;
-    if (demand_steps_ > 0 && t_ns >= demand_not_before_) {
+    if (demand_first_ != kNoStep && step >= demand_first_) {
+      // Job-wide: exactly the requested steps (what is left of them).
+      const uint64_t end = demand_first_ + demand_at_steps_;
+      if (step < end) {
+        width = static_cast<uint32_t>(end - step);
+        on_demand = true;
+      } else {
+        ++late_requests_;
+      }
+      demand_first_ = kNoStep;
+    } else if (demand_steps_ > 0 && t_ns >= demand_not_before_) {
       width = demand_steps_;
       on_demand = true;
       demand_steps_ = 0;

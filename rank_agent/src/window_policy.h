@@ -109,6 +109,12 @@ class WindowPolicy {
   // An on-demand window of `steps` steps from the next boundary at or after
   // `not_before_ns` (on the clock OnStep is given).
   void RequestCapture(uint32_t steps, uint64_t not_before_ns);
+  // A job-wide on-demand window (aon-ctl capture): steps [first_step,
+  // first_step + steps) of the active source, the same steps on every rank. If
+  // another window holds the first of them, the rest are captured; a request
+  // whose steps have all passed is counted late and dropped.
+  void RequestCaptureAt(uint64_t first_step, uint32_t steps);
+  uint64_t late_requests() const { return late_requests_; }
 
   WindowSummary Summary() const;
   uint32_t period() const { return period_; }
@@ -143,6 +149,10 @@ class WindowPolicy {
   // On demand.
   uint32_t demand_steps_ = 0;
   uint64_t demand_not_before_ = 0;
+  static constexpr uint64_t kNoStep = UINT64_MAX;
+  uint64_t demand_first_ = kNoStep;  // RequestCaptureAt
+  uint32_t demand_at_steps_ = 0;
+  uint64_t late_requests_ = 0;
   // Measurements.
   std::deque<double> base_;     // recent uncaptured step durations (ns)
   std::vector<double> base_all_;    // every uncaptured step, for the summary's median

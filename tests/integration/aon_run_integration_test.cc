@@ -487,6 +487,78 @@ TEST_F(SyntheticMpirunTest, CaptureWindowsLandOnTheSameStepsOfEveryRank) {
   }
 }
 
+// aon-ctl capture on a running job: every rank traces exactly the requested
+// steps, flagged on demand, and says nothing was late. Periodic windows are put
+// out of the way (a period of 2^24 steps) so the request's steps are its own.
+TEST_F(SyntheticMpirunTest, OnDemandCaptureReachesEveryRankOnTheSameSteps) {
+  const std::string job = tmp_ + "/job";
+  aon::testing::Process run({kAonRun, "-o", job, "--source", "synthetic", "--capture-period",
+                             "16777216", "mpirun", "-np", "4", "--oversubscribe", kSyntheticApp,
+                             "--iterations", "2000", "--host-us", "4000"},
+                            kMpiEnv, tmp_);
+  // The node's collector publishes its steps about once a second.
+  bool published = false;
+  for (int i = 0; i < 300 && !published; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(job, ec))
+      published = published || e.path().filename().string().rfind("aon-steps-", 0) == 0;
+  }
+  ASSERT_TRUE(published) << "no aon-steps-<host> in " << job << "\n" << run.Wait().Describe();
+  ProcessResult ctl = RunProcess({kBinDir + "/aon-ctl", "capture", "--steps", "5", "--lead", "3",
+                                  job},
+                                 {}, tmp_);
+  ASSERT_EQ(ctl.exit_status, 0) << ctl.Describe();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(ctl.out, m, std::regex("steps (\\d+)\\.\\.(\\d+) \\(nvtx\\)")))
+      << ctl.Describe();
+  const uint64_t first = std::stoull(m[1]), last = std::stoull(m[2]);
+  ASSERT_EQ(last - first, 4u);
+  ASSERT_LT(last, 2000u) << "the job would end before the requested steps";
+  ProcessResult r = run.Wait();
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  auto reader = aon::TraceReader::Open(job + "/timeline.h5");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto steps = (*reader)->ReadAllMerged<aon::StepRecord>();
+  auto kernels = (*reader)->ReadAllMerged<aon::KernelRecord>();
+  ASSERT_TRUE(steps.ok() && kernels.ok());
+  std::map<uint32_t, std::set<uint64_t>> on_demand;
+  std::map<uint32_t, std::vector<aon::StepRecord>> demanded;
+  for (const auto& s : *steps) {
+    if (s.record.flags & aon::kStepOnDemand) {
+      on_demand[s.rank].insert(s.record.step);
+      demanded[s.rank].push_back(s.record);
+      EXPECT_TRUE(s.record.flags & aon::kStepCaptured) << "rank " << s.rank;
+      EXPECT_EQ(s.record.window_first_step, first) << "rank " << s.rank;
+    }
+  }
+  std::set<uint64_t> want;
+  for (uint64_t s = first; s <= last; ++s) want.insert(s);
+  ASSERT_EQ(on_demand.size(), 4u) << r.Describe();
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(on_demand[rank], want) << "rank " << rank;
+    // The synthetic app's three kernels of each of those steps are there.
+    size_t in = 0;
+    for (const auto& k : *kernels) {
+      if (k.rank != rank) continue;
+      for (const aon::StepRecord& s : demanded[rank])
+        in += k.record.start_ns >= s.start_ns && k.record.start_ns < s.end_ns;
+    }
+    EXPECT_EQ(in, 3u * 5u) << "rank " << rank;
+  }
+  // No rank says the request came late (its notes would).
+  for (int rank = 0; rank < 4; ++rank) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/rank-%05d.h5", rank);
+    auto file = aon::TraceReader::Open(job + name);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    auto notes = (*file)->GetMetaString("notes");
+    if (notes.ok()) {
+      EXPECT_FALSE(Contains(*notes, "on-demand")) << "rank " << rank << ": " << *notes;
+    }
+  }
+}
+
 // --merge-procs 2: the merge runs as two MPI processes writing shards that the
 // timeline joins; counts stay exact and the report reads it like any timeline.
 TEST_F(SyntheticMpirunTest, ShardedMergeWithTwoProcessesKeepsCountsExact) {

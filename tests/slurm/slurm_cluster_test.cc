@@ -413,6 +413,59 @@ TEST_F(SlurmTwoNodes, SrunAonFourTasksAcrossTwoNodes) {
   EXPECT_FALSE(Contains(r.err, "merging on its")) << r.Describe();
 }
 
+// Budgeted capture across two nodes: the periodic windows (a fixed period) open
+// on the same steps of all four ranks, and aon-ctl capture, run from outside the
+// job on its shared job directory while the step runs, reaches both nodes'
+// collectors and every rank captures the requested steps.
+TEST_F(SlurmTwoNodes, WindowsAndOnDemandCaptureLandOnTheSameStepsOnBothNodes) {
+  const std::string root = work_ + "/od";
+  const std::string script =
+      "srun --aon --aon-output=" + root + " --aon-capture-period=64 --mpi=pmix -N 2 -n 4 "
+      "--ntasks-per-node=2 " + kApp + " --iterations 1500 --host-us 4000 &\n"
+      "pid=$!\n"
+      "for i in $(seq 600); do\n"
+      "  n=$(ls " + root + "/*/aon-steps-* 2>/dev/null | wc -l)\n"
+      "  [ \"$n\" -ge 2 ] && break; sleep 0.1\n"
+      "done\n"
+      "job=$(dirname \"$(ls " + root + "/*/aon-steps-* | head -1)\")\n"
+      AON_BUILD_BIN_DIR "/aon-ctl steps \"$job\"\n"
+      AON_BUILD_BIN_DIR "/aon-ctl capture --steps 5 --lead 3 \"$job\"\n"
+      "wait $pid\n";
+  std::map<std::string, std::string> env = kMpiEnv;
+  env["OMPI_MCA_btl"] = "self,tcp";
+  ProcessResult r = cluster_->Run({"sh", "-c", script}, env, work_, "", std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_status, 0) << r.Describe() << cluster_->Logs();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(capture 1: steps (\d+)\.\.(\d+) \(nvtx\) requested on 2 node)")))
+      << r.Describe();
+  const uint64_t first = std::stoull(m[1]), last = std::stoull(m[2]);
+  ASSERT_LT(last, 1500u) << "the step would end before the requested steps\n" << r.Describe();
+  const std::string dir = ProfiledDir(r.err + r.out);
+  ASSERT_FALSE(dir.empty()) << r.Describe();
+  auto reader = aon::TraceReader::Open(dir + "/timeline.h5");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto steps = (*reader)->ReadAllMerged<aon::StepRecord>();
+  ASSERT_TRUE(steps.ok());
+  std::map<uint32_t, std::set<uint64_t>> periodic, on_demand, all;
+  for (const auto& s : *steps) {
+    all[s.rank].insert(s.record.step);
+    if (!(s.record.flags & aon::kStepCaptured)) continue;
+    (s.record.flags & aon::kStepOnDemand ? on_demand : periodic)[s.rank].insert(s.record.step);
+  }
+  ASSERT_EQ(all.size(), 4u);
+  ASSERT_GE(periodic[0].size(), 3u * (1500 / 64 - 1));
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(all[rank].size(), 1500u) << "rank " << rank;
+    EXPECT_EQ(periodic[rank], periodic[0]) << "rank " << rank;
+    EXPECT_EQ(on_demand[rank], on_demand[0]) << "rank " << rank;
+    // Every requested step captured: on demand, or by a periodic window that held it.
+    for (uint64_t step = first; step <= last; ++step)
+      EXPECT_TRUE(on_demand[rank].count(step) || periodic[rank].count(step))
+          << "rank " << rank << " step " << step;
+  }
+  EXPECT_FALSE(on_demand[0].empty());
+}
+
 // Inside a two-node batch job the step is merged by one aon-merge process per
 // node (an srun step of the same job), into shards the timeline joins.
 TEST_F(SlurmTwoNodes, SbatchTwoNodeStepIsMergedOnBothNodes) {

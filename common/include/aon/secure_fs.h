@@ -77,6 +77,12 @@ class AtomicFile {
 // AtomicFile in one call.
 Status WriteFileAtomically(const std::string& path, std::string_view content);
 
+// Reads a small file that only the caller may have written: opened with
+// O_NOFOLLOW (a link is refused), a regular file the caller owns, writable by
+// nobody else, at most `max_bytes`. NotFound when it does not exist; any other
+// refusal names the file and the reason.
+StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes);
+
 // ---- directories -------------------------------------------------------------
 
 enum class PathPolicy : uint8_t {

@@ -58,7 +58,8 @@
 namespace aon::ring {
 
 inline constexpr uint64_t kMagic = 0x31474e49524e4f41ull;  // "AONRING1"
-inline constexpr uint32_t kLayoutVersion = 1;
+// 2: the capture control block (on-demand windows).
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint64_t kMinRingBytes = 4096;
 inline constexpr uint64_t kMaxRingBytes = uint64_t{1} << 34;  // 16 GiB
@@ -93,12 +94,21 @@ struct alignas(64) RingHeader {
   std::atomic<uint32_t> producer_state;
   uint32_t reserved;
   std::atomic<uint64_t> last_push_ns;
+  // The other direction, collector -> agent: an on-demand capture window
+  // (aon/capture_request.h). The collector writes first_step, steps and source,
+  // then capture_seq (release); the agent reads capture_seq at each step
+  // boundary (acquire) and, when it changed, the rest.
+  alignas(64) std::atomic<uint64_t> capture_seq;
+  std::atomic<uint64_t> capture_first_step;
+  std::atomic<uint32_t> capture_steps;
+  std::atomic<uint32_t> capture_source;  // StepSource
 };
 static_assert(offsetof(RingHeader, head) == 64);
 static_assert(offsetof(RingHeader, tail) == 128);
 static_assert(offsetof(RingHeader, dropped) == 192);
 static_assert(offsetof(RingHeader, producer_state) == 320);
 static_assert(offsetof(RingHeader, last_push_ns) == 328);
+static_assert(offsetof(RingHeader, capture_seq) == 384);
 static_assert(sizeof(RingHeader) <= kHeaderBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);

@@ -297,6 +297,38 @@ TEST(WindowPolicy, ARestartEndsTheWindowInProgress) {
   EXPECT_EQ(p.OnStep(0, t + 100).flags, 0);
 }
 
+// aon-ctl capture: exactly the requested steps; the rest of them when another
+// window holds the first; nothing (counted late) when they have all passed.
+TEST(WindowPolicy, AJobWideRequestCapturesExactlyItsSteps) {
+  WindowSettings s;
+  s.fixed_period = 1u << 20;  // no periodic window in the way
+  s.max_period = 1u << 20;
+  s.seed = 0;                 // one periodic window in 2^20 steps at most
+  WindowPolicy p(s);
+  uint64_t t = 0;
+  std::set<uint64_t> captured, on_demand;
+  for (uint64_t step = 0; step < 300; ++step, t += 1000) {
+    if (step == 50) p.RequestCaptureAt(100, 5);
+    if (step == 150) p.RequestCaptureAt(10, 3);  // long past
+    const StepDecision d = p.OnStep(step, t);
+    if (d.flags & kStepCaptured) captured.insert(step);
+    if (d.flags & kStepOnDemand) on_demand.insert(step);
+  }
+  EXPECT_EQ(on_demand, (std::set<uint64_t>{100, 101, 102, 103, 104}));
+  EXPECT_EQ(p.late_requests(), 1u);
+  // The measuring window at step 10 overlaps a request for steps 9..12: the
+  // steps after the measuring window and its tail that are still requested.
+  WindowPolicy q(s);
+  on_demand.clear();
+  for (uint64_t step = 0; step < 40; ++step, t += 1000) {
+    if (step == 5) q.RequestCaptureAt(9, 8);  // steps 9..16
+    const StepDecision d = q.OnStep(step, t);
+    if (d.flags & kStepOnDemand) on_demand.insert(step);
+  }
+  // Step 9 opens the request's window (idle before it); it runs to 16.
+  EXPECT_EQ(on_demand, (std::set<uint64_t>{9, 10, 11, 12, 13, 14, 15, 16}));
+}
+
 // Time slots (one second) mark the steps until the program's own NVTX steps
 // (8 ms) begin: the one-second baseline must not be held against the new steps,
 // or a window's cost comes out hugely negative and the budget is never applied.

@@ -60,6 +60,40 @@ class SecureFsTest : public ::testing::Test {
 
 // ---- files ---------------------------------------------------------------------
 
+// ReadPrivateFile: the control files aon-ctl and the collectors exchange are
+// read only when they are the user's own and nobody else could have written them.
+TEST_F(SecureFsTest, ReadPrivateFileReadsOnlyTheUsersOwnFiles) {
+  const std::string path = root_ + "/request";
+  ASSERT_TRUE(WriteFileAtomically(path, "hello\n").ok());
+  auto ok = ReadPrivateFile(path, 64);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, "hello\n");
+  EXPECT_EQ(ReadPrivateFile(root_ + "/absent", 64).status().code(), StatusCode::kNotFound);
+  // Too big for what is expected.
+  auto big = ReadPrivateFile(path, 3);
+  EXPECT_FALSE(big.ok());
+  EXPECT_TRUE(Contains(big.status().message(), path)) << big.status().ToString();
+  // Writable by others: anyone could have put the request there.
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  auto shared = ReadPrivateFile(path, 64);
+  EXPECT_EQ(shared.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Contains(shared.status().message(), "writable by other users"));
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  // A link is refused, not followed.
+  const std::string link = root_ + "/link";
+  ASSERT_EQ(symlink(path.c_str(), link.c_str()), 0);
+  auto linked = ReadPrivateFile(link, 64);
+  EXPECT_EQ(linked.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Contains(linked.status().message(), "symbolic link"));
+  // Another user's file (root only: chown).
+  if (std::optional<uid_t> nobody = NobodyUid()) {
+    ASSERT_EQ(chown(path.c_str(), *nobody, static_cast<gid_t>(-1)), 0);
+    auto foreign = ReadPrivateFile(path, 64);
+    EXPECT_EQ(foreign.status().code(), StatusCode::kPermissionDenied);
+    EXPECT_TRUE(Contains(foreign.status().message(), "not by this user"));
+  }
+}
+
 TEST_F(SecureFsTest, AtomicFileWritesOwnerOnlyAndRenames) {
   const std::string path = root_ + "/report.html";
   ASSERT_TRUE(WriteFileAtomically(path, "<html>").ok());

@@ -1,0 +1,184 @@
+// aon-ctl: steer a running job's profiling from outside it.
+//
+//   aon-ctl capture [--steps N] [--lead SECONDS] [--first-step S] JOB_DIR
+//       every rank of the job, on every node, traces the same N steps from the
+//       next step that all of them can still reach (docs/always-on.md, "On demand")
+//   aon-ctl steps JOB_DIR
+//       where each node of the job is: its latest step, step source and length
+//
+// It talks to the job through files in its job directory (aon/capture_request.h):
+// each node's collector publishes its steps there and picks requests up from
+// there, so a directory the nodes share reaches all of them. Only the job's
+// user can steer it: the files are written and read as that user's own.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "aon/capture_request.h"
+#include "aon/secure_fs.h"
+#include "aon/terminal_text.h"
+
+namespace {
+
+constexpr const char* kPrefix = "aon-ctl: ";
+
+void Say(const std::string& line) { std::fprintf(stderr, "%s%s\n", kPrefix, line.c_str()); }
+
+uint64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+const char* SourceName(aon::StepSource s) {
+  const char* n = aon::EnumValueName(aon::kStepSourceValues, static_cast<int64_t>(s));
+  return n != nullptr ? n : "none";
+}
+
+// The job directory must be a directory of this user: a request is only ever
+// put where the job's own collectors look, never into someone else's directory.
+aon::Status CheckJobDir(const std::string& dir) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return aon::ErrnoStatus(dir, errno);
+  if (!S_ISDIR(st.st_mode)) return aon::InvalidArgument(dir + ": not a job directory");
+  if (st.st_uid != geteuid())
+    return aon::Status(aon::StatusCode::kPermissionDenied,
+                       dir + ": owned by uid " + std::to_string(st.st_uid) + ", not by this user");
+  return aon::Status::Ok();
+}
+
+// Every node's published steps; problems with single files are said, not fatal.
+std::vector<aon::NodeSteps> ReadNodes(const std::string& dir) {
+  std::vector<aon::NodeSteps> nodes;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return nodes;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(aon::kNodeStepsPrefix, 0) != 0 || name.find(".partial") != std::string::npos)
+      continue;
+    const std::string path = dir + "/" + name;
+    auto text = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes);
+    if (!text.ok()) {
+      Say("skipped: " + aon::EscapeForTerminal(text.status().message()));
+      continue;
+    }
+    auto n = aon::ParseNodeSteps(*text, path);
+    if (!n.ok()) {
+      Say("skipped: " + aon::EscapeForTerminal(n.status().message()));
+      continue;
+    }
+    nodes.push_back(std::move(n).value());
+  }
+  closedir(d);
+  return nodes;
+}
+
+int Steps(const std::string& dir) {
+  if (aon::Status st = CheckJobDir(dir); !st.ok()) {
+    Say(aon::EscapeForTerminal(st.message()));
+    return 2;
+  }
+  const std::vector<aon::NodeSteps> nodes = ReadNodes(dir);
+  if (nodes.empty()) {
+    Say(dir + ": no node has published steps yet (is the job running, in budgeted mode?)");
+    return 1;
+  }
+  const uint64_t now = RealtimeNs();
+  std::printf("%-24s %12s %-10s %10s %8s %6s\n", "host", "step", "source", "step ms", "age s",
+              "ranks");
+  for (const aon::NodeSteps& n : nodes) {
+    std::printf("%-24.24s %12llu %-10s %10.3f %8.1f %6u\n", aon::EscapeForTerminal(n.host).c_str(),
+                static_cast<unsigned long long>(n.step), SourceName(n.source), n.step_ns / 1e6,
+                now > n.at_realtime_ns ? (now - n.at_realtime_ns) / 1e9 : 0.0, n.ranks);
+  }
+  return 0;
+}
+
+int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first_step) {
+  if (aon::Status st = CheckJobDir(dir); !st.ok()) {
+    Say(aon::EscapeForTerminal(st.message()));
+    return 2;
+  }
+  const std::vector<aon::NodeSteps> nodes = ReadNodes(dir);
+  aon::CaptureRequest r;
+  r.steps = steps;
+  if (first_step >= 0) {
+    r.first_step = static_cast<uint64_t>(first_step);
+    r.source = nodes.empty() ? aon::StepSource::kNone : nodes.front().source;
+  } else {
+    if (nodes.empty()) {
+      Say(dir + ": no node has published steps yet (is the job running, in budgeted mode?); "
+                "nothing requested");
+      return 1;
+    }
+    r.source = nodes.front().source;
+    r.first_step = aon::ChooseFirstStep(nodes, RealtimeNs(), static_cast<uint64_t>(lead_s * 1e9));
+  }
+  for (const aon::NodeSteps& n : nodes) {
+    if (n.source != r.source) {
+      Say("nodes disagree on what marks a step (" + std::string(SourceName(n.source)) + " on " +
+          aon::EscapeForTerminal(n.host) + ", " + SourceName(r.source) + " elsewhere); nothing requested");
+      return 1;
+    }
+  }
+  if (r.source == aon::StepSource::kNone) {
+    Say("no step source known (no node has published steps): nothing requested");
+    return 1;
+  }
+  // A new sequence number, past the request already there (if any).
+  const std::string path = dir + "/" + aon::kCaptureRequestFile;
+  if (auto old = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes); old.ok()) {
+    if (auto prev = aon::ParseCaptureRequest(*old, path); prev.ok()) r.seq = prev->seq;
+  }
+  ++r.seq;
+  if (aon::Status st = aon::WriteFileAtomically(path, aon::FormatCaptureRequest(r)); !st.ok()) {
+    Say(aon::EscapeForTerminal(st.message()));
+    return 2;
+  }
+  std::printf("capture %llu: steps %llu..%llu (%s) requested on %zu node(s)\n",
+              static_cast<unsigned long long>(r.seq),
+              static_cast<unsigned long long>(r.first_step),
+              static_cast<unsigned long long>(r.first_step + r.steps - 1), SourceName(r.source),
+              nodes.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"aon-ctl steers a running job's AON profiling through its job directory.",
+               "aon-ctl"};
+  app.require_subcommand(1);
+  std::string dir;
+  uint32_t steps = 3;
+  double lead_s = 3.0;
+  int64_t first_step = -1;
+  CLI::App* capture = app.add_subcommand(
+      "capture", "trace the same steps on every rank of the job, from the next step all can reach");
+  capture->add_option("--steps", steps, "steps to trace")
+      ->check(CLI::Range(1u, aon::kMaxOnDemandSteps))
+      ->capture_default_str();
+  capture
+      ->add_option("--lead", lead_s,
+                   "seconds the request may take to reach every rank (collectors read it about "
+                   "once a second)")
+      ->check(CLI::Range(0.5, 3600.0))
+      ->capture_default_str();
+  capture->add_option("--first-step", first_step,
+                      "start at this step instead (when the job directory is not shared: run it "
+                      "on every node with the same step, e.g. through srun --jobid J --overlap)")
+      ->check(CLI::Range(int64_t{0}, INT64_MAX));
+  capture->add_option("JOB_DIR", dir, "the job's directory (aon-run -o, srun --aon-output)")
+      ->required();
+  CLI::App* show = app.add_subcommand("steps", "where each node of the job is");
+  show->add_option("JOB_DIR", dir, "the job's directory")->required();
+  CLI11_PARSE(app, argc, argv);
+  if (capture->parsed()) return Capture(dir, steps, lead_s, first_step);
+  return Steps(dir);
+}
