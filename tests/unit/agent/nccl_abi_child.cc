@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -183,6 +184,22 @@ int main(int argc, char** argv) {
       });
     }
     for (auto& th : threads) th.join();
+    return 0;
+  }
+  if (mode == "steps") {
+    // Two communicators; the first one's 40 collectives mark the steps, the
+    // second one's (interleaved) do not.
+    void* first = InitV5(0x51, 0, 2);
+    void* second = InitV5(0x52, 0, 2);
+    for (uint64_t seq = 0; seq < 40; ++seq) {
+      void* op = StartColl(first, seq, 0);
+      CHECK(v5->stop_event(op));
+      void* other = StartColl(second, seq, 0, "AllGather");
+      CHECK(v5->stop_event(other));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    CHECK(v5->finalize(second));
+    CHECK(v5->finalize(first));
     return 0;
   }
   if (mode == "p2p") {

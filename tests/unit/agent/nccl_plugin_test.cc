@@ -137,6 +137,30 @@ TEST_F(NcclPluginTest, ManyCommunicatorsAndThreadsLoseNothing) {
   EXPECT_EQ(meta->dropped[static_cast<size_t>(RecordKind::kNccl)], 0u);
 }
 
+// The NCCL step source (docs/always-on.md): each collective of the job's first
+// communicator begins a step, numbered from 0 alike on every rank; another
+// communicator's collectives mark nothing.
+TEST_F(NcclPluginTest, TheFirstCommunicatorsCollectivesMarkTheSteps) {
+  int st = RunChild("steps", Env({{"AON_MODE", "budgeted"}, {"AON_STEP_SOURCE", "nccl"},
+                                  {"AON_CAPTURE_PERIOD", "16"}}));
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto steps = r->ReadAll<StepRecord>();
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  ASSERT_EQ(steps->size(), 40u);  // the last one ends when the process does
+  for (size_t i = 0; i < steps->size(); ++i) {
+    EXPECT_EQ((*steps)[i].step, i);
+    EXPECT_EQ((*steps)[i].source, static_cast<uint8_t>(StepSource::kNccl));
+    EXPECT_EQ((*steps)[i].period, 16u) << i;
+  }
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->step_source, "nccl");
+  EXPECT_EQ(meta->steps, 40);
+  EXPECT_EQ(meta->capture_mode, "budgeted");
+}
+
 TEST_F(NcclPluginTest, PointToPointOperationsAreNumberedPerPeerAndDirection) {
   int st = RunChild("p2p", Env());
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
