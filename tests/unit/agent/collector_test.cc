@@ -332,14 +332,24 @@ TEST_F(CollectorTest, KilledRankKeepsEverythingThatReachedItsRing) {
 
 TEST_F(CollectorTest, KilledCollectorLeavesAReadableFileAndTheAppRuns) {
   RunningChild c = Start("marks-for-3s");
-  // Past one flush interval (1 s), so the collector has appended once.
+  // Until the collector has appended records once (its first flush, due after
+  // 1 s; later on a loaded machine: the collector runs at nice +5). The file is
+  // flushed after every append, so a read between appends sees the last one;
+  // HDF5's lock on a file open for writing would refuse the read.
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string partial_path = dir_ + "/rank-00000.h5.partial";
   long seen = 0;
+  bool appended = false;
   auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1600)) {
+  while (!appended && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
     long p = c.ReadProgress();
     ASSERT_GT(p, 0) << ReadAll(c.err_path);
     seen = p;
+    if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1100)) continue;
+    auto file = TraceReader::Open(partial_path);
+    appended = file.ok() && CountNvtx(**file) > 0;
   }
+  ASSERT_TRUE(appended) << "the collector never appended to " << partial_path;
   std::vector<pid_t> collectors = PidsOf(SocketName());
   ASSERT_EQ(collectors.size(), 1u) << "one collector per job and node";
   kill(collectors[0], SIGKILL);
