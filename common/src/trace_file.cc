@@ -180,10 +180,220 @@ Status WriteScalarAttribute(hid_t obj, std::string_view name, hid_t mem_type, hi
   return Status::Ok();
 }
 
-StatusOr<std::string> ReadStringAttribute(hid_t obj, std::string_view name) {
+// ---- Reading files that may be hostile ------------------------------------------
+//
+// A trace file is input: a damaged or crafted one must cost a clear error, not
+// the reader's memory or time, and must never make the reader open anything
+// but itself. Whatever a dataset declares (its extent, its layout) is checked
+// against what the file can really hold before anything is allocated for it.
+
+// zlib's deflate cannot shrink data by more than about 1032:1 (one 258-byte
+// match per ~2 bits); a chunked dataset that claims more rows than its stored
+// bytes could inflate to was not written by deflate.
+constexpr uint64_t kMaxDeflateRatio = 1100;
+// AON writes chunks of at most a few MB; HDF5 inflates a whole chunk at once.
+constexpr uint64_t kMaxChunkBytes = uint64_t{256} << 20;
+// Tables under /meta (devices, rank summaries) have a row per device or rank.
+constexpr uint64_t kMaxMetaRows = uint64_t{1} << 24;
+// String ids are 32-bit; the table's bytes are read whole into memory.
+constexpr uint64_t kMaxStrings = uint64_t{1} << 32;
+constexpr uint64_t kMaxStringBytes = uint64_t{4} << 30;
+
+// Checks that every link on the absolute path `name` ("/a/b") exists and is a
+// hard link, one component at a time, so nothing is followed before it is
+// checked: an external link would open another file (its data would end up in
+// the merge as this rank's), and soft links are never written by AON.
+Status CheckHardLinks(hid_t file, const std::string& name) {
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = name.find('/', pos + 1);
+    const std::string prefix = name.substr(0, pos);
+    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return NotFound("'" + prefix + "' is missing");
+    }
+    H5L_info_t info{};
+    if (H5Lget_info(file, prefix.c_str(), &info, H5P_DEFAULT) < 0) {
+      return DataLoss("'" + prefix + "': " + Hdf5Error());
+    }
+    if (info.type != H5L_TYPE_HARD) {
+      return DataLoss(
+          "'" + prefix + "' is " +
+          (info.type == H5L_TYPE_EXTERNAL ? std::string("an external link to another file")
+           : info.type == H5L_TYPE_SOFT   ? std::string("a soft link")
+                                          : "a user-defined link") +
+          ", which AON never writes: refused, not followed");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+// Whether `path`, a virtual dataset's source file, stays where the merge puts
+// shards: relative to the timeline's directory, never above it.
+bool IsShardPath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return false;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    if (slash == std::string::npos) slash = path.size();
+    if (path.compare(pos, slash - pos, "..") == 0) return false;
+    pos = slash + 1;
+  }
+  return true;
+}
+
+// A 1-D dataset opened after the checks above, with its checked row count.
+struct CheckedDataset {
+  Hid ds;
+  uint64_t rows = 0;
+};
+
+// Opens dataset `name` and checks what it declares against what the file
+// (of `file_bytes` bytes) holds. `allow_virtual`: timelines of the sharded
+// merge are virtual datasets over shard files next to them; rank files never
+// are. `check_storage` also counts the stored chunks (a walk of the chunk
+// index: done once per table, by TableSize and ReadArray, not per block read).
+// Errors name the dataset, not the file (the caller adds it).
+StatusOr<CheckedDataset> OpenChecked(hid_t file, const std::string& name, uint64_t file_bytes,
+                                     bool allow_virtual, bool check_storage) {
+  AON_RETURN_IF_ERROR(CheckHardLinks(file, name));
+  const std::string what = "dataset " + name;
+  CheckedDataset out;
+  out.ds = Dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  if (!out.ds.valid()) return DataLoss(what + ": " + Hdf5Error());
+  const hid_t ds = out.ds.get();
+  Hid space = Space(H5Dget_space(ds));
+  hsize_t dims[1] = {0};
+  if (!space.valid() || H5Sget_simple_extent_ndims(space.get()) != 1 ||
+      H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return DataLoss(what + " is not a 1-D table");
+  }
+  const uint64_t rows = dims[0];
+  Hid type = Type(H5Dget_type(ds));
+  const uint64_t row_bytes = type.valid() ? H5Tget_size(type.get()) : 0;
+  if (row_bytes == 0) return DataLoss(what + ": unreadable row type: " + Hdf5Error());
+  Hid dcpl = Plist(H5Dget_create_plist(ds));
+  if (!dcpl.valid()) return DataLoss(what + ": " + Hdf5Error());
+  // External raw storage: the rows would be read from files the dataset names.
+  const int external = H5Pget_external_count(dcpl.get());
+  if (external != 0) {
+    return DataLoss(what + " keeps its rows in " +
+                    (external > 0 ? std::to_string(external) : std::string("some")) +
+                    " external file(s), which AON never writes: refused, not followed");
+  }
+  // rows * row_bytes without overflow: the bound is checked by division.
+  auto declares_more_than = [&](uint64_t limit) { return rows > limit / row_bytes; };
+  const std::string declared = what + " declares " + std::to_string(rows) + " rows of " +
+                               Bytes(row_bytes);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  switch (layout) {
+    case H5D_COMPACT:
+    case H5D_CONTIGUOUS: {
+      // Unfiltered: every declared byte is stored in this file, or read as fill.
+      const uint64_t stored = H5Dget_storage_size(ds);
+      if (declares_more_than(file_bytes) || declares_more_than(stored)) {
+        return DataLoss(declared + " but stores " + Bytes(stored) + " in a file of " +
+                        Bytes(file_bytes) + ": refused (a crafted or damaged file)");
+      }
+      break;
+    }
+    case H5D_CHUNKED: {
+      hsize_t chunk[1] = {0};
+      if (H5Pget_chunk(dcpl.get(), 1, chunk) != 1 || chunk[0] == 0 ||
+          chunk[0] > kMaxChunkBytes / row_bytes) {
+        H5Eclear2(H5E_DEFAULT);
+        return DataLoss(what + " has chunks of " + std::to_string(chunk[0]) + " rows of " +
+                        Bytes(row_bytes) + " (at most " + Bytes(kMaxChunkBytes) +
+                        " are read): refused");
+      }
+      // Only the filters AON writes: anything else could inflate without bound
+      // (or make HDF5 look for a filter plugin to load).
+      bool deflate = false;
+      const int filters = H5Pget_nfilters(dcpl.get());
+      for (int i = 0; i < filters; ++i) {
+        unsigned flags = 0, config = 0;
+        size_t nvalues = 0;
+        const H5Z_filter_t id =
+            H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nvalues, nullptr, 0,
+                           nullptr, &config);
+        if (id == H5Z_FILTER_DEFLATE) {
+          deflate = true;
+        } else if (id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32) {
+          H5Eclear2(H5E_DEFAULT);
+          return DataLoss(what + " uses HDF5 filter " + std::to_string(id) +
+                          ", which AON never writes: refused");
+        }
+      }
+      if (filters < 0) return DataLoss(what + ": " + Hdf5Error());
+      if (!check_storage) break;
+      const uint64_t stored = H5Dget_storage_size(ds);
+      const uint64_t most = deflate ? std::min<uint64_t>(stored, UINT64_MAX / kMaxDeflateRatio) *
+                                          kMaxDeflateRatio
+                                    : stored;
+      if (declares_more_than(most)) {
+        return DataLoss(declared + " but stores " + Bytes(stored) +
+                        (deflate ? " (more than deflate can expand to)" : "") +
+                        ": refused (a crafted or damaged file)");
+      }
+      // Rows past the stored chunks would read as fill values: made-up rows.
+      hsize_t stored_chunks = 0;
+      if (H5Dget_num_chunks(ds, space.get(), &stored_chunks) < 0) {
+        return DataLoss(what + ": cannot count its chunks: " + Hdf5Error());
+      }
+      if (rows > 0 && (rows - 1) / chunk[0] >= stored_chunks) {
+        return DataLoss(declared + " but stores only " + std::to_string(stored_chunks) +
+                        " chunk(s) of " + std::to_string(chunk[0]) +
+                        " rows: refused (a crafted or damaged file)");
+      }
+      break;
+    }
+    case H5D_VIRTUAL: {
+      if (!allow_virtual) {
+        return DataLoss(what + " is a virtual dataset (its rows would come from other files), "
+                               "which a rank file never is: refused, not followed");
+      }
+      size_t count = 0;
+      if (H5Pget_virtual_count(dcpl.get(), &count) < 0) return DataLoss(what + ": " + Hdf5Error());
+      for (size_t i = 0; i < count; ++i) {
+        const ssize_t len = H5Pget_virtual_filename(dcpl.get(), i, nullptr, 0);
+        if (len < 0 || len > 4096) return DataLoss(what + ": unreadable virtual source");
+        std::string source(static_cast<size_t>(len) + 1, '\0');
+        H5Pget_virtual_filename(dcpl.get(), i, source.data(), source.size());
+        source.resize(static_cast<size_t>(len));
+        if (!IsShardPath(source)) {
+          return DataLoss(what + " maps rows from '" + source +
+                          "', not from a shard next to the timeline: refused, not followed");
+        }
+      }
+      break;
+    }
+    default:
+      return DataLoss(what + " has an unknown storage layout");
+  }
+  out.rows = rows;
+  return out;
+}
+
+// The one element of an attribute: one whose dataspace holds more (or none)
+// would be read past the single value the caller has room for.
+Status CheckOneValue(hid_t attr, const std::string& n) {
+  Hid space = Space(H5Aget_space(attr));
+  if (!space.valid() || H5Sget_simple_extent_npoints(space.get()) != 1) {
+    H5Eclear2(H5E_DEFAULT);
+    return DataLoss("attribute '" + n + "' is not a single value");
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> ReadStringAttribute(hid_t obj, std::string_view name, uint64_t max_bytes) {
   std::string n(name);
   if (H5Aexists(obj, n.c_str()) <= 0) return NotFound("attribute '" + n + "' is missing");
   Hid attr = Attr(H5Aopen(obj, n.c_str(), H5P_DEFAULT));
+  if (!attr.valid()) return DataLoss("opening attribute '" + n + "': " + Hdf5Error());
+  AON_RETURN_IF_ERROR(CheckOneValue(attr.get(), n));
   Hid type = Type(H5Aget_type(attr.get()));
   if (H5Tget_class(type.get()) != H5T_STRING) return DataLoss("attribute '" + n + "' is not a string");
   if (H5Tis_variable_str(type.get()) > 0) {
@@ -195,7 +405,13 @@ StatusOr<std::string> ReadStringAttribute(hid_t obj, std::string_view name) {
     H5free_memory(value);
     return s;
   }
-  size_t size = H5Tget_size(type.get());
+  // An attribute's value is stored in the file, uncompressed: a declared size
+  // beyond the file's is made up, and is not allocated.
+  const size_t size = H5Tget_size(type.get());
+  if (size == 0 || size > max_bytes) {
+    return DataLoss("attribute '" + n + "' declares a string of " + Bytes(size) +
+                    ", more than the file holds: refused");
+  }
   std::string buf(size + 1, '\0');
   Hid mem = Type(H5Tcopy(H5T_C_S1));
   H5Tset_size(mem.get(), size + 1);
@@ -210,6 +426,8 @@ StatusOr<V> ReadNumberAttribute(hid_t obj, std::string_view name, hid_t mem_type
   std::string n(name);
   if (H5Aexists(obj, n.c_str()) <= 0) return NotFound("attribute '" + n + "' is missing");
   Hid attr = Attr(H5Aopen(obj, n.c_str(), H5P_DEFAULT));
+  if (!attr.valid()) return DataLoss("opening attribute '" + n + "': " + Hdf5Error());
+  AON_RETURN_IF_ERROR(CheckOneValue(attr.get(), n));
   Hid type = Type(H5Aget_type(attr.get()));
   H5T_class_t cls = H5Tget_class(type.get());
   if (cls != H5T_INTEGER && cls != H5T_FLOAT) return DataLoss("attribute '" + n + "' is not a number");
@@ -218,19 +436,20 @@ StatusOr<V> ReadNumberAttribute(hid_t obj, std::string_view name, hid_t mem_type
   return v;
 }
 
+// A whole 1-D integer array (the string table), checked like any table first.
 template <typename V>
-StatusOr<std::vector<V>> ReadArray(hid_t file, const std::string& name, hid_t mem_type) {
-  if (H5Lexists(file, "/strings", H5P_DEFAULT) <= 0 || H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
-    return NotFound("dataset '" + name + "' is missing");
-  Hid ds = Dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
-  if (!ds.valid()) return DataLoss("opening '" + name + "': " + Hdf5Error());
-  Hid space = Space(H5Dget_space(ds.get()));
-  if (H5Sget_simple_extent_ndims(space.get()) != 1) return DataLoss("'" + name + "' is not 1-D");
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
-  std::vector<V> out(n);
-  if (n > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-    return DataLoss("reading '" + name + "': " + Hdf5Error());
+StatusOr<std::vector<V>> ReadArray(hid_t file, const std::string& name, hid_t mem_type,
+                                   uint64_t file_bytes, uint64_t max_rows) {
+  AON_ASSIGN_OR_RETURN(CheckedDataset c, OpenChecked(file, name, file_bytes, false, true));
+  Hid type = Type(H5Dget_type(c.ds.get()));
+  if (H5Tget_class(type.get()) != H5T_INTEGER) return DataLoss("dataset " + name + " is not integers");
+  if (c.rows > max_rows) {
+    return DataLoss("dataset " + name + " declares " + std::to_string(c.rows) +
+                    " entries, more than the " + std::to_string(max_rows) + " AON reads: refused");
+  }
+  std::vector<V> out(c.rows);
+  if (c.rows > 0 && H5Dread(c.ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    return DataLoss("reading dataset " + name + ": " + Hdf5Error());
   return out;
 }
 
@@ -603,21 +822,27 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) return DataLoss("cannot open " + ctx + " (corrupt or truncated): " + Hdf5Error());
   std::unique_ptr<TraceReader> r(new TraceReader(path, file));
+  r->file_bytes_ = static_cast<uint64_t>(st.st_size);
 
   auto major = ReadNumberAttribute<int64_t>(file, "aon_format_major", H5T_NATIVE_INT64);
   if (!major.ok()) return DataLoss(ctx + " is not an AON trace: " + major.status().message());
   auto minor = ReadNumberAttribute<int64_t>(file, "aon_format_minor", H5T_NATIVE_INT64);
   if (!minor.ok()) return DataLoss(ctx + ": " + minor.status().message());
-  r->major_ = static_cast<int>(*major);
-  r->minor_ = static_cast<int>(*minor);
-  if (r->major_ != kFormatMajor) {
+  // Compared as read: a narrowing cast first would take major 2^32+1 for 1.
+  if (*major != kFormatMajor) {
     std::ostringstream msg;
-    msg << ctx << " has trace format " << r->major_ << "." << r->minor_
+    msg << ctx << " has trace format " << *major << "." << *minor
         << "; this AON reads format " << kFormatMajor << ".x";
-    if (r->major_ > kFormatMajor) msg << " (the file is newer: upgrade AON to read it)";
+    if (*major > kFormatMajor) msg << " (the file is newer: upgrade AON to read it)";
     return Unimplemented(msg.str());
   }
-  auto kind = ReadStringAttribute(file, "aon_file_kind");
+  if (*minor < 0 || *minor > INT_MAX) {
+    return DataLoss(ctx + " has trace format minor version " + std::to_string(*minor) +
+                    ", out of range");
+  }
+  r->major_ = kFormatMajor;
+  r->minor_ = static_cast<int>(*minor);
+  auto kind = ReadStringAttribute(file, "aon_file_kind", r->file_bytes_);
   if (!kind.ok()) return DataLoss(ctx + ": " + kind.status().message());
   if (*kind == FileKindName(FileKind::kRank)) {
     r->kind_ = FileKind::kRank;
@@ -630,28 +855,35 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path
   return r;
 }
 
-StatusOr<std::string> TraceReader::GetMetaString(std::string_view name) const {
-  hid_t f = static_cast<hid_t>(file_);
-  if (H5Lexists(f, "/meta", H5P_DEFAULT) <= 0) return DataLoss(FormatContext(path_) + " has no /meta group");
+namespace {
+
+// /meta, opened only through a hard link (CheckHardLinks).
+StatusOr<Hid> OpenMetaGroup(hid_t f, const std::string& path) {
+  Status links = CheckHardLinks(f, "/meta");
+  if (!links.ok()) return DataLoss(FormatContext(path) + " has no usable /meta group: " + links.message());
   Hid g = Group(H5Gopen2(f, "/meta", H5P_DEFAULT));
-  auto v = ReadStringAttribute(g.get(), name);
+  if (!g.valid()) return DataLoss(FormatContext(path) + ", /meta: " + Hdf5Error());
+  return g;
+}
+
+}  // namespace
+
+StatusOr<std::string> TraceReader::GetMetaString(std::string_view name) const {
+  AON_ASSIGN_OR_RETURN(Hid g, OpenMetaGroup(static_cast<hid_t>(file_), path_));
+  auto v = ReadStringAttribute(g.get(), name, file_bytes_);
   if (!v.ok()) return v.status().WithContext(FormatContext(path_) + " /meta");
   return v;
 }
 
 StatusOr<int64_t> TraceReader::GetMetaInt(std::string_view name) const {
-  hid_t f = static_cast<hid_t>(file_);
-  if (H5Lexists(f, "/meta", H5P_DEFAULT) <= 0) return DataLoss(FormatContext(path_) + " has no /meta group");
-  Hid g = Group(H5Gopen2(f, "/meta", H5P_DEFAULT));
+  AON_ASSIGN_OR_RETURN(Hid g, OpenMetaGroup(static_cast<hid_t>(file_), path_));
   auto v = ReadNumberAttribute<int64_t>(g.get(), name, H5T_NATIVE_INT64);
   if (!v.ok()) return v.status().WithContext(FormatContext(path_) + " /meta");
   return v;
 }
 
 StatusOr<double> TraceReader::GetMetaDouble(std::string_view name) const {
-  hid_t f = static_cast<hid_t>(file_);
-  if (H5Lexists(f, "/meta", H5P_DEFAULT) <= 0) return DataLoss(FormatContext(path_) + " has no /meta group");
-  Hid g = Group(H5Gopen2(f, "/meta", H5P_DEFAULT));
+  AON_ASSIGN_OR_RETURN(Hid g, OpenMetaGroup(static_cast<hid_t>(file_), path_));
   auto v = ReadNumberAttribute<double>(g.get(), name, H5T_NATIVE_DOUBLE);
   if (!v.ok()) return v.status().WithContext(FormatContext(path_) + " /meta");
   return v;
@@ -714,9 +946,10 @@ StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
 StatusOr<StringTable> TraceReader::ReadStrings() const {
   hid_t f = static_cast<hid_t>(file_);
   const std::string ctx = FormatContext(path_);
-  auto data = ReadArray<uint8_t>(f, "/strings/data", H5T_NATIVE_UINT8);
+  auto data = ReadArray<uint8_t>(f, "/strings/data", H5T_NATIVE_UINT8, file_bytes_, kMaxStringBytes);
   if (!data.ok()) return data.status().WithContext(ctx);
-  auto offsets = ReadArray<uint64_t>(f, "/strings/offsets", H5T_NATIVE_UINT64);
+  auto offsets =
+      ReadArray<uint64_t>(f, "/strings/offsets", H5T_NATIVE_UINT64, file_bytes_, kMaxStrings);
   if (!offsets.ok()) return offsets.status().WithContext(ctx);
   StringTable table;
   const std::vector<uint8_t>& d = *data;
@@ -743,20 +976,21 @@ StatusOr<StringTable> TraceReader::ReadStrings() const {
 }
 
 StatusOr<uint64_t> TraceReader::TableSize(const TableSchema& schema, std::string_view group) const {
-  std::string name = "/" + Join(group, schema.name);
-  hid_t f = static_cast<hid_t>(file_);
-  std::string grp = "/" + std::string(group);
-  if (H5Lexists(f, grp.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0) {
-    return NotFound(FormatContext(path_) + " has no dataset " + name);
+  const std::string name = "/" + Join(group, schema.name);
+  auto c = OpenChecked(static_cast<hid_t>(file_), name, file_bytes_, kind_ == FileKind::kTimeline,
+                       true);
+  if (!c.ok()) {
+    if (c.status().code() == StatusCode::kNotFound) {
+      return NotFound(FormatContext(path_) + " has no dataset " + name);
+    }
+    return c.status().WithContext(FormatContext(path_));
   }
-  Hid ds = Dataset(H5Dopen2(f, name.c_str(), H5P_DEFAULT));
-  if (!ds.valid()) return DataLoss(FormatContext(path_) + ", " + name + ": " + Hdf5Error());
-  Hid space = Space(H5Dget_space(ds.get()));
-  hsize_t n = 0;
-  if (H5Sget_simple_extent_ndims(space.get()) != 1 || H5Sget_simple_extent_dims(space.get(), &n, nullptr) < 0) {
-    return DataLoss(FormatContext(path_) + ", " + name + " is not a 1-D table");
+  if (group == "meta" && c->rows > kMaxMetaRows) {
+    return DataLoss(FormatContext(path_) + ": dataset " + name + " declares " +
+                    std::to_string(c->rows) + " rows, more than the " +
+                    std::to_string(kMaxMetaRows) + " AON reads from /meta: refused");
   }
-  return static_cast<uint64_t>(n);
+  return c->rows;
 }
 
 Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_t count, void* out,
@@ -764,15 +998,17 @@ Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_
   if (count == 0) return Status::Ok();
   std::string name = "/" + Join(group, schema.name);
   const std::string ctx = FormatContext(path_) + ", dataset " + name;
-  hid_t f = static_cast<hid_t>(file_);
-  Hid ds = Dataset(H5Dopen2(f, name.c_str(), H5P_DEFAULT));
-  if (!ds.valid()) return DataLoss(ctx + ": " + Hdf5Error());
+  // The structural checks again (this may be another dataset than TableSize
+  // saw); its extent was checked against its storage by TableSize.
+  auto c = OpenChecked(static_cast<hid_t>(file_), name, file_bytes_, kind_ == FileKind::kTimeline,
+                       false);
+  if (!c.ok()) return c.status().WithContext(FormatContext(path_));
+  const Hid& ds = c->ds;
   Hid disk = Type(H5Dget_type(ds.get()));
   if (H5Tget_class(disk.get()) != H5T_COMPOUND) return DataLoss(ctx + " is not a compound table");
   Hid file_space = Space(H5Dget_space(ds.get()));
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(file_space.get(), &n, nullptr);
-  if (first + count > n) return InvalidArgument(ctx + ": reading past the end");
+  const uint64_t n = c->rows;
+  if (first > n || count > n - first) return InvalidArgument(ctx + ": reading past the end");
   hsize_t start[1] = {first}, cnt[1] = {count};
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr);
   Hid mem_space = Space(H5Screate_simple(1, cnt, nullptr));

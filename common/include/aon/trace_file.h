@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -142,7 +143,15 @@ class TraceReader {
   StatusOr<std::vector<R>> ReadAllOf(const TableSchema& schema,
                                      std::string_view group = "records") const {
     AON_ASSIGN_OR_RETURN(uint64_t n, TableSize(schema, group));
-    std::vector<R> out(n);
+    // TableSize bounds n by what the file really stores; a table that is
+    // still too large for this machine is this file's error, not an abort.
+    std::vector<R> out;
+    try {
+      out.resize(n);
+    } catch (const std::exception&) {
+      return Unavailable("trace file '" + path_ + "': " + std::to_string(n) + " rows of /" +
+                         std::string(group) + "/" + schema.name + " do not fit in memory");
+    }
     AON_RETURN_IF_ERROR(ReadTable(schema, 0, n, out.data(), group));
     return out;
   }
@@ -152,6 +161,7 @@ class TraceReader {
 
   std::string path_;
   int64_t file_ = -1;
+  uint64_t file_bytes_ = 0;  // the file's size when opened: what its datasets can hold
   FileKind kind_ = FileKind::kRank;
   int major_ = 0;
   int minor_ = 0;

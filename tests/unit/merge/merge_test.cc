@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "hostile_file_util.h"
 #include "merge_test_util.h"
 
 namespace aon::merge {
@@ -493,6 +494,69 @@ TEST(MergeJobBadInput, DamagedRecordDataIsNamedAndTheRestMerged) {
   EXPECT_EQ(t.ranks[1].status, static_cast<uint8_t>(RankStatus::kCorrupt));
   EXPECT_EQ(*t.reader->GetMetaInt("ranks_ok"), 1);
   std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}};
+  testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<KernelRecord>(good));
+}
+
+// Crafted rank files (hostile_file_util.h) among good ones: each is refused
+// with its file and reason named, before its declarations cost memory or time,
+// and nothing it points at is read; the good ranks are merged exactly.
+TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
+  TempDir dir;
+  std::mt19937_64 rng(41);
+  constexpr int kRanks = 8;
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < kRanks; ++r) {
+    RankTrace t;
+    t.meta = testing::BasicMetadata(r, kRanks);
+    t.strings.Intern("kernel-" + std::to_string(r));
+    for (int i = 0; i < 3000 + 100 * r; ++i) {
+      t.Get<KernelRecord>().push_back(testing::RandomRecord<KernelRecord>(rng));
+    }
+    traces.push_back(std::move(t));
+  }
+  testing::WriteJob(dir.path(), traces);
+  auto path = [&](int r) { return testing::RankPath(dir.path(), r); };
+  const std::string secret = dir.File("secret.txt");
+  { std::ofstream(secret) << std::string("\0top secret\0", 12) << std::string(4096, 'x'); }
+  testing::RedeclareRows(path(1), "/strings/data", hsize_t{1} << 40);
+  testing::RedeclareRows(path(2), "/records/kernels", hsize_t{1} << 24);
+  testing::MakeExternalStorage(path(3), "/strings/data", secret, 12);
+  testing::MakeExternalLink(path(4), "/records/kernels", path(0), "/records/kernels");
+  testing::RedeclareRows(path(5), "/records/kernels", hsize_t{1} << 34);
+  SetRootMajor(path(6), (int64_t{1} << 32) + 1);
+  const std::map<int, const char*> reasons = {{1, "/strings/data"},      {2, "/records/kernels"},
+                                              {3, "external file"},      {4, "external link"},
+                                              {5, "/records/kernels"},   {6, "4294967297"}};
+
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(Options(dir), &report));
+  ASSERT_EQ(report.ranks.size(), static_cast<size_t>(kRanks));
+  EXPECT_EQ(report.ranks_ok(), 2u);
+  for (const auto& [r, reason] : reasons) {
+    EXPECT_EQ(report.ranks[r].status, r == 6 ? RankStatus::kUnsupported : RankStatus::kCorrupt)
+        << "rank " << r << ": " << report.ranks[r].message;
+    EXPECT_TRUE(Contains(report.ranks[r].message, path(r))) << report.ranks[r].message;
+    EXPECT_TRUE(Contains(report.ranks[r].message, reason)) << report.ranks[r].message;
+    EXPECT_TRUE(AnyProblemContains(report, path(r))) << Problems(report);
+    EXPECT_EQ(report.ranks[r].records, 0u) << "rank " << r;
+  }
+  for (int r : {0, 7}) {
+    EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << report.ranks[r].message;
+    EXPECT_EQ(report.ranks[r].records, traces[r].Get<KernelRecord>().size());
+  }
+
+  Timeline t = OpenTimeline(report.timeline_path);
+  ASSERT_EQ(t.ranks.size(), static_cast<size_t>(kRanks));
+  for (const auto& [r, reason] : reasons) {
+    EXPECT_EQ(t.ranks[r].status, static_cast<uint8_t>(r == 6 ? RankStatus::kUnsupported
+                                                             : RankStatus::kCorrupt));
+  }
+  EXPECT_EQ(*t.reader->GetMetaInt("ranks_ok"), 2);
+  for (uint32_t id = 0; id < t.strings.size(); ++id) {
+    EXPECT_FALSE(Contains(t.strings.Get(id), "top secret")) << "read through external storage";
+  }
+  std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}, {7, &traces[7]}};
   testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
                                                 testing::ReferenceMerge<KernelRecord>(good));
 }

@@ -1,0 +1,282 @@
+// TraceReader on crafted files (issue #18, item 4): whatever a file declares,
+// the reader answers with an error that names the file, the dataset and the
+// reason, before allocating for the declaration, and never reads another file
+// the crafted one points at. Each fixture is a valid rank file written by the
+// real TraceWriter, then altered with the HDF5 C API (hostile_file_util.h).
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <fstream>
+#include <random>
+
+#include "aon/trace_file.h"
+#include "hostile_file_util.h"
+#include "trace_test_util.h"
+
+namespace aon {
+namespace {
+
+using testing::TempDir;
+
+constexpr hsize_t k2to24 = hsize_t{1} << 24;
+constexpr hsize_t k2to34 = hsize_t{1} << 34;
+constexpr hsize_t k2to37 = hsize_t{1} << 37;
+constexpr hsize_t k2to40 = hsize_t{1} << 40;
+
+// A valid rank file: two strings, one device, `kernels` random kernels.
+std::string WriteRank(const TempDir& dir, const std::string& name, size_t kernels = 20) {
+  const std::string path = dir.File(name);
+  testing::RankTrace t;
+  t.meta = testing::BasicMetadata(0, 1);
+  t.meta.devices.push_back(DeviceInfo{});
+  t.strings.Intern("kernel");
+  std::mt19937_64 rng(7);
+  for (size_t i = 0; i < kernels; ++i)
+    t.Get<KernelRecord>().push_back(testing::RandomRecord<KernelRecord>(rng));
+  const Status written = testing::WriteRankTrace(path, t);
+  EXPECT_TRUE(written.ok()) << written.ToString();
+  return path;
+}
+
+// The error names the file and says each of `words`.
+void ExpectRefused(const Status& s, const std::string& path, std::initializer_list<const char*> words) {
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_NE(s.message().find("'" + path + "'"), std::string::npos) << s.ToString();
+  for (const char* w : words) EXPECT_NE(s.message().find(w), std::string::npos) << w << ": " << s.ToString();
+}
+
+std::unique_ptr<TraceReader> OpenOk(const std::string& path) {
+  auto r = TraceReader::Open(path);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+// ---- Declared extents ------------------------------------------------------------
+
+TEST(HostileFile, HugeStringDataIsRefusedBeforeAllocating) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  testing::RedeclareRows(path, "/strings/data", k2to40);
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadStrings().status(), path, {"/strings/data", "declares 1099511627776 rows"});
+}
+
+TEST(HostileFile, HugeStringOffsetsAreRefusedBeforeAllocating) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  testing::RedeclareRows(path, "/strings/offsets", k2to37);
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadStrings().status(), path, {"/strings/offsets", "declares 137438953472 rows"});
+}
+
+TEST(HostileFile, HugeDeviceTableIsRefusedBeforeAllocating) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  testing::RedeclareRows(path, "/meta/devices", k2to40);
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadRankMetadata().status(), path, {"/meta/devices", "declares 1099511627776 rows"});
+}
+
+TEST(HostileFile, HugeRecordTableIsRefusedNotRead) {
+  for (hsize_t rows : {k2to24, k2to34}) {
+    TempDir dir;
+    const std::string path = WriteRank(dir, "rank-00000.h5");
+    testing::RedeclareRows(path, "/records/kernels", rows);
+    auto r = OpenOk(path);
+    ASSERT_NE(r, nullptr);
+    auto n = r->TableSize(RecordTraits<KernelRecord>::Schema());
+    ExpectRefused(n.status(), path, {"/records/kernels", ("declares " + std::to_string(rows)).c_str()});
+    ExpectRefused(r->ReadAll<KernelRecord>().status(), path, {"/records/kernels"});
+  }
+}
+
+TEST(HostileFile, RowsPastTheStoredChunksAreRefused) {
+  // Two stored chunks of 16384 kernels (random, so deflate hardly shrinks
+  // them): a third chunk's worth of rows is within what the stored bytes could
+  // inflate to, but no chunk holds them; they would read as zeros.
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5", 20000);
+  testing::RedeclareRows(path, "/records/kernels", 3 * 16384);
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->TableSize(RecordTraits<KernelRecord>::Schema()).status(), path,
+                {"/records/kernels", "stores only 2 chunk(s)"});
+}
+
+TEST(HostileFile, ContiguousDatasetLargerThanTheFileIsRefused) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  testing::RedeclareContiguous(path, "/records/kernels", k2to34);
+  testing::RedeclareContiguous(path, "/strings/offsets", 1000);  // smaller, but never written
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->TableSize(RecordTraits<KernelRecord>::Schema()).status(), path,
+                {"/records/kernels", "in a file of"});
+  ExpectRefused(r->ReadStrings().status(), path, {"/strings/offsets", "stores 0 bytes"});
+}
+
+TEST(HostileFile, ValidFileStillReadsWhole) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5", 40000);
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  auto k = r->ReadAll<KernelRecord>();
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->size(), 40000u);
+  auto m = r->ReadRankMetadata();
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->devices.size(), 1u);
+  auto s = r->ReadStrings();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->size(), 2u);
+}
+
+// ---- Other files: external storage, external links, virtual datasets -------------
+
+TEST(HostileFile, ExternalRawStorageIsNotFollowed) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  const std::string secret = dir.File("secret.txt");
+  { std::ofstream(secret) << std::string("\0top secret\0", 12) << std::string(4096, 'x'); }
+  testing::MakeExternalStorage(path, "/strings/data", secret, 12);
+  testing::MakeExternalStorage(path, "/records/kernels", secret, 10);
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  auto s = r->ReadStrings();
+  ExpectRefused(s.status(), path, {"/strings/data", "external file"});
+  ExpectRefused(r->TableSize(RecordTraits<KernelRecord>::Schema()).status(), path,
+                {"/records/kernels", "external file"});
+}
+
+TEST(HostileFile, ExternalLinksAreNotFollowed) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  // The link targets are valid AON files: following them would "work".
+  const std::string other = WriteRank(dir, "other.h5", 50);
+  testing::MakeExternalLink(path, "/strings", other, "/strings");
+  testing::MakeExternalLink(path, "/records/kernels", other, "/records/kernels");
+  testing::MakeExternalLink(path, "/meta", other, "/meta");
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadStrings().status(), path, {"'/strings'", "external link"});
+  ExpectRefused(r->TableSize(RecordTraits<KernelRecord>::Schema()).status(), path,
+                {"'/records/kernels'", "external link"});
+  KernelRecord k{};
+  ExpectRefused(r->ReadTable(RecordTraits<KernelRecord>::Schema(), 0, 1, &k), path,
+                {"'/records/kernels'", "external link"});
+  ExpectRefused(r->ReadRankMetadata().status(), path, {"/meta", "external link"});
+}
+
+TEST(HostileFile, VirtualDatasetInARankFileIsRefused) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  const std::string other = WriteRank(dir, "other.h5", 50);
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t old = H5Dopen2(f, "/records/kernels", H5P_DEFAULT);
+    hid_t type = H5Dget_type(old);
+    H5Dclose(old);
+    ASSERT_GE(H5Ldelete(f, "/records/kernels", H5P_DEFAULT), 0);
+    hsize_t dims[1] = {50};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ASSERT_GE(H5Pset_virtual(dcpl, space, other.c_str(), "/records/kernels", space), 0);
+    hid_t ds = H5Dcreate2(f, "/records/kernels", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Fclose(f);
+  }
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->TableSize(RecordTraits<KernelRecord>::Schema()).status(), path,
+                {"/records/kernels", "virtual dataset"});
+}
+
+TEST(HostileFile, FiltersAonNeverWritesAreRefused) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    ASSERT_GE(H5Ldelete(f, "/strings/offsets", H5P_DEFAULT), 0);
+    hsize_t dims[1] = {2}, chunk[1] = {2};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    ASSERT_GE(H5Pset_scaleoffset(dcpl, H5Z_SO_INT, H5Z_SO_INT_MINBITS_DEFAULT), 0);
+    hid_t ds = H5Dcreate2(f, "/strings/offsets", H5T_STD_U64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    const uint64_t offsets[2] = {0, 1};
+    H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, offsets);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadStrings().status(), path,
+                {"/strings/offsets", ("filter " + std::to_string(H5Z_FILTER_SCALEOFFSET)).c_str()});
+}
+
+// ---- Attributes ------------------------------------------------------------------
+
+void SetRootAttribute(const std::string& path, const char* name, int64_t value) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  ASSERT_GE(a, 0);
+  EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &value), 0);
+  H5Aclose(a);
+  H5Fclose(f);
+}
+
+TEST(HostileFile, FormatMajorIsComparedAsRead) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  // 2^32 + 1: an int cast would take it for major 1, this AON's.
+  SetRootAttribute(path, "aon_format_major", (int64_t{1} << 32) + 1);
+  auto r = TraceReader::Open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("'" + path + "'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("format 4294967297."), std::string::npos) << r.status().ToString();
+}
+
+TEST(HostileFile, FormatMinorOutOfRangeIsRefused) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  SetRootAttribute(path, "aon_format_minor", (int64_t{1} << 32) + 3);
+  ExpectRefused(TraceReader::Open(path).status(), path, {"minor version 4294967299", "out of range"});
+}
+
+TEST(HostileFile, AttributeWithManyValuesIsNotReadIntoOne) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    ASSERT_GE(H5Adelete(f, "aon_format_major"), 0);
+    hsize_t dims[1] = {4096};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t a = H5Acreate2(f, "aon_format_major", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(a, 0);
+    std::vector<int64_t> ones(4096, 1);
+    H5Awrite(a, H5T_NATIVE_INT64, ones.data());
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  ExpectRefused(TraceReader::Open(path).status(), path, {"aon_format_major", "not a single value"});
+}
+
+}  // namespace
+}  // namespace aon

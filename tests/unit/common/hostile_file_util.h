@@ -1,0 +1,112 @@
+// Crafted rank files for the reader's and the merge's hostile-input tests: a
+// valid file written by the real TraceWriter, then altered with the HDF5 C API
+// the way an attacker (or a badly broken writer) could. Each helper changes one
+// thing, so a test's error can be pinned on it.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aon::testing {
+
+// Replaces dataset `name` by one of the same type and storage settings (layout,
+// chunks, filters) that declares `rows` rows but holds only the original rows:
+// the rest of the extent is backed by nothing in the file.
+inline void RedeclareRows(const std::string& path, const std::string& name, hsize_t rows) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  ASSERT_GE(ds, 0) << name;
+  hid_t type = H5Dget_type(ds);
+  hid_t dcpl = H5Dget_create_plist(ds);
+  hid_t space = H5Dget_space(ds);
+  hsize_t old_rows = 0;
+  H5Sget_simple_extent_dims(space, &old_rows, nullptr);
+  std::vector<char> data(old_rows * H5Tget_size(type) + 1);
+  if (old_rows > 0) {
+    ASSERT_GE(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), 0);
+  }
+  H5Sclose(space);
+  H5Dclose(ds);
+  ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+  hsize_t dims[1] = {rows}, maxdims[1] = {H5S_UNLIMITED};
+  const bool chunked = H5Pget_layout(dcpl) == H5D_CHUNKED;
+  space = H5Screate_simple(1, dims, chunked ? maxdims : nullptr);
+  ds = H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  ASSERT_GE(ds, 0) << name;
+  if (old_rows > 0) {
+    hsize_t start[1] = {0}, count[1] = {old_rows};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t mem = H5Screate_simple(1, count, nullptr);
+    ASSERT_GE(H5Dwrite(ds, type, mem, space, H5P_DEFAULT, data.data()), 0);
+    H5Sclose(mem);
+  }
+  H5Sclose(space);
+  H5Dclose(ds);
+  H5Pclose(dcpl);
+  H5Tclose(type);
+  ASSERT_GE(H5Fclose(f), 0);
+}
+
+// Replaces dataset `name` by a contiguous one of the same type that declares
+// `rows` rows and was never written: HDF5 allocates nothing for it.
+inline void RedeclareContiguous(const std::string& path, const std::string& name, hsize_t rows) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  ASSERT_GE(ds, 0) << name;
+  hid_t type = H5Dget_type(ds);
+  H5Dclose(ds);
+  ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+  hsize_t dims[1] = {rows};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  ds = H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(ds, 0) << name;
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Tclose(type);
+  ASSERT_GE(H5Fclose(f), 0);
+}
+
+// Replaces dataset `name` by one of the same type whose `rows` rows are raw
+// bytes of the file `outside` (HDF5 external storage, H5Pset_external).
+inline void MakeExternalStorage(const std::string& path, const std::string& name,
+                                const std::string& outside, hsize_t rows) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  ASSERT_GE(ds, 0) << name;
+  hid_t type = H5Dget_type(ds);
+  H5Dclose(ds);
+  ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  ASSERT_GE(H5Pset_external(dcpl, outside.c_str(), 0, rows * H5Tget_size(type)), 0);
+  hsize_t dims[1] = {rows};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  ds = H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  ASSERT_GE(ds, 0) << name;
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Pclose(dcpl);
+  H5Tclose(type);
+  ASSERT_GE(H5Fclose(f), 0);
+}
+
+// Replaces the object at `name` (a dataset or a group) by an external link to
+// `target_object` in the file `target_file`.
+inline void MakeExternalLink(const std::string& path, const std::string& name,
+                             const std::string& target_file, const std::string& target_object) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+  ASSERT_GE(H5Lcreate_external(target_file.c_str(), target_object.c_str(), f, name.c_str(),
+                               H5P_DEFAULT, H5P_DEFAULT),
+            0);
+  ASSERT_GE(H5Fclose(f), 0);
+}
+
+}  // namespace aon::testing
