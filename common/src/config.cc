@@ -74,7 +74,16 @@ Status ParseJobId(std::string_view v, AgentConfig* c) {
 }
 
 Status ParseLauncherParentPid(std::string_view v, AgentConfig* c) {
-  c->launcher_parent_pid = std::atol(Text(v).c_str());
+  if (v.empty()) {
+    c->launcher_parent_pid = 0;
+    return Status::Ok();
+  }
+  // A pid: 1 .. 2^22 (Linux's largest pid_max); "12abc" or "-5" is not one.
+  double pid = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_LAUNCHER_PARENT_PID", v, 1, 4194304, &pid));
+  if (pid != static_cast<double>(static_cast<long>(pid)))
+    return InvalidArgument("AON_LAUNCHER_PARENT_PID: '" + Text(v) + "' is not a process id");
+  c->launcher_parent_pid = static_cast<long>(pid);
   return Status::Ok();
 }
 

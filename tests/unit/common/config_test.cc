@@ -144,6 +144,12 @@ TEST(CommonConfig, LoadAgentConfigErrorsNameTheVariable) {
       {{{"AON_VERBOSE", "-1"}}, "AON_VERBOSE"},
       {{{"AON_VERBOSE", "loud"}}, "AON_VERBOSE"},
       {{{"AON_SOURCE", "nvml"}}, "AON_SOURCE"},
+      {{{"AON_LAUNCHER_PARENT_PID", "12abc"}}, "AON_LAUNCHER_PARENT_PID"},  // atol took 12
+      {{{"AON_LAUNCHER_PARENT_PID", "-5"}}, "AON_LAUNCHER_PARENT_PID"},
+      {{{"AON_LAUNCHER_PARENT_PID", "1.5"}}, "AON_LAUNCHER_PARENT_PID"},
+      {{{"AON_OVERHEAD_BUDGET", "-1"}}, "AON_OVERHEAD_BUDGET"},
+      {{{"AON_CAPTURE_PERIOD", "48"}}, "AON_CAPTURE_PERIOD"},  // not a power of two
+      {{{"AON_STEP_SOURCE", "sundial"}}, "AON_STEP_SOURCE"},
   };
   for (const auto& [vars, name] : cases) {
     auto c = LoadAgentConfig(Env(vars));
