@@ -77,6 +77,18 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   report->procs = comm.size();
   report->process = comm.rank();
   const TimelineTarget target = TimelineTargetOf(TimelinePath(options), comm.size());
+  // A sharded merge that fails leaves no shard directory behind (issue #18): the
+  // shards go to <stem>.shards.partial, which a successful commit renames, so
+  // whatever is left of it when process 0 returns belongs to a failed merge. A
+  // failure is agreed by every process, so none still writes there.
+  struct RemoveShardsLeftBehind {
+    const TimelineTarget& target;
+    bool armed;
+    ~RemoveShardsLeftBehind() {
+      std::error_code ec;
+      if (armed) std::filesystem::remove_all(target.shard_tmp, ec);
+    }
+  } remove_left_behind{target, target.sharded && comm.rank() == 0};
 
   // 1, 2. Scan, open.
   AON_ASSIGN_OR_RETURN(const JobListing listing, ScanJob(comm, options.job_dir));

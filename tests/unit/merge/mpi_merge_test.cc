@@ -243,6 +243,31 @@ TEST(MpiMergeProcs, ProcsOptionStartsMpirun) {
   EXPECT_TRUE(fs::exists(dir.File("timeline.shards/shard-00001.h5")));
 }
 
+// Issue #18 (5): a sharded merge that fails (here: -o names a directory, found
+// only when the timeline is committed) leaves neither a shard directory nor any
+// .partial behind, and the rank files are untouched.
+TEST(MpiMergeProcs, AFailedShardedMergeLeavesNothingBehind) {
+  TempDir dir;
+  std::mt19937_64 rng(12);
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 3; ++r) traces.push_back(testing::RandomRankTrace(rng, r, 3, {}));
+  testing::WriteJob(dir.path(), traces);
+  const std::string out_dir = dir.File("out");
+  fs::create_directories(out_dir + "/not-empty");
+  CommandResult r = RunCommand(dir, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                                        kMerge + " --procs 2 --no-progress -q -o " + out_dir +
+                                        " " + dir.path());
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find(out_dir), std::string::npos) << r.err;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    EXPECT_FALSE(name.ends_with(".partial")) << name;
+    EXPECT_EQ(name.find(".shards"), std::string::npos) << name;
+  }
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_TRUE(fs::exists(testing::RankPath(dir.path(), rank))) << rank;
+}
+
 // A merge killed (SIGKILL, every process) at any moment never leaves a
 // complete-looking timeline that is not one: after each kill, timeline.h5 is
 // either absent or opens and reads in full (its shards present).
