@@ -12,7 +12,8 @@ namespace aon {
 
 // ---- files ---------------------------------------------------------------------
 
-StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes) {
+StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes,
+                                      uint64_t* mtime_ns) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -49,6 +50,10 @@ StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes)
   }
   close(fd);
   if (!status.ok()) return status;
+  if (mtime_ns != nullptr) {
+    *mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
+                static_cast<uint64_t>(st.st_mtim.tv_nsec);
+  }
   return content;
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -54,8 +55,12 @@ aon::Status CheckJobDir(const std::string& dir) {
 }
 
 // Every node's published steps; problems with single files are said, not fatal.
-std::vector<aon::NodeSteps> ReadNodes(const std::string& dir) {
+// A node whose latest step is old (over 2 min and over 10 steps ago) is left
+// out when `skip_stale`: a file left by an earlier run in the same directory, or
+// a node whose ranks stopped stepping; its step would set the first step wrong.
+std::vector<aon::NodeSteps> ReadNodes(const std::string& dir, bool skip_stale = false) {
   std::vector<aon::NodeSteps> nodes;
+  const uint64_t now = RealtimeNs();
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return nodes;
   while (dirent* e = readdir(d)) {
@@ -71,6 +76,13 @@ std::vector<aon::NodeSteps> ReadNodes(const std::string& dir) {
     auto n = aon::ParseNodeSteps(*text, path);
     if (!n.ok()) {
       Say("skipped: " + aon::EscapeForTerminal(n.status().message()));
+      continue;
+    }
+    const uint64_t age = now > n->at_realtime_ns ? now - n->at_realtime_ns : 0;
+    if (skip_stale && age > std::max<uint64_t>(120'000'000'000ull, 10 * n->step_ns)) {
+      Say("skipped " + aon::EscapeForTerminal(n->host) + ": its latest step began " +
+          std::to_string(age / 1000000000ull) +
+          " s ago (an earlier run in this directory, or its ranks stopped stepping)");
       continue;
     }
     nodes.push_back(std::move(n).value());
@@ -105,7 +117,7 @@ int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first
     Say(aon::EscapeForTerminal(st.message()));
     return 2;
   }
-  const std::vector<aon::NodeSteps> nodes = ReadNodes(dir);
+  const std::vector<aon::NodeSteps> nodes = ReadNodes(dir, /*skip_stale=*/true);
   aon::CaptureRequest r;
   r.steps = steps;
   if (first_step >= 0) {

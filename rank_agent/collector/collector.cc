@@ -162,7 +162,12 @@ struct Rank {
 class Collector {
  public:
   Collector(CollectorOptions options, int listen_fd)
-      : o_(std::move(options)), listen_fd_(listen_fd), start_ns_(NowNs()) {}
+      : o_(std::move(options)), listen_fd_(listen_fd), start_ns_(NowNs()) {
+    timespec rt{};
+    clock_gettime(CLOCK_REALTIME, &rt);
+    start_realtime_ns_ =
+        static_cast<uint64_t>(rt.tv_sec) * 1000000000ull + static_cast<uint64_t>(rt.tv_nsec);
+  }
 
   int Run();
 
@@ -191,6 +196,7 @@ class Collector {
   CollectorOptions o_;
   int listen_fd_;
   uint64_t start_ns_;
+  uint64_t start_realtime_ns_ = 0;  // requests written before it are an earlier run's
   std::list<std::unique_ptr<Rank>> ranks_;
   std::vector<std::unique_ptr<Rank>> pending_hello_;  // connected, HELLO not yet read
   std::vector<int> quiesce_waiters_;
@@ -604,7 +610,13 @@ void Collector::OnDemandTick(uint64_t now) {
   }
   // In: a new request, handed to every rank that has not had it.
   const std::string path = o_.output_dir + "/" + kCaptureRequestFile;
-  auto text = ReadPrivateFile(path, kControlFileMaxBytes);
+  uint64_t written_at = 0;
+  auto text = ReadPrivateFile(path, kControlFileMaxBytes, &written_at);
+  // A request from before this collector started was for an earlier run in
+  // the same directory (aon-run -o DIR again): its step numbers mean nothing now.
+  if (text.ok() && written_at < start_realtime_ns_) {
+    text = Status(StatusCode::kNotFound, path + ": from an earlier run");
+  }
   if (text.ok()) {
     auto request = ParseCaptureRequest(*text, path);
     if (!request.ok()) {

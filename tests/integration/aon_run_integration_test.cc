@@ -492,6 +492,26 @@ TEST_F(SyntheticMpirunTest, CaptureWindowsLandOnTheSameStepsOfEveryRank) {
 // out of the way (a period of 2^24 steps) so the request's steps are its own.
 TEST_F(SyntheticMpirunTest, OnDemandCaptureReachesEveryRankOnTheSameSteps) {
   const std::string job = tmp_ + "/job";
+  // Left in the directory by an earlier run: a request (for steps 100..104) and
+  // a node's steps from an hour ago. Neither may steer this run.
+  fs::create_directories(job);
+  fs::permissions(job, fs::perms::owner_all);
+  auto plant = [&](const std::string& name, const std::string& text) {
+    const std::string path = job + "/" + name;
+    std::ofstream(path) << text;
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+  };
+  plant("aon-capture-request",
+        "aon-capture-request v1\nseq 1\nfirst_step 100\nsteps 5\nsource nvtx\n");
+  const uint64_t hour_ago =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count()) -
+      3600'000'000'000ull;
+  plant("aon-steps-ghost", "aon-steps v1\nhost ghost\nstep 1000000000\nsource nvtx\nstep_ns "
+                           "1000000\nat_realtime_ns " +
+                               std::to_string(hour_ago) + "\nranks 4\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // mtimes before the run
   aon::testing::Process run({kAonRun, "-o", job, "--source", "synthetic", "--capture-period",
                              "16777216", "mpirun", "-np", "4", "--oversubscribe", kSyntheticApp,
                              "--iterations", "2000", "--host-us", "4000"},
@@ -502,7 +522,8 @@ TEST_F(SyntheticMpirunTest, OnDemandCaptureReachesEveryRankOnTheSameSteps) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(job, ec))
-      published = published || e.path().filename().string().rfind("aon-steps-", 0) == 0;
+      published = published || (e.path().filename().string().rfind("aon-steps-", 0) == 0 &&
+                                 e.path().filename() != "aon-steps-ghost");
   }
   ASSERT_TRUE(published) << "no aon-steps-<host> in " << job << "\n" << run.Wait().Describe();
   ProcessResult ctl = RunProcess({kBinDir + "/aon-ctl", "capture", "--steps", "5", "--lead", "3",
@@ -510,8 +531,9 @@ TEST_F(SyntheticMpirunTest, OnDemandCaptureReachesEveryRankOnTheSameSteps) {
                                  {}, tmp_);
   ASSERT_EQ(ctl.exit_status, 0) << ctl.Describe();
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(ctl.out, m, std::regex("steps (\\d+)\\.\\.(\\d+) \\(nvtx\\)")))
+  ASSERT_TRUE(std::regex_search(ctl.out, m, std::regex("capture 2: steps (\\d+)\\.\\.(\\d+) \\(nvtx\\)")))
       << ctl.Describe();
+  EXPECT_TRUE(Contains(ctl.err, "skipped ghost")) << ctl.Describe();
   const uint64_t first = std::stoull(m[1]), last = std::stoull(m[2]);
   ASSERT_EQ(last - first, 4u);
   ASSERT_LT(last, 2000u) << "the job would end before the requested steps";

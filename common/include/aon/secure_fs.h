@@ -80,8 +80,10 @@ Status WriteFileAtomically(const std::string& path, std::string_view content);
 // Reads a small file that only the caller may have written: opened with
 // O_NOFOLLOW (a link is refused), a regular file the caller owns, writable by
 // nobody else, at most `max_bytes`. NotFound when it does not exist; any other
-// refusal names the file and the reason.
-StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes);
+// refusal names the file and the reason. `mtime_ns`, when given, receives the
+// file's modification time (CLOCK_REALTIME ns).
+StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes,
+                                      uint64_t* mtime_ns = nullptr);
 
 // ---- directories -------------------------------------------------------------
 
