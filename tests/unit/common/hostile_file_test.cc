@@ -229,21 +229,11 @@ TEST(HostileFile, FiltersAonNeverWritesAreRefused) {
 
 // ---- Attributes ------------------------------------------------------------------
 
-void SetRootAttribute(const std::string& path, const char* name, int64_t value) {
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(f, 0);
-  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
-  ASSERT_GE(a, 0);
-  EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &value), 0);
-  H5Aclose(a);
-  H5Fclose(f);
-}
-
 TEST(HostileFile, FormatMajorIsComparedAsRead) {
   TempDir dir;
   const std::string path = WriteRank(dir, "rank-00000.h5");
   // 2^32 + 1: an int cast would take it for major 1, this AON's.
-  SetRootAttribute(path, "aon_format_major", (int64_t{1} << 32) + 1);
+  testing::SetRootIntAttribute(path, "aon_format_major", (int64_t{1} << 32) + 1);
   auto r = TraceReader::Open(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << r.status().ToString();
@@ -254,7 +244,7 @@ TEST(HostileFile, FormatMajorIsComparedAsRead) {
 TEST(HostileFile, FormatMinorOutOfRangeIsRefused) {
   TempDir dir;
   const std::string path = WriteRank(dir, "rank-00000.h5");
-  SetRootAttribute(path, "aon_format_minor", (int64_t{1} << 32) + 3);
+  testing::SetRootIntAttribute(path, "aon_format_minor", (int64_t{1} << 32) + 3);
   ExpectRefused(TraceReader::Open(path).status(), path, {"minor version 4294967299", "out of range"});
 }
 

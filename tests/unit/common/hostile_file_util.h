@@ -109,4 +109,15 @@ inline void MakeExternalLink(const std::string& path, const std::string& name,
   ASSERT_GE(H5Fclose(f), 0);
 }
 
+// Overwrites the int64 root attribute `name` of an existing file.
+inline void SetRootIntAttribute(const std::string& path, const char* name, int64_t value) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  ASSERT_GE(a, 0);
+  EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &value), 0);
+  H5Aclose(a);
+  H5Fclose(f);
+}
+
 }  // namespace aon::testing

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "aon/trace_file.h"
+#include "hostile_file_util.h"
 #include "trace_test_util.h"
 
 namespace aon {
@@ -29,17 +30,6 @@ void WriteValidFile(const std::string& path, size_t kernels = 20000) {
 
 void ExpectNamesFile(const Status& s, const std::string& path) {
   EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
-}
-
-// Overwrites a root attribute of an existing file with the HDF5 C API.
-void SetRootIntAttribute(const std::string& path, const char* name, int64_t value) {
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(f, 0);
-  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
-  ASSERT_GE(a, 0);
-  EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &value), 0);
-  H5Aclose(a);
-  H5Fclose(f);
 }
 
 TEST(TraceReaderErrors, MissingFile) {
@@ -99,7 +89,7 @@ TEST(TraceReaderErrors, NewerMajorVersion) {
   TempDir dir;
   const std::string path = dir.File("rank-00000.h5");
   WriteValidFile(path, 10);
-  SetRootIntAttribute(path, "aon_format_major", 2);
+  testing::SetRootIntAttribute(path, "aon_format_major", 2);
   auto r = TraceReader::Open(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
@@ -114,7 +104,7 @@ TEST(TraceReaderErrors, OlderMajorVersionIsAlsoRefused) {
   TempDir dir;
   const std::string path = dir.File("rank-00000.h5");
   WriteValidFile(path, 10);
-  SetRootIntAttribute(path, "aon_format_major", 0);
+  testing::SetRootIntAttribute(path, "aon_format_major", 0);
   auto r = TraceReader::Open(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
@@ -125,7 +115,7 @@ TEST(TraceReaderErrors, NewerMinorVersionIsRead) {
   TempDir dir;
   const std::string path = dir.File("rank-00000.h5");
   WriteValidFile(path, 10);
-  SetRootIntAttribute(path, "aon_format_minor", 7);
+  testing::SetRootIntAttribute(path, "aon_format_minor", 7);
   auto r = TraceReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->format_minor(), 7);
