@@ -88,6 +88,10 @@ bool WindowPolicy::StartsWindow(uint64_t step, uint32_t p) const {
   return ((step % m + m - phase_) % m) % p == 0;
 }
 
+bool WindowPolicy::OverBudget() const {
+  return s_.fixed_period == 0 && extra_ns_ > s_.budget * (total_ns_ - extra_ns_);
+}
+
 double WindowPolicy::BaseStepNs() const { return Median(base_); }
 
 // The mean, not the median: a window's cost is a sum of its steps' times, and a
@@ -199,7 +203,43 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
   EndStep(t_ns);
   StepDecision d;
   uint8_t flags = 0;
-  if (state_ == State::kOpen) {
+  // A window in progress (or its tail) makes neither a job-wide request whose
+  // steps include this one nor a periodic window starting here wait: both are
+  // the same steps on every rank. The window is carried on as one, and its
+  // measured cost holds every step from its first to the end of the others,
+  // and the two tail steps after.
+  const uint64_t demand_end = demand_first_ != kNoStep ? demand_first_ + demand_at_steps_ : 0;
+  const bool demanded = demand_first_ != kNoStep && step >= demand_first_ && step < demand_end;
+  const uint64_t periodic_end = state_ != State::kIdle && StartsWindow(step, period_) && !OverBudget()
+                                    ? step + s_.width
+                                    : 0;
+  const uint64_t carry_end = std::max(demanded ? demand_end : 0, periodic_end);
+  if (state_ != State::kIdle && carry_end > step) {
+    const auto wanted = static_cast<uint32_t>(carry_end - step - 1);  // after this step
+    if (state_ == State::kOpen && window_left_ > 0) {
+      const uint32_t left = window_left_ - 1;  // this step is in the window already
+      window_left_ = std::max(left, wanted);
+      window_width_ += window_left_ - left;
+    } else {
+      if (state_ == State::kTail) {
+        // Recording stopped a step ago: CUPTI is switched off and on again (the
+        // step in between counts in this window's cost).
+        d.detach = true;
+        d.open = true;
+        window_width_ += 1;
+      }
+      window_left_ = wanted;
+      window_width_ += wanted + 1;
+    }
+    state_ = State::kOpen;
+    if (demanded) {
+      window_on_demand_ = true;
+      demand_first_ = kNoStep;
+    }
+    flags = kStepCaptured | (window_on_demand_ ? kStepOnDemand : 0);
+    d.window_first_step = window_first_;
+    d.window = windows_;
+  } else if (state_ == State::kOpen) {
     if (window_left_ > 0) {
       --window_left_;
       flags = kStepCaptured | (window_on_demand_ ? kStepOnDemand : 0);
@@ -229,8 +269,9 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
       if (step < end) {
         width = static_cast<uint32_t>(end - step);
         on_demand = true;
-      } else {
-        ++late_requests_;
+      } else if (windows_ == 0 || demand_first_ < window_first_ ||
+                 end > window_first_ + window_width_) {
+        ++late_requests_;  // not all held by the window that just ended
       }
       demand_first_ = kNoStep;
     } else if (demand_steps_ > 0 && t_ns >= demand_not_before_) {
@@ -240,12 +281,11 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
     } else if (!first_window_done_ && step == kFirstWindowStep) {
       width = 1;  // short: measures the cost before the budget sets the period
       first_window_done_ = true;
-    } else if (StartsWindow(step, period_)) {
-      // A window starts here; it opens only while the cost so far is within the
-      // budget, so the amortized cost exceeds it by at most one window.
-      const bool over = s_.fixed_period == 0 && extra_ns_ > s_.budget * (total_ns_ - extra_ns_);
-      if (!over) width = s_.width;
     }
+    // A periodic window starts here (with an on-demand one, the longer of the
+    // two); it opens only while the cost so far is within the budget, so the
+    // amortized cost exceeds it by at most one window.
+    if (StartsWindow(step, period_) && !OverBudget()) width = std::max(width, s_.width);
     if (width > 0) {
       d.open = true;
       state_ = State::kOpen;

@@ -110,9 +110,10 @@ class WindowPolicy {
   // `not_before_ns` (on the clock OnStep is given).
   void RequestCapture(uint32_t steps, uint64_t not_before_ns);
   // A job-wide on-demand window (aon-ctl capture): steps [first_step,
-  // first_step + steps) of the active source, the same steps on every rank. If
-  // another window holds the first of them, the rest are captured; a request
-  // whose steps have all passed is counted late and dropped.
+  // first_step + steps) of the active source, the same steps on every rank. A
+  // window in progress or in its tail is carried on to hold them; a request
+  // whose steps have all passed (and were not in the last window) is counted
+  // late and dropped.
   void RequestCaptureAt(uint64_t first_step, uint32_t steps);
   uint64_t late_requests() const { return late_requests_; }
 
@@ -126,6 +127,7 @@ class WindowPolicy {
   enum class State { kIdle, kOpen, kTail };
   void EndStep(uint64_t t_ns);
   void FinishWindowCost();
+  bool OverBudget() const;  // the windows so far cost more than the budget
   double BaseStepNs() const;
   double BaseMeanNs() const;
   void ChoosePeriod();

@@ -329,6 +329,47 @@ TEST(WindowPolicy, AJobWideRequestCapturesExactlyItsSteps) {
   EXPECT_EQ(on_demand, (std::set<uint64_t>{9, 10, 11, 12, 13, 14, 15, 16}));
 }
 
+// A job-wide request that meets a periodic window (seen in a two-node Slurm run:
+// the request's last two steps fell on the window's tail and were never
+// captured). Whatever the offset between them, every requested step is
+// captured, no request is counted late, and the decisions keep CUPTI's state
+// consistent: a step is flagged captured exactly when recording is on.
+TEST(WindowPolicy, AJobWideRequestMeetingAPeriodicWindowCapturesAllItsSteps) {
+  WindowSettings s;
+  s.fixed_period = 64;
+  s.width = 3;
+  s.seed = 11;
+  for (uint32_t width : {1u, 2u, 5u, 9u}) {
+    for (int offset = -12; offset <= 8; ++offset) {
+      SCOPED_TRACE("request of " + std::to_string(width) + " steps at window + " +
+                   std::to_string(offset));
+      WindowPolicy p(s);
+      // The first periodic window after the measuring window.
+      uint64_t start = 64;
+      while (!p.StartsWindow(start, 64)) ++start;
+      const uint64_t first = static_cast<uint64_t>(static_cast<int64_t>(start) + offset);
+      bool attached = false, recording = false;
+      std::set<uint64_t> captured;
+      uint64_t t = 0;
+      for (uint64_t step = 0; step < start + 40; ++step, t += 1000) {
+        if (step + 3 == first) p.RequestCaptureAt(first, width);
+        const StepDecision d = p.OnStep(step, t);
+        // What CaptureControl::Apply does with the decision.
+        if (d.quiesce && recording) recording = false;
+        if (d.detach && attached) attached = false;
+        if (d.open && !attached) attached = recording = true;
+        EXPECT_EQ(static_cast<bool>(d.flags & kStepCaptured), recording) << "step " << step;
+        if (d.flags & kStepCaptured) captured.insert(step);
+      }
+      for (uint64_t step = first; step < first + width; ++step)
+        EXPECT_TRUE(captured.count(step)) << "requested step " << step;
+      for (uint64_t step = start; step < start + s.width; ++step)
+        EXPECT_TRUE(captured.count(step)) << "periodic step " << step;
+      EXPECT_EQ(p.late_requests(), 0u);
+    }
+  }
+}
+
 // Time slots (one second) mark the steps until the program's own NVTX steps
 // (8 ms) begin: the one-second baseline must not be held against the new steps,
 // or a window's cost comes out hugely negative and the budget is never applied.
