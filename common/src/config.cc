@@ -156,6 +156,20 @@ Status ParseTimeSlot(std::string_view v, AgentConfig* c) {
   return ParseBounded("AON_TIME_SLOT", v, 0.01, 3600, &c->time_slot_s);
 }
 
+Status ParseCounters(std::string_view v, AgentConfig* c) {
+  return ParseChoice("AON_COUNTERS", v, kCounterModes, &c->counters);
+}
+
+Status ParseCountersInterval(std::string_view v, AgentConfig* c) {
+  double ms = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_COUNTERS_INTERVAL", v, 10, 60000, &ms));
+  if (ms != static_cast<double>(static_cast<int64_t>(ms)))
+    return InvalidArgument("AON_COUNTERS_INTERVAL: '" + Text(v) +
+                           "' is not a whole number of milliseconds");
+  c->counters_interval_ms = static_cast<int64_t>(ms);
+  return Status::Ok();
+}
+
 Status ParseWindow(std::string_view v, AgentConfig* c) {
   return ParseBounded("AON_WINDOW", v, 1, 86400, &c->window_s);
 }
@@ -287,6 +301,13 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        ParseStepRangeNames, false},
       {V::kTimeSlot, "AON_TIME_SLOT", T::kSeconds, "1",
        "step length of the time source (seconds on the synchronized clock)", ParseTimeSlot,
+       false},
+      {V::kCounters, "AON_COUNTERS", T::kChoice, "auto",
+       "GPU counters: auto (every tier the node allows: today NVML GPM metrics of every GPU, "
+       "read by the node collector outside the application), gpm (the same), off",
+       ParseCounters, false},
+      {V::kCountersInterval, "AON_COUNTERS_INTERVAL", T::kNumber, "100",
+       "milliseconds between two GPM samples of each GPU (10 to 60000)", ParseCountersInterval,
        false},
   }};
   return vars;

@@ -18,7 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -56,15 +58,22 @@ const AonSyntheticDeviceV1* LoadFakeDriver(int rank) {
 int main(int argc, char** argv) {
   int iterations = 20;
   int host_us = 100;
+  int phase_ms = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
       iterations = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--host-us") == 0 && i + 1 < argc) {
       host_us = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--phases") == 0 && i + 1 < argc) {
+      phase_ms = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--help") == 0) {
-      std::printf("usage: aon-synthetic-app [--iterations N] [--host-us US]\n"
+      std::printf("usage: aon-synthetic-app [--iterations N] [--host-us US] [--phases MS]\n"
                   "An MPI loop on a SYNTHETIC (fake) GPU to demonstrate AON without a GPU.\n"
-                  "--host-us: host work per iteration, microseconds (default 100)\n");
+                  "--host-us: host work per iteration, microseconds (default 100)\n"
+                  "--phases: after the loop, three NVTX phases of MS ms each whose kernels the\n"
+                  "  synthetic GPU's counters see as compute-bound, memory-bound and, with\n"
+                  "  tiny kernels between host work, launch-bound (phase:compute, phase:memory,\n"
+                  "  phase:launch)\n");
       return 0;
     } else {
       std::fprintf(stderr, "aon-synthetic-app: unknown argument '%s'\n", argv[i]);
@@ -117,6 +126,49 @@ int main(int argc, char** argv) {
 
     nvtxMarkA("step end");
     ++c.nvtx;
+    if (gpu) gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS), ++c.sync;
+    nvtxRangePop();
+  }
+  // Planted phases for the counters' verdicts (docs/counters.md): each runs
+  // for phase_ms of wall time and ends with the device idle.
+  const bool profiles = gpu != nullptr &&
+                        gpu->struct_size >= offsetof(AonSyntheticDeviceV1, set_kernel_profile) +
+                                                sizeof(gpu->set_kernel_profile);
+  struct Phase {
+    const char* name;
+    const char* kernel;
+    double sm, dram, tensor;
+    uint64_t kernel_ns, host_gap_us;
+  };
+  const Phase phases[] = {
+      {"phase:compute", "synthetic_bf16_gemm_kernel", 95, 20, 85, 2'000'000, 0},
+      {"phase:memory", "synthetic_elementwise_add_kernel", 70, 92, 0, 2'000'000, 0},
+      {"phase:launch", "synthetic_tiny_kernel", 40, 10, 0, 5'000, 200},
+  };
+  for (const Phase& p : phase_ms > 0 ? std::span<const Phase>(phases) : std::span<const Phase>()) {
+    nvtxRangePushA(p.name);
+    ++c.nvtx;
+    if (profiles) gpu->set_kernel_profile(p.sm, p.dram, p.tensor);
+    const auto begin = std::chrono::steady_clock::now();
+    const auto end = begin + std::chrono::milliseconds(phase_ms);
+    uint64_t queued_ns = 0;  // GPU time launched in this phase
+    while (gpu && std::chrono::steady_clock::now() < end) {
+      if (p.host_gap_us > 0) {
+        // Launch-bound: a tiny kernel, then host work far longer than it.
+        gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
+        std::this_thread::sleep_for(std::chrono::microseconds(p.host_gap_us));
+        continue;
+      }
+      // GPU-bound: the queue is kept 100 ms ahead of the host, so the device
+      // never waits for it (back-to-back kernels), whatever the host's jitter.
+      const auto ahead = begin + std::chrono::nanoseconds(queued_ns) - std::chrono::steady_clock::now();
+      if (ahead < std::chrono::milliseconds(100)) {
+        gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
+        queued_ns += p.kernel_ns;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
     if (gpu) gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS), ++c.sync;
     nvtxRangePop();
   }

@@ -84,6 +84,8 @@ void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
       case SessionOption::kCapturePeriod:
       case SessionOption::kStepSource:
       case SessionOption::kStepRange:
+      case SessionOption::kCounters:
+      case SessionOption::kCountersInterval:
         option = app.add_option(entry.run, o.passthrough[entry.id], help);
         break;
       case SessionOption::kFlight:

@@ -210,6 +210,10 @@ class TraceJsonWriter {
     ArgKey(key);
     json_.String(v);
   }
+  void ArgD(std::string_view key, double v) {
+    ArgKey(key);
+    json_.Double(v, 6);
+  }
   void ArgDim3(std::string_view key, int32_t x, int32_t y, int32_t z) {
     ArgKey(key);
     json_.BeginArray();
@@ -284,6 +288,7 @@ class Exporter {
     AON_RETURN_IF_ERROR(Each<NvtxRecord>([&](const auto& m) { Nvtx(m); }));
     AON_RETURN_IF_ERROR(Each<NcclRecord>([&](const auto& m) { Nccl(m); }));
     AON_RETURN_IF_ERROR(Each<StepRecord>([&](const auto& m) { Step(m); }));
+    AON_RETURN_IF_ERROR(Each<CounterRecord>([&](const auto& m) { Counter(m); }));
     // Kinds without a writer of their own: one slice per record, every field an
     // argument, from the kind's field table (common/include/aon/records.h).
     Status generic;
@@ -313,6 +318,7 @@ class Exporter {
       std::is_same_v<T, MemsetRecord> || std::is_same_v<T, SyncRecord> ||
       std::is_same_v<T, ApiRecord> || std::is_same_v<T, NvtxRecord> ||
       std::is_same_v<T, NcclRecord> || std::is_same_v<T, StepRecord> ||
+      std::is_same_v<T, CounterRecord> ||
       std::is_same_v<T, ExternalCorrelationRecord>;  // not a slice: flows use it
 
   // A record of a kind with no writer of its own: a slice on the rank's track
@@ -380,6 +386,19 @@ class Exporter {
     if (captured) out_.ArgS("capture", (r.flags & kStepOnDemand) ? "on demand" : "window");
     if (r.flags & kStepWindowTail) out_.ArgS("capture", "window tail (CUPTI switching off)");
     if (r.period != 0) out_.ArgU("period", r.period);
+    out_.End();
+  }
+
+  // GPU counters as counter tracks ("C" events) of the rank whose file holds
+  // them: one track per GPU and metric, the interval's average from its start
+  // (viewers draw a step function).
+  void Counter(const Merged<CounterRecord>& m) {
+    const CounterRecord& r = m.record;
+    const char* metric = EnumValueName(kCounterMetricValues, r.metric);
+    const std::string name = "GPU " + std::to_string(r.device) + " " + (metric ? metric : "?");
+    out_.Begin('C', name, RecordTraits<CounterRecord>::kName, m.rank, 0);
+    out_.Ts(r.start_ns);
+    out_.ArgD("value", r.value);
     out_.End();
   }
 

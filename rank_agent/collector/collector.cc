@@ -28,6 +28,8 @@
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
 #include "aon/record_batches.h"
+#include "aon/timebase.h"
+#include "gpm_counters.h"
 
 namespace aon::collector {
 namespace {
@@ -44,11 +46,8 @@ void OnSignal(int sig) {
   errno = saved;
 }
 
-uint64_t NowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+// Records' clock: the collector's own times (steps, counters) are on it too.
+uint64_t NowNs() { return TimebaseNowNs(); }
 
 double CpuSeconds() {
   rusage ru{};
@@ -157,6 +156,8 @@ struct Rank {
   uint64_t step_ns = 0;
   StepSource step_source = StepSource::kNone;
   uint64_t request_seq = 0;  // the on-demand request put in this rank's ring
+  // The node's GPU counters went into this rank's file (gpm_counters.h).
+  uint64_t counter_rows = 0;
 };
 
 class Collector {
@@ -189,6 +190,10 @@ class Collector {
   void CheckWatches(uint64_t now);
   // On demand (aon/capture_request.h): this node's steps out, requests in.
   void OnDemandTick(uint64_t now);
+  // GPU counters: one GPM sample of every GPU, the rows into the holder's file.
+  // `finishing`: a rank being finalized still counts (its last rows go in).
+  void SampleCounters(uint64_t now, const Rank* finishing = nullptr);
+  Rank* CounterHolder(const Rank* finishing = nullptr);
   void Fail(Rank& r, const Status& st);
   bool flight() const { return o_.mode == "flight"; }
   std::string RankPath(int rank, int64_t pid) const;
@@ -212,6 +217,13 @@ class Collector {
   bool has_request_ = false;
   CaptureRequest request_;
   std::string control_error_;  // the last problem with the control files, said once
+  // GPU counters: opened at the first rank, sampled every counters_interval_ms.
+  bool counters_opened_ = false;
+  std::unique_ptr<GpmCounters> gpm_;
+  uint64_t next_counters_ns_ = 0;
+  std::vector<std::string> counter_notes_;
+  std::vector<CounterRecord> counter_rows_;
+  bool counters_noted_ = false;  // the notes went into a file
 };
 
 void Collector::Log(const char* fmt, ...) {
@@ -465,6 +477,40 @@ void Collector::DrainToEnd(Rank& r) {
   }
 }
 
+// The node's GPU rows go into one rank file of the node: the lowest rank still
+// running (its clock is the node's; /meta/devices ties ranks to GPUs by UUID).
+Rank* Collector::CounterHolder(const Rank* finishing) {
+  Rank* holder = nullptr;
+  for (auto& r : ranks_) {
+    if (r->done || (r->finished && r.get() != finishing) || !r->write_error.ok()) continue;
+    if (holder == nullptr || r->meta.rank < holder->meta.rank) holder = r.get();
+  }
+  return holder;
+}
+
+void Collector::SampleCounters(uint64_t now, const Rank* finishing) {
+  if (!counters_opened_) {
+    counters_opened_ = true;
+    if (o_.counters != "off") gpm_ = GpmCounters::Open(&counter_notes_);
+    if (gpm_ != nullptr) {
+      counter_notes_.push_back("counters: NVML GPM metrics of " +
+                               std::to_string(gpm_->active_gpus()) + " GPU(s) of this node every " +
+                               std::to_string(o_.counters_interval_ms) + " ms, read by the " +
+                               "collector from " + gpm_->library());
+    }
+  }
+  next_counters_ns_ = now + static_cast<uint64_t>(o_.counters_interval_ms) * 1000000ull;
+  if (gpm_ == nullptr) return;
+  counter_rows_.clear();
+  gpm_->Sample(TimebaseNowNs(), &counter_rows_, &counter_notes_);
+  Rank* holder = CounterHolder(finishing);
+  if (holder == nullptr || counter_rows_.empty()) return;
+  RecordBatches& into = flight() && !holder->window.empty() ? holder->window.back().records
+                                                            : holder->pending;
+  into.Push<CounterRecord>(counter_rows_);
+  holder->counter_rows += counter_rows_.size();
+}
+
 void Collector::DrainAll() {
   const uint64_t now = NowNs();
   for (auto& r : ranks_) {
@@ -647,6 +693,17 @@ void Collector::Finalize(Rank& r, bool died) {
   if (r.done) return;
   // Everything that reached the ring (a dead process's ring stays mapped here).
   DrainToEnd(r);
+  // The GPU counters up to now, while this file may still hold them.
+  if (gpm_ != nullptr && CounterHolder(&r) == &r) SampleCounters(NowNs(), &r);
+  if (r.counter_rows > 0 || (counters_opened_ && !counters_noted_)) {
+    for (const std::string& n : counter_notes_) r.notes.push_back(n);
+    if (r.counter_rows > 0) {
+      r.notes.push_back("counters: this file holds " + std::to_string(r.counter_rows) +
+                        " GPU counter rows of the node's GPUs (while it was the node's lowest "
+                        "running rank)");
+    }
+    counters_noted_ = true;
+  }
   if (r.consumer.Backlog() > 0 && !r.ring_broken) {
     r.notes.push_back("collector: " + std::to_string(r.consumer.Backlog()) +
                       " bytes of the ring were reserved but never committed (the process died "
@@ -803,7 +860,16 @@ int Collector::Run() {
       if (r->sock >= 0) fds.push_back({r->sock, POLLIN, 0}), polled.push_back(r.get());
     }
     const size_t n_pending = pending_hello_.size();
-    int rc = poll(fds.data(), fds.size(), static_cast<int>(drain_period_ms_));
+    // GPU counters keep their own interval, whatever the drain period.
+    int64_t timeout_ms = drain_period_ms_;
+    if (gpm_ != nullptr) {
+      const uint64_t now_ns = NowNs();
+      const int64_t until = next_counters_ns_ > now_ns
+                                ? static_cast<int64_t>((next_counters_ns_ - now_ns) / 1000000ull)
+                                : 0;
+      timeout_ms = std::min(timeout_ms, until);
+    }
+    int rc = poll(fds.data(), fds.size(), static_cast<int>(timeout_ms));
     if (rc < 0 && errno != EINTR) break;
     if (fds[1].revents & POLLIN) {
       unsigned char sig;
@@ -817,6 +883,7 @@ int Collector::Run() {
     }
     // Rings first, then messages: a FINISH finds the ring drained up to now.
     DrainAll();
+    if (!ranks_.empty() && NowNs() >= next_counters_ns_) SampleCounters(NowNs());
     for (size_t i = 0; i < polled.size(); ++i) {
       if ((fds[2 + n_pending + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
         OnMessage(*polled[i]);

@@ -43,6 +43,10 @@ struct CollectorOptions {
   int64_t linger_ms = 2000;       // after the last rank left (flight: 5000)
   int64_t idle_exit_ms = 60000;   // no rank ever connected
   FlightWatchOptions flight;
+  // GPU counters (gpm_counters.h): "auto"/"gpm" sample NVML GPM every
+  // counters_interval_ms, "off" never loads NVML.
+  std::string counters = "auto";
+  int64_t counters_interval_ms = 100;
   bool verbose = false;
 };
 

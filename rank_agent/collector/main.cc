@@ -40,6 +40,10 @@ int main(int argc, char** argv) {
   app.add_option("--idle-exit-ms", o.idle_exit_ms, "exit if no rank connects within this")
       ->check(CLI::Range(0, 3600000));
   // The agent's ranges (AON_FLIGHT_NCCL_STALL, AON_FLIGHT_STEP_FACTOR: aon/config.h).
+  app.add_option("--counters", o.counters, "GPU counters: auto, gpm or off")
+      ->check(CLI::IsMember({"auto", "gpm", "off"}));
+  app.add_option("--counters-interval-ms", o.counters_interval_ms, "ms between GPM samples")
+      ->check(CLI::Range(10, 60000));
   app.add_option("--nccl-stall", o.flight.nccl_stall_s, "flight: NCCL stall seconds (0 off)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--step-range", o.flight.step_range, "flight: NVTX step range name ('' off)");

@@ -119,7 +119,11 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
                                      "--step-range",
                                      config.flight_step_range,
                                      "--step-factor",
-                                     std::to_string(config.flight_step_factor)};
+                                     std::to_string(config.flight_step_factor),
+                                     "--counters",
+                                     config.counters,
+                                     "--counters-interval-ms",
+                                     std::to_string(config.counters_interval_ms)};
     if (config.verbose > 0) args.push_back("--verbose");
     AON_RETURN_IF_ERROR(SpawnCollector(collector_path, args));
     // The spawned collector (or one another rank started) binds within ms.

@@ -5,11 +5,15 @@
 // and "GPU" records interleave as they would on a real device.
 #include "synthetic_source.h"
 
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -100,6 +104,36 @@ void PushApi(uint64_t start, uint32_t correlation, uint32_t cbid, const char* na
   agent.sink().Push(r);
 }
 
+// The counters' view of this thread's next kernels (set_kernel_profile).
+struct KernelProfile {
+  double sm = 90, dram = 10, tensor = 0;
+};
+thread_local KernelProfile t_profile;
+// <AON_SYNTHETIC_GPU_DIR>/<uuid>.activity, -1 when not asked for.
+int g_activity_fd = -1;
+
+int SetKernelProfile(double sm_active_pct, double dram_pct, double tensor_pct) {
+  auto bad = [](double v) { return !(v >= 0 && v <= 100); };
+  if (bad(sm_active_pct) || bad(dram_pct) || bad(tensor_pct)) return 1;
+  t_profile = {sm_active_pct, dram_pct, tensor_pct};
+  return 0;
+}
+
+// One kernel as the fake NVML reads it (tests/fakes/fake_nvml.cc: Activity).
+void AppendActivity(uint64_t start_ns, uint64_t end_ns) {
+  if (g_activity_fd < 0) return;
+  struct {
+    uint64_t start_ns, end_ns;
+    double sm, dram, tensor;
+  } row{start_ns, end_ns, t_profile.sm, t_profile.dram, t_profile.tensor};
+  static_assert(sizeof(row) == 40);
+  // O_APPEND: one write() per row keeps rows whole for a concurrent reader.
+  if (write(g_activity_fd, &row, sizeof(row)) != static_cast<ssize_t>(sizeof(row))) {
+    close(g_activity_fd);
+    g_activity_fd = -1;
+  }
+}
+
 int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int grid_x, int block_x) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
   Agent& agent = Agent::Get();
@@ -107,6 +141,7 @@ int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int gr
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   KernelRecord k{};
   k.start_ns = Schedule(stream, now, duration_ns, &k.end_ns);
+  AppendActivity(k.start_ns, k.end_ns);
   k.correlation_id = corr;
   k.device_id = kDeviceId;
   k.context_id = kContextId;
@@ -198,7 +233,7 @@ int Synchronize(uint32_t stream) {
 }
 
 const AonSyntheticDeviceV1 kDevice = {sizeof(AonSyntheticDeviceV1), LaunchKernel, Memcpy, Memset,
-                                      Synchronize};
+                                      Synchronize, SetKernelProfile};
 
 }  // namespace
 
@@ -207,9 +242,14 @@ bool StartSyntheticSource() {
   RecordSink& store = agent.sink();
   DeviceInfo d{};
   d.device_id = kDeviceId;
-  d.uuid_id = store.Intern("SYNTHETIC-" + agent.identity().host + "-rank" +
-                               std::to_string(agent.identity().rank),
-                           RecordKind::kKernel);
+  const std::string uuid =
+      "SYNTHETIC-" + agent.identity().host + "-rank" + std::to_string(agent.identity().rank);
+  d.uuid_id = store.Intern(uuid, RecordKind::kKernel);
+  if (const char* dir = std::getenv("AON_SYNTHETIC_GPU_DIR"); dir != nullptr && *dir != '\0') {
+    const std::string path = std::string(dir) + "/" + uuid + ".activity";
+    g_activity_fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (g_activity_fd < 0) agent.Note("synthetic GPU: cannot write " + path + ": " + std::strerror(errno));
+  }
   d.name_id = store.Intern("AON synthetic GPU (not real)", RecordKind::kKernel);
   d.sm_count = 0;
   agent.AddDevice(d);

@@ -39,6 +39,9 @@ constexpr SiteKey kSiteKeys[] = {
     {"nccl",
      "default|channels|coll|proxy|off (on = default): default of --aon-nccl (default: "
      "the agent's, default)"},
+    {"counters",
+     "auto|gpm|off: default of --aon-counters and the most users may ask for (off: GPU "
+     "counters never read, e.g. where the site reserves them for its own monitoring)"},
     {"strict", "profiler failures fail the step (only with `required` in plugstack.conf)"},
     {"agent", "path of libaon_agent.so (default: next to aon.so)"},
     {"bindir", "directory of aon-merge and aon-report (default: next to aon.so)"},
@@ -99,6 +102,10 @@ StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args) {
       auto mode = session::CheckOptionValue(SessionOption::kNccl, value);
       if (!mode.ok()) return bad(mode.status().message());
       c.nccl = *mode;
+    } else if (key == "counters") {
+      auto mode = session::CheckOptionValue(SessionOption::kCounters, value);
+      if (!mode.ok()) return bad(mode.status().message());
+      c.counters = *mode;
     } else if (key == "output_root") {
       if (value.empty()) return bad("needs a path");
       AON_ASSIGN_OR_RETURN(std::string probe, ExpandPathTemplate(value, "u", 0, 1, 0));
@@ -206,7 +213,9 @@ Status SetUserOption(UserOptions& o, SessionOption option, const char* optarg) {
     case SessionOption::kCaptureSteps:
     case SessionOption::kCapturePeriod:
     case SessionOption::kStepSource:
-    case SessionOption::kStepRange: {
+    case SessionOption::kStepRange:
+    case SessionOption::kCounters:
+    case SessionOption::kCountersInterval: {
       AON_ASSIGN_OR_RETURN(o.passthrough[option], Checked(option, optarg));
       return Status::Ok();
     }
@@ -311,6 +320,19 @@ StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user)
   p.verbose = user.verbose;
   p.output_root = !user.output.empty() ? user.output : site.output_root;
   p.passthrough = user.passthrough;
+  if (!site.counters.empty()) {
+    auto rank = [](std::string_view m) {
+      return std::find(kCounterModes.begin(), kCounterModes.end(), m) - kCounterModes.begin();
+    };
+    auto asked = p.passthrough.find(SessionOption::kCounters);
+    if (asked == p.passthrough.end()) {
+      p.passthrough[SessionOption::kCounters] = site.counters;
+    } else if (rank(asked->second) > rank(site.counters)) {
+      return InvalidArgument("--aon-counters=" + asked->second +
+                             ": this cluster allows GPU counters up to '" + site.counters +
+                             "' (plugstack.conf counters=" + site.counters + ")");
+    }
+  }
   return p;
 }
 

@@ -37,6 +37,9 @@ struct SiteConfig {
   uint64_t max_memory_cap = 0;      // 0 = no limit
   uint64_t default_memory_cap = 0;  // 0 = the agent's default
   std::string nccl;                 // default of --aon-nccl ("" = the agent's: default)
+  // GPU counters: the default of --aon-counters and the most a user may ask
+  // for, in kCounterModes order off < gpm < auto ("" = the agent's, auto).
+  std::string counters;
   std::string agent;                // libaon_agent.so ("" = next to the plugin)
   std::string bindir;               // where aon-merge / aon-report are ("" = next to the plugin)
 

@@ -53,20 +53,12 @@ bool Contains(const std::string& haystack, const std::string& needle) {
 class AonRunTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "aon-run-it-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    tmp_ = pattern;
+    tmp_ = aon::testing::MakeScratchDir("aon-run-it");
+    ASSERT_FALSE(tmp_.empty());
     fake_agent_ = tmp_ + "/stand-in-agent.so";
     std::ofstream(fake_agent_) << "not loaded by these tests\n";
   }
-  void TearDown() override {
-    if (!HasFailure()) {
-      std::error_code ec;
-      fs::remove_all(tmp_, ec);
-    } else {
-      std::fprintf(stderr, "kept %s for inspection\n", tmp_.c_str());
-    }
-  }
+  void TearDown() override { aon::testing::EndScratchDir(tmp_, HasFailure()); }
   // aon-run with `args`, the stand-in agent unless `env` names one.
   ProcessResult AonRun(std::vector<std::string> args, Env env = {}) {
     if (!env.count("AON_AGENT_PATH")) env["AON_AGENT_PATH"] = fake_agent_;

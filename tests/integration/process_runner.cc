@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -116,6 +118,21 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::string& scratch_dir, std::chrono::seconds limit) {
   Process process(argv, env, scratch_dir);
   return process.Wait(limit);
+}
+
+std::string MakeScratchDir(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  return ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
+}
+
+void EndScratchDir(const std::string& dir, bool failed) {
+  if (dir.empty()) return;
+  if (failed) {
+    std::fprintf(stderr, "kept %s for inspection\n", dir.c_str());
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace aon::testing

@@ -47,4 +47,10 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::string& scratch_dir,
                          std::chrono::seconds limit = std::chrono::seconds(240));
 
+// A private scratch directory for one test (mkdtemp in the system's temporary
+// directory; "" if it cannot be made), and its end: removed when the test
+// passed, kept and named on stderr for inspection when it failed.
+std::string MakeScratchDir(const std::string& prefix);
+void EndScratchDir(const std::string& dir, bool failed);
+
 }  // namespace aon::testing

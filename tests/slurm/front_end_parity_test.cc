@@ -189,6 +189,8 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
                             {"aon-capture-period", "N"},
                             {"aon-step-source", "auto|api|nvtx|nccl|time"},
                             {"aon-step-range", "NAMES"},
+                            {"aon-counters", "auto|gpm|off"},
+                            {"aon-counters-interval", "MS"},
                         }));
 }
 

@@ -40,8 +40,10 @@ enum class AgentVar : uint8_t {
   kStepSource,
   kStepRange,
   kTimeSlot,
+  kCounters,
+  kCountersInterval,
 };
-inline constexpr size_t kAgentConfigVariableCount = 21;
+inline constexpr size_t kAgentConfigVariableCount = 23;
 
 // AON_MODE (aon-run --mode, srun --aon-mode).
 inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "full", "flight"};
@@ -49,6 +51,11 @@ inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "f
 // api, nvtx, nccl, time that marks steps (docs/always-on.md).
 inline constexpr std::array<std::string_view, 5> kStepSources = {"auto", "api", "nvtx", "nccl",
                                                                  "time"};
+
+// AON_COUNTERS: which GPU counters are read (docs/counters.md). auto: every
+// tier the node allows (today NVML GPM, read by the node collector); gpm: the
+// same, named; off: none. The order is also a site's ceiling (SPANK counters=).
+inline constexpr std::array<std::string_view, 3> kCounterModes = {"off", "gpm", "auto"};
 
 // The NCCL capture modes of AON_NCCL (aon-run --nccl, srun --aon-nccl).
 inline constexpr std::array<std::string_view, 5> kNcclModes = {"default", "channels", "coll",
@@ -83,6 +90,8 @@ struct AgentConfig {
   // case-insensitive, followed by the end, a digit or one of " _-:#").
   std::string step_range = "step,iteration,iter,train_step,train";
   double time_slot_s = 1;                      // AON_TIME_SLOT: steps of the time source
+  std::string counters = "auto";               // AON_COUNTERS: one of kCounterModes
+  int64_t counters_interval_ms = 100;          // AON_COUNTERS_INTERVAL: GPM sampling interval
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstring>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -35,6 +36,15 @@ class RecordBatches {
       ++records_;
     });
     return kind;
+  }
+
+  // Takes records made outside a ring (the collector's own GPU counters).
+  template <typename T>
+  void Push(std::span<const T> records) {
+    auto& v = std::get<std::vector<T>>(vectors_);
+    v.insert(v.end(), records.begin(), records.end());
+    bytes_ += records.size() * sizeof(T);
+    records_ += records.size();
   }
 
   template <typename T>

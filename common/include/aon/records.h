@@ -40,6 +40,7 @@ enum class RecordKind : uint8_t {
   kNccl,
   kExternalCorrelation,
   kSteps,
+  kCounters,
   kNcclGraph,
   kCount,
 };
@@ -58,7 +59,7 @@ enum class KindScope : uint8_t {
 KindScope RecordKindScope(RecordKind kind);
 // The kinds of timelines come first: RecordKind values below this are
 // KindScope::kTimeline, the others kRankFile (checked in records.cc).
-inline constexpr size_t kTimelineKindCount = 9;
+inline constexpr size_t kTimelineKindCount = 10;
 
 struct KernelRecord {
   uint64_t start_ns;
@@ -305,6 +306,45 @@ struct StepRecord {
 };
 static_assert(sizeof(StepRecord) == 48);
 
+// GPU performance counters (format 1.6): one row per metric per sampling
+// interval of one GPU. `value` is the metric's average over [start_ns, end_ns]
+// on the host timebase, in the unit kCounterMetricValues names. Sources:
+//   kGpm: NVML GPU Performance Monitoring, read by the node collector outside
+//     the application, for every GPU of the node (the rows of a node's GPUs are
+//     kept in one rank file of that node: its lowest live rank). The GPU is
+//     named by its UUID; /meta/devices ties ranks to GPUs by the same UUID.
+//   kPmSampling: CUPTI PM sampling inside capture windows (the agent).
+//   kSynthetic: the labeled synthetic GPU's counters (CI, no GPU).
+enum class CounterSource : uint8_t { kGpm = 1, kPmSampling = 2, kSynthetic = 3 };
+enum class CounterMetric : uint16_t {
+  kGpuActive = 1,     // % of the interval with any work on the GPU (graphics/compute engine)
+  kSmActive = 2,      // % of SM time with at least one warp resident
+  kSmOccupancy = 3,   // % of the SMs' maximum resident warps
+  kTensorActive = 4,  // % of peak: any tensor-core pipe
+  kFp64Active = 5,    // % of peak: FP64 pipe (not tensor)
+  kFp32Active = 6,    // % of peak: FP32 pipe
+  kFp16Active = 7,    // % of peak: FP16 pipe
+  kIntActive = 8,     // % of peak: integer pipe
+  kDramBandwidth = 9,  // % of peak DRAM bandwidth
+  kPcieTx = 10,       // MiB/s sent over PCIe
+  kPcieRx = 11,       // MiB/s received over PCIe
+  kNvlinkTx = 12,     // MiB/s sent over all NVLinks
+  kNvlinkRx = 13,     // MiB/s received over all NVLinks
+};
+
+struct CounterRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  double value;
+  uint64_t gpu_uuid_hi;  // the GPU's UUID (GPU-xxxxxxxx-xxxx-...), first 8 bytes, big-endian
+  uint64_t gpu_uuid_lo;  // ... last 8 bytes
+  uint32_t device;       // the GPU's index on its node (NVML), or the CUDA ordinal
+  uint16_t metric;       // CounterMetric
+  uint8_t source;        // CounterSource
+  uint8_t padding_[1];
+};
+static_assert(sizeof(CounterRecord) == 48);
+
 // CUDA-graph bookkeeping of NCCL launches (rank files only, format 1.4):
 //   kNodeCreated: a kernel node an NCCL launch created while its stream was
 //     captured: node_id = the node's CUPTI id (cuptiGetGraphNodeId, what
@@ -369,6 +409,16 @@ inline constexpr EnumValue kStepSourceValues[] = {
     {0, "none"}, {1, "time slot"}, {2, "nccl"}, {3, "nvtx"}, {4, "api"}};
 inline constexpr EnumValue kStepFlagValues[] = {
     {kStepCaptured, "captured"}, {kStepWindowTail, "window tail"}, {kStepOnDemand, "on demand"}};
+inline constexpr EnumValue kCounterSourceValues[] = {
+    {1, "gpm"}, {2, "pm sampling"}, {3, "synthetic"}};
+// Metric names with their unit: the name is what reports, exports and h5py
+// readers show (aon-inspect --schema prints this table).
+inline constexpr EnumValue kCounterMetricValues[] = {
+    {1, "gpu_active_pct"},      {2, "sm_active_pct"},      {3, "sm_occupancy_pct"},
+    {4, "tensor_active_pct"},   {5, "fp64_active_pct"},    {6, "fp32_active_pct"},
+    {7, "fp16_active_pct"},     {8, "int_active_pct"},     {9, "dram_bandwidth_pct"},
+    {10, "pcie_tx_mib_per_s"},  {11, "pcie_rx_mib_per_s"}, {12, "nvlink_tx_mib_per_s"},
+    {13, "nvlink_rx_mib_per_s"}};
 inline constexpr EnumValue kNcclGraphEventValues[] = {
     {1, "node created"}, {2, "node cloned"}, {3, "captured coll"}, {4, "captured p2p"}};
 
@@ -578,6 +628,27 @@ struct TableTraits<StepRecord> {
 };
 
 template <>
+struct TableTraits<CounterRecord> {
+  using T = CounterRecord;
+  static constexpr RecordKind kKind = RecordKind::kCounters;
+  static constexpr const char* kName = "counters";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc =
+      "GPU performance counters: a metric's average over one sampling interval of one GPU";
+  static constexpr int kSinceMinor = 6;
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "the interval the value is averaged over: its start"),
+      AON_FIELD(T, end_ns, kEnd, "... and its end"),
+      AON_FIELD(T, value, kQuantity, "the metric's value, in the unit its name ends with"),
+      AON_FIELD(T, gpu_uuid_hi, kId, "GPU UUID, bytes 0-7 (big-endian)"),
+      AON_FIELD(T, gpu_uuid_lo, kId, "GPU UUID, bytes 8-15"),
+      AON_FIELD(T, device, kId, "GPU index on the node (gpm), or CUDA device ordinal"),
+      AON_FIELD(T, metric, kEnum, "what was measured (name_unit)", kCounterMetricValues),
+      AON_FIELD(T, source, kEnum, "who measured it", kCounterSourceValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
 struct TableTraits<NcclGraphRecord> {
   using T = NcclGraphRecord;
   static constexpr RecordKind kKind = RecordKind::kNcclGraph;
@@ -609,7 +680,7 @@ template <typename... Ts>
 struct TypeList {};
 using RecordTypes = TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord,
                              NvtxRecord, NcclRecord, ExternalCorrelationRecord, StepRecord,
-                             NcclGraphRecord>;
+                             CounterRecord, NcclGraphRecord>;
 
 template <typename T>
 concept RecordType = StoredTable<T> && requires { TableTraits<T>::kKind; };

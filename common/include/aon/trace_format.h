@@ -39,7 +39,9 @@ inline constexpr int kFormatMajor = 1;
 // files only); the merge still reads 1.3's rows.
 // 1.5: the steps kind (the application's steps and the capture windows on them)
 // and the capture metadata (capture_mode ... amortized_cost).
-inline constexpr int kFormatMinor = 5;
+// 1.6: the counters kind (GPU performance counters: NVML GPM from the node
+// collector, CUPTI PM sampling in capture windows).
+inline constexpr int kFormatMinor = 6;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"

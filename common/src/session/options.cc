@@ -125,6 +125,13 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "step,iteration,iter,train_step,train), matched case-insensitively before a digit, a "
        "space or the end",
        nullptr, nullptr, true, AgentVar::kStepRange},
+      {O::kCounters, "--counters", A::kRequired, "aon-counters", A::kRequired, "auto|gpm|off",
+       "GPU counters: auto (default: every tier the node allows; today NVML GPM metrics of "
+       "every GPU of the node, read outside the application), gpm, off",
+       nullptr, nullptr, true, AgentVar::kCounters},
+      {O::kCountersInterval, "--counters-interval", A::kRequired, "aon-counters-interval",
+       A::kRequired, "MS", "milliseconds between two GPM samples of each GPU (default 100)",
+       nullptr, nullptr, true, AgentVar::kCountersInterval},
       {O::kMergeProcs, "--merge-procs", A::kRequired, nullptr, A::kAbsent, "N",
        "merge with N processes on this host (aon-merge --procs N); default: one per host an Open "
        "MPI job names (-H/--hostfile), else 1",
@@ -181,6 +188,8 @@ StatusOr<std::string> CheckOptionValue(SessionOption option, std::string_view va
     case O::kCapturePeriod:
     case O::kStepSource:
     case O::kStepRange:
+    case O::kCounters:
+    case O::kCountersInterval:
       break;
     case O::kVerbose: {
       char* end = nullptr;
@@ -244,6 +253,8 @@ Status ApplyOption(AgentSettings& settings, SessionOption option, std::string_vi
     case O::kCapturePeriod:
     case O::kStepSource:
     case O::kStepRange:
+    case O::kCounters:
+    case O::kCountersInterval:
       break;
   }
   return Internal(RunName(option) + SpankName(option) + " sets no agent variable");

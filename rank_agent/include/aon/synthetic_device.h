@@ -29,6 +29,12 @@ typedef struct AonSyntheticDeviceV1 {
   int (*memset)(uint32_t stream, uint64_t bytes, int async);
   // Waits for `stream` (or AON_SYNTHETIC_ALL_STREAMS: the device).
   int (*synchronize)(uint32_t stream);
+  // Present when struct_size covers it. What the GPU's performance counters
+  // see of the kernels this thread launches from now on, in percent of peak
+  // (default 90, 10, 0). With AON_SYNTHETIC_GPU_DIR set, the device appends
+  // every kernel it runs with its profile to <dir>/<uuid>.activity, from which
+  // the labeled fake NVML of the tests computes GPM metrics.
+  int (*set_kernel_profile)(double sm_active_pct, double dram_pct, double tensor_pct);
 } AonSyntheticDeviceV1;
 
 // NULL unless the agent runs with AON_SOURCE=synthetic.

@@ -113,7 +113,8 @@ TEST(CommonConfig, LoadAgentConfigDefaults) {
   EXPECT_EQ(c->verbose, 0);
   EXPECT_EQ(c->job_id, "");
   for (bool b : c->kinds) EXPECT_TRUE(b);
-  EXPECT_EQ(c->KindsString(), "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation,steps");
+  EXPECT_EQ(c->KindsString(),
+            "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation,steps,counters");
 }
 
 TEST(CommonConfig, LoadAgentConfigValues) {

@@ -22,7 +22,8 @@ class FormatRoundTrip : public ::testing::Test {};
 
 using RecordTypes =
     ::testing::Types<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord, NvtxRecord,
-                     NcclRecord, ExternalCorrelationRecord, StepRecord, NcclGraphRecord>;
+                     NcclRecord, ExternalCorrelationRecord, StepRecord, CounterRecord,
+                     NcclGraphRecord>;
 TYPED_TEST_SUITE(FormatRoundTrip, RecordTypes);
 
 // Writes `records` in two appends (so the dataset is extended, not just created),

@@ -42,7 +42,8 @@ import collections, json, sys
 with open(sys.argv[1], encoding="utf-8") as f:
     d = json.load(f)
 kinds = {"kernel": "kernels", "memcpy": "memcpy", "memset": "memset", "sync": "sync",
-         "cuda_runtime": "api", "cuda_driver": "api", "nccl": "nccl", "steps": "steps"}
+         "cuda_runtime": "api", "cuda_driver": "api", "nccl": "nccl", "steps": "steps",
+         "counters": "counters"}
 c = collections.Counter()
 procs = set()
 flows = {"s": set(), "f": set()}

@@ -42,6 +42,9 @@ enum class SessionOption : uint8_t {
   kCapturePeriod,   // AON_CAPTURE_PERIOD
   kStepSource,      // AON_STEP_SOURCE
   kStepRange,       // AON_STEP_RANGE
+  // GPU counters.
+  kCounters,          // AON_COUNTERS
+  kCountersInterval,  // AON_COUNTERS_INTERVAL
 };
 
 // How an option takes its value on one front end.

@@ -1,0 +1,245 @@
+// GPU counters end to end on machines without a GPU: aon-run, real mpirun, the
+// node collector loading NVML for real (AON_NVML_LIBRARY) and the labeled FAKE
+// NVML of tests/fakes/fake_nvml.cc, whose GPM metrics come from the synthetic
+// GPU's kernels (each with the counter profile the synthetic app planted), the
+// merge, the timeline. The real NVML path is checked on the GPU machine
+// (tests/gpu/).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "aon/gpu_uuid.h"
+#include "aon/records.h"
+#include "aon/string_table.h"
+#include "aon/trace_file.h"
+#include "aon/trace_format.h"
+#include "process_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using aon::testing::ProcessResult;
+using aon::testing::RunProcess;
+using Env = std::map<std::string, std::string>;
+
+const std::string kBinDir = AON_BUILD_BIN_DIR;
+const std::string kAonRun = kBinDir + "/aon-run";
+const std::string kApp = kBinDir + "/aon-synthetic-app";
+const std::string kFakeNvml = std::string(AON_BUILD_LIB_DIR) + "/libaon_fake_nvml.so";
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::string Host() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+class CountersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const std::string& p : {kAonRun, kApp, kFakeNvml})
+      if (!fs::exists(p)) GTEST_SKIP() << p << " is not built";
+    tmp_ = aon::testing::MakeScratchDir("aon-counters");
+    ASSERT_FALSE(tmp_.empty());
+    gpus_ = tmp_ + "/gpus";
+    fs::create_directory(gpus_);
+  }
+  void TearDown() override { aon::testing::EndScratchDir(tmp_, HasFailure()); }
+  // Two synthetic GPUs (ranks 0 and 1), NVML GPU 0 and 1, as the fake sees them.
+  Env FakeEnv(const std::string& fail = "") const {
+    Env env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+    env["AON_NVML_LIBRARY"] = kFakeNvml;
+    env["AON_SYNTHETIC_GPU_DIR"] = gpus_;
+    env["AON_FAKE_NVML_GPUS"] = Uuid(0) + "," + Uuid(1);
+    if (!fail.empty()) env["AON_FAKE_NVML_FAIL"] = fail;
+    return env;
+  }
+  static std::string Uuid(int rank) { return "SYNTHETIC-" + Host() + "-rank" + std::to_string(rank); }
+  ProcessResult Run(const Env& env, std::vector<std::string> extra, const std::string& app_args) {
+    std::vector<std::string> args = {kAonRun, "-o", tmp_ + "/job", "--source", "synthetic"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    for (const char* a : {"mpirun", "-np", "2", "--oversubscribe"}) args.push_back(a);
+    args.push_back(kApp);
+    std::string word;
+    for (char c : app_args + " ") {
+      if (c != ' ') {
+        word += c;
+      } else if (!word.empty()) {
+        args.push_back(word);
+        word.clear();
+      }
+    }
+    return RunProcess(args, env, tmp_);
+  }
+  std::vector<aon::Merged<aon::CounterRecord>> Counters() const {
+    auto reader = aon::TraceReader::Open(tmp_ + "/job/timeline.h5");
+    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+    if (!reader.ok()) return {};
+    auto rows = (*reader)->ReadAllMerged<aon::CounterRecord>();
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    return rows.ok() ? *rows : std::vector<aon::Merged<aon::CounterRecord>>{};
+  }
+  // Every note of every rank file, one per line.
+  std::string Notes() const {
+    std::string all;
+    for (int rank = 0; rank < 2; ++rank) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "/job/rank-%05d.h5", rank);
+      auto file = aon::TraceReader::Open(tmp_ + name);
+      EXPECT_TRUE(file.ok()) << file.status().ToString();
+      if (!file.ok()) continue;
+      auto meta = (*file)->ReadRankMetadata();
+      EXPECT_TRUE(meta.ok());
+      if (!meta.ok()) continue;
+      for (const std::string& n : meta->notes) all += "rank " + std::to_string(rank) + ": " + n + "\n";
+    }
+    return all;
+  }
+  std::string tmp_, gpus_;
+};
+
+double Metric(const std::vector<aon::Merged<aon::CounterRecord>>& rows, size_t at,
+              aon::CounterMetric metric) {
+  // The rows of one sample interval of one GPU are adjacent after the sort by
+  // start time only by chance: look them up by (interval, GPU, metric).
+  const aon::CounterRecord& r = rows[at].record;
+  for (const auto& m : rows) {
+    if (m.record.start_ns == r.start_ns && m.record.gpu_uuid_hi == r.gpu_uuid_hi &&
+        m.record.gpu_uuid_lo == r.gpu_uuid_lo && m.record.metric == static_cast<uint16_t>(metric))
+      return m.record.value;
+  }
+  ADD_FAILURE() << "no " << static_cast<int>(metric) << " row for interval " << r.start_ns;
+  return -1;
+}
+
+// Each planted phase (the synthetic app's --phases: compute-, memory- and
+// launch-bound kernels) gets the figures its kernels imply, for both GPUs, in
+// rows the collector wrote into the node's lowest rank's file.
+TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
+  ProcessResult r = Run(FakeEnv(), {"--counters-interval", "50"}, "--iterations 3 --phases 700");
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  const auto rows = Counters();
+  ASSERT_FALSE(rows.empty()) << Notes() << r.Describe();
+  auto reader = aon::TraceReader::Open(tmp_ + "/job/timeline.h5");
+  ASSERT_TRUE(reader.ok());
+  auto nvtx = (*reader)->ReadAllMerged<aon::NvtxRecord>();
+  ASSERT_TRUE(nvtx.ok());
+  auto table = (*reader)->ReadStrings();
+  ASSERT_TRUE(table.ok());
+
+  const std::string notes = Notes();
+  EXPECT_TRUE(Contains(notes, "rank 0: counters: FAKE NVML")) << notes;
+  EXPECT_TRUE(Contains(notes, "lacks nvlink_tx_mib_per_s")) << notes;
+  // The node's rows are in the file of its lowest running rank (whichever that
+  // was at each sample): one file per interval, and the intervals of each GPU
+  // and metric follow each other without a gap across the handovers.
+  std::map<std::pair<uint64_t, uint16_t>, std::vector<aon::CounterRecord>> series;
+  for (const auto& m : rows) {
+    EXPECT_EQ(m.record.source, static_cast<uint8_t>(aon::CounterSource::kSynthetic));
+    EXPECT_LT(m.record.start_ns, m.record.end_ns);
+    series[{m.record.gpu_uuid_lo, m.record.metric}].push_back(m.record);
+  }
+  EXPECT_EQ(series.size(), 2u * 11u) << "two GPUs, the 11 metrics the fake has";
+  for (auto& [key, s] : series) {
+    std::sort(s.begin(), s.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+    for (size_t i = 1; i < s.size(); ++i)
+      EXPECT_EQ(s[i].start_ns, s[i - 1].end_ns) << "metric " << key.second << " row " << i;
+  }
+  struct Want {
+    double sm, dram, tensor;
+    bool busy;
+  };
+  const std::map<std::string, Want> phases = {{"phase:compute", {95, 20, 85, true}},
+                                              {"phase:memory", {70, 92, 0, true}},
+                                              {"phase:launch", {40, 10, 0, false}}};
+  for (int rank = 0; rank < 2; ++rank) {
+    const aon::GpuUuid gpu = aon::GpuUuidFromText(Uuid(rank));
+    for (const auto& n : *nvtx) {
+      if (n.rank != static_cast<uint32_t>(rank)) continue;
+      const std::string& name = table->Get(n.record.name_id);
+      auto want = phases.find(name);
+      if (want == phases.end()) continue;
+      size_t inside = 0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const aon::CounterRecord& c = rows[i].record;
+        if (c.gpu_uuid_hi != gpu.hi || c.gpu_uuid_lo != gpu.lo ||
+            c.metric != static_cast<uint16_t>(aon::CounterMetric::kGpuActive) ||
+            c.start_ns < n.record.start_ns || c.end_ns > n.record.end_ns) {
+          continue;
+        }
+        ++inside;
+        EXPECT_EQ(c.device, static_cast<uint32_t>(rank));
+        const double active = c.value;
+        SCOPED_TRACE("rank " + std::to_string(rank) + " " + name + " interval " +
+                     std::to_string(c.start_ns) + ", gpu active " + std::to_string(active));
+        // What the metrics are, given the kernels' profile: exact arithmetic.
+        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kSmActive), want->second.sm * active / 100, 1e-6);
+        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kDramBandwidth), want->second.dram * active / 100, 1e-6);
+        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kTensorActive), want->second.tensor * active / 100, 1e-6);
+        // GPU-bound phases keep the device 100 ms ahead of the host; the
+        // launch-bound one runs 5 us kernels between >= 200 us of host work.
+        if (want->second.busy) {
+          EXPECT_GE(active, 99.0);
+        } else {
+          EXPECT_LE(active, 100.0 * 5 / 205 + 1e-6);
+        }
+      }
+      // 700 ms at 50 ms: about 12 whole intervals inside the phase; the
+      // collector runs at nice +5, so on a loaded machine fewer. Two at least,
+      // so that the checks above ran.
+      EXPECT_GE(inside, 2u) << "rank " << rank << " " << name;
+    }
+  }
+}
+
+// Whatever NVML says no to, the job runs, its trace is whole, and the rank
+// file says what was missing and what a site can do.
+TEST_F(CountersTest, RefusalsAreSaidAndTheJobGoesOn) {
+  struct Case {
+    std::string fail;
+    std::string said;
+    bool rows;
+  };
+  const Case cases[] = {
+      {"init=9", "NVML did not start (Driver Not Loaded", false},
+      {"gpm=unsupported", "no GPU Performance Monitoring on GPU 0 (" + Uuid(0) + "), GPU 1", false},
+      {"sample=4", "NVreg_RestrictProfilingToAdminUsers=0", false},
+      {"sample_after=4:19", "another tool holds the GPU's performance monitor", true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fail);
+    std::error_code ec;
+    fs::remove_all(tmp_ + "/job", ec);
+    ProcessResult r = Run(FakeEnv(c.fail), {"--counters-interval", "20"}, "--iterations 3 --phases 300");
+    ASSERT_EQ(r.exit_status, 0) << r.Describe();
+    const std::string notes = Notes();
+    EXPECT_TRUE(Contains(notes, c.said)) << notes;
+    const auto rows = Counters();
+    if (c.rows) {
+      // Three intervals per GPU before the monitor was taken, every metric the
+      // fake has (11 of 13: no NVLink).
+      EXPECT_EQ(rows.size(), 2u * 3u * 11u) << notes;
+    } else {
+      EXPECT_TRUE(rows.empty());
+    }
+  }
+  // Switched off: NVML is not even loaded.
+  std::error_code ec;
+  fs::remove_all(tmp_ + "/job", ec);
+  ProcessResult r = Run(FakeEnv(), {"--counters", "off"}, "--iterations 3");
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  EXPECT_TRUE(Counters().empty());
+  EXPECT_FALSE(Contains(Notes(), "counters:")) << Notes();
+}
+
+}  // namespace
