@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "aon/capture_request.h"
+#include "aon/timebase.h"
 #include "aon/secure_fs.h"
 #include "aon/terminal_text.h"
 
@@ -30,12 +31,6 @@ namespace {
 constexpr const char* kPrefix = "aon-ctl: ";
 
 void Say(const std::string& line) { std::fprintf(stderr, "%s%s\n", kPrefix, line.c_str()); }
-
-uint64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 const char* SourceName(aon::StepSource s) {
   const char* n = aon::EnumValueName(aon::kStepSourceValues, static_cast<int64_t>(s));
@@ -60,7 +55,7 @@ aon::Status CheckJobDir(const std::string& dir) {
 // a node whose ranks stopped stepping; its step would set the first step wrong.
 std::vector<aon::NodeSteps> ReadNodes(const std::string& dir, bool skip_stale = false) {
   std::vector<aon::NodeSteps> nodes;
-  const uint64_t now = RealtimeNs();
+  const uint64_t now = aon::RealtimeNowNs();
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return nodes;
   while (dirent* e = readdir(d)) {
@@ -101,7 +96,7 @@ int Steps(const std::string& dir) {
     Say(dir + ": no node has published steps yet (is the job running, in budgeted mode?)");
     return 1;
   }
-  const uint64_t now = RealtimeNs();
+  const uint64_t now = aon::RealtimeNowNs();
   std::printf("%-24s %12s %-10s %10s %8s %6s\n", "host", "step", "source", "step ms", "age s",
               "ranks");
   for (const aon::NodeSteps& n : nodes) {
@@ -130,7 +125,7 @@ int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first
       return 1;
     }
     r.source = nodes.front().source;
-    r.first_step = aon::ChooseFirstStep(nodes, RealtimeNs(), static_cast<uint64_t>(lead_s * 1e9));
+    r.first_step = aon::ChooseFirstStep(nodes, aon::RealtimeNowNs(), static_cast<uint64_t>(lead_s * 1e9));
   }
   for (const aon::NodeSteps& n : nodes) {
     if (n.source != r.source) {

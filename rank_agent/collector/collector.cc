@@ -163,12 +163,10 @@ struct Rank {
 class Collector {
  public:
   Collector(CollectorOptions options, int listen_fd)
-      : o_(std::move(options)), listen_fd_(listen_fd), start_ns_(NowNs()) {
-    timespec rt{};
-    clock_gettime(CLOCK_REALTIME, &rt);
-    start_realtime_ns_ =
-        static_cast<uint64_t>(rt.tv_sec) * 1000000000ull + static_cast<uint64_t>(rt.tv_nsec);
-  }
+      : o_(std::move(options)),
+        listen_fd_(listen_fd),
+        start_ns_(NowNs()),
+        start_realtime_ns_(RealtimeNowNs()) {}
 
   int Run();
 
@@ -631,10 +629,7 @@ void Collector::OnDemandTick(uint64_t now) {
     if (latest == nullptr || r->step_begun > latest->step_begun) latest = r.get();
   }
   if (latest != nullptr && latest->step_begun != steps_written_) {
-    timespec rt{};
-    clock_gettime(CLOCK_REALTIME, &rt);
-    const uint64_t real_now =
-        static_cast<uint64_t>(rt.tv_sec) * 1000000000ull + static_cast<uint64_t>(rt.tv_nsec);
+    const uint64_t real_now = RealtimeNowNs();
     NodeSteps n;
     n.host = latest->meta.host;
     n.step = latest->step_begun;

@@ -31,12 +31,6 @@ WindowSettings SettingsOf(const AgentConfig& c, uint64_t seed) {
   return s;
 }
 
-uint64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 }  // namespace
 
 bool MatchesStepRange(std::string_view names, std::string_view range_name) {
@@ -104,7 +98,7 @@ void CaptureControl::TimeSlots() {
   const auto slot_ns = static_cast<uint64_t>(config_.time_slot_s * 1e9);
   std::unique_lock<std::mutex> lock(mu_);
   while (!time_stop_) {
-    const uint64_t now = RealtimeNs();
+    const uint64_t now = RealtimeNowNs();
     const uint64_t next = (now / slot_ns + 1) * slot_ns;
     const auto deadline = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(
@@ -113,7 +107,7 @@ void CaptureControl::TimeSlots() {
     const StepSource active = tracker_.active();
     if (active != StepSource::kNone && active != StepSource::kTime) break;
     lock.unlock();
-    OnBoundary(StepSource::kTime, RealtimeNs() / slot_ns);
+    OnBoundary(StepSource::kTime, RealtimeNowNs() / slot_ns);
     lock.lock();
   }
 }

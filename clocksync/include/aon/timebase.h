@@ -25,6 +25,14 @@ inline uint64_t TimebaseNowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// CLOCK_REALTIME now: wall time, for what must agree across hosts without a
+// measured offset (time-slot steps, on-demand request files), never for records.
+inline uint64_t RealtimeNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 struct RealtimeAnchor {
   uint64_t timebase_ns = 0;
   uint64_t realtime_ns = 0;
