@@ -154,6 +154,7 @@ struct Rank {
   uint64_t step_begun = 0;
   uint64_t step_begun_ns = 0;  // host CLOCK_MONOTONIC
   uint64_t step_ns = 0;
+  uint64_t fastest_step_ns = 0;  // shortest step since this node's steps were published
   StepSource step_source = StepSource::kNone;
   uint64_t request_seq = 0;  // the on-demand request put in this rank's ring
   // The node's GPU counters went into this rank's file (gpm_counters.h).
@@ -440,6 +441,8 @@ void Collector::Drain(Rank& r, uint64_t now) {
         r.step_begun = s.step + 1;
         r.step_begun_ns = s.end_ns;
         r.step_ns = s.end_ns > s.start_ns ? s.end_ns - s.start_ns : 0;
+        if (r.step_ns > 0 && (r.fastest_step_ns == 0 || r.step_ns < r.fastest_step_ns))
+          r.fastest_step_ns = r.step_ns;
         r.step_source = static_cast<StepSource>(s.source);
       }
     }
@@ -635,6 +638,10 @@ void Collector::OnDemandTick(uint64_t now) {
     n.step = latest->step_begun;
     n.source = latest->step_source;
     n.step_ns = latest->step_ns;
+    for (auto& r : ranks_) {
+      if (r->has_step && r->step_source == latest->step_source && r->fastest_step_ns > 0)
+        n.step_ns = std::min(n.step_ns == 0 ? UINT64_MAX : n.step_ns, r->fastest_step_ns);
+    }
     n.at_realtime_ns = real_now - std::min(real_now, now - std::min(now, latest->step_begun_ns));
     n.ranks = with_steps;
     std::string host = n.host.empty() ? std::string("node") : n.host;
@@ -645,6 +652,7 @@ void Collector::OnDemandTick(uint64_t now) {
         WriteFileAtomically(o_.output_dir + "/" + kNodeStepsPrefix + host, FormatNodeSteps(n));
     if (st.ok()) {
       steps_written_ = latest->step_begun;
+      for (auto& r : ranks_) r->fastest_step_ns = 0;
     } else {
       say_once("cannot publish this node's steps for aon-ctl: " + st.message());
     }

@@ -44,7 +44,10 @@ struct NodeSteps {
   std::string host;
   uint64_t step = 0;          // latest step begun by any rank of the node
   StepSource source = StepSource::kNone;
-  uint64_t step_ns = 0;       // a recent step's length (0: unknown)
+  // The shortest step the node's ranks ended since the last publication (0:
+  // unknown): projecting with it errs towards later steps, so a request is
+  // not late when the steps speed up (a loaded node freed, a slow phase over).
+  uint64_t step_ns = 0;
   uint64_t at_realtime_ns = 0;  // when that step began (CLOCK_REALTIME)
   uint32_t ranks = 0;         // ranks of the node that reported steps
 };
