@@ -125,6 +125,23 @@ nvcc -O2 -arch=sm_90 -o "$OUT/graph_probe" tests/gpu/graph_probe.cu -lcupti -lcu
 grep -E "^(FACT|graph_probe)" "$OUT/graph-probe.log" | sed 's/^/[graph-probe] /' | tee "$OUT/check-graph-probe.txt"
 grep -q "graph_probe: PASS" "$OUT/graph-probe.log" || { echo "[graph-probe] FAIL (see $OUT/graph-probe.log)" | tee -a "$OUT/check-graph-probe.txt"; status=1; }
 
+log "GPU counters: NVML GPM read by the collector; planted phases get their verdicts (tests/gpu/counters_phases.cu)"
+nvcc -O2 -arch=sm_90 -o "$OUT/counters_phases" tests/gpu/counters_phases.cu -lcublas > "$OUT/counters-build.log" 2>&1 \
+  || cat "$OUT/counters-build.log"
+"$BIN/aon-run" -o "$OUT/job-counters" "$OUT/counters_phases" --seconds 3 > "$OUT/counters.log" 2>&1 || status=1
+"$BIN/aon-report" --json "$OUT/counters-report.json" --no-html "$OUT/job-counters" > "$OUT/counters-report.txt" 2>&1
+ncu_csv=""
+if command -v ncu > /dev/null; then
+  # The same kernels one by one: two GEMMs and two stream adds (ncu replays each).
+  timeout 240 ncu --csv --nvtx --nvtx-include "phase:compute/" --nvtx-include "phase:memory/" \
+    --launch-skip 2 --launch-count 4 \
+    --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
+    "$OUT/counters_phases" --seconds 1 > "$OUT/counters-ncu.csv" 2> "$OUT/counters-ncu.err" && ncu_csv="$OUT/counters-ncu.csv"
+fi
+python3 tests/gpu/check_counters.py "$OUT/job-counters" "$OUT/counters-report.json" $ncu_csv \
+  | tee "$OUT/check-counters.txt"
+grep -q "\[counters\] PASS" "$OUT/check-counters.txt" || status=1
+
 log "clock sync of the mpirun jobs (PMIx rendezvous inside the agent)"
 python3 - "$OUT" <<'PY' | tee "$OUT/check-clock.txt"
 import glob, sys, h5py
