@@ -338,15 +338,20 @@ std::string CountersSection(const Report& r) {
        "compute-bound; else DRAM bandwidth &ge; 60 %: memory-bound; else latency-bound. A phase "
        "needs 2 sample intervals of overlap (docs/counters.md).</p>";
   if (!c.note.empty()) o += "<p class=note>" + E(c.note) + "</p>";
+  // The run's means mix every phase: numbers only, the verdicts are per phase.
   o += "<table><tr><th>GPU</th><th class=l>host</th><th class=l>UUID</th><th>source</th><th "
-       "class=l>ranks</th><th>interval</th>" + std::string(kVerdictHeads) + "</tr>";
+       "class=l>ranks</th><th>interval</th><th>busy % (run)</th><th>compute %</th><th>memory "
+       "%</th><th>sm_active %</th><th>occupancy %</th></tr>";
   for (const CounterGpu& g : c.gpus) {
     std::string ranks;
     for (uint32_t q : g.ranks) ranks += (ranks.empty() ? "" : " ") + std::to_string(q);
     o += "<tr><td>" + std::to_string(g.device) + "</td><td class=l>" + E(g.host) +
          "</td><td class=l>" + E(g.uuid_text) + "</td><td>" + E(g.source) + "</td><td class=l>" +
          ranks + (g.assumed ? " (assumed)" : "") + "</td><td>" + D(static_cast<double>(g.interval_ns)) +
-         "</td>" + VerdictCells(g.run) + "</tr>";
+         "</td><td>" + P(g.run.busy_pct) + "</td><td>" + P(g.run.compute_pct) +
+         (g.run.compute_pipe.empty() ? "" : " (" + E(g.run.compute_pipe) + ")") + "</td><td>" +
+         P(g.run.memory_pct) + "</td><td>" + P(g.run.sm_active_pct) + "</td><td>" +
+         P(g.run.occupancy_pct) + "</td></tr>";
   }
   o += "</table>";
   // Plot ids: plot-counters-<NVML index>, or -<index>-<position> when several

@@ -193,10 +193,6 @@ void Counters(JsonWriter& w, const CounterAnalysis& c) {
       if (g.means.Has(metric)) Member(w, m.name, g.means.Mean(metric));
     }
     w.EndObject();
-    w.Key("run");
-    w.BeginObject();
-    VerdictMembers(w, g.run);
-    w.EndObject();
     w.EndObject();
   }
   w.EndArray();

@@ -310,7 +310,8 @@ struct CounterGpu {
   bool assumed = false;           // some rank tied by local rank == NVML index, not by UUID
   uint64_t interval_ns = 0;       // median sample interval
   CounterMeans means;             // over the run, weighted by interval length
-  CounterVerdict run;             // JudgeCounters(means)
+  CounterVerdict run;             // JudgeCounters(means): the numbers (busy, busiest pipe, ...);
+                                  // its verdict mixes every phase, so it is not shown
   std::map<uint16_t, std::vector<CounterPoint>> series;  // per metric, by start (plots)
 };
 struct CounterPhase {
