@@ -303,11 +303,19 @@ std::string CounterPlot(const CounterGpu& g, const std::string& id) {
     s += "<text x=" + std::to_string(w - 120) + " y=" + std::to_string(14 + 13 * line++) +
          " font-size=11 fill='" + color + "'>" + label + "</text>";
     if (it == g.series.end()) continue;
-    std::string pts;
+    // At most one point per pixel column (a long run has ~10 samples a second):
+    // each column's samples averaged, weighted by length.
+    std::vector<double> sum(w, 0), weight(w, 0);
     for (const CounterPoint& p : it->second) {
       const double mid = (static_cast<double>(p.start_ns - t0) + static_cast<double>(p.end_ns - t0)) / 2;
-      pts += F("%.1f", left + mid * xs) + "," +
-             F("%.1f", h - bottom - std::clamp(p.value, 0.0, 100.0) * ys) + " ";
+      const size_t x = std::min<size_t>(w - 1, static_cast<size_t>(left + mid * xs));
+      const double len = static_cast<double>(p.end_ns - p.start_ns);
+      sum[x] += std::clamp(p.value, 0.0, 100.0) * len;
+      weight[x] += len;
+    }
+    std::string pts;
+    for (int x = 0; x < w; ++x) {
+      if (weight[x] > 0) pts += std::to_string(x) + "," + F("%.1f", h - bottom - sum[x] / weight[x] * ys) + " ";
     }
     s += "<polyline fill=none stroke='" + std::string(color) + "' stroke-width=1.5 points='" + pts + "'/>";
   }
@@ -356,7 +364,11 @@ std::string CountersSection(const Report& r) {
   o += "</table>";
   // Plot ids: plot-counters-<NVML index>, or -<index>-<position> when several
   // hosts have a GPU of that index.
-  for (size_t i = 0; i < c.gpus.size(); ++i) {
+  constexpr size_t kMaxPlots = 16;
+  if (c.gpus.size() > kMaxPlots)
+    o += "<p class=muted>Plots of the first " + std::to_string(kMaxPlots) + " GPUs of " +
+         std::to_string(c.gpus.size()) + ".</p>";
+  for (size_t i = 0; i < c.gpus.size() && i < kMaxPlots; ++i) {
     size_t same = 0;
     for (const CounterGpu& g : c.gpus) same += g.device == c.gpus[i].device;
     const std::string id = std::to_string(c.gpus[i].device) + (same > 1 ? "-" + std::to_string(i) : "");

@@ -3,6 +3,7 @@
 // kernel dominance rule, ranks tied to GPUs by UUID, and the renderings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "aon/report/finding_rules.h"
@@ -286,6 +287,30 @@ TEST(CounterReport, VerdictsReachTheTerminalHtmlJsonAndFindings) {
       << f->action;
   EXPECT_TRUE(Contains(f->evidence, "over 4.0 sample intervals: busy 20.0 %")) << f->evidence;
   EXPECT_TRUE(Contains(f->evidence, "(SYNTHETIC counters)")) << f->evidence;
+}
+
+// A long run (here 3000 samples) is drawn with at most one point per pixel
+// column of the 900-pixel plot, each line.
+TEST(CounterReport, LongRunsArePlottedAtMostOnePointPerPixel) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  for (uint64_t i = 0; i < 3000; ++i)
+    Sample(&b, kGpuA, 0, i * kMs, (i + 1) * kMs, static_cast<double>(i % 100), 10, 10, 10);
+  const std::string html = RenderHtml(Analyze(b.WriteAndLoad(dir.File("t.h5"))));
+  const size_t plot = html.find("<svg class=plot id=plot-counters-0 ");
+  ASSERT_NE(plot, std::string::npos);
+  const size_t end = html.find("</svg>", plot);
+  size_t lines = 0;
+  for (size_t at = html.find("points='", plot); at < end; at = html.find("points='", at + 1)) {
+    ++lines;
+    const std::string pts = html.substr(at + 8, html.find('\'', at + 8) - at - 8);
+    const size_t n = static_cast<size_t>(std::count(pts.begin(), pts.end(), ' '));
+    EXPECT_GT(n, 0u);
+    EXPECT_LE(n, 900u);
+  }
+  EXPECT_EQ(lines, 3u);  // gpu_active, tensor_active, dram_bandwidth (no sm_active rows)
 }
 
 }  // namespace
