@@ -284,9 +284,8 @@ std::string CounterPlot(const CounterGpu& g, const std::string& id) {
     for (const CounterPoint& p : pts) t1 = std::max(t1, p.end_ns);
   }
   const int w = 900, h = 200, left = 50, bottom = 25;
-  std::string s = "<svg class=plot id=plot-counters-" + id +
-                  " width=" + std::to_string(w) + " height=" + std::to_string(h) +
-                  " xmlns='http://www.w3.org/2000/svg'>";
+  std::string s = "<svg class=plot id=plot-counters-" + id + " width=" + std::to_string(w) +
+                  " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
   s += "<line x1=" + std::to_string(left) + " y1=0 x2=" + std::to_string(left) +
        " y2=" + std::to_string(h - bottom) + " stroke=#888 /><line x1=" + std::to_string(left) +
        " y1=" + std::to_string(h - bottom) + " x2=" + std::to_string(w) +
@@ -294,7 +293,8 @@ std::string CounterPlot(const CounterGpu& g, const std::string& id) {
   s += "<text x=0 y=12 font-size=11>100 %</text><text x=0 y=" + std::to_string(h - bottom) +
        " font-size=11>0</text><text x=" + std::to_string(w - 200) + " y=" + std::to_string(h - 5) +
        " font-size=11>time (" + D(t1 > t0 ? static_cast<double>(t1 - t0) : 0) + ")</text>";
-  const double xs = t1 > t0 ? static_cast<double>(w - left - 130) / static_cast<double>(t1 - t0) : 0;
+  const double xs =
+      t1 > t0 ? static_cast<double>(w - left - 130) / static_cast<double>(t1 - t0) : 0;
   const double ys = (h - bottom - 10) / 100.0;
   int line = 0;
   for (const auto& [metric, label] : kLines) {
@@ -307,7 +307,8 @@ std::string CounterPlot(const CounterGpu& g, const std::string& id) {
     // each column's samples averaged, weighted by length.
     std::vector<double> sum(w, 0), weight(w, 0);
     for (const CounterPoint& p : it->second) {
-      const double mid = (static_cast<double>(p.start_ns - t0) + static_cast<double>(p.end_ns - t0)) / 2;
+      const double mid =
+          (static_cast<double>(p.start_ns - t0) + static_cast<double>(p.end_ns - t0)) / 2;
       const size_t x = std::min<size_t>(w - 1, static_cast<size_t>(left + mid * xs));
       const double len = static_cast<double>(p.end_ns - p.start_ns);
       sum[x] += std::clamp(p.value, 0.0, 100.0) * len;
@@ -315,9 +316,11 @@ std::string CounterPlot(const CounterGpu& g, const std::string& id) {
     }
     std::string pts;
     for (int x = 0; x < w; ++x) {
-      if (weight[x] > 0) pts += std::to_string(x) + "," + F("%.1f", h - bottom - sum[x] / weight[x] * ys) + " ";
+      if (weight[x] > 0)
+        pts += std::to_string(x) + "," + F("%.1f", h - bottom - sum[x] / weight[x] * ys) + " ";
     }
-    s += "<polyline fill=none stroke='" + std::string(color) + "' stroke-width=1.5 points='" + pts + "'/>";
+    s += "<polyline fill=none stroke='" + std::string(color) + "' stroke-width=1.5 points='" + pts +
+         "'/>";
   }
   return s + "</svg>";
 }
@@ -329,7 +332,8 @@ std::string VerdictCells(const CounterVerdict& v) {
   return "<td class=l><b>" + E(v.verdict) + "</b></td><td>" + P(v.busy_pct) + "</td><td>" +
          P(v.compute_pct) + (v.compute_pipe.empty() ? "" : " (" + E(v.compute_pipe) + ")") +
          "</td><td>" + P(v.memory_pct) + "</td><td>" + P(v.sm_active_pct) + "</td><td>" +
-         P(v.occupancy_pct) + "</td><td class=l>" + E(v.action.empty() ? v.why : v.action) + "</td>";
+         P(v.occupancy_pct) + "</td><td class=l>" + E(v.action.empty() ? v.why : v.action) +
+         "</td>";
 }
 const char* kVerdictHeads =
     "<th class=l>verdict</th><th>busy %</th><th>compute %</th><th>memory %</th><th>sm_active "
@@ -355,8 +359,9 @@ std::string CountersSection(const Report& r) {
     for (uint32_t q : g.ranks) ranks += (ranks.empty() ? "" : " ") + std::to_string(q);
     o += "<tr><td>" + std::to_string(g.device) + "</td><td class=l>" + E(g.host) +
          "</td><td class=l>" + E(g.uuid_text) + "</td><td>" + E(g.source) + "</td><td class=l>" +
-         ranks + (g.assumed ? " (assumed)" : "") + "</td><td>" + D(static_cast<double>(g.interval_ns)) +
-         "</td><td>" + P(g.run.busy_pct) + "</td><td>" + P(g.run.compute_pct) +
+         ranks + (g.assumed ? " (assumed)" : "") + "</td><td>" +
+         D(static_cast<double>(g.interval_ns)) + "</td><td>" + P(g.run.busy_pct) + "</td><td>" +
+         P(g.run.compute_pct) +
          (g.run.compute_pipe.empty() ? "" : " (" + E(g.run.compute_pipe) + ")") + "</td><td>" +
          P(g.run.memory_pct) + "</td><td>" + P(g.run.sm_active_pct) + "</td><td>" +
          P(g.run.occupancy_pct) + "</td></tr>";
@@ -371,12 +376,14 @@ std::string CountersSection(const Report& r) {
   for (size_t i = 0; i < c.gpus.size() && i < kMaxPlots; ++i) {
     size_t same = 0;
     for (const CounterGpu& g : c.gpus) same += g.device == c.gpus[i].device;
-    const std::string id = std::to_string(c.gpus[i].device) + (same > 1 ? "-" + std::to_string(i) : "");
+    const std::string id =
+        std::to_string(c.gpus[i].device) + (same > 1 ? "-" + std::to_string(i) : "");
     o += "<h3>GPU " + std::to_string(c.gpus[i].device) + " on " + E(c.gpus[i].host) + "</h3>" +
          CounterPlot(c.gpus[i], id);
   }
   o += "<h3>NVTX phases</h3><table id=counter-phases><tr><th class=l>phase</th><th>time (busiest "
-       "rank)</th><th>instances</th><th>intervals</th>" + std::string(kVerdictHeads) + "</tr>";
+       "rank)</th><th>instances</th><th>intervals</th>" +
+       std::string(kVerdictHeads) + "</tr>";
   for (size_t i = 0; i < c.phases.size() && i < 40; ++i) {
     const CounterPhase& p = c.phases[i];
     o += "<tr><td class=l>" + E(p.name) + "</td><td>" + D(p.seconds * 1e9) + "</td><td>" +
@@ -443,7 +450,8 @@ std::string RenderHtml(const Report& r) {
     const Finding& f = r.findings[i];
     o += "<div class=finding><b>" + std::to_string(i + 1) + ". " + E(f.action) +
          "</b><br><span class=gain>" +
-         (f.gain_ns ? "gain ~" + D(static_cast<double>(f.gain_ns)) : std::string("gain not estimated")) +
+         (f.gain_ns ? "gain ~" + D(static_cast<double>(f.gain_ns))
+                    : std::string("gain not estimated")) +
          (f.gain_per_step_ns > 0 ? " (" + D(f.gain_per_step_ns) + " per step)" : "") +
          "</span> &middot; <code>" + E(f.kind) + "</code><br>evidence: " + E(f.evidence) +
          "</div>\n";

@@ -58,7 +58,8 @@ std::string CountersBlock(const Report& r) {
   if (!c.present) return "\nGPU counters: " + c.note + "\n";
   std::string sources;
   for (const CounterGpu& g : c.gpus)
-    if (sources.find(g.source) == std::string::npos) sources += (sources.empty() ? "" : ", ") + g.source;
+    if (sources.find(g.source) == std::string::npos)
+      sources += (sources.empty() ? "" : ", ") + g.source;
   std::string o = "\nGPU counters (" + sources + ", " + std::to_string(c.gpus.size()) + " GPU" +
                   (c.gpus.size() == 1 ? "" : "s") + ")" +
                   (c.synthetic ? " *** SYNTHETIC: FAKE counters ***" : "") + ":\n";
@@ -108,7 +109,8 @@ std::string RenderTerminal(const Report& r) {
   for (size_t i = 0; i < r.findings.size() && i < 5; ++i) {
     const Finding& f = r.findings[i];
     // A gain of 0: the rule does not estimate one (counter verdicts).
-    std::snprintf(buf, sizeof buf, "%zu. [%s%s%s] ", i + 1, f.gain_ns ? "gain ~" : "gain not estimated",
+    std::snprintf(buf, sizeof buf, "%zu. [%s%s%s] ", i + 1,
+                  f.gain_ns ? "gain ~" : "gain not estimated",
                   f.gain_ns ? FormatDuration(static_cast<double>(f.gain_ns)).c_str() : "",
                   f.gain_per_step_ns > 0
                       ? (", " + FormatDuration(f.gain_per_step_ns) + "/step").c_str()

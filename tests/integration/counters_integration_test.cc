@@ -116,10 +116,10 @@ class CountersTest : public ::testing::Test {
     ProcessResult rep = RunProcess(
         {kReport, "--json", json, "--no-html", "-q", tmp_ + "/job/timeline.h5"}, {}, tmp_);
     ASSERT_EQ(rep.exit_status, 0) << rep.Describe();
-    *out = RunProcess({"python3", "-c",
-                       "import json,sys\nc = json.load(open(sys.argv[1]))['counters']\n" + python,
-                       json},
-                      {}, tmp_);
+    *out = RunProcess(
+        {"python3", "-c",
+         "import json,sys\nc = json.load(open(sys.argv[1]))['counters']\n" + python, json},
+        {}, tmp_);
     ASSERT_EQ(out->exit_status, 0) << out->Describe();
     std::cout << out->out;
   }
@@ -228,7 +228,8 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
   if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
   ProcessResult py;
   ASSERT_NO_FATAL_FAILURE(ReportCounters(
-      "print('gpus', len(c['gpus']), sorted(r for g in c['gpus'] for r in g['ranks']), c['synthetic'])\n"
+      "print('gpus', len(c['gpus']), sorted(r for g in c['gpus'] for r in g['ranks']), "
+      "c['synthetic'])\n"
       "for p in c['phases']:\n"
       "  print(p['name'], p['verdict'], p['busy_pct'], p['compute_pct'], p['compute_pipe'] or '-',"
       " p['memory_pct'], p['intervals'])\n",
@@ -270,10 +271,10 @@ TEST_F(CountersTest, EachPlantedKernelGetsTheVerdictOfItsProfile) {
                         "--iterations 3 --phases 700");
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   ProcessResult py;
-  ASSERT_NO_FATAL_FAILURE(ReportCounters(
-      "for k in c['kernels']:\n"
-      "  print(k['name'], k['verdict'], k['intervals'])\n",
-      &py));
+  ASSERT_NO_FATAL_FAILURE(
+      ReportCounters("for k in c['kernels']:\n"
+                     "  print(k['name'], k['verdict'], k['intervals'])\n",
+                     &py));
   const std::map<std::string, std::string> verdicts = {
       {"synthetic_bf16_gemm_kernel", "compute-bound"},
       {"synthetic_elementwise_add_kernel", "memory-bound"},

@@ -168,13 +168,14 @@ void CollectGpus(const Timeline& t, CounterAnalysis* a, std::vector<GpuRows>* ro
     CounterGpu& g = gpus[i];
     auto text = uuid_text.find({g.uuid.hi, g.uuid.lo});
     g.uuid_text = text != uuid_text.end() ? text->second : HexUuid(g.uuid);
-    const uint16_t busy = static_cast<uint16_t>(g.means.Has(CounterMetric::kGpuActive)
-                                                    ? CounterMetric::kGpuActive
-                                                    : CounterMetric::kSmActive);
+    const uint16_t busy =
+        static_cast<uint16_t>(g.means.Has(CounterMetric::kGpuActive) ? CounterMetric::kGpuActive
+                                                                     : CounterMetric::kSmActive);
     std::map<std::pair<uint64_t, uint64_t>, Sample> by_interval;
     for (auto& [metric, points] : g.series) {
-      std::sort(points.begin(), points.end(),
-                [](const CounterPoint& x, const CounterPoint& y) { return x.start_ns < y.start_ns; });
+      std::sort(points.begin(), points.end(), [](const CounterPoint& x, const CounterPoint& y) {
+        return x.start_ns < y.start_ns;
+      });
       for (const CounterPoint& p : points) {
         Sample& s = by_interval[{p.start_ns, p.end_ns}];
         s.start = p.start_ns, s.end = p.end_ns;
@@ -262,9 +263,9 @@ double AddOverlap(const GpuRows& rows, uint64_t start, uint64_t end, CounterMean
 
 std::string TooShort(double intervals, uint64_t interval_ns) {
   char buf[160];
-  std::snprintf(buf, sizeof buf,
-                "%.2f sample intervals of %s overlap it; a verdict needs %.0f", intervals,
-                FormatDuration(static_cast<double>(interval_ns)).c_str(), kMinCounterIntervals);
+  std::snprintf(buf, sizeof buf, "%.2f sample intervals of %s overlap it; a verdict needs %.0f",
+                intervals, FormatDuration(static_cast<double>(interval_ns)).c_str(),
+                kMinCounterIntervals);
   return buf;
 }
 
@@ -311,8 +312,9 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
       p.verdict = JudgeCounters(p.means);
     }
   }
-  std::stable_sort(a->phases.begin(), a->phases.end(),
-                   [](const CounterPhase& x, const CounterPhase& y) { return x.seconds > y.seconds; });
+  std::stable_sort(
+      a->phases.begin(), a->phases.end(),
+      [](const CounterPhase& x, const CounterPhase& y) { return x.seconds > y.seconds; });
 }
 
 // The kernel dominance rule: a sample interval of a rank's (single) GPU speaks
@@ -339,8 +341,9 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
   for (uint32_t r = 0; r < t.world_size; ++r) {
     if (r >= tied.size() || tied[r].size() != 1 || kernels[r].empty()) continue;
     auto& ks = kernels[r];
-    std::sort(ks.begin(), ks.end(),
-              [](const KernelRecord* x, const KernelRecord* y) { return x->start_ns < y->start_ns; });
+    std::sort(ks.begin(), ks.end(), [](const KernelRecord* x, const KernelRecord* y) {
+      return x->start_ns < y->start_ns;
+    });
     std::vector<Interval> covered;
     const bool windowed = steps != nullptr && steps->windowed;
     if (windowed) covered = Union(steps->GpuSteps(r));
@@ -351,8 +354,9 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
       if (gpu_busy == 0) continue;
       std::map<uint32_t, std::vector<Interval>> by_name;
       const uint64_t from = s.start > longest[r] ? s.start - longest[r] : 0;
-      auto it = std::lower_bound(ks.begin(), ks.end(), from,
-                                 [](const KernelRecord* k, uint64_t at) { return k->start_ns < at; });
+      auto it =
+          std::lower_bound(ks.begin(), ks.end(), from,
+                           [](const KernelRecord* k, uint64_t at) { return k->start_ns < at; });
       for (; it != ks.end() && (*it)->start_ns < s.end; ++it) {
         const uint64_t lo = std::max((*it)->start_ns, s.start), hi = std::min((*it)->end_ns, s.end);
         if (hi > lo) by_name[(*it)->name_id].push_back({lo, hi});
@@ -408,8 +412,7 @@ CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats
 }
 
 const Analysis kCountersAnalysis = {
-    "counters", "steps,kernels", "counters", [](const Timeline& t, Report* r) {
-      r->counters = AnalyzeCounters(t, r->kernels, &r->steps);
-    }};
+    "counters", "steps,kernels", "counters",
+    [](const Timeline& t, Report* r) { r->counters = AnalyzeCounters(t, r->kernels, &r->steps); }};
 
 }  // namespace aon::report

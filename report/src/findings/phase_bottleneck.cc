@@ -30,8 +30,8 @@ std::optional<Detection> DetectPhaseBottleneck(const RuleInput& in, Claims* /*cl
   d.values["numbers"] = worst->verdict.why;
   if (c.synthetic) d.values["synthetic"] = "SYNTHETIC counters";
   const CounterVerdict& v = worst->verdict;
-  d.numbers = {{"seconds", worst->seconds},       {"busy_pct", v.busy_pct},
-               {"compute_pct", v.compute_pct},    {"memory_pct", v.memory_pct},
+  d.numbers = {{"seconds", worst->seconds},        {"busy_pct", v.busy_pct},
+               {"compute_pct", v.compute_pct},     {"memory_pct", v.memory_pct},
                {"sm_active_pct", v.sm_active_pct}, {"occupancy_pct", v.occupancy_pct},
                {"intervals", worst->intervals}};
   return d;

@@ -60,8 +60,9 @@ TEST(CounterVerdicts, EachVerdictAtItsBoundaries) {
   EXPECT_EQ(fp32.busy_metric, "gpu_active");
   EXPECT_EQ(fp32.sm_active_pct, 90);
   EXPECT_EQ(fp32.occupancy_pct, 40);
-  EXPECT_EQ(fp32.why, "busy 100.0 % (gpu_active), compute 65.0 % (fp32), memory 30.0 %, "
-                      "sm_active 90.0 %, occupancy 40.0 %");
+  EXPECT_EQ(fp32.why,
+            "busy 100.0 % (gpu_active), compute 65.0 % (fp32), memory 30.0 %, "
+            "sm_active 90.0 %, occupancy 40.0 %");
   EXPECT_FALSE(fp32.action.empty());
   // Without gpu_active, busy is sm_active.
   const CounterVerdict sm = JudgeCounters(Means(-1, 0, 0, 0, 45));
@@ -260,8 +261,9 @@ TEST(CounterReport, VerdictsReachTheTerminalHtmlJsonAndFindings) {
   const std::string text = RenderTerminal(r);
   EXPECT_TRUE(Contains(text, "GPU counters (synthetic, 2 GPUs) *** SYNTHETIC: FAKE counters ***"))
       << text;
-  EXPECT_TRUE(Contains(text, "compute-bound busy 95.0 % (gpu_active), compute 85.0 % (tensor), "
-                             "memory 20.0 %"))
+  EXPECT_TRUE(Contains(text,
+                       "compute-bound busy 95.0 % (gpu_active), compute 85.0 % (tensor), "
+                       "memory 20.0 %"))
       << text;
   const std::string html = RenderHtml(r);
   EXPECT_TRUE(Contains(html, "<section id=counters>"));
@@ -282,8 +284,9 @@ TEST(CounterReport, VerdictsReachTheTerminalHtmlJsonAndFindings) {
     if (x.kind == "phase-bottleneck") f = &x;
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->gain_ns, 0u);
-  EXPECT_EQ(f->action.rfind("Phase \"backward\" is launch-bound for 400 ms of the run: GPU not fed", 0),
-            0u)
+  EXPECT_EQ(
+      f->action.rfind("Phase \"backward\" is launch-bound for 400 ms of the run: GPU not fed", 0),
+      0u)
       << f->action;
   EXPECT_TRUE(Contains(f->evidence, "over 4.0 sample intervals: busy 20.0 %")) << f->evidence;
   EXPECT_TRUE(Contains(f->evidence, "(SYNTHETIC counters)")) << f->evidence;
