@@ -75,6 +75,13 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nvtx).WithContext(path));
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nccl).WithContext(path));
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.steps).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.counters).WithContext(path));
+  // Each rank's GPUs (the merge's /meta/devices: Merged<DeviceInfo>); absent in
+  // timelines without device rows.
+  if (auto rows = reader->ReadAllOf<Merged<DeviceInfo>>(MergedSchema(DeviceInfoSchema()), "meta");
+      rows.ok()) {
+    t.devices = std::move(rows).value();
+  }
   std::stable_sort(t.steps.begin(), t.steps.end(), [](const auto& a, const auto& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.record.step < b.record.step;
   });
@@ -117,6 +124,7 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
     info.overhead_budget = s.overhead_budget;
     info.window_step_ratio = s.window_step_ratio;
     info.amortized_cost = s.amortized_cost;
+    info.local_rank = s.local_rank;
   }
   // Ranks with records but no row (an older or partial table) still count as present.
   std::vector<bool> has(n, false);

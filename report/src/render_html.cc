@@ -269,6 +269,136 @@ std::string BandwidthPlot(const Report& r) {
   return s + "</svg>";
 }
 
+// One GPU's counters over time: gpu_active, sm_active, tensor_active and
+// dram_bandwidth (0..100 %), one polyline each, at the middle of each interval.
+std::string CounterPlot(const CounterGpu& g, const std::string& id) {
+  static constexpr std::pair<CounterMetric, const char*> kLines[] = {
+      {CounterMetric::kGpuActive, "gpu_active"},
+      {CounterMetric::kSmActive, "sm_active"},
+      {CounterMetric::kTensorActive, "tensor_active"},
+      {CounterMetric::kDramBandwidth, "dram_bandwidth"}};
+  uint64_t t0 = UINT64_MAX, t1 = 0;
+  for (const auto& [metric, pts] : g.series) {
+    if (pts.empty()) continue;
+    t0 = std::min(t0, pts.front().start_ns);
+    for (const CounterPoint& p : pts) t1 = std::max(t1, p.end_ns);
+  }
+  const int w = 900, h = 200, left = 50, bottom = 25;
+  std::string s = "<svg class=plot id=plot-counters-" + id + " width=" + std::to_string(w) +
+                  " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
+  s += "<line x1=" + std::to_string(left) + " y1=0 x2=" + std::to_string(left) +
+       " y2=" + std::to_string(h - bottom) + " stroke=#888 /><line x1=" + std::to_string(left) +
+       " y1=" + std::to_string(h - bottom) + " x2=" + std::to_string(w) +
+       " y2=" + std::to_string(h - bottom) + " stroke=#888 />";
+  s += "<text x=0 y=12 font-size=11>100 %</text><text x=0 y=" + std::to_string(h - bottom) +
+       " font-size=11>0</text><text x=" + std::to_string(w - 200) + " y=" + std::to_string(h - 5) +
+       " font-size=11>time (" + D(t1 > t0 ? static_cast<double>(t1 - t0) : 0) + ")</text>";
+  const double xs =
+      t1 > t0 ? static_cast<double>(w - left - 130) / static_cast<double>(t1 - t0) : 0;
+  const double ys = (h - bottom - 10) / 100.0;
+  int line = 0;
+  for (const auto& [metric, label] : kLines) {
+    auto it = g.series.find(static_cast<uint16_t>(metric));
+    const char* color = kPalette[line % 8];
+    s += "<text x=" + std::to_string(w - 120) + " y=" + std::to_string(14 + 13 * line++) +
+         " font-size=11 fill='" + color + "'>" + label + "</text>";
+    if (it == g.series.end()) continue;
+    // At most one point per pixel column (a long run has ~10 samples a second):
+    // each column's samples averaged, weighted by length.
+    std::vector<double> sum(w, 0), weight(w, 0);
+    for (const CounterPoint& p : it->second) {
+      const double mid =
+          (static_cast<double>(p.start_ns - t0) + static_cast<double>(p.end_ns - t0)) / 2;
+      const size_t x = std::min<size_t>(w - 1, static_cast<size_t>(left + mid * xs));
+      const double len = static_cast<double>(p.end_ns - p.start_ns);
+      sum[x] += std::clamp(p.value, 0.0, 100.0) * len;
+      weight[x] += len;
+    }
+    std::string pts;
+    for (int x = 0; x < w; ++x) {
+      if (weight[x] > 0)
+        pts += std::to_string(x) + "," + F("%.1f", h - bottom - sum[x] / weight[x] * ys) + " ";
+    }
+    s += "<polyline fill=none stroke='" + std::string(color) + "' stroke-width=1.5 points='" + pts +
+         "'/>";
+  }
+  return s + "</svg>";
+}
+
+std::string P(double pct) { return pct < 0 ? "-" : F("%.1f", pct); }
+
+// The numbers behind a verdict, as table cells.
+std::string VerdictCells(const CounterVerdict& v) {
+  return "<td class=l><b>" + E(v.verdict) + "</b></td><td>" + P(v.busy_pct) + "</td><td>" +
+         P(v.compute_pct) + (v.compute_pipe.empty() ? "" : " (" + E(v.compute_pipe) + ")") +
+         "</td><td>" + P(v.memory_pct) + "</td><td>" + P(v.sm_active_pct) + "</td><td>" +
+         P(v.occupancy_pct) + "</td><td class=l>" + E(v.action.empty() ? v.why : v.action) +
+         "</td>";
+}
+const char* kVerdictHeads =
+    "<th class=l>verdict</th><th>busy %</th><th>compute %</th><th>memory %</th><th>sm_active "
+    "%</th><th>occupancy %</th><th class=l>action / why none</th>";
+
+std::string CountersSection(const Report& r) {
+  const CounterAnalysis& c = r.counters;
+  std::string o = "<section id=counters><h2>GPU counters: why is it slow</h2>";
+  if (!c.present) return o + "<p class=muted>" + E(c.note) + "</p></section>\n";
+  if (c.synthetic)
+    o += "<div class=synthetic>SYNTHETIC: these counters are FAKE (the labeled fake NVML).</div>";
+  o += "<p class=muted>Verdicts: busy = gpu_active (else sm_active); busy &lt; 50 %: "
+       "launch-bound; compute (busiest of tensor/fp16/fp32/fp64) &ge; 60 % and &ge; memory: "
+       "compute-bound; else DRAM bandwidth &ge; 60 %: memory-bound; else latency-bound. A phase "
+       "needs 2 sample intervals of overlap (docs/counters.md).</p>";
+  if (!c.note.empty()) o += "<p class=note>" + E(c.note) + "</p>";
+  // The run's means mix every phase: numbers only, the verdicts are per phase.
+  o += "<table><tr><th>GPU</th><th class=l>host</th><th class=l>UUID</th><th>source</th><th "
+       "class=l>ranks</th><th>interval</th><th>busy % (run)</th><th>compute %</th><th>memory "
+       "%</th><th>sm_active %</th><th>occupancy %</th></tr>";
+  for (const CounterGpu& g : c.gpus) {
+    std::string ranks;
+    for (uint32_t q : g.ranks) ranks += (ranks.empty() ? "" : " ") + std::to_string(q);
+    o += "<tr><td>" + std::to_string(g.device) + "</td><td class=l>" + E(g.host) +
+         "</td><td class=l>" + E(g.uuid_text) + "</td><td>" + E(g.source) + "</td><td class=l>" +
+         ranks + (g.assumed ? " (assumed)" : "") + "</td><td>" +
+         D(static_cast<double>(g.interval_ns)) + "</td><td>" + P(g.run.busy_pct) + "</td><td>" +
+         P(g.run.compute_pct) +
+         (g.run.compute_pipe.empty() ? "" : " (" + E(g.run.compute_pipe) + ")") + "</td><td>" +
+         P(g.run.memory_pct) + "</td><td>" + P(g.run.sm_active_pct) + "</td><td>" +
+         P(g.run.occupancy_pct) + "</td></tr>";
+  }
+  o += "</table>";
+  // Plot ids: plot-counters-<NVML index>, or -<index>-<position> when several
+  // hosts have a GPU of that index.
+  constexpr size_t kMaxPlots = 16;
+  if (c.gpus.size() > kMaxPlots)
+    o += "<p class=muted>Plots of the first " + std::to_string(kMaxPlots) + " GPUs of " +
+         std::to_string(c.gpus.size()) + ".</p>";
+  for (size_t i = 0; i < c.gpus.size() && i < kMaxPlots; ++i) {
+    size_t same = 0;
+    for (const CounterGpu& g : c.gpus) same += g.device == c.gpus[i].device;
+    const std::string id =
+        std::to_string(c.gpus[i].device) + (same > 1 ? "-" + std::to_string(i) : "");
+    o += "<h3>GPU " + std::to_string(c.gpus[i].device) + " on " + E(c.gpus[i].host) + "</h3>" +
+         CounterPlot(c.gpus[i], id);
+  }
+  o += "<h3>NVTX phases</h3><table id=counter-phases><tr><th class=l>phase</th><th>time (busiest "
+       "rank)</th><th>instances</th><th>intervals</th>" +
+       std::string(kVerdictHeads) + "</tr>";
+  for (size_t i = 0; i < c.phases.size() && i < 40; ++i) {
+    const CounterPhase& p = c.phases[i];
+    o += "<tr><td class=l>" + E(p.name) + "</td><td>" + D(p.seconds * 1e9) + "</td><td>" +
+         std::to_string(p.instances) + "</td><td>" + F("%.1f", p.intervals) + "</td>" +
+         VerdictCells(p.verdict) + "</tr>";
+  }
+  o += "</table><h3>Kernels</h3><table id=counter-kernels><tr><th class=l>kernel</th><th>intervals "
+       "&ge; 80 %</th>" + std::string(kVerdictHeads) + "</tr>";
+  for (const CounterKernel& k : c.kernels) {
+    o += "<tr><td class=l>" + E(k.name.substr(0, 120)) + "</td><td>" + std::to_string(k.intervals) +
+         "</td>" + VerdictCells(k.verdict) + "</tr>";
+  }
+  return o + "</table></section>\n";
+}
+
 }  // namespace
 
 std::string RenderHtml(const Report& r) {
@@ -319,7 +449,9 @@ std::string RenderHtml(const Report& r) {
   for (size_t i = 0; i < r.findings.size(); ++i) {
     const Finding& f = r.findings[i];
     o += "<div class=finding><b>" + std::to_string(i + 1) + ". " + E(f.action) +
-         "</b><br><span class=gain>gain ~" + D(static_cast<double>(f.gain_ns)) +
+         "</b><br><span class=gain>" +
+         (f.gain_ns ? "gain ~" + D(static_cast<double>(f.gain_ns))
+                    : std::string("gain not estimated")) +
          (f.gain_per_step_ns > 0 ? " (" + D(f.gain_per_step_ns) + " per step)" : "") +
          "</span> &middot; <code>" + E(f.kind) + "</code><br>evidence: " + E(f.evidence) +
          "</div>\n";
@@ -493,7 +625,9 @@ std::string RenderHtml(const Report& r) {
          D(static_cast<double>(s.range_ns)) + "</td><td>" + D(static_cast<double>(s.gpu_ns)) +
          "</td><td class=l>" + per + "</td></tr>";
   }
-  o += "</table></section>\n<p class=muted>Generated by aon-report. Self-contained: no scripts, no "
+  o += "</table></section>\n";
+  o += CountersSection(r);
+  o += "<p class=muted>Generated by aon-report. Self-contained: no scripts, no "
        "network.</p></body></html>\n";
   return o;
 }

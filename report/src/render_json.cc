@@ -150,6 +150,77 @@ void Nvtx(JsonWriter& w, const std::vector<NvtxStat>& nvtx) {
   w.EndArray();
 }
 
+// The numbers behind a verdict (-1: not measured).
+void VerdictMembers(JsonWriter& w, const CounterVerdict& v) {
+  Member(w, "verdict", v.verdict);
+  Member(w, "why", v.why);
+  Member(w, "action", v.action);
+  Member(w, "busy_pct", v.busy_pct);
+  Member(w, "busy_metric", v.busy_metric);
+  Member(w, "compute_pct", v.compute_pct);
+  Member(w, "compute_pipe", v.compute_pipe);
+  Member(w, "memory_pct", v.memory_pct);
+  Member(w, "sm_active_pct", v.sm_active_pct);
+  Member(w, "occupancy_pct", v.occupancy_pct);
+}
+
+void Counters(JsonWriter& w, const CounterAnalysis& c) {
+  w.BeginObject();
+  w.Key("present");
+  w.Bool(c.present);
+  w.Key("synthetic");
+  w.Bool(c.synthetic);
+  Member(w, "note", c.note);
+  w.Key("gpus");
+  w.BeginArray();
+  for (const CounterGpu& g : c.gpus) {
+    w.BeginObject();
+    Member(w, "device", g.device);
+    Member(w, "uuid", g.uuid_text);
+    Member(w, "host", g.host);
+    Member(w, "source", g.source);
+    w.Key("ranks");
+    w.BeginArray();
+    for (uint32_t q : g.ranks) Number(w, q);
+    w.EndArray();
+    w.Key("assumed");
+    w.Bool(g.assumed);
+    Member(w, "interval_ns", static_cast<double>(g.interval_ns));
+    w.Key("means");
+    w.BeginObject();
+    for (const EnumValue& m : kCounterMetricValues) {
+      const auto metric = static_cast<CounterMetric>(m.value);
+      if (g.means.Has(metric)) Member(w, m.name, g.means.Mean(metric));
+    }
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("phases");
+  w.BeginArray();
+  for (const CounterPhase& p : c.phases) {
+    w.BeginObject();
+    Member(w, "name", p.name);
+    VerdictMembers(w, p.verdict);
+    Member(w, "seconds", p.seconds);
+    Member(w, "intervals", p.intervals);
+    Member(w, "instances", static_cast<double>(p.instances));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("kernels");
+  w.BeginArray();
+  for (const CounterKernel& k : c.kernels) {
+    w.BeginObject();
+    Member(w, "name", k.name);
+    VerdictMembers(w, k.verdict);
+    Member(w, "intervals", static_cast<double>(k.intervals));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 }  // namespace
 
 std::string RenderJson(const Report& r) {
@@ -209,6 +280,8 @@ std::string RenderJson(const Report& r) {
   Kernels(w, r.kernels);
   w.Key("nvtx");
   Nvtx(w, r.nvtx);
+  w.Key("counters");
+  Counters(w, r.counters);
   w.EndObject();
   w.Newline();
   return o;

@@ -52,6 +52,31 @@ std::string Wrap(const std::string& text, size_t width, const std::string& inden
   return out;
 }
 
+// "GPU counters": a line per phase with a verdict (the 5 longest), or why none.
+std::string CountersBlock(const Report& r) {
+  const CounterAnalysis& c = r.counters;
+  if (!c.present) return "\nGPU counters: " + c.note + "\n";
+  std::string sources;
+  for (const CounterGpu& g : c.gpus)
+    if (sources.find(g.source) == std::string::npos)
+      sources += (sources.empty() ? "" : ", ") + g.source;
+  std::string o = "\nGPU counters (" + sources + ", " + std::to_string(c.gpus.size()) + " GPU" +
+                  (c.gpus.size() == 1 ? "" : "s") + ")" +
+                  (c.synthetic ? " *** SYNTHETIC: FAKE counters ***" : "") + ":\n";
+  int shown = 0;
+  for (const CounterPhase& p : c.phases) {
+    if (p.verdict.verdict == "unknown" || p.verdict.verdict == "too short") continue;
+    if (++shown > 5) break;
+    char head[160];
+    std::snprintf(head, sizeof head, "  %-20.20s %9s  %-14s", p.name.c_str(),
+                  FormatDuration(p.seconds * 1e9).c_str(), p.verdict.verdict.c_str());
+    o += head + p.verdict.why + "\n";
+  }
+  if (shown == 0) o += "  no NVTX phase long enough for a verdict (2 sample intervals)\n";
+  if (!c.note.empty()) o += "  note: " + c.note + "\n";
+  return o;
+}
+
 }  // namespace
 
 std::string RenderTerminal(const Report& r) {
@@ -83,8 +108,10 @@ std::string RenderTerminal(const Report& r) {
     o += "  none: no straggler, exposed communication, idle or imbalance above 0.2 % of the run\n";
   for (size_t i = 0; i < r.findings.size() && i < 5; ++i) {
     const Finding& f = r.findings[i];
-    std::snprintf(buf, sizeof buf, "%zu. [gain ~%s%s] ", i + 1,
-                  FormatDuration(static_cast<double>(f.gain_ns)).c_str(),
+    // A gain of 0: the rule does not estimate one (counter verdicts).
+    std::snprintf(buf, sizeof buf, "%zu. [%s%s%s] ", i + 1,
+                  f.gain_ns ? "gain ~" : "gain not estimated",
+                  f.gain_ns ? FormatDuration(static_cast<double>(f.gain_ns)).c_str() : "",
                   f.gain_per_step_ns > 0
                       ? (", " + FormatDuration(f.gain_per_step_ns) + "/step").c_str()
                       : "");
@@ -92,6 +119,7 @@ std::string RenderTerminal(const Report& r) {
     o += " " + text.substr(4);
     o += Wrap("evidence: " + f.evidence, 92, "      ");
   }
+  o += CountersBlock(r);
   // With capture windows the steps column reads captured/all and the GPU shares
   // are over the captured steps.
   std::snprintf(buf, sizeof buf, "\n %4s  %-12s  %11s  %9s  %8s  %7s  %6s  %7s  %6s  %6s\n", "rank",

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
 #include <map>
 #include <set>
 #include <tuple>
@@ -32,6 +34,7 @@ using Env = std::map<std::string, std::string>;
 const std::string kBinDir = AON_BUILD_BIN_DIR;
 const std::string kAonRun = kBinDir + "/aon-run";
 const std::string kApp = kBinDir + "/aon-synthetic-app";
+const std::string kReport = kBinDir + "/aon-report";
 const std::string kFakeNvml = std::string(AON_BUILD_LIB_DIR) + "/libaon_fake_nvml.so";
 
 bool Contains(const std::string& s, const std::string& part) {
@@ -104,6 +107,21 @@ class CountersTest : public ::testing::Test {
       for (const std::string& n : meta->notes) all += "rank " + std::to_string(rank) + ": " + n + "\n";
     }
     return all;
+  }
+  // Runs aon-report --json on the job's timeline, then `python` on its
+  // "counters" object (`c`); its output, also printed for the log (the numbers
+  // behind each verdict), lands in `out`.
+  void ReportCounters(const std::string& python, ProcessResult* out) const {
+    const std::string json = tmp_ + "/report.json";
+    ProcessResult rep = RunProcess(
+        {kReport, "--json", json, "--no-html", "-q", tmp_ + "/job/timeline.h5"}, {}, tmp_);
+    ASSERT_EQ(rep.exit_status, 0) << rep.Describe();
+    *out = RunProcess(
+        {"python3", "-c",
+         "import json,sys\nc = json.load(open(sys.argv[1]))['counters']\n" + python, json},
+        {}, tmp_);
+    ASSERT_EQ(out->exit_status, 0) << out->Describe();
+    std::cout << out->out;
   }
   std::string tmp_, gpus_;
 };
@@ -199,6 +217,77 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
       // so that the checks above ran.
       EXPECT_GE(inside, 2u) << "rank " << rank << " " << name;
     }
+  }
+
+  // aon-report's verdicts (docs/counters.md): each phase gets the one its
+  // kernels' profile implies, from the rows of the GPU its ranks used (tied by
+  // UUID through /meta/devices). The numbers: compute 85 % tensor >= 60 and
+  // >= 20 % DRAM; memory 92 % DRAM with the busiest pipe fp32 = 70 x 0.6 = 42 %;
+  // launch: the GPU busy <= 2.5 % of each interval, and still under 50 % with
+  // up to 100 ms of the previous phase's GPU work inside the 700 ms range.
+  if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
+  ProcessResult py;
+  ASSERT_NO_FATAL_FAILURE(ReportCounters(
+      "print('gpus', len(c['gpus']), sorted(r for g in c['gpus'] for r in g['ranks']), "
+      "c['synthetic'])\n"
+      "for p in c['phases']:\n"
+      "  print(p['name'], p['verdict'], p['busy_pct'], p['compute_pct'], p['compute_pipe'] or '-',"
+      " p['memory_pct'], p['intervals'])\n",
+      &py));
+  EXPECT_TRUE(Contains(py.out, "gpus 2 [0, 1] True\n")) << py.out;
+  const std::map<std::string, std::string> verdicts = {{"phase:compute", "compute-bound"},
+                                                       {"phase:memory", "memory-bound"},
+                                                       {"phase:launch", "launch-bound"}};
+  for (const auto& [phase, verdict] : verdicts) {
+    const size_t at = py.out.find("\n" + phase + " ");
+    ASSERT_NE(at, std::string::npos) << phase << "\n" << py.out;
+    std::istringstream line(py.out.substr(at + 1, py.out.find('\n', at + 1) - at - 1));
+    std::string name, got, pipe;
+    double busy = -1, compute = -1, memory = -1, intervals = 0;
+    line >> name >> got >> busy >> compute >> pipe >> memory >> intervals;
+    SCOPED_TRACE(py.out);
+    EXPECT_EQ(got, verdict) << phase;
+    EXPECT_GE(intervals, 2.0) << phase;
+    if (verdict == "compute-bound") {
+      EXPECT_EQ(pipe, "tensor");
+      EXPECT_GE(compute, 60.0);
+      EXPECT_GE(compute, memory);
+    } else if (verdict == "memory-bound") {
+      EXPECT_GE(memory, 60.0);
+      EXPECT_TRUE(compute < 60.0 || compute < memory);
+    } else {
+      EXPECT_LT(busy, 50.0);
+    }
+  }
+}
+
+// With every kernel recorded (--mode full), each planted phase's kernel fills
+// its GPU's busy time in the phase's sample intervals (examples/synthetic/
+// synthetic_app.cc: one kernel name per phase), so aon-report judges each kernel
+// from those intervals alone: the same verdicts as its phase.
+TEST_F(CountersTest, EachPlantedKernelGetsTheVerdictOfItsProfile) {
+  if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
+  ProcessResult r = Run(FakeEnv(), {"--mode", "full", "--no-report", "--counters-interval", "50"},
+                        "--iterations 3 --phases 700");
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  ProcessResult py;
+  ASSERT_NO_FATAL_FAILURE(
+      ReportCounters("for k in c['kernels']:\n"
+                     "  print(k['name'], k['verdict'], k['intervals'])\n",
+                     &py));
+  const std::map<std::string, std::string> verdicts = {
+      {"synthetic_bf16_gemm_kernel", "compute-bound"},
+      {"synthetic_elementwise_add_kernel", "memory-bound"},
+      {"synthetic_tiny_kernel", "launch-bound"}};
+  for (const auto& [kernel, verdict] : verdicts) {
+    const size_t at = py.out.find(kernel + " ");
+    ASSERT_NE(at, std::string::npos) << kernel << "\n" << py.out;
+    std::istringstream line(py.out.substr(at, py.out.find('\n', at) - at));
+    std::string name, got;
+    uint64_t intervals = 0;
+    line >> name >> got >> intervals;
+    EXPECT_EQ(got, verdict) << py.out;
+    EXPECT_GE(intervals, 2u) << py.out;
   }
 }
 

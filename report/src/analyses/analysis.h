@@ -37,6 +37,7 @@ extern const Analysis kIdleAnalysis;           // idle.cc
 extern const Analysis kMemoryAnalysis;         // memory.cc
 extern const Analysis kNvtxAnalysis;           // nvtx.cc
 extern const Analysis kHeatAnalysis;           // heat.cc
+extern const Analysis kCountersAnalysis;       // counters.cc
 
 // Every analysis, each after the ones it needs.
 std::span<const Analysis* const> AnalysisTable();
@@ -44,6 +45,9 @@ std::span<const Analysis* const> AnalysisTable();
 // ---- Shared helpers (intervals.cc) --------------------------------------------------
 
 std::string Lower(std::string s);
+// A range name (NormalizeRangeName'd) that names steps: "step #", "iteration #", ...
+// (steps.cc).
+bool IsStepRangeName(const std::string& normalized);
 bool IsNcclKernelName(const std::string& name);
 double Median(std::vector<double> v);
 // Index of the window in `windows` (sorted by start) holding `at`, or -1.

@@ -28,13 +28,13 @@ std::string NormalizeRangeName(const std::string& name) {
   return out;
 }
 
-namespace {
-
 bool IsStepRangeName(const std::string& normalized) {
   const std::string s = Lower(normalized);
   return s == "step #" || s == "iteration #" || s == "iter #" || s == "step_#" ||
          s == "iteration_#" || s == "train step #" || s == "train_step #" || s == "profilerstep#";
 }
+
+namespace {
 
 // 0. AON's own step markers. A budgeted job's GPU records exist only inside
 // windows: `captured` then holds the captured steps and `windowed` is set.

@@ -18,6 +18,8 @@ std::optional<Detection> DetectLaunchBound(const RuleInput& in, Claims* claims);
 std::optional<Detection> DetectPageableCopies(const RuleInput& in, Claims* claims);
 std::optional<Detection> DetectLoadImbalance(const RuleInput& in,
                                              Claims* claims);  // load_imbalance.cc
+std::optional<Detection> DetectPhaseBottleneck(const RuleInput& in,
+                                               Claims* claims);  // phase_bottleneck.cc
 
 // "40 %" (engine.cc).
 std::string Percent(double fraction);

@@ -9,14 +9,17 @@
 //   idle causes      the GPU gaps of that cause on the worst rank, median per
 //                    step x steps so warm-up steps don't dominate; pageable
 //                    copies add half the pageable copy time (idle_causes.cc);
-//   imbalance        the slowest rank's compute minus the mean (load_imbalance.cc).
+//   imbalance        the slowest rank's compute minus the mean (load_imbalance.cc);
+//   phase bottleneck none stated (0): GPU counters say why a phase is slow, not
+//                    how much faster it could run (phase_bottleneck.cc).
 //
 // Why this precedence: the straggler comes first because it explains time the
 // other rules would otherwise count again (the others' waiting is exposed
 // communication on their side; its own late launches are idle time on its side);
 // then what every rank pays (exposed communication), then the idle causes from
 // the most direct fix (remove a sync) to the broadest (feed the GPU faster,
-// pinned memory), and imbalance last, since the rules above often explain it.
+// pinned memory), then imbalance, since the rules above often explain it; the
+// phase bottleneck last: it says why, where the others say where time is lost.
 #include "findings/detectors.h"
 
 namespace aon::report {
@@ -83,6 +86,15 @@ std::span<const FindingRule> DefaultFindingRules() {
           .action = "Rebalance work: rank {rank} computes {excess} more than the mean rank",
           .evidence = "compute kernels {max} on rank {rank} vs {mean} mean",
           .detect = DetectLoadImbalance,
+      },
+      {
+          .id = "phase-bottleneck",
+          .precedence = 70,
+          .detects = "the longest NVTX phase whose GPU counters say launch-, memory- or "
+                     "latency-bound (docs/counters.md)",
+          .action = "Phase \"{phase}\" is {verdict} for {time} of the run: {what}",
+          .evidence = "GPU counters over {intervals} sample intervals: {numbers}[ ({synthetic})]",
+          .detect = DetectPhaseBottleneck,
       },
   };
   return kRules;

@@ -51,7 +51,8 @@ TEST(FindingRules, DefaultPrecedenceIsPinned) {
   // Changing this order changes which finding wins a tie and what the straggler
   // claims before the idle rules count: say why in rule_table.cc.
   EXPECT_EQ(ids, (std::vector<std::string>{"straggler", "exposed-communication", "idle-host-sync",
-                                           "launch-bound", "pageable-copies", "load-imbalance"}));
+                                           "launch-bound", "pageable-copies", "load-imbalance",
+                                           "phase-bottleneck"}));
 }
 
 // Rules with fixed answers, to see the engine alone.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "aon/gpu_uuid.h"
 #include "aon/records.h"
 #include "aon/report/report.h"
 #include "aon/string_table.h"
@@ -51,6 +52,8 @@ class TimelineBuilder {
   std::vector<Merged<NvtxRecord>> nvtx;
   std::vector<Merged<NcclRecord>> nccl;
   std::vector<Merged<StepRecord>> steps;
+  std::vector<Merged<CounterRecord>> counters;
+  std::vector<Merged<DeviceInfo>> devices;  // /meta/devices of the timeline
   std::vector<RankSummary> ranks;
   std::string source = "cupti";
   int64_t world_size = 0;
@@ -59,9 +62,10 @@ class TimelineBuilder {
 
   // Adds a /meta/ranks row.
   void Rank(uint32_t rank, const std::string& host = "node1", RankStatus status = RankStatus::kOk,
-            const std::string& message = "") {
+            const std::string& message = "", uint32_t local_rank = 0) {
     RankSummary s{};
     s.rank = rank;
+    s.local_rank = local_rank;
     s.host_id = strings.Intern(host);
     s.message_id = strings.Intern(message);
     s.status = static_cast<uint8_t>(status);
@@ -167,6 +171,33 @@ class TimelineBuilder {
     steps.push_back(m);
   }
 
+  // A GPU `rank` saw (/meta/devices): CUDA ordinal `device`, UUID text `uuid`.
+  void Device(uint32_t rank, uint32_t device, const std::string& uuid) {
+    Merged<DeviceInfo> d{};
+    d.rank = rank;
+    d.record.device_id = device;
+    d.record.uuid_id = strings.Intern(uuid);
+    d.record.name_id = strings.Intern("NVIDIA H200");
+    devices.push_back(d);
+  }
+  // One counter row of the GPU `uuid` (NVML index `device`), kept in `file_rank`'s file.
+  void Counter(uint32_t file_rank, const std::string& uuid, uint32_t device, CounterMetric metric,
+               uint64_t start, uint64_t end, double value,
+               CounterSource counter_source = CounterSource::kGpm) {
+    Merged<CounterRecord> m{};
+    m.rank = file_rank;
+    const GpuUuid u = GpuUuidFromText(uuid);
+    m.record.start_ns = start;
+    m.record.end_ns = end;
+    m.record.value = value;
+    m.record.gpu_uuid_hi = u.hi;
+    m.record.gpu_uuid_lo = u.lo;
+    m.record.device = device;
+    m.record.metric = static_cast<uint16_t>(metric);
+    m.record.source = static_cast<uint8_t>(counter_source);
+    counters.push_back(m);
+  }
+
   template <typename T>
   static void SortByStart(std::vector<Merged<T>>* v) {
     std::stable_sort(v->begin(), v->end(), [](const Merged<T>& a, const Merged<T>& b) {
@@ -199,6 +230,12 @@ class TimelineBuilder {
     AON_RETURN_IF_ERROR(w->AppendMerged<NvtxRecord>(nvtx));
     AON_RETURN_IF_ERROR(w->AppendMerged<NcclRecord>(nccl));
     if (!steps.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<StepRecord>(steps));
+    SortByStart(&counters);
+    if (!counters.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<CounterRecord>(counters));
+    if (!devices.empty()) {
+      AON_RETURN_IF_ERROR(w->AppendTable(MergedSchema(DeviceInfoSchema()), devices.data(),
+                                         devices.size(), "meta"));
+    }
     if (!ranks.empty()) {
       AON_RETURN_IF_ERROR(w->AppendTable(RankSummarySchema(), ranks.data(), ranks.size(), "meta"));
     }

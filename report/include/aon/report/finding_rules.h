@@ -74,7 +74,7 @@ struct FindingRule {
 };
 
 // The rules aon-report applies (straggler, exposed-communication,
-// idle-host-sync, launch-bound, pageable-copies, load-imbalance).
+// idle-host-sync, launch-bound, pageable-copies, load-imbalance, phase-bottleneck).
 std::span<const FindingRule> DefaultFindingRules();
 
 // Runs `rules` on the analyses in `r` (precedence order) and ranks the findings.

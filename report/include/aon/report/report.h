@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "aon/gpu_uuid.h"
 #include "aon/records.h"
 #include "aon/status.h"
 #include "aon/string_table.h"
@@ -43,6 +44,7 @@ struct RankInfo {
   double overhead_budget = 0;    // fraction
   double window_step_ratio = 0;  // 0: not measured
   double amortized_cost = -1;    // fraction of step time; -1: not measured
+  uint32_t local_rank = 0;       // rank on its node (/meta/ranks)
 };
 
 struct Timeline {
@@ -63,6 +65,11 @@ struct Timeline {
   std::vector<Merged<NvtxRecord>> nvtx;
   std::vector<Merged<NcclRecord>> nccl;
   std::vector<Merged<StepRecord>> steps;  // AON's step markers (1.5), by rank and step
+  // GPU counters (1.6; docs/counters.md): a node's rows sit in one rank's file (the
+  // Merged rank), the GPU is named by its UUID. `devices`: each rank's GPUs
+  // (/meta/devices, Merged rank = the rank that saw it), which tie ranks to rows.
+  std::vector<Merged<CounterRecord>> counters;
+  std::vector<Merged<DeviceInfo>> devices;
 
   bool synthetic() const { return source.find("synthetic") != std::string::npos; }
   size_t HostCount() const;
@@ -258,6 +265,85 @@ std::string NormalizeRangeName(const std::string& name);
 // start. Sorted by GPU time, descending.
 std::vector<NvtxStat> AttributeNvtx(const Timeline& t);
 
+// ---- GPU counters (docs/counters.md) --------------------------------------------
+
+// Time-weighted means of the counter metrics over some time of some GPUs: each
+// row adds value x weight (ns of its interval that count) to its metric.
+struct CounterMeans {
+  static constexpr int kMetrics = 14;  // indexed by CounterMetric (1..13)
+  double sum[kMetrics] = {}, weight[kMetrics] = {};
+  void Add(uint16_t metric, double value, double weight_ns);
+  bool Has(CounterMetric m) const;
+  double Mean(CounterMetric m) const;  // -1 when absent
+};
+
+// "Why is it slow" from counter means; the rules, in one place (counters.cc and
+// docs/counters.md): busy = gpu_active (else sm_active); busy < 50: launch-bound;
+// else compute = the busiest of tensor/fp16/fp32/fp64, memory = dram_bandwidth:
+// compute >= 60 and >= memory: compute-bound; else memory >= 60: memory-bound;
+// else latency-bound.
+struct CounterVerdict {
+  std::string verdict;  // "launch-bound", "compute-bound", "memory-bound", "latency-bound",
+                        // "too short", "unknown"
+  std::string why;      // the numbers behind it, or why there is none
+  std::string action;   // what to try ("" without a verdict)
+  double busy_pct = -1, compute_pct = -1, memory_pct = -1, sm_active_pct = -1,
+         occupancy_pct = -1;  // -1: not measured
+  std::string busy_metric;    // "gpu_active" or "sm_active"
+  std::string compute_pipe;   // "tensor", "fp16", "fp32", "fp64"
+};
+// The thresholds (percent).
+inline constexpr double kLaunchBoundBusyPct = 50, kBoundPct = 60;
+CounterVerdict JudgeCounters(const CounterMeans& m);
+
+struct CounterPoint {
+  uint64_t start_ns = 0, end_ns = 0;
+  double value = 0;
+};
+struct CounterGpu {
+  uint32_t device = 0;  // NVML index
+  GpuUuid uuid;
+  std::string uuid_text;          // from /meta/devices; hex of the halves when no rank lists it
+  std::string host;               // of the rank file that holds its rows
+  std::string source;             // "gpm", "synthetic", ...
+  std::vector<uint32_t> ranks;    // ranks tied to it
+  bool assumed = false;           // some rank tied by local rank == NVML index, not by UUID
+  uint64_t interval_ns = 0;       // median sample interval
+  CounterMeans means;             // over the run, weighted by interval length
+  CounterVerdict run;             // JudgeCounters(means): the numbers (busy, busiest pipe, ...);
+                                  // its verdict mixes every phase, so it is not shown
+  std::map<uint16_t, std::vector<CounterPoint>> series;  // per metric, by start (plots)
+};
+struct CounterPhase {
+  std::string name;       // as in NvtxStat::name
+  uint64_t instances = 0;
+  double seconds = 0;     // the phase's range time on its busiest rank
+  double intervals = 0;   // sample intervals of overlap, summed over instances (fractions count)
+  CounterMeans means;     // rows weighted by their overlap with each instance
+  CounterVerdict verdict;
+};
+struct CounterKernel {
+  std::string name;
+  uint64_t intervals = 0;  // intervals where it is >= 80 % of its rank's GPU-busy time
+  CounterVerdict verdict;  // "unknown" with the reason when intervals < 2
+};
+struct CounterAnalysis {
+  bool present = false;    // the timeline has counter rows
+  bool synthetic = false;  // some rows are synthetic
+  std::vector<CounterGpu> gpus;  // by host, device
+  std::vector<CounterPhase> phases;  // by seconds, descending
+  std::vector<CounterKernel> kernels;  // the top kernels (by total time), that order
+  std::string note;  // e.g. why there is nothing, or which ties were assumed
+};
+// `kernels` (TopKernels) gives the kernels to judge and their order (the first
+// 10); `steps` (optional) the capture windows: with them, only sample intervals
+// inside a rank's captured steps can judge its kernels.
+CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
+                                const Steps* steps = nullptr);
+// Minimum overlap, in sample intervals, for a phase or kernel verdict.
+inline constexpr double kMinCounterIntervals = 2;
+inline constexpr double kKernelDominance = 0.8;
+
 struct Finding {
   std::string kind;      // "straggler", "exposed-communication", "idle-host-sync", ...
   int rank = -1;         // the rank to act on, -1 = all
@@ -302,6 +388,7 @@ struct Report {
   IdleAnalysis idle;
   std::vector<MemoryRank> memory;
   std::vector<NvtxStat> nvtx;
+  CounterAnalysis counters;
   std::vector<Finding> findings;  // ranked, largest gain first
   // Utilization heat strip: per rank, kHeatBins fractions of [start_ns, end_ns).
   static constexpr int kHeatBins = 160;
@@ -320,7 +407,7 @@ std::string HtmlEscape(const std::string& s);
 // At most ~40 lines: header, top-5 findings, per-rank table.
 std::string RenderTerminal(const Report& r);
 // One self-contained HTML page (no network), sections: summary, findings,
-// gpu-breakdown, kernels, communication, stragglers, idle, imbalance, nvtx.
+// gpu-breakdown, kernels, communication, stragglers, idle, imbalance, nvtx, counters.
 std::string RenderHtml(const Report& r);
 // {"job", "findings": [...], "ranks": [...], ...}
 std::string RenderJson(const Report& r);

@@ -1,0 +1,418 @@
+// GPU counters (docs/counters.md): "why is it slow" from the node collector's
+// GPM rows. Per GPU, the run's means (weighted by interval length) and the
+// series; per NVTX phase, the rows of its ranks' GPUs weighted by their overlap
+// with each instance of the range; per kernel, the sample intervals where one
+// kernel name fills >= 80 % of its rank's GPU-busy time. The verdict rules are
+// JudgeCounters(), here and nowhere else.
+//
+// A rank's GPUs: the UUIDs of its /meta/devices rows (when it lists several,
+// those its kernels ran on); a rank without device rows is tied to the GPU of
+// its host whose NVML index is its local rank, and that tie is said to be
+// assumed.
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "analyses/analysis.h"
+
+namespace aon::report {
+
+void CounterMeans::Add(uint16_t metric, double value, double weight_ns) {
+  if (metric == 0 || metric >= kMetrics || !(weight_ns > 0) || !std::isfinite(value)) return;
+  sum[metric] += value * weight_ns;
+  weight[metric] += weight_ns;
+}
+
+bool CounterMeans::Has(CounterMetric m) const {
+  const int i = static_cast<int>(m);
+  return i > 0 && i < kMetrics && weight[i] > 0;
+}
+
+double CounterMeans::Mean(CounterMetric m) const {
+  return Has(m) ? sum[static_cast<int>(m)] / weight[static_cast<int>(m)] : -1;
+}
+
+namespace {
+
+std::string Pct(double v) {
+  if (v < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %%", v);
+  return buf;
+}
+
+}  // namespace
+
+// The verdict rules (docs/counters.md, "Verdicts"):
+//   busy = gpu_active_pct (sm_active_pct when the GPU lacks it);
+//   busy < 50                                -> launch-bound (the GPU is not fed);
+//   compute = max(tensor, fp16, fp32, fp64 active), memory = dram_bandwidth:
+//   compute >= 60 and compute >= memory      -> compute-bound;
+//   else memory >= 60                        -> memory-bound;
+//   else                                     -> latency-bound (busy, neither near peak).
+CounterVerdict JudgeCounters(const CounterMeans& m) {
+  CounterVerdict v;
+  v.sm_active_pct = m.Mean(CounterMetric::kSmActive);
+  v.occupancy_pct = m.Mean(CounterMetric::kSmOccupancy);
+  v.memory_pct = m.Mean(CounterMetric::kDramBandwidth);
+  if (m.Has(CounterMetric::kGpuActive)) {
+    v.busy_pct = m.Mean(CounterMetric::kGpuActive);
+    v.busy_metric = "gpu_active";
+  } else if (m.Has(CounterMetric::kSmActive)) {
+    v.busy_pct = v.sm_active_pct;
+    v.busy_metric = "sm_active";
+  }
+  static constexpr std::pair<CounterMetric, const char*> kPipes[] = {
+      {CounterMetric::kTensorActive, "tensor"},
+      {CounterMetric::kFp16Active, "fp16"},
+      {CounterMetric::kFp32Active, "fp32"},
+      {CounterMetric::kFp64Active, "fp64"}};
+  for (const auto& [metric, pipe] : kPipes) {
+    if (m.Has(metric) && m.Mean(metric) > v.compute_pct) {
+      v.compute_pct = m.Mean(metric);
+      v.compute_pipe = pipe;
+    }
+  }
+  v.why = "busy " + Pct(v.busy_pct) + (v.busy_metric.empty() ? "" : " (" + v.busy_metric + ")") +
+          ", compute " + Pct(v.compute_pct) +
+          (v.compute_pipe.empty() ? "" : " (" + v.compute_pipe + ")") + ", memory " +
+          Pct(v.memory_pct) + ", sm_active " + Pct(v.sm_active_pct) + ", occupancy " +
+          Pct(v.occupancy_pct);
+  if (v.busy_pct < 0) {
+    v.verdict = "unknown";
+    v.why = "no gpu_active_pct or sm_active_pct rows";
+  } else if (v.busy_pct < kLaunchBoundBusyPct) {
+    v.verdict = "launch-bound";
+    v.action =
+        "GPU not fed: use CUDA graphs, fewer and larger kernels, move host work off the "
+        "critical path";
+  } else if (v.compute_pct < 0 || v.memory_pct < 0) {
+    v.verdict = "unknown";
+    v.why += " (no pipe or DRAM metrics to tell compute from memory)";
+  } else if (v.compute_pct >= kBoundPct && v.compute_pct >= v.memory_pct) {
+    v.verdict = "compute-bound";
+    v.action = v.compute_pipe == "tensor"
+                   ? "the tensor cores are near peak: gains must come from doing less work "
+                     "(algorithmic savings)"
+                   : "use lower precision on the tensor cores (TF32/BF16/FP16) if the math "
+                     "allows; if this is the precision you need, it is near peak: algorithmic "
+                     "savings";
+  } else if (v.memory_pct >= kBoundPct) {
+    v.verdict = "memory-bound";
+    v.action = "fuse kernels, use lower precision, improve data layout and reuse";
+  } else {
+    v.verdict = "latency-bound";
+    v.action =
+        "neither compute nor memory near peak while busy: more work per launch, more "
+        "parallelism/occupancy, overlap independent work";
+  }
+  return v;
+}
+
+namespace {
+
+// One sample interval of one GPU: its rows.
+struct Sample {
+  uint64_t start = 0, end = 0;
+  std::vector<std::pair<uint16_t, double>> values;  // (metric, value)
+  bool has_busy = false;                            // holds the GPU's busy metric
+};
+
+struct GpuRows {
+  std::vector<Sample> samples;  // by start
+  uint64_t max_len = 0;
+};
+
+std::string HexUuid(GpuUuid u) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64 "%016" PRIx64, u.hi, u.lo);
+  return buf;
+}
+
+// The GPUs with rows, sorted by host and device, and their samples.
+void CollectGpus(const Timeline& t, CounterAnalysis* a, std::vector<GpuRows>* rows) {
+  std::map<std::pair<uint64_t, uint64_t>, size_t> index;
+  std::vector<CounterGpu> gpus;
+  for (const auto& m : t.counters) {
+    const CounterRecord& c = m.record;
+    if (c.end_ns <= c.start_ns) continue;
+    auto [it, added] = index.try_emplace({c.gpu_uuid_hi, c.gpu_uuid_lo}, gpus.size());
+    if (added) {
+      CounterGpu g;
+      g.device = c.device;
+      g.uuid = {c.gpu_uuid_hi, c.gpu_uuid_lo};
+      g.host = m.rank < t.ranks.size() ? t.ranks[m.rank].host : "";
+      const char* source = EnumValueName(kCounterSourceValues, c.source);
+      g.source = source ? source : "unknown";
+      gpus.push_back(std::move(g));
+    }
+    CounterGpu& g = gpus[it->second];
+    g.means.Add(c.metric, c.value, static_cast<double>(c.end_ns - c.start_ns));
+    g.series[c.metric].push_back({c.start_ns, c.end_ns, c.value});
+    a->synthetic |= c.source == static_cast<uint8_t>(CounterSource::kSynthetic);
+  }
+  std::map<std::pair<uint64_t, uint64_t>, std::string> uuid_text;
+  for (const auto& d : t.devices) {
+    const GpuUuid u = GpuUuidFromText(t.strings.Get(d.record.uuid_id));
+    uuid_text[{u.hi, u.lo}] = t.strings.Get(d.record.uuid_id);
+  }
+  std::sort(gpus.begin(), gpus.end(), [](const CounterGpu& x, const CounterGpu& y) {
+    return x.host != y.host ? x.host < y.host : x.device < y.device;
+  });
+  rows->assign(gpus.size(), {});
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    CounterGpu& g = gpus[i];
+    auto text = uuid_text.find({g.uuid.hi, g.uuid.lo});
+    g.uuid_text = text != uuid_text.end() ? text->second : HexUuid(g.uuid);
+    const uint16_t busy =
+        static_cast<uint16_t>(g.means.Has(CounterMetric::kGpuActive) ? CounterMetric::kGpuActive
+                                                                     : CounterMetric::kSmActive);
+    std::map<std::pair<uint64_t, uint64_t>, Sample> by_interval;
+    for (auto& [metric, points] : g.series) {
+      std::sort(points.begin(), points.end(), [](const CounterPoint& x, const CounterPoint& y) {
+        return x.start_ns < y.start_ns;
+      });
+      for (const CounterPoint& p : points) {
+        Sample& s = by_interval[{p.start_ns, p.end_ns}];
+        s.start = p.start_ns, s.end = p.end_ns;
+        s.values.push_back({metric, p.value});
+        s.has_busy |= metric == busy;
+      }
+    }
+    std::vector<double> lengths;
+    for (auto& [key, s] : by_interval) {
+      (*rows)[i].max_len = std::max((*rows)[i].max_len, s.end - s.start);
+      if (s.has_busy) lengths.push_back(static_cast<double>(s.end - s.start));
+      (*rows)[i].samples.push_back(std::move(s));
+    }
+    g.interval_ns = static_cast<uint64_t>(Median(lengths));
+    g.run = JudgeCounters(g.means);
+  }
+  a->gpus = std::move(gpus);
+}
+
+// Per rank, the indexes of its GPUs in a->gpus (see the file's comment).
+std::vector<std::vector<size_t>> TieRanks(const Timeline& t, CounterAnalysis* a) {
+  std::vector<std::vector<size_t>> tied(t.world_size);
+  std::map<std::pair<uint64_t, uint64_t>, size_t> by_uuid;
+  for (size_t i = 0; i < a->gpus.size(); ++i) by_uuid[{a->gpus[i].uuid.hi, a->gpus[i].uuid.lo}] = i;
+  std::vector<std::vector<const DeviceInfo*>> devices(t.world_size);
+  for (const auto& d : t.devices)
+    if (d.rank < t.world_size) devices[d.rank].push_back(&d.record);
+  std::vector<std::set<uint32_t>> used(t.world_size);  // CUDA ordinals its kernels ran on
+  for (const auto& k : t.kernels)
+    if (k.rank < t.world_size) used[k.rank].insert(k.record.device_id);
+  std::string assumed;
+  for (uint32_t r = 0; r < t.world_size; ++r) {
+    if (devices[r].empty()) {
+      // No device rows: the GPU of its host whose NVML index is its local rank.
+      for (size_t i = 0; i < a->gpus.size(); ++i) {
+        CounterGpu& g = a->gpus[i];
+        if (g.host != t.ranks[r].host || g.device != t.ranks[r].local_rank) continue;
+        tied[r].push_back(i);
+        g.assumed = true;
+        assumed += (assumed.empty() ? "" : ", ") + std::to_string(r);
+      }
+      continue;
+    }
+    std::vector<const DeviceInfo*> mine = devices[r];
+    if (mine.size() > 1) {
+      std::vector<const DeviceInfo*> ran;
+      for (const DeviceInfo* d : mine)
+        if (used[r].count(d->device_id)) ran.push_back(d);
+      if (!ran.empty()) mine = ran;
+    }
+    for (const DeviceInfo* d : mine) {
+      const GpuUuid u = GpuUuidFromText(t.strings.Get(d->uuid_id));
+      auto it = by_uuid.find({u.hi, u.lo});
+      if (it != by_uuid.end() &&
+          std::find(tied[r].begin(), tied[r].end(), it->second) == tied[r].end())
+        tied[r].push_back(it->second);
+    }
+  }
+  for (size_t r = 0; r < tied.size(); ++r)
+    for (size_t i : tied[r]) a->gpus[i].ranks.push_back(static_cast<uint32_t>(r));
+  if (!assumed.empty()) {
+    a->note = "rank(s) " + assumed +
+              " list no GPU (/meta/devices): tied to the GPU whose NVML index is their local "
+              "rank (assumed)";
+  }
+  return tied;
+}
+
+// Adds to `means` the samples of `rows` overlapping [start, end), each weighted by
+// its overlap; returns the overlap in sample intervals (of the busy metric).
+double AddOverlap(const GpuRows& rows, uint64_t start, uint64_t end, CounterMeans* means) {
+  const uint64_t from = start > rows.max_len ? start - rows.max_len : 0;
+  auto it = std::lower_bound(rows.samples.begin(), rows.samples.end(), from,
+                             [](const Sample& s, uint64_t at) { return s.start < at; });
+  double intervals = 0;
+  for (; it != rows.samples.end() && it->start < end; ++it) {
+    const uint64_t lo = std::max(it->start, start), hi = std::min(it->end, end);
+    if (hi <= lo) continue;
+    const double overlap = static_cast<double>(hi - lo);
+    for (const auto& [metric, value] : it->values) means->Add(metric, value, overlap);
+    if (it->has_busy) intervals += overlap / static_cast<double>(it->end - it->start);
+  }
+  return intervals;
+}
+
+std::string TooShort(double intervals, uint64_t interval_ns) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.2f sample intervals of %s overlap it; a verdict needs %.0f",
+                intervals, FormatDuration(static_cast<double>(interval_ns)).c_str(),
+                kMinCounterIntervals);
+  return buf;
+}
+
+void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied,
+                 const std::vector<GpuRows>& rows, CounterAnalysis* a) {
+  std::map<std::string, size_t> index;
+  std::vector<std::map<uint32_t, uint64_t>> per_rank;  // per phase: range time per rank
+  std::vector<bool> has_gpu;
+  uint64_t interval_ns = 0;
+  for (const CounterGpu& g : a->gpus) interval_ns = std::max(interval_ns, g.interval_ns);
+  for (const auto& m : t.nvtx) {
+    const NvtxRecord& n = m.record;
+    if (n.type == static_cast<uint8_t>(NvtxType::kMark) || n.end_ns <= n.start_ns) continue;
+    std::string name = NormalizeRangeName(t.strings.Get(n.name_id));
+    if (IsStepRangeName(name)) continue;
+    const std::string& domain = t.strings.Get(n.domain_id);
+    if (!domain.empty()) name = domain + ":" + name;
+    auto [it, added] = index.try_emplace(name, a->phases.size());
+    if (added) {
+      a->phases.push_back({});
+      a->phases.back().name = name;
+      per_rank.emplace_back();
+      has_gpu.push_back(false);
+    }
+    CounterPhase& p = a->phases[it->second];
+    ++p.instances;
+    per_rank[it->second][m.rank] += n.end_ns - n.start_ns;
+    if (m.rank >= tied.size()) continue;
+    for (size_t g : tied[m.rank]) {
+      has_gpu[it->second] = true;
+      p.intervals += AddOverlap(rows[g], n.start_ns, n.end_ns, &p.means);
+    }
+  }
+  for (size_t i = 0; i < a->phases.size(); ++i) {
+    CounterPhase& p = a->phases[i];
+    for (const auto& [rank, ns] : per_rank[i]) p.seconds = std::max(p.seconds, ns / 1e9);
+    if (!has_gpu[i]) {
+      p.verdict.verdict = "unknown";
+      p.verdict.why = "no counter rows of its ranks' GPUs";
+    } else if (p.intervals + 1e-9 < kMinCounterIntervals) {
+      p.verdict.verdict = "too short";
+      p.verdict.why = "too short for the counters' interval: " + TooShort(p.intervals, interval_ns);
+    } else {
+      p.verdict = JudgeCounters(p.means);
+    }
+  }
+  std::stable_sort(
+      a->phases.begin(), a->phases.end(),
+      [](const CounterPhase& x, const CounterPhase& y) { return x.seconds > y.seconds; });
+}
+
+// The kernel dominance rule: a sample interval of a rank's (single) GPU speaks
+// for a kernel name when that name's kernels cover >= 80 % of the rank's GPU-busy
+// time in it; only intervals the rank's records fully cover count (with capture
+// windows: inside its captured steps).
+void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tied,
+                  const std::vector<GpuRows>& rows, const std::vector<KernelStats>& top,
+                  const Steps* steps, CounterAnalysis* a) {
+  if (t.kernels.empty()) return;
+  struct Dominated {
+    CounterMeans means;
+    uint64_t intervals = 0;
+  };
+  std::map<uint32_t, Dominated> by_kernel;  // by name id
+  const auto busy = GpuBusyUnions(t);
+  std::vector<std::vector<const KernelRecord*>> kernels(t.world_size);
+  std::vector<uint64_t> longest(t.world_size, 0);
+  for (const auto& k : t.kernels) {
+    if (k.rank >= t.world_size || k.record.end_ns <= k.record.start_ns) continue;
+    kernels[k.rank].push_back(&k.record);
+    longest[k.rank] = std::max(longest[k.rank], k.record.end_ns - k.record.start_ns);
+  }
+  for (uint32_t r = 0; r < t.world_size; ++r) {
+    if (r >= tied.size() || tied[r].size() != 1 || kernels[r].empty()) continue;
+    auto& ks = kernels[r];
+    std::sort(ks.begin(), ks.end(), [](const KernelRecord* x, const KernelRecord* y) {
+      return x->start_ns < y->start_ns;
+    });
+    std::vector<Interval> covered;
+    const bool windowed = steps != nullptr && steps->windowed;
+    if (windowed) covered = Union(steps->GpuSteps(r));
+    for (const Sample& s : rows[tied[r][0]].samples) {
+      const Interval w{s.start, s.end};
+      if (windowed && LengthWithin(covered, w) < s.end - s.start) continue;
+      const uint64_t gpu_busy = r < busy.size() ? LengthWithin(busy[r], w) : 0;
+      if (gpu_busy == 0) continue;
+      std::map<uint32_t, std::vector<Interval>> by_name;
+      const uint64_t from = s.start > longest[r] ? s.start - longest[r] : 0;
+      auto it =
+          std::lower_bound(ks.begin(), ks.end(), from,
+                           [](const KernelRecord* k, uint64_t at) { return k->start_ns < at; });
+      for (; it != ks.end() && (*it)->start_ns < s.end; ++it) {
+        const uint64_t lo = std::max((*it)->start_ns, s.start), hi = std::min((*it)->end_ns, s.end);
+        if (hi > lo) by_name[(*it)->name_id].push_back({lo, hi});
+      }
+      for (auto& [name, v] : by_name) {
+        const uint64_t mine = TotalLength(Union(std::move(v)));
+        if (static_cast<double>(mine) < kKernelDominance * static_cast<double>(gpu_busy)) continue;
+        Dominated& d = by_kernel[name];
+        ++d.intervals;
+        for (const auto& [metric, value] : s.values)
+          d.means.Add(metric, value, static_cast<double>(s.end - s.start));
+        break;  // >= 80 %: no other name can be
+      }
+    }
+  }
+  std::map<std::string, const Dominated*> by_name;
+  for (const auto& [id, d] : by_kernel) by_name[t.strings.Get(id)] = &d;
+  for (size_t i = 0; i < top.size() && i < 10; ++i) {
+    CounterKernel k;
+    k.name = top[i].name;
+    auto it = by_name.find(k.name);
+    if (it != by_name.end()) k.intervals = it->second->intervals;
+    if (k.intervals >= kMinCounterIntervals) {
+      k.verdict = JudgeCounters(it->second->means);
+    } else {
+      k.verdict.verdict = "unknown";
+      k.verdict.why = "it fills >= 80 % of its GPU's busy time in " + std::to_string(k.intervals) +
+                      " sample interval(s), a verdict needs 2: per-kernel figures need CUPTI PM "
+                      "sampling (not yet available)";
+    }
+    a->kernels.push_back(std::move(k));
+  }
+}
+
+}  // namespace
+
+CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
+                                const Steps* steps) {
+  CounterAnalysis a;
+  if (t.counters.empty()) {
+    a.note =
+        "no GPU counters in this timeline (aon-run --counters auto|gpm on GPUs with NVML GPM, "
+        "Hopper or newer; docs/counters.md)";
+    return a;
+  }
+  a.present = true;
+  std::vector<GpuRows> rows;
+  CollectGpus(t, &a, &rows);
+  const auto tied = TieRanks(t, &a);
+  JudgePhases(t, tied, rows, &a);
+  JudgeKernels(t, tied, rows, kernels, steps, &a);
+  return a;
+}
+
+const Analysis kCountersAnalysis = {
+    "counters", "steps,kernels", "counters",
+    [](const Timeline& t, Report* r) { r->counters = AnalyzeCounters(t, r->kernels, &r->steps); }};
+
+}  // namespace aon::report

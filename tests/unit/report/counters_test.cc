@@ -1,0 +1,320 @@
+// GPU counter verdicts (report/src/analyses/counters.cc, docs/counters.md): the
+// rules at their boundaries, rows weighted by their overlap with a phase, the
+// kernel dominance rule, ranks tied to GPUs by UUID, and the renderings.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "aon/report/finding_rules.h"
+#include "aon/report/report.h"
+#include "timeline_builder.h"
+
+namespace aon::report {
+namespace {
+
+using testing::kMs;
+using testing::TempDir;
+using testing::TimelineBuilder;
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Means with one value per metric (weight 1); -1 leaves the metric out.
+CounterMeans Means(double gpu_active, double tensor, double fp32, double dram, double sm = -1,
+                   double occupancy = -1) {
+  CounterMeans m;
+  auto add = [&](CounterMetric metric, double v) {
+    if (v >= 0) m.Add(static_cast<uint16_t>(metric), v, 1);
+  };
+  add(CounterMetric::kGpuActive, gpu_active);
+  add(CounterMetric::kTensorActive, tensor);
+  add(CounterMetric::kFp32Active, fp32);
+  add(CounterMetric::kDramBandwidth, dram);
+  add(CounterMetric::kSmActive, sm);
+  add(CounterMetric::kSmOccupancy, occupancy);
+  return m;
+}
+
+TEST(CounterVerdicts, EachVerdictAtItsBoundaries) {
+  // busy < 50: launch-bound, whatever the pipes say.
+  EXPECT_EQ(JudgeCounters(Means(49.9, 90, 0, 90)).verdict, "launch-bound");
+  EXPECT_EQ(JudgeCounters(Means(50, 90, 0, 10)).verdict, "compute-bound");
+  // compute >= 60 and >= memory.
+  EXPECT_EQ(JudgeCounters(Means(100, 60, 0, 20)).verdict, "compute-bound");
+  EXPECT_EQ(JudgeCounters(Means(100, 59.9, 0, 20)).verdict, "latency-bound");
+  EXPECT_EQ(JudgeCounters(Means(100, 80, 0, 80)).verdict, "compute-bound");  // a tie: compute
+  EXPECT_EQ(JudgeCounters(Means(100, 70, 0, 80)).verdict, "memory-bound");
+  // memory >= 60.
+  EXPECT_EQ(JudgeCounters(Means(100, 10, 0, 60)).verdict, "memory-bound");
+  EXPECT_EQ(JudgeCounters(Means(100, 10, 0, 59.9)).verdict, "latency-bound");
+  EXPECT_EQ(JudgeCounters(Means(100, 59.9, 0, 59.9)).verdict, "latency-bound");
+  // The busiest pipe is the compute side, and it is named.
+  const CounterVerdict fp32 = JudgeCounters(Means(100, 20, 65, 30, 90, 40));
+  EXPECT_EQ(fp32.verdict, "compute-bound");
+  EXPECT_EQ(fp32.compute_pipe, "fp32");
+  EXPECT_EQ(fp32.compute_pct, 65);
+  EXPECT_EQ(fp32.memory_pct, 30);
+  EXPECT_EQ(fp32.busy_pct, 100);
+  EXPECT_EQ(fp32.busy_metric, "gpu_active");
+  EXPECT_EQ(fp32.sm_active_pct, 90);
+  EXPECT_EQ(fp32.occupancy_pct, 40);
+  EXPECT_EQ(fp32.why,
+            "busy 100.0 % (gpu_active), compute 65.0 % (fp32), memory 30.0 %, "
+            "sm_active 90.0 %, occupancy 40.0 %");
+  EXPECT_FALSE(fp32.action.empty());
+  // Without gpu_active, busy is sm_active.
+  const CounterVerdict sm = JudgeCounters(Means(-1, 0, 0, 0, 45));
+  EXPECT_EQ(sm.verdict, "launch-bound");
+  EXPECT_EQ(sm.busy_metric, "sm_active");
+  EXPECT_EQ(sm.busy_pct, 45);
+  // Busy, but nothing tells compute from memory: no verdict.
+  EXPECT_EQ(JudgeCounters(Means(90, -1, -1, -1)).verdict, "unknown");
+  EXPECT_EQ(JudgeCounters(Means(-1, 90, 0, 10)).verdict, "unknown");
+}
+
+constexpr const char* kGpuA = "GPU-aaaaaaaa-0000-0000-0000-000000000001";
+constexpr const char* kGpuB = "GPU-bbbbbbbb-0000-0000-0000-000000000002";
+
+// One sample interval of one GPU: busy, tensor, fp32, DRAM, in rank 0's file.
+void Sample(TimelineBuilder* b, const std::string& uuid, uint32_t device, uint64_t start,
+            uint64_t end, double busy, double tensor, double fp32, double dram,
+            CounterSource source = CounterSource::kGpm) {
+  b->Counter(0, uuid, device, CounterMetric::kGpuActive, start, end, busy, source);
+  b->Counter(0, uuid, device, CounterMetric::kTensorActive, start, end, tensor, source);
+  b->Counter(0, uuid, device, CounterMetric::kFp32Active, start, end, fp32, source);
+  b->Counter(0, uuid, device, CounterMetric::kDramBandwidth, start, end, dram, source);
+}
+
+const CounterPhase* Phase(const CounterAnalysis& a, const std::string& name) {
+  for (const CounterPhase& p : a.phases)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// Rows of 100 ms; a phase from 150 to 375 ms overlaps half of [100, 200), all
+// of [200, 300) and three quarters of [300, 400): 2.25 intervals, each row
+// weighted by its overlap.
+TEST(CounterPhases, RowsAreWeightedByTheirOverlapAtThePhaseEdges) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  Sample(&b, kGpuA, 0, 0, 100 * kMs, 100, 90, 0, 0);
+  Sample(&b, kGpuA, 0, 100 * kMs, 200 * kMs, 40, 10, 20, 70);
+  Sample(&b, kGpuA, 0, 200 * kMs, 300 * kMs, 80, 30, 50, 90);
+  Sample(&b, kGpuA, 0, 300 * kMs, 400 * kMs, 10, 70, 5, 20);
+  b.Nvtx(0, "optimizer", 150 * kMs, 375 * kMs, 1, 0);
+  b.Nvtx(0, "zero_grad", 150 * kMs, 325 * kMs, 1, 1);  // 1.75 intervals: too short
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const CounterAnalysis a = AnalyzeCounters(t, {});
+  ASSERT_TRUE(a.present);
+  const CounterPhase* p = Phase(a, "optimizer");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->intervals, 2.25);
+  EXPECT_EQ(p->instances, 1u);
+  EXPECT_DOUBLE_EQ(p->seconds, 0.225);
+  // busy = (40 x 50 + 80 x 100 + 10 x 75) / 225
+  EXPECT_DOUBLE_EQ(p->verdict.busy_pct, (40.0 * 50 + 80.0 * 100 + 10.0 * 75) / 225);
+  EXPECT_DOUBLE_EQ(p->verdict.memory_pct, (70.0 * 50 + 90.0 * 100 + 20.0 * 75) / 225);
+  EXPECT_DOUBLE_EQ(p->means.Mean(CounterMetric::kTensorActive),
+                   (10.0 * 50 + 30.0 * 100 + 70.0 * 75) / 225);
+  EXPECT_EQ(p->verdict.verdict, "launch-bound");  // 47.8 % busy
+  const CounterPhase* short_phase = Phase(a, "zero_grad");
+  ASSERT_NE(short_phase, nullptr);
+  EXPECT_EQ(short_phase->intervals, 1.75);
+  EXPECT_EQ(short_phase->verdict.verdict, "too short");
+  EXPECT_TRUE(Contains(short_phase->verdict.why, "too short for the counters' interval"))
+      << short_phase->verdict.why;
+  EXPECT_TRUE(Contains(short_phase->verdict.why, "1.75 sample intervals of 100 ms"))
+      << short_phase->verdict.why;
+  // The GPU over the run: each interval weighs its length.
+  ASSERT_EQ(a.gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(a.gpus[0].means.Mean(CounterMetric::kGpuActive), (100.0 + 40 + 80 + 10) / 4);
+  EXPECT_EQ(a.gpus[0].interval_ns, 100 * kMs);
+  EXPECT_EQ(a.gpus[0].uuid_text, kGpuA);
+  EXPECT_EQ(a.gpus[0].series.at(static_cast<uint16_t>(CounterMetric::kGpuActive)).size(), 4u);
+}
+
+// Two ranks on one node, two GPUs whose rows all sit in rank 0's file; rank 0
+// uses NVML GPU 1 and rank 1 GPU 0, so only the UUIDs tie them right.
+TimelineBuilder TwoRanksTwoGpus(CounterSource source = CounterSource::kGpm) {
+  TimelineBuilder b;
+  b.Rank(0, "node1", RankStatus::kOk, "", 0);
+  b.Rank(1, "node1", RankStatus::kOk, "", 1);
+  b.Device(0, 0, kGpuB);
+  b.Device(1, 0, kGpuA);
+  for (uint64_t i = 0; i < 5; ++i) {
+    Sample(&b, kGpuA, 0, i * 100 * kMs, (i + 1) * 100 * kMs, 20, 0, 5, 5, source);
+    Sample(&b, kGpuB, 1, i * 100 * kMs, (i + 1) * 100 * kMs, 95, 85, 6, 20, source);
+  }
+  b.Nvtx(0, "forward", 0, 300 * kMs, 1, 0);
+  b.Nvtx(1, "backward", 0, 400 * kMs, 1, 0);
+  return b;
+}
+
+TEST(CounterPhases, RanksAreTiedToTheirGpusByUuid) {
+  TempDir dir;
+  TimelineBuilder b = TwoRanksTwoGpus();
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  ASSERT_EQ(t.devices.size(), 2u);
+  const CounterAnalysis a = AnalyzeCounters(t, {});
+  ASSERT_EQ(a.gpus.size(), 2u);
+  EXPECT_EQ(a.gpus[0].device, 0u);
+  EXPECT_EQ(a.gpus[0].uuid_text, kGpuA);
+  EXPECT_EQ(a.gpus[0].ranks, std::vector<uint32_t>{1});
+  EXPECT_EQ(a.gpus[1].device, 1u);
+  EXPECT_EQ(a.gpus[1].ranks, std::vector<uint32_t>{0});
+  EXPECT_FALSE(a.gpus[0].assumed);
+  EXPECT_FALSE(a.gpus[1].assumed);
+  EXPECT_TRUE(a.note.empty()) << a.note;
+  const CounterPhase* fwd = Phase(a, "forward");
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->verdict.verdict, "compute-bound");
+  EXPECT_DOUBLE_EQ(fwd->verdict.busy_pct, 95);
+  EXPECT_DOUBLE_EQ(fwd->verdict.compute_pct, 85);
+  EXPECT_EQ(fwd->verdict.compute_pipe, "tensor");
+  EXPECT_DOUBLE_EQ(fwd->verdict.memory_pct, 20);
+  EXPECT_EQ(fwd->intervals, 3);
+  const CounterPhase* bwd = Phase(a, "backward");
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(bwd->verdict.verdict, "launch-bound");
+  EXPECT_DOUBLE_EQ(bwd->verdict.busy_pct, 20);
+  EXPECT_EQ(bwd->intervals, 4);
+  // Longest first.
+  EXPECT_EQ(a.phases[0].name, "backward");
+}
+
+TEST(CounterPhases, WithoutDevicesTheLocalRankIsTheGpuAndSaidAssumed) {
+  TempDir dir;
+  TimelineBuilder b = TwoRanksTwoGpus();
+  b.devices.clear();
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const CounterAnalysis a = AnalyzeCounters(t, {});
+  ASSERT_EQ(a.gpus.size(), 2u);
+  EXPECT_EQ(a.gpus[0].ranks, std::vector<uint32_t>{0});  // NVML 0 = local rank 0
+  EXPECT_EQ(a.gpus[1].ranks, std::vector<uint32_t>{1});
+  EXPECT_TRUE(a.gpus[0].assumed);
+  EXPECT_TRUE(Contains(a.note, "(assumed)")) << a.note;
+  EXPECT_EQ(Phase(a, "forward")->verdict.verdict, "launch-bound");
+  EXPECT_EQ(Phase(a, "backward")->verdict.verdict, "compute-bound");
+}
+
+// Four 10 ms intervals of rank 0's GPU. Kernel "gemm" is 90 %, 70 %, exactly 80 %
+// and 0 % of the GPU-busy time in them: intervals 0 and 2 speak for it; "softmax"
+// fills interval 3 alone: one interval, not enough.
+TEST(CounterKernels, OnlyIntervalsAKernelDominatesJudgeIt) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  const double busy[] = {90, 100, 70, 50}, dram[] = {65, 10, 75, 99};
+  for (uint64_t i = 0; i < 4; ++i)
+    Sample(&b, kGpuA, 0, i * 10 * kMs, (i + 1) * 10 * kMs, busy[i], 10, 20, dram[i]);
+  b.Kernel(0, "gemm", 0, 9 * kMs);
+  b.Kernel(0, "softmax", 9 * kMs, 10 * kMs);
+  b.Kernel(0, "gemm", 10 * kMs, 17 * kMs);
+  b.Kernel(0, "softmax", 17 * kMs, 20 * kMs);
+  b.Kernel(0, "gemm", 20 * kMs, 28 * kMs);
+  b.Kernel(0, "softmax", 28 * kMs, 30 * kMs);
+  b.Kernel(0, "softmax", 30 * kMs, 35 * kMs);
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const CounterAnalysis a = AnalyzeCounters(t, TopKernels(t));
+  ASSERT_EQ(a.kernels.size(), 2u);
+  EXPECT_EQ(a.kernels[0].name, "gemm");
+  EXPECT_EQ(a.kernels[0].intervals, 2u);
+  EXPECT_EQ(a.kernels[0].verdict.verdict, "memory-bound");
+  EXPECT_DOUBLE_EQ(a.kernels[0].verdict.busy_pct, 80);
+  EXPECT_DOUBLE_EQ(a.kernels[0].verdict.memory_pct, 70);
+  EXPECT_EQ(a.kernels[1].name, "softmax");
+  EXPECT_EQ(a.kernels[1].intervals, 1u);
+  EXPECT_EQ(a.kernels[1].verdict.verdict, "unknown");
+  EXPECT_TRUE(Contains(a.kernels[1].verdict.why, "CUPTI PM sampling (not yet available)"))
+      << a.kernels[1].verdict.why;
+}
+
+TEST(CounterReport, NoCountersIsSaidAndNothingBreaks) {
+  TempDir dir;
+  TimelineBuilder b;
+  testing::PlantStraggler(&b, 2, 4, false);
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  ASSERT_TRUE(t.counters.empty());
+  const Report r = Analyze(t);
+  EXPECT_FALSE(r.counters.present);
+  EXPECT_TRUE(r.counters.phases.empty());
+  EXPECT_TRUE(Contains(r.counters.note, "no GPU counters in this timeline")) << r.counters.note;
+  EXPECT_TRUE(Contains(RenderTerminal(r), "GPU counters: no GPU counters in this timeline"));
+  const std::string html = RenderHtml(r);
+  EXPECT_TRUE(Contains(html, "<section id=counters>"));
+  EXPECT_FALSE(Contains(html, "plot-counters-"));
+  EXPECT_TRUE(Contains(RenderJson(r), "\"counters\":{\"present\":false,"));
+  for (const Finding& f : r.findings) EXPECT_NE(f.kind, "phase-bottleneck");
+}
+
+TEST(CounterReport, VerdictsReachTheTerminalHtmlJsonAndFindings) {
+  TempDir dir;
+  TimelineBuilder b = TwoRanksTwoGpus(CounterSource::kSynthetic);
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  ASSERT_TRUE(r.counters.present);
+  EXPECT_TRUE(r.counters.synthetic);
+  const std::string text = RenderTerminal(r);
+  EXPECT_TRUE(Contains(text, "GPU counters (synthetic, 2 GPUs) *** SYNTHETIC: FAKE counters ***"))
+      << text;
+  EXPECT_TRUE(Contains(text,
+                       "compute-bound busy 95.0 % (gpu_active), compute 85.0 % (tensor), "
+                       "memory 20.0 %"))
+      << text;
+  const std::string html = RenderHtml(r);
+  EXPECT_TRUE(Contains(html, "<section id=counters>"));
+  EXPECT_TRUE(Contains(html, "<svg class=plot id=plot-counters-0 "));
+  EXPECT_TRUE(Contains(html, "<svg class=plot id=plot-counters-1 "));
+  EXPECT_TRUE(Contains(html, "<td class=l>forward</td>"));
+  EXPECT_TRUE(Contains(html, "<b>compute-bound</b>"));
+  EXPECT_TRUE(Contains(html, "<b>launch-bound</b>"));
+  const std::string json = RenderJson(r);
+  EXPECT_TRUE(Contains(json, "{\"name\":\"forward\",\"verdict\":\"compute-bound\",")) << json;
+  EXPECT_TRUE(Contains(json, "{\"name\":\"backward\",\"verdict\":\"launch-bound\","));
+  EXPECT_TRUE(Contains(json, "\"busy_pct\":95,"));
+  EXPECT_TRUE(Contains(json, "\"compute_pipe\":\"tensor\","));
+  EXPECT_TRUE(Contains(json, "\"device\":1,\"uuid\":\"" + std::string(kGpuB) + "\""));
+  // The longest phase that is not compute-bound, without a gain.
+  const Finding* f = nullptr;
+  for (const Finding& x : r.findings)
+    if (x.kind == "phase-bottleneck") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->gain_ns, 0u);
+  EXPECT_EQ(
+      f->action.rfind("Phase \"backward\" is launch-bound for 400 ms of the run: GPU not fed", 0),
+      0u)
+      << f->action;
+  EXPECT_TRUE(Contains(f->evidence, "over 4.0 sample intervals: busy 20.0 %")) << f->evidence;
+  EXPECT_TRUE(Contains(f->evidence, "(SYNTHETIC counters)")) << f->evidence;
+}
+
+// A long run (here 3000 samples) is drawn with at most one point per pixel
+// column of the 900-pixel plot, each line.
+TEST(CounterReport, LongRunsArePlottedAtMostOnePointPerPixel) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  for (uint64_t i = 0; i < 3000; ++i)
+    Sample(&b, kGpuA, 0, i * kMs, (i + 1) * kMs, static_cast<double>(i % 100), 10, 10, 10);
+  const std::string html = RenderHtml(Analyze(b.WriteAndLoad(dir.File("t.h5"))));
+  const size_t plot = html.find("<svg class=plot id=plot-counters-0 ");
+  ASSERT_NE(plot, std::string::npos);
+  const size_t end = html.find("</svg>", plot);
+  size_t lines = 0;
+  for (size_t at = html.find("points='", plot); at < end; at = html.find("points='", at + 1)) {
+    ++lines;
+    const std::string pts = html.substr(at + 8, html.find('\'', at + 8) - at - 8);
+    const size_t n = static_cast<size_t>(std::count(pts.begin(), pts.end(), ' '));
+    EXPECT_GT(n, 0u);
+    EXPECT_LE(n, 900u);
+  }
+  EXPECT_EQ(lines, 3u);  // gpu_active, tensor_active, dram_bandwidth (no sm_active rows)
+}
+
+}  // namespace
+}  // namespace aon::report
