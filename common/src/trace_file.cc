@@ -392,6 +392,42 @@ StatusOr<CheckedDataset> OpenChecked(hid_t file, const std::string& name, uint64
   return out;
 }
 
+// A table's row type as the file declares it: numbers that lie inside the
+// row, as AON writes them. HDF5 converts rows member by member at the offsets
+// the file states, without checking them against the row's size: a member
+// placed past the end of its row would be read from past the end of HDF5's
+// buffer.
+Status CheckRowMembers(hid_t type, const std::string& what) {
+  const size_t row_bytes = H5Tget_size(type);
+  const int members = H5Tget_nmembers(type);
+  if (members < 0) return DataLoss(what + ": unreadable row type: " + Hdf5Error());
+  for (int i = 0; i < members; ++i) {
+    const unsigned m = static_cast<unsigned>(i);
+    Hid member = Type(H5Tget_member_type(type, m));
+    const H5T_class_t cls = member.valid() ? H5Tget_class(member.get()) : H5T_NO_CLASS;
+    const size_t bytes = member.valid() ? H5Tget_size(member.get()) : 0;
+    const size_t offset = H5Tget_member_offset(type, m);
+    const bool number = (cls == H5T_INTEGER || cls == H5T_FLOAT) && bytes > 0 && bytes <= 8;
+    const bool inside = offset <= row_bytes && bytes <= row_bytes - offset;
+    if (number && inside) continue;
+    H5Eclear2(H5E_DEFAULT);
+    std::string name;
+    if (char* n = H5Tget_member_name(type, m); n != nullptr) {
+      name = n;
+      H5free_memory(n);
+    }
+    const std::string which = what + ": row member " + std::to_string(i) + " '" + name + "'";
+    if (!number) {
+      return DataLoss(which +
+                      " is not a number of at most 8 bytes, which AON never writes: refused");
+    }
+    return DataLoss(which + " (" + Bytes(bytes) + " at offset " + std::to_string(offset) +
+                    ") lies outside its " + std::to_string(row_bytes) +
+                    "-byte rows: refused (a crafted or damaged file)");
+  }
+  return Status::Ok();
+}
+
 // The one element of an attribute: one whose dataspace holds more (or none)
 // would be read past the single value the caller has room for.
 Status CheckOneValue(hid_t attr, const std::string& n) {
@@ -1022,6 +1058,7 @@ Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_
   const Hid& ds = c->ds;
   Hid disk = Type(H5Dget_type(ds.get()));
   if (H5Tget_class(disk.get()) != H5T_COMPOUND) return DataLoss(ctx + " is not a compound table");
+  AON_RETURN_IF_ERROR(CheckRowMembers(disk.get(), ctx));
   Hid file_space = Space(H5Dget_space(ds.get()));
   const uint64_t n = c->rows;
   if (first > n || count > n - first) return InvalidArgument(ctx + ": reading past the end");
