@@ -618,6 +618,12 @@ void Collector::Finalize(Rank& r, bool died) {
       r.notes.push_back("ring full: " + std::to_string(s) + " names were dropped at first use");
     }
   }
+  if (uint64_t n = r.intake.refused_strings(); n > 0) {
+    r.notes.push_back(
+        "collector: " + std::to_string(n) +
+        " names from the ring were not taken: their ids were implausible (more than " +
+        std::to_string(RingIntake::kMaxIdLead) + " past the names received)");
+  }
 
   if (r.lost_records > 0) {
     const std::string lost =

@@ -19,7 +19,11 @@ std::string RingIntake::Take(const ring::Entry& e, RecordBatches& into, FlightWa
 void RingIntake::TakeString(const ring::Entry& e) {
   uint32_t id;
   std::memcpy(&id, e.payload, 4);
-  if (id == 0 || id >= kMaxStringId) return;
+  if (id == 0) return;
+  if (id >= kMaxStringId || id >= taken_ + kMaxIdLead) {
+    ++refused_strings_;
+    return;
+  }
   std::string s(reinterpret_cast<const char*>(e.payload) + 4, e.payload_bytes - 4u);
   if (s.size() == ring::kMaxStringBytes && !cut_strings_.insert(s).second) {
     s += " #" + std::to_string(id);  // two long names cut to the same prefix
@@ -31,6 +35,7 @@ void RingIntake::TakeString(const ring::Entry& e) {
   if (have_[id] == 0 && id >= written_) {
     strings_[id] = std::move(s);
     have_[id] = 1;
+    ++taken_;
   }
 }
 

@@ -37,6 +37,13 @@ class RingIntake {
  public:
   // Largest string id taken from a ring.
   static constexpr uint32_t kMaxStringId = 1u << 24;
+  // How far a string id may run ahead of the names taken so far. The agent
+  // sends each name once, in id order; a name the full ring had no room for is
+  // sent again at exit (rank_agent/src/record_sink.h), so ids run ahead by the
+  // names still waiting. An id further ahead would grow the table (and, when
+  // the rank ends, fill it with placeholders) by up to kMaxStringId entries for
+  // one 16-byte entry: it is not taken, and counted.
+  static constexpr uint32_t kMaxIdLead = 1u << 16;
 
   // Takes one entry Consumer::Drain handed over: a string into the table, a
   // record appended to `into`. With a `watch` (flight mode), NVTX ranges and
@@ -52,6 +59,8 @@ class RingIntake {
   void Written(size_t count) { written_ += count; }
 
   uint64_t records() const { return records_; }
+  // Names not taken: an id too far ahead (kMaxIdLead) or past kMaxStringId.
+  uint64_t refused_strings() const { return refused_strings_; }
   uint64_t last_record_ns() const { return last_record_ns_; }
   const RankSteps& steps() const { return steps_; }
 
@@ -62,6 +71,8 @@ class RingIntake {
   std::vector<std::string> strings_{std::string()};
   std::vector<uint8_t> have_{1};
   size_t written_ = 0;
+  size_t taken_ = 1;  // ids whose name arrived (id 0, "", is always there)
+  uint64_t refused_strings_ = 0;
   std::unordered_set<std::string> cut_strings_;  // names cut to kMaxStringBytes, kept unique
   uint64_t records_ = 0;
   uint64_t last_record_ns_ = 0;

@@ -1,7 +1,7 @@
 // What the node collector takes out of a rank's ring, entry by entry
 // (rank_agent/collector/ring_intake.h): names by id with placeholders for the
-// ones a full ring lost, names sent again later, the latest record time, the
-// steps, the flight watch.
+// ones a full ring lost, names sent again later, ids a producer makes up,
+// the latest record time and the steps.
 #include "ring_intake.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +59,31 @@ TEST_F(RingIntakeTest, NamesArriveByIdAndLostOnesGetPlaceholdersAtTheEnd) {
   EXPECT_EQ(Strings(in.Unwritten(true)),
             (std::vector<std::string>{"sent again at exit", "relu", "<name 4 lost: ring full>",
                                       "softmax"}));
+  EXPECT_EQ(in.refused_strings(), 0u);
+}
+
+// Found by tests/fuzz/ring_fuzz.cc: one 16-byte string entry with id 2^24 - 1
+// made the collector allocate 16 M strings (512 MiB), and a finished rank's
+// table would have held as many placeholders.
+TEST_F(RingIntakeTest, AnIdFarAheadOfTheNamesReceivedSizesNothing) {
+  TakeString(1, "gemm");
+  TakeString(RingIntake::kMaxStringId - 1, "made up");
+  TakeString(2 + RingIntake::kMaxIdLead, "too far");
+  EXPECT_EQ(in.refused_strings(), 2u);
+  EXPECT_EQ(Strings(in.Unwritten(true)), (std::vector<std::string>{"", "gemm"}));
+}
+
+TEST_F(RingIntakeTest, IdsAheadByLessThanTheLeadAreTaken) {
+  // The names received so far: "" and 1. An id just inside the lead is taken
+  // (the names before it may still come: sent again at exit).
+  TakeString(1, "gemm");
+  const uint32_t far = 2 + RingIntake::kMaxIdLead - 1;
+  TakeString(far, "far");
+  EXPECT_EQ(in.refused_strings(), 0u);
+  const std::vector<std::string> all = Strings(in.Unwritten(true));
+  ASSERT_EQ(all.size(), far + 1);
+  EXPECT_EQ(all.back(), "far");
+  EXPECT_EQ(all[2], "<name 2 lost: ring full>");
 }
 
 TEST_F(RingIntakeTest, RecordsGoToTheBatchAndMoveTheLatestTime) {
