@@ -97,6 +97,11 @@ def main():
     known = load_known(sys.argv[1])
     with open(sys.argv[2], errors="replace") as f:
         kind, frames = parse_report(f.read())
+    if kind == "unknown" and not frames:
+        # Killed from outside (the machine's OOM killer), or a crash that needs
+        # an earlier input's state: the fuzzing log has what happened then.
+        print("finding: did not reproduce (no report when run again alone)")
+        return 1
     functions, why = hdf5_part(frames)
     if functions is None:
         print("finding: %s (%s)" % (kind, why))
