@@ -147,17 +147,37 @@ std::string Join(std::string_view a, std::string_view b) {
   return s;
 }
 
+// An attribute lives in its object's header, whose messages hold at most
+// 64 KiB in the file format AON writes (no dense attribute storage). A longer
+// value (a timeline's problems when thousands of ranks have no file, a clock
+// note naming thousands of ranks) is cut to fit, at a line end where there is
+// one, and says how much is missing: the file is written, not refused.
+constexpr size_t kMaxAttributeText = 60000;
+
+std::string FitAttributeText(std::string_view value) {
+  if (value.size() <= kMaxAttributeText) return std::string(value);
+  size_t keep = kMaxAttributeText - 128;  // room for the note below
+  if (const size_t line_end = value.rfind('\n', keep);
+      line_end != std::string_view::npos && line_end > keep / 2) {
+    keep = line_end;
+  }
+  while (keep > 0 && (static_cast<unsigned char>(value[keep]) & 0xC0) == 0x80) --keep;  // UTF-8
+  return std::string(value.substr(0, keep)) + "\n... (" + std::to_string(value.size() - keep) +
+         " more bytes not stored: an attribute holds at most " + std::to_string(kMaxAttributeText) +
+         ")";
+}
+
 Status WriteStringAttribute(hid_t obj, std::string_view name, std::string_view value) {
   std::string n(name);
   if (H5Aexists(obj, n.c_str()) > 0 && H5Adelete(obj, n.c_str()) < 0) {
     return IoError("replacing attribute '" + n + "': " + Hdf5Error());
   }
+  const std::string buf = FitAttributeText(value);
   Hid type = Type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(type.get(), value.size() + 1);
+  H5Tset_size(type.get(), buf.size() + 1);
   H5Tset_strpad(type.get(), H5T_STR_NULLTERM);
   Hid space = Space(H5Screate(H5S_SCALAR));
   Hid attr = Attr(H5Acreate2(obj, n.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
-  std::string buf(value);
   if (!attr.valid() || H5Awrite(attr.get(), type.get(), buf.c_str()) < 0) {
     return IoError("writing attribute '" + n + "': " + Hdf5Error());
   }
