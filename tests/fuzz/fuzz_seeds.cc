@@ -4,15 +4,15 @@
 // record kind with values that take the merge's paths (NCCL operations to
 // resolve by external correlation and by time, raw channel times, CUDA-graph
 // nodes, clones and captured calls, steps, NVTX step ranges), random records of
-// every kind, an empty file, a collector's unfinished .partial file, a format
-// 1.3 file with CUDA-graph rows in its NCCL table, and the same records with
-// other chunk sizes and without compression. RING_DIR gets images of rings
-// (header + ring) written by a real Producer: every entry type, a long name cut
-// to kMaxStringBytes, a ring whose entries wrap around its end (padding), one
-// half drained, one full with drops counted, one whose producer finished.
-// MESSAGE_DIR gets the collector protocol's messages as an agent and the tools
-// send them (HELLO and FINISH with real metadata) and the collector's replies.
-// Seeds are small, so that mutations stay cheap. Generated at test time, never
+// every kind, an empty file, a collector's unfinished .partial file, a finished
+// file to salvage as .partial, a format 1.3 file with CUDA-graph rows in its
+// NCCL table, and the same records with other chunk sizes and without
+// compression (each ends in the byte that tells rank_file_fuzz.cc which it is). RING_DIR gets
+// images of rings (header + ring) written by a real Producer: every entry type, a long name cut to
+// kMaxStringBytes, a ring whose entries wrap around its end (padding), one half drained, one full
+// with drops counted, one whose producer finished. MESSAGE_DIR gets the collector protocol's
+// messages as an agent and the tools send them (HELLO and FINISH with real metadata) and the
+// collector's replies. Seeds are small, so that mutations stay cheap. Generated at test time, never
 // committed.
 #include <hdf5.h>
 
@@ -69,38 +69,66 @@ testing::RankTrace RealisticRank() {
     k.graph_node_id = corr == 4 ? 77 : 0;  // a replay of graph node 66's clone
     kernels.push_back(k);
   }
-  t.Get<MemcpyRecord>().push_back(MemcpyRecord{t0, t0 + 50, 4096, 5, 0, 1, 7, 0, 0, 1, 2, 3, 1, 0});
-  t.Get<MemsetRecord>().push_back(MemsetRecord{t0 + 60, t0 + 70, 512, 6, 0, 1, 7, 0, 3, 1, 0});
-  t.Get<SyncRecord>().push_back(SyncRecord{t0 + 80, t0 + 90, 7, 1, UINT32_MAX, 3, 4, 0});
+  t.Get<MemcpyRecord>().push_back(MemcpyRecord{.start_ns = t0,
+                                               .end_ns = t0 + 50,
+                                               .bytes = 4096,
+                                               .correlation_id = 5,
+                                               .context_id = 1,
+                                               .stream_id = 7,
+                                               .copy_kind = 1,
+                                               .src_kind = 2,
+                                               .dst_kind = 3,
+                                               .flags = 1});
+  t.Get<MemsetRecord>().push_back(MemsetRecord{.start_ns = t0 + 60,
+                                               .end_ns = t0 + 70,
+                                               .bytes = 512,
+                                               .correlation_id = 6,
+                                               .context_id = 1,
+                                               .stream_id = 7,
+                                               .memory_kind = 3,
+                                               .flags = 1});
+  t.Get<SyncRecord>().push_back(SyncRecord{.start_ns = t0 + 80,
+                                           .end_ns = t0 + 90,
+                                           .correlation_id = 7,
+                                           .context_id = 1,
+                                           .stream_id = UINT32_MAX,
+                                           .event_id = 3,
+                                           .sync_type = 4});
   for (uint32_t corr = 1; corr <= 4; ++corr) {
-    t.Get<ApiRecord>().push_back(ApiRecord{t0 + corr * 1000 - 300,
-                                           t0 + corr * 1000 - 200,
-                                           corr,
-                                           211,
-                                           4242,
-                                           0,
-                                           launch,
-                                           U8(ApiDomain::kRuntime),
-                                           {}});
+    t.Get<ApiRecord>().push_back(ApiRecord{.start_ns = t0 + corr * 1000 - 300,
+                                           .end_ns = t0 + corr * 1000 - 200,
+                                           .correlation_id = corr,
+                                           .callback_id = 211,
+                                           .thread_id = 4242,
+                                           .name_id = launch,
+                                           .domain = U8(ApiDomain::kRuntime)});
   }
-  // Ten steps, the last three times as long as the others: a flight-mode spike.
+  // Ten steps, the last three times as long as the others: a flight-mode spike;
+  // steps 2 and 3 were a capture window.
   for (uint32_t i = 0; i < 10; ++i) {
     const uint64_t start = t0 + i * 10'000;
     const uint64_t end = start + (i == 9 ? 30'000 : 9'000);
-    t.Get<NvtxRecord>().push_back(
-        NvtxRecord{start, end, 4242, 0, step, 0, 0xff00ff00, 0, U8(NvtxType::kPushPop), 0});
-    t.Get<StepRecord>().push_back(StepRecord{start,
-                                             end,
-                                             i,
-                                             i >= 2 && i < 4 ? 2 : UINT64_MAX,
-                                             i >= 2 && i < 4 ? 1u : 0u,
-                                             50,
-                                             U8(StepSource::kNvtx),
-                                             U8(i >= 2 && i < 4 ? kStepCaptured : 0),
-                                             {}});
+    const bool captured = i >= 2 && i < 4;
+    t.Get<NvtxRecord>().push_back(NvtxRecord{.start_ns = start,
+                                             .end_ns = end,
+                                             .thread_id = 4242,
+                                             .name_id = step,
+                                             .color = 0xff00ff00,
+                                             .type = U8(NvtxType::kPushPop)});
+    t.Get<StepRecord>().push_back(StepRecord{.start_ns = start,
+                                             .end_ns = end,
+                                             .step = i,
+                                             .window_first_step = captured ? 2 : UINT64_MAX,
+                                             .window = captured ? 1u : 0u,
+                                             .period = 50,
+                                             .source = U8(StepSource::kNvtx),
+                                             .flags = U8(captured ? kStepCaptured : 0)});
   }
-  t.Get<NvtxRecord>().push_back(
-      NvtxRecord{t0 + 5, t0 + 5, 4242, 0, step, 0, 0, 0, U8(NvtxType::kMark), 0});
+  t.Get<NvtxRecord>().push_back(NvtxRecord{.start_ns = t0 + 5,
+                                           .end_ns = t0 + 5,
+                                           .thread_id = 4242,
+                                           .name_id = step,
+                                           .type = U8(NvtxType::kMark)});
 
   auto nccl_row = [&](NcclEventType type, uint64_t start, uint64_t end) {
     NcclRecord r{};
@@ -150,52 +178,29 @@ testing::RankTrace RealisticRank() {
   ext.push_back(ExternalCorrelationRecord{101, 3, kNcclExternalCorrelationKind});
   ext.push_back(ExternalCorrelationRecord{102, 4, kNcclExternalCorrelationKind});
 
+  auto graph_row = [](NcclGraphEvent event, uint64_t time, uint64_t node, uint64_t original,
+                      uint64_t external) {
+    NcclGraphRecord g{};
+    g.time_ns = time;
+    g.node_id = node;
+    g.original_node_id = original;
+    g.external_id = external;
+    g.comm_hash = 0xc0ffee;
+    g.root = -1;
+    g.comm_nranks = 2;
+    g.comm_nnodes = 1;
+    g.event = U8(event);
+    return g;
+  };
   auto& graph = t.Get<NcclGraphRecord>();
-  graph.push_back(NcclGraphRecord{t0 + 3500,
-                                  66,
-                                  0,
-                                  102,
-                                  0xc0ffee,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  -1,
-                                  0,
-                                  2,
-                                  1,
-                                  U8(NcclGraphEvent::kNodeCreated),
-                                  {}});
-  graph.push_back(NcclGraphRecord{t0 + 3600,
-                                  77,
-                                  66,
-                                  0,
-                                  0xc0ffee,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  -1,
-                                  0,
-                                  2,
-                                  1,
-                                  U8(NcclGraphEvent::kNodeCloned),
-                                  {}});
-  graph.push_back(NcclGraphRecord{t0 + 3400,
-                                  0,
-                                  0,
-                                  102,
-                                  0xc0ffee,
-                                  1024,
-                                  4096,
-                                  all_reduce,
-                                  f32,
-                                  -1,
-                                  0,
-                                  2,
-                                  1,
-                                  U8(NcclGraphEvent::kCapturedColl),
-                                  {}});
+  graph.push_back(graph_row(NcclGraphEvent::kNodeCreated, t0 + 3500, 66, 0, 102));
+  graph.push_back(graph_row(NcclGraphEvent::kNodeCloned, t0 + 3600, 77, 66, 0));
+  NcclGraphRecord call = graph_row(NcclGraphEvent::kCapturedColl, t0 + 3400, 0, 0, 102);
+  call.count = 1024;
+  call.bytes = 4096;
+  call.func_id = all_reduce;
+  call.datatype_id = f32;
+  graph.push_back(call);
   return t;
 }
 
@@ -244,9 +249,25 @@ void WriteFormat13(const fs::path& dir, testing::RankTrace t) {
   H5Fclose(f);
 }
 
+// rank_file_fuzz.cc merges its input as rank-00000.h5, or as a collector's
+// rank-00000.h5.partial when the input's last byte is odd: a byte after the
+// HDF5 file's end (which HDF5 does not read) makes a seed stand for one or the
+// other.
+void MarkKind(const fs::path& file, bool partial) {
+  std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out | std::ios::ate);
+  f.seekg(-1, std::ios::end);
+  const bool odd = (f.get() & 1) != 0;
+  if (odd != partial) {
+    f.seekp(0, std::ios::end);
+    f.put(partial ? '\x01' : '\x00');
+  }
+  if (!f) Check(IoError("marking " + file.string()), "rank seed");
+}
+
 void WriteRankSeeds(const fs::path& dir) {
   const testing::RankTrace realistic = RealisticRank();
   WriteRank(dir, "realistic.h5", realistic, {.deflate_level = 1, .chunk_records = 16});
+  WriteRank(dir, "realistic-salvaged.h5", realistic, {.deflate_level = 1, .chunk_records = 16});
   WriteRank(dir, "realistic-small-chunks.h5", realistic, {.deflate_level = 4, .chunk_records = 2});
   WriteRank(dir, "realistic-uncompressed.h5", realistic, {.deflate_level = 0, .chunk_records = 8});
   std::mt19937_64 rng(20261201);
@@ -258,6 +279,10 @@ void WriteRankSeeds(const fs::path& dir) {
   WriteRank(dir, "empty.h5", empty, {.deflate_level = 1, .chunk_records = 16});
   WriteUnfinished(dir, realistic);
   WriteFormat13(dir, realistic);
+  for (const auto& seed : fs::directory_iterator(dir)) {
+    const std::string name = seed.path().filename().string();
+    MarkKind(seed.path(), name == "unfinished.h5" || name == "realistic-salvaged.h5");
+  }
 }
 
 // ---- Rings ---------------------------------------------------------------------
