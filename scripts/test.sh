@@ -15,6 +15,10 @@ fi
 # The concurrent parts of the agent under ThreadSanitizer (its own build dir).
 tsan_status=0
 bash scripts/tsan.sh || tsan_status=$?
+# What AON reads from other processes (rank files, rings, collector messages),
+# fuzzed under AddressSanitizer + UBSan for a few minutes (its own build dir).
+fuzz_status=0
+bash scripts/fuzz.sh || fuzz_status=$?
 
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
@@ -22,6 +26,10 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 || status=$?
 if ((status == 0 && tsan_status != 0)); then
   echo "test.sh: ThreadSanitizer run failed (see above)"
   status=$tsan_status
+fi
+if ((status == 0 && fuzz_status != 0)); then
+  echo "test.sh: fuzzing found something (see above; reproducers in build-fuzz/findings/)"
+  status=$fuzz_status
 fi
 if ((status == 0)); then echo "test.sh: all tests passed"; else echo "test.sh: ctest failed (status $status)"; fi
 exit "$status"

@@ -5,7 +5,7 @@
 // The rules:
 //  - Expected ranks are 0..world_size-1, world_size the largest any readable
 //    file implies (its rank + 1, or the world_size its metadata says, unless
-//    implausible: > 2^22). With no readable file, the ranks the bad final files
+//    implausible: > kMaxWorldSize). With no readable file, the ranks the bad final files
 //    claim size the table, so that they can be reported.
 //  - Readable files claim their rank (by metadata) in candidate order: final
 //    files by path, then .partial files by path. A later final file of a taken
@@ -35,8 +35,13 @@
 namespace aon::merge {
 
 // A world_size (or rank) beyond this is treated as corrupt metadata rather than
-// a reason to allocate a row per rank.
-inline constexpr int64_t kMaxWorldSize = int64_t{1} << 22;
+// a reason to allocate a row per rank. 2^18 = 262,144 ranks, 2.6x the largest
+// GPU jobs reported (about 100,000 GPUs); raise it when jobs grow. Each
+// expected rank costs the merge about 1 KB and 20 us even without a file (a
+// row, its message, its problem line): one rank file claiming 2^22 ranks,
+// the bound before, made aon-merge take 105 s and 3.4 GB (found by fuzzing
+// the merge of a rank file, docs/fuzzing.md); 2^18 ranks take 5 s.
+inline constexpr int64_t kMaxWorldSize = int64_t{1} << 18;
 
 inline constexpr const char* kIncompleteNote =
     "incomplete (rank still running or crashed before writing)";

@@ -17,25 +17,22 @@
 #include <cstring>
 #include <deque>
 #include <list>
-#include <unordered_set>
 #include <vector>
 
 #include "aon/capture_request.h"
 #include "aon/collector_protocol.h"
-#include "aon/secure_fs.h"
 #include "aon/metadata_wire.h"
+#include "aon/record_batches.h"
+#include "aon/secure_fs.h"
 #include "aon/shm_ring.h"
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
-#include "aon/record_batches.h"
 #include "aon/timebase.h"
 #include "gpm_counters.h"
+#include "ring_intake.h"
 
 namespace aon::collector {
 namespace {
-
-// Largest string id accepted from a ring (the producer is not trusted).
-constexpr uint32_t kMaxStringId = 1u << 24;
 
 int g_signal_pipe[2] = {-1, -1};
 
@@ -124,18 +121,12 @@ struct Rank {
   std::unique_ptr<TraceWriter> writer;
   Status write_error;  // first failure of the file; later records are counted lost
 
+  RingIntake intake;         // strings, record count, steps from the ring
   RecordBatches pending;     // full mode: drained since the last flush
   std::deque<Chunk> window;  // flight mode
   uint64_t window_bytes = 0;
   uint64_t window_expired = 0;  // records that left the window unpersisted
 
-  std::vector<std::string> strings{std::string()};
-  std::vector<uint8_t> have{1};
-  size_t strings_written = 0;
-  std::unordered_set<std::string> cut_strings;  // cut names, kept unique
-
-  uint64_t last_record_ns = 0;
-  uint64_t records = 0;
   uint64_t lost_records = 0;                      // drained but not written (file error)
   std::array<uint64_t, kRecordKindCount> lost{};  // the same, per kind
   void Lose(const RecordBatches& b) {
@@ -148,14 +139,6 @@ struct Rank {
   bool finished = false;  // FINISH received
   bool done = false;      // file closed
   bool ring_broken = false;
-  // Steps seen in the ring (StepRecords arrive when a step ends): the step
-  // that began next, when, and the length of the one that ended.
-  bool has_step = false;
-  uint64_t step_begun = 0;
-  uint64_t step_begun_ns = 0;  // host CLOCK_MONOTONIC
-  uint64_t step_ns = 0;
-  uint64_t fastest_step_ns = 0;  // shortest step since this node's steps were published
-  StepSource step_source = StepSource::kNone;
   uint64_t request_seq = 0;  // the on-demand request put in this rank's ring
   // The node's GPU counters went into this rank's file (gpm_counters.h).
   uint64_t counter_rows = 0;
@@ -396,55 +379,11 @@ void Collector::Drain(Rank& r, uint64_t now) {
   }
   const uint64_t before = into->bytes();
   auto drained = r.consumer.Drain([&](const ring::Entry& e) {
-    if (e.type == static_cast<uint16_t>(ring::EntryType::kString)) {
-      uint32_t id;
-      std::memcpy(&id, e.payload, 4);
-      if (id == 0 || id >= kMaxStringId) return;
-      std::string s(reinterpret_cast<const char*>(e.payload) + 4, e.payload_bytes - 4u);
-      if (s.size() == ring::kMaxStringBytes && !r.cut_strings.insert(s).second) {
-        s += " #" + std::to_string(id);  // two long names cut to the same prefix
-      }
-      if (id >= r.strings.size()) {
-        r.strings.resize(id + 1);
-        r.have.resize(id + 1, 0);
-      }
-      if (r.have[id] == 0 && id >= r.strings_written) {
-        r.strings[id] = std::move(s);
-        r.have[id] = 1;
-      }
-      return;
-    }
-    const RecordKind kind = into->Add(e);
-    ++r.records;
-    if (kind == RecordKind::kNvtx) {
-      const NvtxRecord& n = into->Of<NvtxRecord>().back();
-      r.last_record_ns = std::max(r.last_record_ns, n.end_ns);
-      if (flight() && n.name_id < r.strings.size()) {
-        std::string reason = r.watch->OnNvtxRange(n, r.strings[n.name_id]);
-        if (!reason.empty()) {
-          Trigger("rank " + std::to_string(r.meta.rank) + ": " + reason);
-          // Trigger moved every window (this chunk included) to the file.
-          into = &r.window.emplace_back(Chunk{now, RecordBatches()}).records;
-        }
-      }
-    } else if (kind == RecordKind::kNccl) {
-      r.watch->OnNccl(now);
-      r.last_record_ns = std::max(r.last_record_ns, into->Of<NcclRecord>().back().start_ns);
-    } else if (kind == RecordKind::kKernel) {
-      r.last_record_ns = std::max(r.last_record_ns, into->Of<KernelRecord>().back().end_ns);
-    } else if (kind == RecordKind::kApi) {
-      r.last_record_ns = std::max(r.last_record_ns, into->Of<ApiRecord>().back().end_ns);
-    } else if (kind == RecordKind::kSteps) {
-      const StepRecord& s = into->Of<StepRecord>().back();
-      if (!r.has_step || s.step + 1 >= r.step_begun || s.source != static_cast<uint8_t>(r.step_source)) {
-        r.has_step = true;
-        r.step_begun = s.step + 1;
-        r.step_begun_ns = s.end_ns;
-        r.step_ns = s.end_ns > s.start_ns ? s.end_ns - s.start_ns : 0;
-        if (r.step_ns > 0 && (r.fastest_step_ns == 0 || r.step_ns < r.fastest_step_ns))
-          r.fastest_step_ns = r.step_ns;
-        r.step_source = static_cast<StepSource>(s.source);
-      }
+    const std::string reason = r.intake.Take(e, *into, flight() ? r.watch.get() : nullptr, now);
+    if (!reason.empty()) {
+      Trigger("rank " + std::to_string(r.meta.rank) + ": " + reason);
+      // Trigger moved every window (this chunk included) to the file.
+      into = &r.window.emplace_back(Chunk{now, RecordBatches()}).records;
     }
   });
   if (!drained.ok()) {
@@ -472,9 +411,9 @@ void Collector::Drain(Rank& r, uint64_t now) {
 // here); bounded, in case a live producer keeps writing.
 void Collector::DrainToEnd(Rank& r) {
   for (int i = 0; i < 1000; ++i) {
-    const uint64_t before = r.records;
+    const uint64_t before = r.intake.records();
     Drain(r, NowNs());
-    if (r.records == before) break;
+    if (r.intake.records() == before) break;
   }
 }
 
@@ -527,22 +466,11 @@ void Collector::DrainAll() {
 
 void Collector::WriteStrings(Rank& r, bool final) {
   if (!r.write_error.ok()) return;
-  if (final) {
-    // A name the ring never delivered: a unique placeholder keeps ids dense.
-    for (size_t i = r.strings_written; i < r.strings.size(); ++i) {
-      if (r.have[i] == 0) {
-        r.strings[i] = "<name " + std::to_string(i) + " lost: ring full>";
-        r.have[i] = 1;
-      }
-    }
-  }
-  size_t end = r.strings_written;
-  while (end < r.strings.size() && r.have[end] != 0) ++end;
-  if (end == r.strings_written) return;
-  Status st = r.writer->AppendStrings(
-      std::span<const std::string>(r.strings).subspan(r.strings_written, end - r.strings_written));
+  const std::span<const std::string> next = r.intake.Unwritten(final);
+  if (next.empty()) return;
+  Status st = r.writer->AppendStrings(next);
   if (!st.ok()) return Fail(r, st);
-  r.strings_written = end;
+  r.intake.Written(next.size());
 }
 
 void Collector::FlushRank(Rank& r) {
@@ -561,8 +489,8 @@ void Collector::FlushRank(Rank& r) {
   }
   r.pending.Clear();
   WriteStrings(r, false);
-  st = r.writer->SetMetaAttribute("last_record_ns", r.last_record_ns);
-  if (st.ok()) st = r.writer->SetMetaAttribute("end_ns", r.last_record_ns);
+  st = r.writer->SetMetaAttribute("last_record_ns", r.intake.last_record_ns());
+  if (st.ok()) st = r.writer->SetMetaAttribute("end_ns", r.intake.last_record_ns());
   if (st.ok()) st = r.writer->Flush();
   if (!st.ok()) Fail(r, st);
 }
@@ -627,22 +555,25 @@ void Collector::OnDemandTick(uint64_t now) {
   const Rank* latest = nullptr;
   uint32_t with_steps = 0;
   for (const auto& r : ranks_) {
-    if (!r->has_step) continue;
+    if (!r->intake.steps().seen) continue;
     ++with_steps;
-    if (latest == nullptr || r->step_begun > latest->step_begun) latest = r.get();
+    if (latest == nullptr || r->intake.steps().begun > latest->intake.steps().begun)
+      latest = r.get();
   }
-  if (latest != nullptr && latest->step_begun != steps_written_) {
+  if (latest != nullptr && latest->intake.steps().begun != steps_written_) {
+    const RankSteps& steps = latest->intake.steps();
     const uint64_t real_now = RealtimeNowNs();
     NodeSteps n;
     n.host = latest->meta.host;
-    n.step = latest->step_begun;
-    n.source = latest->step_source;
-    n.step_ns = latest->step_ns;
+    n.step = steps.begun;
+    n.source = steps.source;
+    n.step_ns = steps.step_ns;
     for (auto& r : ranks_) {
-      if (r->has_step && r->step_source == latest->step_source && r->fastest_step_ns > 0)
-        n.step_ns = std::min(n.step_ns == 0 ? UINT64_MAX : n.step_ns, r->fastest_step_ns);
+      const RankSteps& rs = r->intake.steps();
+      if (rs.seen && rs.source == steps.source && rs.fastest_ns > 0)
+        n.step_ns = std::min(n.step_ns == 0 ? UINT64_MAX : n.step_ns, rs.fastest_ns);
     }
-    n.at_realtime_ns = real_now - std::min(real_now, now - std::min(now, latest->step_begun_ns));
+    n.at_realtime_ns = real_now - std::min(real_now, now - std::min(now, steps.begun_ns));
     n.ranks = with_steps;
     std::string host = n.host.empty() ? std::string("node") : n.host;
     for (char& c : host) {
@@ -651,8 +582,8 @@ void Collector::OnDemandTick(uint64_t now) {
     const Status st =
         WriteFileAtomically(o_.output_dir + "/" + kNodeStepsPrefix + host, FormatNodeSteps(n));
     if (st.ok()) {
-      steps_written_ = latest->step_begun;
-      for (auto& r : ranks_) r->fastest_step_ns = 0;
+      steps_written_ = steps.begun;
+      for (auto& r : ranks_) r->intake.ResetFastestStep();
     } else {
       say_once("cannot publish this node's steps for aon-ctl: " + st.message());
     }
@@ -731,12 +662,12 @@ void Collector::Finalize(Rank& r, bool died) {
   RankMetadata m = r.meta;
   if (died) {
     m.truncated = 1;
-    m.end_ns = r.last_record_ns;
+    m.end_ns = r.intake.last_record_ns();
     m.end_reason = "process ended without finishing (killed?): trace truncated";
   } else {
     m.truncated = 0;
   }
-  m.last_record_ns = r.last_record_ns;
+  m.last_record_ns = r.intake.last_record_ns();
   if (r.region.valid()) {
     for (size_t k = 0; k < kRecordKindCount; ++k) {
       m.dropped[k] = std::max(m.dropped[k], r.consumer.Dropped(k)) + r.lost[k];
@@ -745,6 +676,13 @@ void Collector::Finalize(Rank& r, bool died) {
       r.notes.push_back("ring full: " + std::to_string(s) + " names were dropped at first use");
     }
   }
+  if (uint64_t n = r.intake.refused_strings(); n > 0) {
+    r.notes.push_back(
+        "collector: " + std::to_string(n) +
+        " names from the ring were not taken: their ids were implausible (more than " +
+        std::to_string(RingIntake::kMaxIdLead) + " past the names received)");
+  }
+
   if (r.lost_records > 0) {
     const std::string lost =
         "collector: " + std::to_string(r.lost_records) +
@@ -760,7 +698,7 @@ void Collector::Finalize(Rank& r, bool died) {
            static_cast<int>(getpid()), CpuSeconds(), wall,
            wall > 0 ? 100.0 * CpuSeconds() / wall : 0.0, 100.0 * peak_cpu_, 100.0 * o_.cpu_budget,
            static_cast<long long>(max_drain_period_ms_), ranks_.size(),
-           static_cast<unsigned long long>(r.records));
+           static_cast<unsigned long long>(r.intake.records()));
   r.notes.push_back(cpu);
   for (const std::string& n : r.notes) m.notes.push_back(n);
 
@@ -790,7 +728,7 @@ void Collector::Finalize(Rank& r, bool died) {
     }
   }
   Log("rank %d finished (%s): %llu records", r.meta.rank, died ? "died" : "exit",
-      static_cast<unsigned long long>(r.records));
+      static_cast<unsigned long long>(r.intake.records()));
 }
 
 void Collector::OnMessage(Rank& r) {

@@ -295,6 +295,12 @@ StatusOr<Consumer::DrainResult> Consumer::Drain(F&& f, uint64_t max_bytes) {
     return DataLoss("ring head " + std::to_string(head) + " is more than the ring size past tail " +
                     std::to_string(tail));
   }
+  // Entries start 8-byte aligned, so an entry header at tail lies inside the
+  // ring; tail is in the shared region, where the other side may write too.
+  if ((tail & 7u) != 0) {
+    broken_ = true;
+    return DataLoss("ring tail " + std::to_string(tail) + " is not 8-byte aligned");
+  }
   while (tail != head && result.bytes < max_bytes) {
     const uint64_t pos = tail & (cap_ - 1);
     auto* e = reinterpret_cast<EntryHeader*>(ring_ + pos);

@@ -135,6 +135,21 @@ TEST(HostileFile, ValidFileStillReadsWhole) {
   EXPECT_EQ(s->size(), 2u);
 }
 
+// ---- Row types -------------------------------------------------------------------
+
+TEST(HostileFile, RowMemberPastItsRowIsRefusedBeforeConverting) {
+  // Found by tests/fuzz/rank_file_fuzz.cc: HDF5 converts rows at the member
+  // offsets the file states, unchecked; /meta/devices rows of 32 bytes with
+  // name_id at byte 524288 made it read far past its conversion buffer.
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  testing::MoveCompoundMember(path, "uuid_id", "name_id", 8, 524288);
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadRankMetadata().status(), path,
+                {"/meta/devices", "'name_id'", "at offset 524288) lies outside its 32-byte rows"});
+}
+
 // ---- Other files: external storage, external links, virtual datasets -------------
 
 TEST(HostileFile, ExternalRawStorageIsNotFollowed) {

@@ -8,6 +8,9 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -107,6 +110,33 @@ inline void MakeExternalLink(const std::string& path, const std::string& name,
                                H5P_DEFAULT, H5P_DEFAULT),
             0);
   ASSERT_GE(H5Fclose(f), 0);
+}
+
+// Moves member `member` of a compound row type to byte `offset`, past what
+// the HDF5 API lets a writer do, by editing the type's bytes in the file: the
+// first "<member>\0" after the first "<after>\0" (names of a table only it
+// has), in a version-1 compound datatype message (what TraceWriter writes),
+// followed by its 4-byte offset, expected to be `old_offset`.
+inline void MoveCompoundMember(const std::string& path, const std::string& after,
+                               const std::string& member, uint32_t old_offset, uint32_t offset) {
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t anchor = bytes.find(after + std::string(1, '\0'));
+  ASSERT_NE(anchor, std::string::npos) << after;
+  const size_t name = bytes.find(member + std::string(1, '\0'), anchor);
+  ASSERT_NE(name, std::string::npos) << member;
+  const size_t at = name + (member.size() + 1 + 7) / 8 * 8;  // the name, padded to 8 bytes
+  ASSERT_LE(at + 4, bytes.size());
+  uint32_t stored = 0;
+  std::memcpy(&stored, bytes.data() + at, 4);
+  ASSERT_EQ(stored, old_offset) << "not the layout this helper knows";
+  std::memcpy(bytes.data() + at, &offset, 4);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
 }
 
 // Overwrites the int64 root attribute `name` of an existing file.

@@ -208,6 +208,38 @@ TEST(FormatMetadata, TimelineAttributesRoundTrip) {
   EXPECT_FALSE((*r)->ReadRankMetadata().ok()) << "a timeline has no rank metadata";
 }
 
+// An attribute holds at most 64 KiB (the file format AON writes): a longer text
+// is cut at a line end and says so; the file is written. Found while triaging
+// the rank-file fuzzer: a merge whose problems filled more than 64 KiB (a job
+// of 1,500 ranks with one file) failed without a timeline.
+TEST(FormatMetadata, TextLongerThanAnAttributeHoldsIsCutAtALineAndSaysSo) {
+  TempDir dir;
+  const std::string path = dir.File("timeline.h5");
+  std::string lines;
+  for (int i = 0; i < 20000; ++i) lines += "rank " + std::to_string(i) + ": missing\n";
+  lines += std::string(100000, 'x');  // a line longer than an attribute, too
+  {
+    auto w = TraceWriter::Create(path, FileKind::kTimeline);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    AON_ASSERT_OK((*w)->SetMetaAttribute("problems", lines));
+    AON_ASSERT_OK((*w)->SetMetaAttribute("one_line", std::string(100000, 'y')));
+    AON_ASSERT_OK((*w)->Finish());
+  }
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string problems = *(*r)->GetMetaString("problems");
+  EXPECT_LE(problems.size(), 64u * 1024);
+  const size_t note = problems.rfind("\n... (");
+  ASSERT_NE(note, std::string::npos) << problems.substr(problems.size() - 200);
+  EXPECT_EQ(problems.substr(0, note + 1), lines.substr(0, note + 1)) << "whole lines, as written";
+  EXPECT_TRUE(problems.ends_with(std::to_string(lines.size() - note) +
+                                 " more bytes not stored: an attribute holds at most 60000)"))
+      << problems.substr(note);
+  const std::string one_line = *(*r)->GetMetaString("one_line");
+  EXPECT_LE(one_line.size(), 64u * 1024);
+  EXPECT_TRUE(one_line.starts_with(std::string(50000, 'y')));
+}
+
 // ---- String table ---------------------------------------------------------------
 
 TEST(TraceStringTable, InternIsDenseAndIdempotent) {

@@ -834,6 +834,29 @@ TEST(RingDrain, HeadTooFarPastTailIsDataLoss) {
   EXPECT_EQ(calls, 0);
 }
 
+// A tail that is not 8-byte aligned (written into the shared region by the
+// other side): its "entry header" could straddle the ring's end, past the
+// mapping. Found by tests/fuzz/ring_fuzz.cc. Nothing is read, then or later.
+TEST(RingDrain, MisalignedTailIsDataLoss) {
+  Region region = MakeRegion(4096);
+  Producer p(region);
+  ASSERT_TRUE(p.Push(MakeKernel(0, 0)));
+  RingHeader* h = region.header();
+  h->tail.store(4096 - 1);  // the ring's last byte: a 4-byte commit read would leave the region
+  h->head.store(4096 - 1 + kKernelEntry);
+  Consumer c(region);
+  int calls = 0;
+  auto r = c.Drain([&](const Entry&) { ++calls; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(Contains(r.status().message(), "ring tail 4095 is not 8-byte aligned"))
+      << r.status().ToString();
+  h->tail.store(0);  // even once it looks sane again
+  h->head.store(kKernelEntry);
+  EXPECT_FALSE(c.Drain([&](const Entry&) { ++calls; }).ok());
+  EXPECT_EQ(calls, 0);
+}
+
 // ---- A consumer that does not follow the protocol ---------------------------
 //
 // The consumer is another process (normally the node collector; in the issue,

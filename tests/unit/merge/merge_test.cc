@@ -412,6 +412,28 @@ TEST(MergeJobBadInput, MissingRankIsRecordedAndTheRestMerged) {
                                                 testing::ReferenceMerge<KernelRecord>(by_rank));
 }
 
+// Found while triaging the rank-file fuzzer: the problems of a job of 1,500
+// ranks with one file (1,499 "missing" lines, more than an HDF5 attribute
+// holds) made the merge fail without a timeline. It is written; the problems
+// attribute keeps what fits, aon-merge has them all.
+TEST(MergeJobBadInput, ThousandsOfMissingRanksStillMakeATimeline) {
+  TempDir dir;
+  std::mt19937_64 rng(15);
+  testing::WriteJob(dir.path(), {testing::RandomRankTrace(rng, 0, 1500, {})});
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(Options(dir), &report));
+  EXPECT_EQ(report.world_size, 1500u);
+  EXPECT_EQ(report.ranks_ok(), 1u);
+  EXPECT_TRUE(AnyProblemContains(report, "rank 1499", "missing")) << "aon-merge names them all";
+  Timeline t = OpenTimeline(report.timeline_path);
+  ASSERT_EQ(t.ranks.size(), 1500u);
+  EXPECT_EQ(t.ranks[1499].status, static_cast<uint8_t>(RankStatus::kMissing));
+  const std::string problems = *t.reader->GetMetaString("problems");
+  EXPECT_TRUE(problems.starts_with("rank 1: missing")) << problems.substr(0, 100);
+  EXPECT_TRUE(Contains(problems, "more bytes not stored"))
+      << problems.substr(problems.size() - 100);
+}
+
 TEST(MergeJobBadInput, CorruptTruncatedAndNewerFilesAreNamedAndSkipped) {
   TempDir dir;
   std::mt19937_64 rng(22);

@@ -248,17 +248,32 @@ TEST(Reconcile, WorldSizeIsTheLargestAnyReadableFileImplies) {
 
   // An implausible world_size is ignored (named); an implausible rank makes the
   // file corrupt.
+  const auto max_world = static_cast<int32_t>(kMaxWorldSize);
+  const std::string bound = std::to_string(kMaxWorldSize);
   c = {Readable("rank-00000.h5", 0, 2), Readable("rank-00001.h5", 1, 2),
-       Readable("rank-00002.h5", 1 << 22, 2)};
-  c[1].found.meta.world_size = (int32_t{1} << 22) + 1;
+       Readable("rank-00002.h5", max_world, 2)};
+  c[1].found.meta.world_size = max_world + 1;
   r = Reconcile(kJob, c);
   ASSERT_EQ(r.world_size, 2u);
   EXPECT_FALSE(r.merged_from[0] == std::nullopt);
   EXPECT_EQ(r.problems,
             (std::vector<std::string>{
-                P("rank-00001.h5") + ": world_size 4194305 is implausible; ignored",
-                P("rank-00002.h5") + ": rank 4194304 is implausible (claims rank 4194304, "
-                                     "beyond world size 2)"}));
+                P("rank-00001.h5") + ": world_size " + std::to_string(kMaxWorldSize + 1) +
+                    " is implausible; ignored",
+                P("rank-00002.h5") + ": rank " + bound + " is implausible (claims rank " + bound +
+                    ", beyond world size 2)"}));
+  // One valid file claiming 2^22 ranks (one integer changed) made the merge
+  // take 105 s and 3.4 GB for the missing ranks' rows; it is not believed.
+  c = {Readable("rank-00000.h5", 0, int32_t{1} << 22)};
+  r = Reconcile(kJob, c);
+  EXPECT_EQ(r.world_size, 1u);
+  EXPECT_EQ(r.ranks.size(), 1u);
+  // Up to the bound, a claim is believed: a row per rank, the missing named.
+  c = {Readable("rank-00000.h5", 0, max_world)};
+  r = Reconcile(kJob, c);
+  ASSERT_EQ(r.world_size, static_cast<uint32_t>(kMaxWorldSize));
+  EXPECT_EQ(r.ranks.back().status, RankStatus::kMissing);
+  EXPECT_EQ(r.problems.back(), Missing(static_cast<uint32_t>(kMaxWorldSize - 1)));
 }
 
 TEST(Reconcile, NothingReadableSizesTheTableFromTheBadFiles) {
