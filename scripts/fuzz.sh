@@ -103,7 +103,9 @@ for t in $targets; do
   fi
   for f in "${found[@]}"; do
     echo "  FINDING: $f: $(cat "$f.verdict")"
-    head -60 "$f.txt" | sed 's/^/    /'
+    # The sanitizer's report from its first line (libFuzzer's preamble skipped).
+    report=$(sed -n '/ERROR: \|runtime error:/,$p' "$f.txt")
+    head -60 <<< "${report:-$(cat "$f.txt")}" | sed 's/^/    /'
     status=1
   done
 done

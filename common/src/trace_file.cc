@@ -448,6 +448,53 @@ Status CheckRowMembers(hid_t type, const std::string& what) {
   return Status::Ok();
 }
 
+// The chunks a read of rows [first, first + count) touches, as the chunk index
+// states them. HDF5 allocates a chunk's stored size from the index before it
+// reads the chunk, and copies a whole chunk of rows out of an unfiltered
+// chunk's buffer whatever its stored size. So each chunk read must be stored
+// (a missing one reads as made-up rows), lie inside the file, have every
+// filter applied (AON never skips one) and, unfiltered, hold exactly a chunk of
+// rows. Not chunked: nothing to check here (OpenChecked saw the rest).
+Status CheckChunksToRead(hid_t ds, uint64_t first, uint64_t count, uint64_t row_bytes,
+                         uint64_t file_bytes, const std::string& what) {
+  Hid dcpl = Plist(H5Dget_create_plist(ds));
+  if (!dcpl.valid()) return DataLoss(what + ": " + Hdf5Error());
+  hsize_t chunk[1] = {0};
+  if (count == 0 || H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return Status::Ok();
+  if (H5Pget_chunk(dcpl.get(), 1, chunk) != 1 || chunk[0] == 0) {
+    return DataLoss(what + ": unreadable chunk size: " + Hdf5Error());
+  }
+  const bool filtered = H5Pget_nfilters(dcpl.get()) > 0;
+  const uint64_t chunk_bytes = chunk[0] * row_bytes;  // bounded by OpenChecked
+  for (uint64_t c = first / chunk[0]; c <= (first + count - 1) / chunk[0]; ++c) {
+    hsize_t offset[1] = {c * chunk[0]};
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    const std::string at = what + ": the chunk of rows from " + std::to_string(offset[0]);
+    if (H5Dget_chunk_info_by_coord(ds, offset, &mask, &addr, &size) < 0) {
+      return DataLoss(at + ": " + Hdf5Error());
+    }
+    if (addr == HADDR_UNDEF) {
+      return DataLoss(at + " is not stored (its rows would read as made-up values): refused");
+    }
+    if (mask != 0) {
+      return DataLoss(at + " skips filters (mask " + std::to_string(mask) +
+                      "), which AON never writes: refused");
+    }
+    if (addr > file_bytes || size > file_bytes - addr) {
+      return DataLoss(at + " is stated to hold " + Bytes(size) + " at byte " +
+                      std::to_string(addr) + " of a file of " + Bytes(file_bytes) +
+                      ": refused (a crafted or damaged file)");
+    }
+    if (!filtered && size != chunk_bytes) {
+      return DataLoss(at + " stores " + Bytes(size) + ", not a chunk's " + Bytes(chunk_bytes) +
+                      ": refused (a crafted or damaged file)");
+    }
+  }
+  return Status::Ok();
+}
+
 // The one element of an attribute: one whose dataspace holds more (or none)
 // would be read past the single value the caller has room for.
 Status CheckOneValue(hid_t attr, const std::string& n) {
@@ -518,6 +565,8 @@ StatusOr<std::vector<V>> ReadArray(hid_t file, const std::string& name, hid_t me
     return DataLoss("dataset " + name + " declares " + std::to_string(c.rows) +
                     " entries, more than the " + std::to_string(max_rows) + " AON reads: refused");
   }
+  AON_RETURN_IF_ERROR(CheckChunksToRead(c.ds.get(), 0, c.rows, H5Tget_size(type.get()), file_bytes,
+                                        "dataset " + name));
   std::vector<V> out(c.rows);
   if (c.rows > 0 && H5Dread(c.ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     return DataLoss("reading dataset " + name + ": " + Hdf5Error());
@@ -1082,6 +1131,8 @@ Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_
   Hid file_space = Space(H5Dget_space(ds.get()));
   const uint64_t n = c->rows;
   if (first > n || count > n - first) return InvalidArgument(ctx + ": reading past the end");
+  AON_RETURN_IF_ERROR(
+      CheckChunksToRead(ds.get(), first, count, H5Tget_size(disk.get()), file_bytes_, ctx));
   hsize_t start[1] = {first}, cnt[1] = {count};
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr);
   Hid mem_space = Space(H5Screate_simple(1, cnt, nullptr));

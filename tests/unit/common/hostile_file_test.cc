@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <cstring>
 #include <fstream>
 #include <random>
+#include <vector>
 
 #include "aon/trace_file.h"
 #include "hostile_file_util.h"
@@ -24,7 +26,8 @@ constexpr hsize_t k2to37 = hsize_t{1} << 37;
 constexpr hsize_t k2to40 = hsize_t{1} << 40;
 
 // A valid rank file: two strings, one device, `kernels` random kernels.
-std::string WriteRank(const TempDir& dir, const std::string& name, size_t kernels = 20) {
+std::string WriteRank(const TempDir& dir, const std::string& name, size_t kernels = 20,
+                      const WriteOptions& options = {}) {
   const std::string path = dir.File(name);
   testing::RankTrace t;
   t.meta = testing::BasicMetadata(0, 1);
@@ -33,17 +36,19 @@ std::string WriteRank(const TempDir& dir, const std::string& name, size_t kernel
   std::mt19937_64 rng(7);
   for (size_t i = 0; i < kernels; ++i)
     t.Get<KernelRecord>().push_back(testing::RandomRecord<KernelRecord>(rng));
-  const Status written = testing::WriteRankTrace(path, t);
+  const Status written = testing::WriteRankTrace(path, t, options);
   EXPECT_TRUE(written.ok()) << written.ToString();
   return path;
 }
 
 // The error names the file and says each of `words`.
-void ExpectRefused(const Status& s, const std::string& path, std::initializer_list<const char*> words) {
+void ExpectRefused(const Status& s, const std::string& path,
+                   std::initializer_list<const char*> words) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
   EXPECT_NE(s.message().find("'" + path + "'"), std::string::npos) << s.ToString();
-  for (const char* w : words) EXPECT_NE(s.message().find(w), std::string::npos) << w << ": " << s.ToString();
+  for (const char* w : words)
+    EXPECT_NE(s.message().find(w), std::string::npos) << w << ": " << s.ToString();
 }
 
 std::unique_ptr<TraceReader> OpenOk(const std::string& path) {
@@ -69,7 +74,8 @@ TEST(HostileFile, HugeStringOffsetsAreRefusedBeforeAllocating) {
   testing::RedeclareRows(path, "/strings/offsets", k2to37);
   auto r = OpenOk(path);
   ASSERT_NE(r, nullptr);
-  ExpectRefused(r->ReadStrings().status(), path, {"/strings/offsets", "declares 137438953472 rows"});
+  ExpectRefused(r->ReadStrings().status(), path,
+                {"/strings/offsets", "declares 137438953472 rows"});
 }
 
 TEST(HostileFile, HugeDeviceTableIsRefusedBeforeAllocating) {
@@ -78,7 +84,8 @@ TEST(HostileFile, HugeDeviceTableIsRefusedBeforeAllocating) {
   testing::RedeclareRows(path, "/meta/devices", k2to40);
   auto r = OpenOk(path);
   ASSERT_NE(r, nullptr);
-  ExpectRefused(r->ReadRankMetadata().status(), path, {"/meta/devices", "declares 1099511627776 rows"});
+  ExpectRefused(r->ReadRankMetadata().status(), path,
+                {"/meta/devices", "declares 1099511627776 rows"});
 }
 
 TEST(HostileFile, HugeRecordTableIsRefusedNotRead) {
@@ -89,7 +96,8 @@ TEST(HostileFile, HugeRecordTableIsRefusedNotRead) {
     auto r = OpenOk(path);
     ASSERT_NE(r, nullptr);
     auto n = r->TableSize(RecordTraits<KernelRecord>::Schema());
-    ExpectRefused(n.status(), path, {"/records/kernels", ("declares " + std::to_string(rows)).c_str()});
+    ExpectRefused(n.status(), path,
+                  {"/records/kernels", ("declares " + std::to_string(rows)).c_str()});
     ExpectRefused(r->ReadAll<KernelRecord>().status(), path, {"/records/kernels"});
   }
 }
@@ -148,6 +156,74 @@ TEST(HostileFile, RowMemberPastItsRowIsRefusedBeforeConverting) {
   ASSERT_NE(r, nullptr);
   ExpectRefused(r->ReadRankMetadata().status(), path,
                 {"/meta/devices", "'name_id'", "at offset 524288) lies outside its 32-byte rows"});
+}
+
+// ---- Chunks as the chunk index states them ------------------------------------------
+//
+// Found by tests/fuzz/rank_file_fuzz.cc: HDF5 takes each chunk's stored size,
+// address and filter mask from the chunk index, allocates that size before the
+// read and copies a whole chunk of rows out of an unfiltered chunk's buffer.
+
+// Bytes of one row of dataset `name` on disk.
+size_t DiskRowBytes(const std::string& path, const std::string& name) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  hid_t type = H5Dget_type(ds);
+  const size_t bytes = H5Tget_size(type);
+  H5Tclose(type);
+  H5Dclose(ds);
+  H5Fclose(f);
+  return bytes;
+}
+
+// The key of a chunk of a 1-D dataset in a version-1 B-tree chunk index (what
+// TraceWriter's files use): stored size, filter mask, first row, 0.
+std::string ChunkKey(uint32_t size, uint64_t first_row) {
+  std::string key(24, '\0');
+  std::memcpy(key.data(), &size, 4);
+  std::memcpy(key.data() + 8, &first_row, 8);
+  return key;
+}
+
+TEST(HostileFile, AnUnfilteredChunkShorterThanAChunkIsRefused) {
+  // A chunk of 8 kernels stated one byte short: HDF5 read a whole chunk out
+  // of the shorter buffer (heap-buffer-overflow in H5VM_memcpyvv).
+  TempDir dir;
+  const std::string path =
+      WriteRank(dir, "rank-00000.h5", 20, {.deflate_level = 0, .chunk_records = 8});
+  const uint32_t chunk_bytes = static_cast<uint32_t>(8 * DiskRowBytes(path, "/records/kernels"));
+  testing::PatchBytes(path, ChunkKey(chunk_bytes, 8), ChunkKey(chunk_bytes - 1, 8));
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  const std::string stores = "the chunk of rows from 8 stores " + std::to_string(chunk_bytes - 1) +
+                             " bytes, not a chunk's " + std::to_string(chunk_bytes) + " bytes";
+  ExpectRefused(r->ReadAll<KernelRecord>().status(), path, {"/records/kernels", stores.c_str()});
+  KernelRecord k{};
+  const Status before = r->ReadTable(RecordTraits<KernelRecord>::Schema(), 0, 1, &k);
+  EXPECT_TRUE(before.ok()) << "the chunks before it read as usual: " << before.ToString();
+}
+
+TEST(HostileFile, AChunkThatSkipsAFilterIsRefused) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  testing::RewriteChunk(path, "/records/kernels", 0, std::vector<char>(100, 'x'), 1);
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadAll<KernelRecord>().status(), path,
+                {"/records/kernels", "the chunk of rows from 0 skips filters (mask 1)"});
+}
+
+TEST(HostileFile, AChunkStatedLargerThanTheFileIsRefusedBeforeAllocating) {
+  // The index said 1.85 GB for a chunk of a 45 KB file: HDF5 allocated it.
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  testing::RewriteChunk(path, "/records/kernels", 0, std::vector<char>(777, 'x'));
+  testing::PatchBytes(path, ChunkKey(777, 0), ChunkKey(0x7ffffff0, 0));
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(
+      r->ReadAll<KernelRecord>().status(), path,
+      {"/records/kernels", "the chunk of rows from 0 is stated to hold 2147483632 bytes"});
 }
 
 // ---- Other files: external storage, external links, virtual datasets -------------
@@ -227,7 +303,8 @@ TEST(HostileFile, FiltersAonNeverWritesAreRefused) {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, 1, chunk);
     ASSERT_GE(H5Pset_scaleoffset(dcpl, H5Z_SO_INT, H5Z_SO_INT_MINBITS_DEFAULT), 0);
-    hid_t ds = H5Dcreate2(f, "/strings/offsets", H5T_STD_U64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hid_t ds =
+        H5Dcreate2(f, "/strings/offsets", H5T_STD_U64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     ASSERT_GE(ds, 0);
     const uint64_t offsets[2] = {0, 1};
     H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, offsets);
@@ -253,14 +330,16 @@ TEST(HostileFile, FormatMajorIsComparedAsRead) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << r.status().ToString();
   EXPECT_NE(r.status().message().find("'" + path + "'"), std::string::npos);
-  EXPECT_NE(r.status().message().find("format 4294967297."), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("format 4294967297."), std::string::npos)
+      << r.status().ToString();
 }
 
 TEST(HostileFile, FormatMinorOutOfRangeIsRefused) {
   TempDir dir;
   const std::string path = WriteRank(dir, "rank-00000.h5");
   testing::SetRootIntAttribute(path, "aon_format_minor", (int64_t{1} << 32) + 3);
-  ExpectRefused(TraceReader::Open(path).status(), path, {"minor version 4294967299", "out of range"});
+  ExpectRefused(TraceReader::Open(path).status(), path,
+                {"minor version 4294967299", "out of range"});
 }
 
 TEST(HostileFile, AttributeWithManyValuesIsNotReadIntoOne) {

@@ -112,6 +112,45 @@ inline void MakeExternalLink(const std::string& path, const std::string& name,
   ASSERT_GE(H5Fclose(f), 0);
 }
 
+// A file's bytes, to edit what the HDF5 API cannot write.
+inline std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+inline void WriteFileBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// Replaces the chunk of dataset `name` that starts at row `first_row` by
+// `bytes`, stored as they are with filter mask `filter_mask` (a bit set: that
+// filter was not applied): H5Dwrite_chunk checks neither against the dataset.
+inline void RewriteChunk(const std::string& path, const std::string& name, hsize_t first_row,
+                         const std::vector<char>& bytes, uint32_t filter_mask = 0) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  ASSERT_GE(ds, 0) << name;
+  hsize_t offset[1] = {first_row};
+  EXPECT_GE(H5Dwrite_chunk(ds, H5P_DEFAULT, filter_mask, offset, bytes.size(), bytes.data()), 0);
+  H5Dclose(ds);
+  ASSERT_GE(H5Fclose(f), 0);
+}
+
+// Replaces the one occurrence of `from` in the file's bytes by `to` (same
+// length): for what the HDF5 API cannot write, such as a chunk index entry
+// that states another size. Fails unless `from` occurs exactly once.
+inline void PatchBytes(const std::string& path, const std::string& from, const std::string& to) {
+  ASSERT_EQ(from.size(), to.size());
+  std::string bytes = FileBytes(path);
+  const size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos) << "pattern not found";
+  ASSERT_EQ(bytes.find(from, at + 1), std::string::npos) << "pattern found twice";
+  bytes.replace(at, to.size(), to);
+  WriteFileBytes(path, bytes);
+}
+
 // Moves member `member` of a compound row type to byte `offset`, past what
 // the HDF5 API lets a writer do, by editing the type's bytes in the file: the
 // first "<member>\0" after the first "<after>\0" (names of a table only it
@@ -119,11 +158,7 @@ inline void MakeExternalLink(const std::string& path, const std::string& name,
 // followed by its 4-byte offset, expected to be `old_offset`.
 inline void MoveCompoundMember(const std::string& path, const std::string& after,
                                const std::string& member, uint32_t old_offset, uint32_t offset) {
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  std::string bytes = FileBytes(path);
   const size_t anchor = bytes.find(after + std::string(1, '\0'));
   ASSERT_NE(anchor, std::string::npos) << after;
   const size_t name = bytes.find(member + std::string(1, '\0'), anchor);
@@ -134,9 +169,7 @@ inline void MoveCompoundMember(const std::string& path, const std::string& after
   std::memcpy(&stored, bytes.data() + at, 4);
   ASSERT_EQ(stored, old_offset) << "not the layout this helper knows";
   std::memcpy(bytes.data() + at, &offset, 4);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
+  WriteFileBytes(path, bytes);
 }
 
 // Overwrites the int64 root attribute `name` of an existing file.
