@@ -144,7 +144,7 @@ double Metric(const std::vector<aon::Merged<aon::CounterRecord>>& rows, size_t a
 // launch-bound kernels) gets the figures its kernels imply, for both GPUs, in
 // rows the collector wrote into the node's lowest rank's file.
 TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
-  ProcessResult r = Run(FakeEnv(), {"--counters-interval", "50"}, "--iterations 3 --phases 700");
+  ProcessResult r = Run(FakeEnv(), {"--counters-interval", "50"}, "--iterations 3 --phases 1500");
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   const auto rows = Counters();
   ASSERT_FALSE(rows.empty()) << Notes() << r.Describe();
@@ -212,7 +212,7 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
           EXPECT_LE(active, 100.0 * 5 / 205 + 1e-6);
         }
       }
-      // 700 ms at 50 ms: about 12 whole intervals inside the phase; the
+      // 1500 ms at 50 ms: about 28 whole intervals inside the phase; the
       // collector runs at nice +5, so on a loaded machine fewer. Two at least,
       // so that the checks above ran.
       EXPECT_GE(inside, 2u) << "rank " << rank << " " << name;
@@ -268,7 +268,7 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
 TEST_F(CountersTest, EachPlantedKernelGetsTheVerdictOfItsProfile) {
   if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
   ProcessResult r = Run(FakeEnv(), {"--mode", "full", "--no-report", "--counters-interval", "50"},
-                        "--iterations 3 --phases 700");
+                        "--iterations 3 --phases 1500");
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   ProcessResult py;
   ASSERT_NO_FATAL_FAILURE(
