@@ -25,9 +25,9 @@
 #include "aon/record_batches.h"
 #include "aon/secure_fs.h"
 #include "aon/shm_ring.h"
+#include "aon/timebase.h"
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
-#include "aon/timebase.h"
 #include "gpm_counters.h"
 #include "ring_intake.h"
 
@@ -194,7 +194,7 @@ class Collector {
   int64_t max_drain_period_ms_ = 0;
   double last_cpu_s_ = 0;
   uint64_t last_cpu_at_ns_ = 0;
-  double peak_cpu_ = 0;  // highest per-interval CPU use, in cores
+  double peak_cpu_ = 0;                  // highest per-interval CPU use, in cores
   uint64_t steps_written_ = UINT64_MAX;  // the step last written to aon-steps-<host>
   bool has_request_ = false;
   CaptureRequest request_;
@@ -442,11 +442,11 @@ void Collector::SampleCounters(uint64_t now, const Rank* finishing) {
   next_counters_ns_ = now + static_cast<uint64_t>(o_.counters_interval_ms) * 1000000ull;
   if (gpm_ == nullptr) return;
   counter_rows_.clear();
-  gpm_->Sample(TimebaseNowNs(), &counter_rows_, &counter_notes_);
+  gpm_->Sample(now, &counter_rows_, &counter_notes_);
   Rank* holder = CounterHolder(finishing);
   if (holder == nullptr || counter_rows_.empty()) return;
-  RecordBatches& into = flight() && !holder->window.empty() ? holder->window.back().records
-                                                            : holder->pending;
+  RecordBatches& into =
+      flight() && !holder->window.empty() ? holder->window.back().records : holder->pending;
   into.Push<CounterRecord>(counter_rows_);
   holder->counter_rows += counter_rows_.size();
 }
@@ -824,7 +824,7 @@ int Collector::Run() {
     }
     // Rings first, then messages: a FINISH finds the ring drained up to now.
     DrainAll();
-    if (!ranks_.empty() && NowNs() >= next_counters_ns_) SampleCounters(NowNs());
+    if (const uint64_t t = NowNs(); !ranks_.empty() && t >= next_counters_ns_) SampleCounters(t);
     for (size_t i = 0; i < polled.size(); ++i) {
       if ((fds[2 + n_pending + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
         OnMessage(*polled[i]);

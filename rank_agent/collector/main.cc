@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "aon/collector_protocol.h"
+#include "aon/config.h"
 #include "collector.h"
 
 int main(int argc, char** argv) {
@@ -27,7 +28,8 @@ int main(int argc, char** argv) {
   app.add_option("--job-id", job_id, "the job id (AON_JOB_ID), to derive the socket name");
   // Budgeted and full capture are the same to the collector: it writes what arrives.
   app.add_option("--mode", o.mode, "budgeted, full or flight")
-      ->check(CLI::IsMember({"budgeted", "full", "flight"}));
+      ->check(CLI::IsMember(
+          std::vector<std::string>(aon::kCaptureModes.begin(), aon::kCaptureModes.end())));
   app.add_option("--window", o.window_s, "flight mode: seconds kept")
       ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--flush-ms", o.flush_ms, "ms between appends to the files")
@@ -39,11 +41,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 3600000));
   app.add_option("--idle-exit-ms", o.idle_exit_ms, "exit if no rank connects within this")
       ->check(CLI::Range(0, 3600000));
-  // The agent's ranges (AON_FLIGHT_NCCL_STALL, AON_FLIGHT_STEP_FACTOR: aon/config.h).
+  // The agent's choices and range (AON_COUNTERS, AON_COUNTERS_INTERVAL: aon/config.h).
+  const std::vector<std::string> counter_modes(aon::kCounterModes.begin(),
+                                               aon::kCounterModes.end());
   app.add_option("--counters", o.counters, "GPU counters: auto, gpm or off")
-      ->check(CLI::IsMember({"auto", "gpm", "off"}));
+      ->check(CLI::IsMember(counter_modes));
   app.add_option("--counters-interval-ms", o.counters_interval_ms, "ms between GPM samples")
       ->check(CLI::Range(10, 60000));
+  // The agent's ranges (AON_FLIGHT_NCCL_STALL, AON_FLIGHT_STEP_FACTOR: aon/config.h).
   app.add_option("--nccl-stall", o.flight.nccl_stall_s, "flight: NCCL stall seconds (0 off)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--step-range", o.flight.step_range, "flight: NVTX step range name ('' off)");

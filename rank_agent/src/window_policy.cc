@@ -5,18 +5,23 @@
 namespace aon::agent {
 namespace {
 
-constexpr size_t kRecentBase = 256;     // uncaptured steps the baseline is taken from
-constexpr size_t kRecentWindows = 8;    // windows the cost estimate is the median of
-constexpr size_t kSummarySamples = 4096;  // steps kept for the summary's medians
+constexpr size_t kRecentBase = 256;        // uncaptured steps the baseline is taken from
+constexpr size_t kRecentWindows = 8;       // windows the cost estimate is the median of
+constexpr size_t kSummarySamples = 4096;   // steps kept for the summary's medians
 constexpr uint32_t kInitialPeriod = 1024;  // before any window was measured
 
 int Preference(StepSource s) {
   switch (s) {
-    case StepSource::kApi: return 4;
-    case StepSource::kNvtx: return 3;
-    case StepSource::kNccl: return 2;
-    case StepSource::kTime: return 1;
-    case StepSource::kNone: return 0;
+    case StepSource::kApi:
+      return 4;
+    case StepSource::kNvtx:
+      return 3;
+    case StepSource::kNccl:
+      return 2;
+    case StepSource::kTime:
+      return 1;
+    case StepSource::kNone:
+      return 0;
   }
   return 0;
 }
@@ -210,9 +215,8 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
   // and the two tail steps after.
   const uint64_t demand_end = demand_first_ != kNoStep ? demand_first_ + demand_at_steps_ : 0;
   const bool demanded = demand_first_ != kNoStep && step >= demand_first_ && step < demand_end;
-  const uint64_t periodic_end = state_ != State::kIdle && StartsWindow(step, period_) && !OverBudget()
-                                    ? step + s_.width
-                                    : 0;
+  const uint64_t periodic_end =
+      state_ != State::kIdle && StartsWindow(step, period_) && !OverBudget() ? step + s_.width : 0;
   const uint64_t carry_end = std::max(demanded ? demand_end : 0, periodic_end);
   if (state_ != State::kIdle && carry_end > step) {
     const auto wanted = static_cast<uint32_t>(carry_end - step - 1);  // after this step
@@ -265,12 +269,11 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
     bool on_demand = false;
     if (demand_first_ != kNoStep && step >= demand_first_) {
       // Job-wide: exactly the requested steps (what is left of them).
-      const uint64_t end = demand_first_ + demand_at_steps_;
-      if (step < end) {
-        width = static_cast<uint32_t>(end - step);
+      if (demanded) {
+        width = static_cast<uint32_t>(demand_end - step);
         on_demand = true;
       } else if (windows_ == 0 || demand_first_ < window_first_ ||
-                 end > window_first_ + window_width_) {
+                 demand_end > window_first_ + window_width_) {
         ++late_requests_;  // not all held by the window that just ended
       }
       demand_first_ = kNoStep;
@@ -315,7 +318,8 @@ WindowSummary WindowPolicy::Summary() const {
   s.period = period_;
   const double base = Median(base_all_);
   if (base > 0 && !captured_.empty()) s.window_step_ratio = Median(captured_) / base;
-  s.duty_cycle = steps_ > 0 ? static_cast<double>(captured_steps_) / static_cast<double>(steps_) : 0;
+  s.duty_cycle =
+      steps_ > 0 ? static_cast<double>(captured_steps_) / static_cast<double>(steps_) : 0;
   if (windows_ == 0) {
     s.amortized_cost = 0;
   } else if (total_ns_ > extra_ns_ && base > 0) {

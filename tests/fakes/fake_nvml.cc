@@ -24,9 +24,6 @@
 //     gpm=unsupported         no GPU supports GPM
 //     sample=<code>           every nvmlGpmSampleGet returns it
 //     sample_after=<n>:<code> the first n samples of each GPU succeed, then <code>
-#include <dirent.h>
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "aon/timebase.h"
 #include "nvml_abi.h"
 
 namespace {
@@ -76,7 +74,8 @@ const Config& Cfg() {
     if (const char* f = std::getenv("AON_FAKE_NVML_FAIL")) {
       for (const std::string& item : Split(f)) {
         const size_t eq = item.find('=');
-        const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+        const std::string key = item.substr(0, eq),
+                          value = eq == std::string::npos ? "" : item.substr(eq + 1);
         if (key == "init") c.init_code = std::atoi(value.c_str());
         if (key == "gpm") c.gpm_unsupported = value == "unsupported";
         if (key == "sample") c.sample_code = std::atoi(value.c_str());
@@ -90,12 +89,6 @@ const Config& Cfg() {
     return c;
   }();
   return config;
-}
-
-uint64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -150,14 +143,22 @@ __attribute__((visibility("default"))) AonNvmlReturn nvmlShutdown() {
 
 __attribute__((visibility("default"))) const char* nvmlErrorString(AonNvmlReturn code) {
   switch (code) {
-    case kNvmlSuccess: return "Success";
-    case kNvmlErrorUninitialized: return "Uninitialized";
-    case kNvmlErrorNotSupported: return "Not Supported";
-    case kNvmlErrorNoPermission: return "Insufficient Permissions";
-    case kNvmlErrorDriverNotLoaded: return "Driver Not Loaded";
-    case kNvmlErrorGpuIsLost: return "GPU is lost";
-    case kNvmlErrorInUse: return "In use by another client";
-    default: return "Unknown Error";
+    case kNvmlSuccess:
+      return "Success";
+    case kNvmlErrorUninitialized:
+      return "Uninitialized";
+    case kNvmlErrorNotSupported:
+      return "Not Supported";
+    case kNvmlErrorNoPermission:
+      return "Insufficient Permissions";
+    case kNvmlErrorDriverNotLoaded:
+      return "Driver Not Loaded";
+    case kNvmlErrorGpuIsLost:
+      return "GPU is lost";
+    case kNvmlErrorInUse:
+      return "In use by another client";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -176,7 +177,8 @@ __attribute__((visibility("default"))) AonNvmlReturn nvmlDeviceGetHandleByIndex_
 }
 
 __attribute__((visibility("default"))) AonNvmlReturn nvmlDeviceGetUUID(AonNvmlDevice device,
-                                                                       char* uuid, unsigned length) {
+                                                                       char* uuid,
+                                                                       unsigned length) {
   const std::string& u = Cfg().uuids.at(device->index);
   if (u.size() + 1 > length) return 7;  // insufficient size
   std::memcpy(uuid, u.c_str(), u.size() + 1);
@@ -207,7 +209,7 @@ __attribute__((visibility("default"))) AonNvmlReturn nvmlGpmSampleGet(AonNvmlDev
     return Cfg().sample_after_code;
   ++device->samples_taken;
   sample->device = device->index;
-  sample->t_ns = MonotonicNs();
+  sample->t_ns = aon::TimebaseNowNs();  // the records' clock, as the collector reads it
   return kNvmlSuccess;
 }
 
@@ -243,18 +245,34 @@ __attribute__((visibility("default"))) AonNvmlReturn nvmlGpmMetricsGet(AonNvmlGp
     m.nvml_return = kNvmlSuccess;
     m.short_name = m.long_name = m.unit = nullptr;
     switch (m.metric_id) {
-      case kGpmGraphicsUtil: m.value = 100.0 * static_cast<double>(covered) / len; break;
-      case kGpmSmUtil: m.value = sm_active; break;
-      case kGpmSmOccupancy: m.value = sm_active / 2; break;
-      case kGpmAnyTensorUtil: m.value = tensor_active; break;
-      case kGpmDramBwUtil: m.value = std::min(100.0, dram / len); break;
-      case kGpmFp32Util: m.value = std::max(0.0, sm_active - tensor_active) * 0.6; break;
+      case kGpmGraphicsUtil:
+        m.value = 100.0 * static_cast<double>(covered) / len;
+        break;
+      case kGpmSmUtil:
+        m.value = sm_active;
+        break;
+      case kGpmSmOccupancy:
+        m.value = sm_active / 2;
+        break;
+      case kGpmAnyTensorUtil:
+        m.value = tensor_active;
+        break;
+      case kGpmDramBwUtil:
+        m.value = std::min(100.0, dram / len);
+        break;
+      case kGpmFp32Util:
+        m.value = std::max(0.0, sm_active - tensor_active) * 0.6;
+        break;
       case kGpmFp16Util:
       case kGpmFp64Util:
       case kGpmIntegerUtil:
       case kGpmPcieTxPerSec:
-      case kGpmPcieRxPerSec: m.value = 0; break;
-      default: m.nvml_return = kNvmlErrorNotSupported; break;
+      case kGpmPcieRxPerSec:
+        m.value = 0;
+        break;
+      default:
+        m.nvml_return = kNvmlErrorNotSupported;
+        break;
     }
   }
   return kNvmlSuccess;
