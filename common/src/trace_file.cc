@@ -413,14 +413,17 @@ StatusOr<CheckedDataset> OpenChecked(hid_t file, const std::string& name, uint64
 }
 
 // A table's row type as the file declares it: numbers that lie inside the
-// row, as AON writes them. HDF5 converts rows member by member at the offsets
-// the file states, without checking them against the row's size: a member
-// placed past the end of its row would be read from past the end of HDF5's
-// buffer.
+// row and fill it, as AON writes them (packed). HDF5 converts rows member by
+// member at the offsets the file states, without checking them against the
+// row's size: a member placed past the end of its row would be read from past
+// the end of HDF5's buffer. And it takes a chunk to hold rows of the stated
+// size: a row stated larger than the one written made it read a whole chunk
+// past the end of the smaller chunk it inflated.
 Status CheckRowMembers(hid_t type, const std::string& what) {
   const size_t row_bytes = H5Tget_size(type);
   const int members = H5Tget_nmembers(type);
   if (members < 0) return DataLoss(what + ": unreadable row type: " + Hdf5Error());
+  size_t member_bytes = 0;
   for (int i = 0; i < members; ++i) {
     const unsigned m = static_cast<unsigned>(i);
     Hid member = Type(H5Tget_member_type(type, m));
@@ -429,6 +432,7 @@ Status CheckRowMembers(hid_t type, const std::string& what) {
     const size_t offset = H5Tget_member_offset(type, m);
     const bool number = (cls == H5T_INTEGER || cls == H5T_FLOAT) && bytes > 0 && bytes <= 8;
     const bool inside = offset <= row_bytes && bytes <= row_bytes - offset;
+    member_bytes += bytes;
     if (number && inside) continue;
     H5Eclear2(H5E_DEFAULT);
     std::string name;
@@ -444,6 +448,10 @@ Status CheckRowMembers(hid_t type, const std::string& what) {
     return DataLoss(which + " (" + Bytes(bytes) + " at offset " + std::to_string(offset) +
                     ") lies outside its " + std::to_string(row_bytes) +
                     "-byte rows: refused (a crafted or damaged file)");
+  }
+  if (member_bytes != row_bytes) {
+    return DataLoss(what + ": rows of " + Bytes(row_bytes) + " hold members of " +
+                    Bytes(member_bytes) + "; AON writes packed rows: refused");
   }
   return Status::Ok();
 }

@@ -3,7 +3,8 @@
 
     triage.py KNOWN_BUGS REPORT
 
-REPORT is the sanitizer's (or libFuzzer's) report of one reproducer.
+REPORT is the output of the libFuzzer process that found the reproducer: the
+sanitizer's (or libFuzzer's) report.
 KNOWN_BUGS (libhdf5_known_bugs.txt) lists crashes that happen inside libhdf5 on
 crafted files, where nothing our reader could check first would refuse the file.
 A report matches an entry when:
@@ -98,9 +99,9 @@ def main():
     with open(sys.argv[2], errors="replace") as f:
         kind, frames = parse_report(f.read())
     if kind == "unknown" and not frames:
-        # Killed from outside (the machine's OOM killer), or a crash that needs
-        # an earlier input's state: the fuzzing log has what happened then.
-        print("finding: did not reproduce (no report when run again alone)")
+        # The process died without a report: killed from outside (the
+        # machine's OOM killer), or libFuzzer's own limits; REPORT has the rest.
+        print("finding: no sanitizer report (see the report file)")
         return 1
     functions, why = hdf5_part(frames)
     if functions is None:

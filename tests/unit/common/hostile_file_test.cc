@@ -158,6 +158,43 @@ TEST(HostileFile, RowMemberPastItsRowIsRefusedBeforeConverting) {
                 {"/meta/devices", "'name_id'", "at offset 524288) lies outside its 32-byte rows"});
 }
 
+TEST(HostileFile, RowsLargerThanTheirMembersAreRefused) {
+  // Found by tests/fuzz/rank_file_fuzz.cc: memcpy rows stated 56 bytes over 52
+  // bytes of members; HDF5 took each inflated chunk to hold rows of 56 bytes
+  // and read past the end of the 52-byte rows it held.
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t old = H5Dopen2(f, "/records/kernels", H5P_DEFAULT);
+    hid_t stored = H5Dget_type(old);
+    hid_t type = H5Tcopy(stored);  // a dataset's own type is read-only
+    H5Tclose(stored);
+    hid_t dcpl = H5Dget_create_plist(old);
+    H5Dclose(old);
+    const size_t row = H5Tget_size(type);
+    ASSERT_EQ(row, 84u);
+    ASSERT_GE(H5Tset_size(type, row + 4), 0);  // the same members, 4 bytes of padding after them
+    ASSERT_GE(H5Ldelete(f, "/records/kernels", H5P_DEFAULT), 0);
+    hsize_t dims[1] = {4}, maxdims[1] = {H5S_UNLIMITED};
+    hid_t space = H5Screate_simple(1, dims, maxdims);
+    hid_t ds = H5Dcreate2(f, "/records/kernels", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    std::vector<char> rows(4 * (row + 4), 0);
+    EXPECT_GE(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+    H5Dclose(ds);
+    H5Sclose(space);
+    H5Pclose(dcpl);
+    H5Tclose(type);
+    H5Fclose(f);
+  }
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadAll<KernelRecord>().status(), path,
+                {"/records/kernels", "rows of 88 bytes hold members of 84 bytes"});
+}
+
 // ---- Chunks as the chunk index states them ------------------------------------------
 //
 // Found by tests/fuzz/rank_file_fuzz.cc: HDF5 takes each chunk's stored size,
