@@ -10,7 +10,11 @@
 #   budgeted    aon-run (the default: budgeted capture windows, 1 % budget)
 #   loaded      aon-run --step-source api: the agent, NVTX and NCCL in place,
 #               but no step is ever marked, so no capture window opens
-#   full        aon-run --mode full (CUPTI all the time, the previous default)
+#   budgeted-gpm  the same with --counters gpm: no PM sampling in the windows
+#               (budgeted against budgeted-gpm: what PM sampling adds)
+#   full        aon-run --mode full (CUPTI all the time, the previous default;
+#               PM sampling all the time too)
+#   full-gpm    aon-run --mode full --counters gpm
 #   full-kern   aon-run --mode full --kinds kernels
 #   torchprof   torch.profiler.profile(activities=[CPU, CUDA]) around the loop
 # Each run's figure is the median of its step times (after the warm-up steps);
@@ -39,6 +43,8 @@ run() {  # config round
   case $c in
     plain) "${LOOP[@]}" ;;
     budgeted) "${AON[@]}" -o "$job" "${LOOP[@]}" ;;
+    budgeted-gpm) "${AON[@]}" -o "$job" --counters gpm "${LOOP[@]}" ;;
+    full-gpm) "${AON[@]}" -o "$job" --mode full --counters gpm "${LOOP[@]}" ;;
     loaded) "${AON[@]}" -o "$job" --step-source api "${LOOP[@]}" ;;
     full) "${AON[@]}" -o "$job" --mode full "${LOOP[@]}" ;;
     full-kern) "${AON[@]}" -o "$job" --mode full --kinds kernels "${LOOP[@]}" ;;
@@ -81,12 +87,18 @@ for c, by_round in runs.items():
 print()
 print("Budgeted runs, as the agent measured itself (rank 0):")
 print()
-print("| round | steps | captured | windows | period | in-window / outside | amortized cost |")
-print("|---|---:|---:|---:|---:|---:|---:|")
-for r, (m, job) in sorted(runs.get("budgeted", {}).items()):
-    for path in sorted(glob.glob(job + "/rank-*.h5"))[:1]:
-        a = h5py.File(path, "r")["meta"].attrs
-        print(f"| {r} | {int(a['steps'])} | {int(a['captured_steps'])} | {int(a['windows'])} | "
-              f"{int(a['capture_period'])} | {float(a['window_step_ratio']):.2f} | "
-              f"{100 * float(a['amortized_cost']):.3f} % |")
+print("| config | round | steps | captured | windows | period | in-window / outside | amortized cost | PM samples |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+for c in ("budgeted", "budgeted-gpm"):
+    for r, (m, job) in sorted(runs.get(c, {}).items()):
+        for path in sorted(glob.glob(job + "/rank-*.h5"))[:1]:
+            f = h5py.File(path, "r")
+            a = f["meta"].attrs
+            pm = 0
+            if "records/counters" in f:
+                rows = f["records/counters"][:]
+                pm = int((rows["source"] == 2).sum()) // 5
+            print(f"| {c} | {r} | {int(a['steps'])} | {int(a['captured_steps'])} | {int(a['windows'])} | "
+                  f"{int(a['capture_period'])} | {float(a['window_step_ratio']):.2f} | "
+                  f"{100 * float(a['amortized_cost']):.3f} % | {pm} |")
 PY

@@ -170,6 +170,16 @@ Status ParseCountersInterval(std::string_view v, AgentConfig* c) {
   return Status::Ok();
 }
 
+Status ParseCountersSampleInterval(std::string_view v, AgentConfig* c) {
+  double us = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_COUNTERS_SAMPLE_INTERVAL", v, 20, 100000, &us));
+  if (us != static_cast<double>(static_cast<int64_t>(us)))
+    return InvalidArgument("AON_COUNTERS_SAMPLE_INTERVAL: '" + Text(v) +
+                           "' is not a whole number of microseconds");
+  c->counters_sample_us = static_cast<int64_t>(us);
+  return Status::Ok();
+}
+
 Status ParseWindow(std::string_view v, AgentConfig* c) {
   return ParseBounded("AON_WINDOW", v, 1, 86400, &c->window_s);
 }
@@ -300,15 +310,18 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        "followed by the end of the name, a digit or one of ' _-:#'",
        ParseStepRangeNames, false},
       {V::kTimeSlot, "AON_TIME_SLOT", T::kSeconds, "1",
-       "step length of the time source (seconds on the synchronized clock)", ParseTimeSlot,
-       false},
+       "step length of the time source (seconds on the synchronized clock)", ParseTimeSlot, false},
       {V::kCounters, "AON_COUNTERS", T::kChoice, "auto",
-       "GPU counters: auto (every tier the node allows: today NVML GPM metrics of every GPU, "
-       "read by the node collector outside the application), gpm (the same), off",
+       "GPU counters: auto (every tier the node allows: NVML GPM metrics of every GPU, read by "
+       "the node collector outside the application, and CUPTI PM sampling inside capture "
+       "windows), gpm (GPM only), off",
        ParseCounters, false},
       {V::kCountersInterval, "AON_COUNTERS_INTERVAL", T::kNumber, "100",
        "milliseconds between two GPM samples of each GPU (10 to 60000)", ParseCountersInterval,
        false},
+      {V::kCountersSampleInterval, "AON_COUNTERS_SAMPLE_INTERVAL", T::kNumber, "100",
+       "microseconds of GPU time between two PM samples inside capture windows (20 to 100000)",
+       ParseCountersSampleInterval, false},
   }};
   return vars;
 }

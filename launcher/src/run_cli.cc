@@ -86,6 +86,7 @@ void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
       case SessionOption::kStepRange:
       case SessionOption::kCounters:
       case SessionOption::kCountersInterval:
+      case SessionOption::kCountersSampleInterval:
         option = app.add_option(entry.run, o.passthrough[entry.id], help);
         break;
       case SessionOption::kFlight:

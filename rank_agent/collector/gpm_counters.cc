@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 
@@ -62,13 +63,14 @@ struct GpmCounters::Gpu {
   std::string uuid;
   GpuUuid bits;
   AonNvmlGpmSample samples[2] = {nullptr, nullptr};
-  int current = 0;          // the buffer the next sample goes to
+  int current = 0;  // the buffer the next sample goes to
   bool have_previous = false;
   uint64_t previous_ns = 0;
   bool stopped = false;
   uint64_t retry_at_ns = 0;  // another tool held the monitor: not before this
   bool said_in_use = false;
   bool said_metrics = false;
+  bool said_not_number = false;
   std::vector<MetricMap> metrics{std::begin(kMetrics), std::end(kMetrics)};
 
   std::string Name() const { return "GPU " + std::to_string(index) + " (" + uuid + ")"; }
@@ -86,8 +88,8 @@ GpmCounters::~GpmCounters() {
 }
 
 std::string GpmCounters::Error(int code) const {
-  const char* text = api_ != nullptr && api_->error_string != nullptr ? api_->error_string(code)
-                                                                      : nullptr;
+  const char* text =
+      api_ != nullptr && api_->error_string != nullptr ? api_->error_string(code) : nullptr;
   return (text != nullptr ? std::string(text) : std::string("NVML error")) + ", code " +
          std::to_string(code);
 }
@@ -95,8 +97,8 @@ std::string GpmCounters::Error(int code) const {
 std::unique_ptr<GpmCounters> GpmCounters::Open(std::vector<std::string>* notes) {
   std::unique_ptr<GpmCounters> c(new GpmCounters());
   const char* override_path = std::getenv("AON_NVML_LIBRARY");
-  c->library_ = override_path != nullptr && *override_path != '\0' ? override_path
-                                                                   : "libnvidia-ml.so.1";
+  c->library_ =
+      override_path != nullptr && *override_path != '\0' ? override_path : "libnvidia-ml.so.1";
   c->handle_ = dlopen(c->library_.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (c->handle_ == nullptr) {
     const char* why = dlerror();
@@ -121,14 +123,16 @@ std::unique_ptr<GpmCounters> GpmCounters::Open(std::vector<std::string>* notes) 
   if (!sym(a.init, "nvmlInit_v2") || !sym(a.device_count, "nvmlDeviceGetCount_v2") ||
       !sym(a.device_handle, "nvmlDeviceGetHandleByIndex_v2") ||
       !sym(a.device_uuid, "nvmlDeviceGetUUID")) {
-    notes->push_back("counters: " + c->library_ + " is not a usable NVML (basic functions missing)");
+    notes->push_back("counters: " + c->library_ +
+                     " is not a usable NVML (basic functions missing)");
     return nullptr;
   }
   if (!sym(a.gpm_support, "nvmlGpmQueryDeviceSupport") ||
       !sym(a.sample_alloc, "nvmlGpmSampleAlloc") || !sym(a.sample_free, "nvmlGpmSampleFree") ||
       !sym(a.sample_get, "nvmlGpmSampleGet") || !sym(a.metrics_get, "nvmlGpmMetricsGet")) {
-    notes->push_back("counters: this driver's NVML has no GPU Performance Monitoring (driver 520 "
-                     "or newer has it): no GPU metrics");
+    notes->push_back(
+        "counters: this driver's NVML has no GPU Performance Monitoring (driver 520 "
+        "or newer has it): no GPU metrics");
     return nullptr;
   }
   if (const int rc = a.init(); rc != kNvmlSuccess) {
@@ -202,8 +206,8 @@ void GpmCounters::Sample(uint64_t now_ns, std::vector<CounterRecord>* out,
       if (!g.said_in_use) {
         notes->push_back("counters: " + g.Name() +
                          ": another tool holds the GPU's performance monitor (DCGM profiling, "
-                         "Nsight Compute or another profiler; " + Error(rc) +
-                         "): no metrics while it does, retried every 10 s");
+                         "Nsight Compute or another profiler; " +
+                         Error(rc) + "): no metrics while it does, retried every 10 s");
         g.said_in_use = true;
       }
       g.have_previous = false;
@@ -249,6 +253,15 @@ void GpmCounters::Sample(uint64_t now_ns, std::vector<CounterRecord>* out,
           continue;
         }
         kept.push_back(g.metrics[i]);
+        if (!std::isfinite(m.value)) {
+          // Seen on an H200: DRAM bandwidth NaN for some intervals. No row
+          // rather than a row no mean can take.
+          if (!g.said_not_number)
+            notes->push_back("counters: " + g.Name() + " gave " + MetricName(g.metrics[i].metric) +
+                             " as not a number for some intervals: those rows are left out");
+          g.said_not_number = true;
+          continue;
+        }
         CounterRecord r{};
         r.start_ns = g.previous_ns;
         r.end_ns = t;

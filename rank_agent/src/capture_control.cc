@@ -140,8 +140,8 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
   if (b.switched) steps_ = 0;  // the summary counts the active source's steps
   ++steps_;
   if (b.switched) {
-    agent.Log("steps: now marked by %s", EnumValueName(kStepSourceValues,
-                                                        static_cast<int64_t>(source)));
+    agent.Log("steps: now marked by %s",
+              EnumValueName(kStepSourceValues, static_cast<int64_t>(source)));
     if (budgeted_) Apply(policy_.Restart(now));
   }
   if (have_step_) {
@@ -165,6 +165,11 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
   } else {
     step_.flags = open_ ? kStepCaptured : 0;
   }
+  // Outside windows (and their tails), the capture may make ready what a window
+  // will need: whatever that costs falls in this step, which no window counts
+  // and whose outlier time the window policy leaves out of its baseline.
+  if (capture_ != nullptr && !attached_ && !(step_.flags & (kStepCaptured | kStepWindowTail)))
+    capture_->Prepare();
   have_step_ = true;
 }
 
@@ -188,8 +193,8 @@ void CaptureControl::CheckCollectorRequest(StepSource active) {
     return;
   }
   policy_.RequestCaptureAt(first, steps);
-  agent.Log("on-demand capture %llu: steps %llu..%llu",
-            static_cast<unsigned long long>(seq), static_cast<unsigned long long>(first),
+  agent.Log("on-demand capture %llu: steps %llu..%llu", static_cast<unsigned long long>(seq),
+            static_cast<unsigned long long>(first),
             static_cast<unsigned long long>(first + steps - 1));
 }
 
@@ -233,9 +238,8 @@ void CaptureControl::Finish(RankMetadata* m) {
     m->windows = static_cast<int64_t>(s.windows);
     m->capture_period = s.period;
     m->window_step_ratio = s.window_step_ratio;
-    m->duty_cycle = m->steps > 0 ? static_cast<double>(m->captured_steps) /
-                                       static_cast<double>(m->steps)
-                                 : 0.0;
+    m->duty_cycle =
+        m->steps > 0 ? static_cast<double>(m->captured_steps) / static_cast<double>(m->steps) : 0.0;
     m->amortized_cost = s.amortized_cost;
     if (policy_.late_requests() > 0) {
       agent.Note("on-demand capture: " + std::to_string(policy_.late_requests()) +

@@ -12,12 +12,12 @@
 // labeled fake GPU of aon/synthetic_device.h.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <condition_variable>
 
 #include "aon/config.h"
 #include "aon/records.h"
@@ -36,6 +36,10 @@ class ActivityCapture {
   virtual void Quiesce() = 0;
   // Delivers everything recorded and detaches: no cost until the next Open.
   virtual void Close() = 0;
+  // At step boundaries outside windows and their tails (CUPTI detached): what
+  // windows will need and can be made ready outside them (the PM sampler's
+  // set-up). Cheap once done.
+  virtual void Prepare() {}
 };
 
 class CaptureControl {
@@ -69,16 +73,16 @@ class CaptureControl {
   const bool budgeted_;
   std::mutex mu_;  // guards everything below; held while CUPTI switches
   ActivityCapture* capture_ = nullptr;
-  bool open_ = false;     // the capture records (Open succeeded, not quiesced)
-  bool attached_ = false; // Open succeeded and Close is still due
-  bool failed_ = false;   // Open failed once: not tried again
+  bool open_ = false;      // the capture records (Open succeeded, not quiesced)
+  bool attached_ = false;  // Open succeeded and Close is still due
+  bool failed_ = false;    // Open failed once: not tried again
   bool finished_ = false;
   StepTracker tracker_;
   WindowPolicy policy_;
   // The step in progress.
   bool have_step_ = false;
   StepRecord step_{};
-  uint64_t steps_ = 0;  // boundaries of the active source (steps begun)
+  uint64_t steps_ = 0;        // boundaries of the active source (steps begun)
   uint64_t request_seq_ = 0;  // the last collector request taken
   uint64_t late_noted_ = 0;
   // The time-slot source.

@@ -11,18 +11,19 @@
 #include <cupti.h>
 #include <cxxabi.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "agent.h"
-#include "cupti_api_filter.h"
 #include "aon/timebase.h"
 #include "correlation_ids.h"
+#include "cupti_api_filter.h"
+#include "cupti_pm_sampling.h"
 #include "nccl_plugin.h"
 
 namespace aon::agent {
@@ -88,7 +89,7 @@ uint32_t KernelNameId(const char* mangled) {
   int status = 0;
   char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   uint32_t id = Agent::Get().sink().Intern(status == 0 && demangled ? demangled : mangled,
-                                            RecordKind::kKernel);
+                                           RecordKind::kKernel);
   std::free(demangled);
   cache.emplace(mangled, id);
   return id;
@@ -106,7 +107,8 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
     // "cudaMemcpyAsync_v3020" -> "cudaMemcpyAsync": the suffix is the API
     // version CUPTI keys on, not what users call (callback_id keeps it exact).
     std::string_view n(name);
-    if (size_t v = n.rfind("_v"); v != std::string_view::npos && v + 2 < n.size() &&
+    if (size_t v = n.rfind("_v");
+        v != std::string_view::npos && v + 2 < n.size() &&
         n.find_first_not_of("0123456789", v + 2) == std::string_view::npos) {
       n = n.substr(0, v);
     }
@@ -114,18 +116,6 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   }
   cache->emplace(key, id);
   return id;
-}
-
-std::string UuidString(const CUuuid& u) {
-  static const char* hex = "0123456789abcdef";
-  std::string s = "GPU-";
-  for (int i = 0; i < 16; ++i) {
-    auto b = static_cast<uint8_t>(u.bytes[i]);
-    s += hex[b >> 4];
-    s += hex[b & 15];
-    if (i == 3 || i == 5 || i == 7 || i == 9) s += '-';
-  }
-  return s;
 }
 
 // CUPTI restarts its correlation ids after every detach (correlation_ids.h).
@@ -164,6 +154,7 @@ void Convert(const CUpti_Activity* rec) {
       r.graph_node_id = k->graphNodeId;
       r.correlation_id = Correlation(k->correlationId);
       r.device_id = k->deviceId;
+      NoteKernelDevice(k->deviceId);
       r.context_id = k->contextId;
       r.stream_id = k->streamId;
       r.name_id = KernelNameId(k->name);
@@ -235,7 +226,8 @@ void Convert(const CUpti_Activity* rec) {
       r.callback_id = a->cbid;
       r.thread_id = a->threadId;
       r.return_value = static_cast<int32_t>(a->returnValue);
-      r.name_id = ApiNameId(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid);
+      r.name_id =
+          ApiNameId(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid);
       r.domain = static_cast<uint8_t>(runtime ? ApiDomain::kRuntime : ApiDomain::kDriver);
       store.Push(r);
       return;
@@ -253,7 +245,8 @@ void Convert(const CUpti_Activity* rec) {
       const auto* d = reinterpret_cast<const CUpti_ActivityDevice5*>(rec);
       DeviceInfo info{};
       info.device_id = d->id;
-      info.uuid_id = store.Intern(UuidString(d->uuid), RecordKind::kKernel);
+      info.uuid_id = store.Intern(
+          GpuUuidText(reinterpret_cast<const unsigned char*>(d->uuid.bytes)), RecordKind::kKernel);
       info.name_id = store.Intern(d->name ? d->name : "", RecordKind::kKernel);
       info.sm_count = d->numMultiprocessors;
       info.global_memory_bytes = d->globalMemorySize;
@@ -281,7 +274,8 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* 
     Convert(rec);
   }
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS &&
+      dropped > 0) {
     g_cupti_dropped += dropped;
   }
   if (buffer != nullptr && g_pool != nullptr) g_pool->Give(buffer);
@@ -318,19 +312,22 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 std::string ResultText(CUptiResult r) {
   const char* s = nullptr;
   cuptiGetResultString(r, &s);
-  return std::string(s ? s : "unknown CUPTI error") + " (" + std::to_string(static_cast<int>(r)) + ")";
+  return std::string(s ? s : "unknown CUPTI error") + " (" + std::to_string(static_cast<int>(r)) +
+         ")";
 }
 
 void ConfigureApiFilters(Agent& agent) {
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
     const char* name = nullptr;
-    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS || !name)
+      continue;
     if (IsNoisyRuntimeApi(name)) cuptiActivityEnableRuntimeApi(cbid, 0);
   }
   int traced = 0;
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
     const char* name = nullptr;
-    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name)
+      continue;
     if (IsTracedDriverApi(name) && cuptiActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS) ++traced;
   }
   agent.Log("CUPTI: %d driver API calls traced (launch/copy/memset/sync)", traced);
@@ -348,11 +345,12 @@ class CuptiCapture final : public ActivityCapture {
  public:
   bool Open() override {
     Agent& agent = Agent::Get();
-    CUptiResult r = cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback),
-                                   nullptr);
+    CUptiResult r =
+        cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-      agent.Note("CUPTI is already in use by another profiler (Nsight, compute-sanitizer, "
-                 "torch.profiler...): GPU activity is not captured; NVTX still is");
+      agent.Note(
+          "CUPTI is already in use by another profiler (Nsight, compute-sanitizer, "
+          "torch.profiler...): GPU activity is not captured; NVTX still is");
       return false;
     }
     if (r != CUPTI_SUCCESS) {
@@ -387,8 +385,8 @@ class CuptiCapture final : public ActivityCapture {
         enabled_.push_back(k.cupti);
         if (k.cupti == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) SetNcclCuptiCorrelation(true);
       } else if (attaches_ == 0) {
-        agent.Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) + " activity: " +
-                   ResultText(r));
+        agent.Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) +
+                   " activity: " + ResultText(r));
       }
     }
     if (attaches_ == 0 && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE) == CUPTI_SUCCESS) {
@@ -410,16 +408,21 @@ class CuptiCapture final : public ActivityCapture {
     attached_.store(true, std::memory_order_release);
     ++attaches_;
     agent.Log("CUPTI attached (%zu activity kinds)", enabled_.size());
-    return !enabled_.empty();
+    if (enabled_.empty()) return false;
+    if (sampler_ != nullptr) sampler_->Begin();
+    return true;
   }
 
   void Quiesce() override {
+    // The window's steps are over: so is its sampling (on CUPTI's clock while attached).
+    if (sampler_ != nullptr) sampler_->End();
     SetNcclCuptiCorrelation(false);
     for (CUpti_ActivityKind k : enabled_) cuptiActivityDisable(k);
   }
 
   void Close() override {
     if (!attached_.exchange(false, std::memory_order_acq_rel)) return;
+    if (sampler_ != nullptr) sampler_->Deliver();
     // What completed first, then the rest (incomplete records have no times and
     // are dropped by Convert; the window's last step ended a whole step ago).
     cuptiActivityFlushAll(0);
@@ -436,7 +439,13 @@ class CuptiCapture final : public ActivityCapture {
     Agent::Get().Log("CUPTI detached");
   }
 
+  void Prepare() override {
+    if (sampler_ != nullptr) sampler_->Prepare();
+  }
+
   bool attached() const { return attached_.load(std::memory_order_acquire); }
+  // Sampled counters in the windows (null: AON_COUNTERS is not auto).
+  void SetSampler(CounterSampler* sampler) { sampler_ = sampler; }
 
   // At exit (full mode, or a window that is still open): hand back every buffer.
   void FlushAtExit() {
@@ -459,6 +468,7 @@ class CuptiCapture final : public ActivityCapture {
       {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, RecordKind::kExternalCorrelation},
   };
   std::vector<CUpti_ActivityKind> enabled_;
+  CounterSampler* sampler_ = nullptr;
   std::atomic<bool> attached_{false};
   uint64_t attaches_ = 0;
   bool finalize_noted_ = false;
@@ -467,6 +477,7 @@ class CuptiCapture final : public ActivityCapture {
 CuptiCapture* g_capture = nullptr;
 
 void FlushAtFinish() {
+  EndCuptiPmSampler();
   if (g_capture != nullptr) g_capture->FlushAtExit();
   if (g_cupti_dropped > 0) {
     Agent::Get().Note("CUPTI dropped " + std::to_string(g_cupti_dropped) +
@@ -476,11 +487,23 @@ void FlushAtFinish() {
 
 }  // namespace
 
+std::string GpuUuidText(const unsigned char bytes[16]) {
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    s += hex[bytes[i] >> 4];
+    s += hex[bytes[i] & 15];
+    if (i == 3 || i == 5 || i == 7 || i == 9) s += '-';
+  }
+  return s;
+}
+
 bool StartCuptiSource() {
   Agent& agent = Agent::Get();
   g_pool = new BufferPool();
   g_pool->Preallocate(kPreallocatedBuffers);
   g_capture = new CuptiCapture();  // lives as long as the process (callbacks at exit)
+  g_capture->SetSampler(StartCuptiPmSampler(agent.config()));
   agent.SetFlushHook(FlushAtFinish);
   agent.SetSource("cupti");
   // Full and flight modes attach now; budgeted mode at the first capture window.

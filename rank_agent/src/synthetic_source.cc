@@ -11,17 +11,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <vector>
 
 #include "agent.h"
 #include "aon/synthetic_device.h"
 #include "aon/timebase.h"
 #include "correlation_ids.h"
+#include "counter_sampler.h"
 
 namespace aon::agent {
 namespace {
@@ -34,7 +37,8 @@ constexpr uint32_t kContextId = 1;
 
 // Runtime callback ids as CUPTI numbers them, so records look like real ones.
 constexpr uint32_t kCbidMemcpy = 31, kCbidMemcpyAsync = 41, kCbidMemset = 46, kCbidMemsetAsync = 51,
-                   kCbidDeviceSynchronize = 165, kCbidStreamSynchronize = 131, kCbidLaunchKernel = 211;
+                   kCbidDeviceSynchronize = 165, kCbidStreamSynchronize = 131,
+                   kCbidLaunchKernel = 211;
 
 std::atomic<bool> g_enabled{false};
 // Activity is recorded (as CUPTI would record it): all the time in full mode,
@@ -50,19 +54,148 @@ bool Recording(RecordKind kind) {
 std::atomic<uint32_t> g_next_correlation{1};
 CorrelationIds g_correlation;
 
+// The counters' view of this thread's next kernels (set_kernel_profile).
+struct KernelProfile {
+  double sm = 90, dram = 10, tensor = 0;
+};
+thread_local KernelProfile t_profile;
+
+// The synthetic GPU's sampled counters in capture windows (counter_sampler.h):
+// the kernels launched while a window is open, and at its end one sample per
+// interval of the window, computed from the planted profiles of the kernels
+// that overlap it (docs/counters.md, "Without a GPU"):
+//   gpu_active = the union of the kernels' time / interval,
+//   sm_active, tensor, dram = sum of overlap x the kernel's figure / interval,
+//   sm_issue_active = sum of overlap x (sm - tensor) / interval (the tensor
+//   pipe's work is issued as few wide instructions), each at most 100.
+// AON_FAKE_PM_SAMPLING=privileges|busy|unsupported|fell-behind plays the
+// refusals CUPTI gives for those cases, with the same notes.
+class SyntheticSampler final : public CounterSampler {
+ public:
+  SyntheticSampler(GpuUuid uuid, int64_t interval_us)
+      : writer_(uuid, kDeviceId, CounterSource::kSyntheticPmSampling),
+        interval_ns_(static_cast<uint64_t>(interval_us) * 1000) {
+    const char* fake = std::getenv("AON_FAKE_PM_SAMPLING");
+    const std::string f = fake != nullptr ? fake : "";
+    if (f == "privileges") refusal_ = SamplerRefusal::kPrivileges;
+    if (f == "busy") refusal_ = SamplerRefusal::kBusy;
+    if (f == "unsupported") refusal_ = SamplerRefusal::kUnsupported;
+    fall_behind_ = f == "fell-behind";
+  }
+
+  void Begin() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (refusal_) {
+      if (!refused_said_) Agent::Get().Note(SamplerRefusalNote(*refusal_, "AON_FAKE_PM_SAMPLING"));
+      refused_said_ = true;
+      return;
+    }
+    kernels_.clear();
+    begin_ns_ = TimebaseNowNs();
+    sampling_.store(true, std::memory_order_release);
+  }
+
+  void End() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!sampling_.exchange(false, std::memory_order_acq_rel)) return;
+    uint64_t end = TimebaseNowNs();
+    if (fall_behind_) {
+      end = begin_ns_ + (end - begin_ns_) / 2;  // the rest of the window is lost
+      if (!fell_behind_said_)
+        Agent::Get().Note(SamplerRefusalNote(SamplerRefusal::kFellBehind, "AON_FAKE_PM_SAMPLING"));
+      fell_behind_said_ = true;
+    }
+    ++windows_;
+    std::sort(kernels_.begin(), kernels_.end());
+    for (uint64_t t = begin_ns_; t + interval_ns_ <= end; t += interval_ns_)
+      Emit(t, t + interval_ns_);
+  }
+
+  // A kernel the device runs over [start, end) (any thread).
+  void Kernel(uint64_t start, uint64_t end, const KernelProfile& p) {
+    if (!sampling_.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (kernels_.size() < kMaxKernels) kernels_.push_back({start, end, p.sm, p.dram, p.tensor});
+  }
+
+  void Summarize() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (writer_.samples() == 0) return;
+    Agent::Get().Note("counters: " + std::to_string(writer_.samples()) + " SYNTHETIC PM samples (" +
+                      std::to_string(writer_.rows()) + " rows) in " + std::to_string(windows_) +
+                      " capture window(s), every " + std::to_string(interval_ns_ / 1000) +
+                      " us: computed from planted kernel "
+                      "profiles, not measured");
+  }
+
+ private:
+  struct Run {
+    uint64_t start, end;
+    double sm, dram, tensor;
+    bool operator<(const Run& o) const { return start < o.start; }
+  };
+  static constexpr size_t kMaxKernels = 1u << 20;
+
+  void Emit(uint64_t from, uint64_t to) {
+    const double len = static_cast<double>(to - from);
+    double sm = 0, dram = 0, tensor = 0, issue = 0, busy = 0;
+    uint64_t covered_to = from;  // kernels_ by start: the union of their time
+    for (const Run& k : kernels_) {
+      if (k.start >= to) break;
+      const uint64_t lo = std::max(k.start, from), hi = std::min(k.end, to);
+      if (hi <= lo) continue;
+      const double o = static_cast<double>(hi - lo);
+      sm += o * k.sm;
+      dram += o * k.dram;
+      tensor += o * k.tensor;
+      issue += o * std::max(0.0, k.sm - k.tensor);
+      const uint64_t u = std::max(lo, covered_to);
+      if (hi > u) busy += static_cast<double>(hi - u), covered_to = hi;
+    }
+    auto pct = [&](double v) { return std::min(100.0, v / len); };
+    // The order of kSampledMetrics.
+    const double values[] = {std::min(100.0, 100.0 * busy / len), pct(sm), pct(issue), pct(tensor),
+                             pct(dram)};
+    static_assert(std::size(values) == kSampledMetricCount);
+    writer_.Write(from, to, values);
+  }
+
+  std::mutex mu_;
+  std::atomic<bool> sampling_{false};
+  SampleWriter writer_;
+  const uint64_t interval_ns_;
+  std::optional<SamplerRefusal> refusal_;
+  bool fall_behind_ = false, refused_said_ = false, fell_behind_said_ = false;
+  uint64_t begin_ns_ = 0, windows_ = 0;
+  std::vector<Run> kernels_;
+};
+SyntheticSampler* g_sampler = nullptr;  // null: AON_COUNTERS is not auto
+
 // The synthetic device as the capture windows' activity source: a gate.
 class SyntheticCapture final : public ActivityCapture {
  public:
   bool Open() override {
     g_recording.store(true, std::memory_order_release);
+    if (g_sampler != nullptr) g_sampler->Begin();
     return true;
   }
-  void Quiesce() override { g_recording.store(false, std::memory_order_release); }
+  void Quiesce() override {
+    if (g_sampler != nullptr) g_sampler->End();
+    g_recording.store(false, std::memory_order_release);
+  }
   void Close() override {
+    if (g_sampler != nullptr) g_sampler->End();
     g_correlation.NextAttach();
     g_next_correlation.store(1, std::memory_order_relaxed);
   }
 };
+
+// At exit (full mode: the capture is never closed).
+void FlushSynthetic() {
+  if (g_sampler == nullptr) return;
+  g_sampler->End();
+  g_sampler->Summarize();
+}
 std::mutex g_streams_mu;
 std::map<uint32_t, uint64_t>& StreamBusyUntil() {
   static auto* m = new std::map<uint32_t, uint64_t>();
@@ -104,11 +237,6 @@ void PushApi(uint64_t start, uint32_t correlation, uint32_t cbid, const char* na
   agent.sink().Push(r);
 }
 
-// The counters' view of this thread's next kernels (set_kernel_profile).
-struct KernelProfile {
-  double sm = 90, dram = 10, tensor = 0;
-};
-thread_local KernelProfile t_profile;
 // <AON_SYNTHETIC_GPU_DIR>/<uuid>.activity, -1 when not asked for.
 int g_activity_fd = -1;
 
@@ -142,6 +270,7 @@ int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int gr
   KernelRecord k{};
   k.start_ns = Schedule(stream, now, duration_ns, &k.end_ns);
   AppendActivity(k.start_ns, k.end_ns);
+  if (g_sampler != nullptr) g_sampler->Kernel(k.start_ns, k.end_ns, t_profile);
   k.correlation_id = corr;
   k.device_id = kDeviceId;
   k.context_id = kContextId;
@@ -165,7 +294,8 @@ int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   MemcpyRecord m{};
-  auto duration = kCopyFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) / kCopyBytesPerNs);
+  auto duration =
+      kCopyFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) / kCopyBytesPerNs);
   m.start_ns = Schedule(stream, now, duration, &m.end_ns);
   m.bytes = bytes;
   m.correlation_id = corr;
@@ -180,7 +310,8 @@ int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
   m.flags = async ? 1 : 0;
   if (Recording(RecordKind::kMemcpy)) agent.sink().Push(m);
   if (!async) SleepUntil(m.end_ns);
-  PushApi(now, corr, async ? kCbidMemcpyAsync : kCbidMemcpy, async ? "cudaMemcpyAsync" : "cudaMemcpy");
+  PushApi(now, corr, async ? kCbidMemcpyAsync : kCbidMemcpy,
+          async ? "cudaMemcpyAsync" : "cudaMemcpy");
   return 0;
 }
 
@@ -200,7 +331,8 @@ int Memset(uint32_t stream, uint64_t bytes, int async) {
   m.flags = async ? 1 : 0;
   if (Recording(RecordKind::kMemset)) agent.sink().Push(m);
   if (!async) SleepUntil(m.end_ns);
-  PushApi(now, corr, async ? kCbidMemsetAsync : kCbidMemset, async ? "cudaMemsetAsync" : "cudaMemset");
+  PushApi(now, corr, async ? kCbidMemsetAsync : kCbidMemset,
+          async ? "cudaMemsetAsync" : "cudaMemset");
   return 0;
 }
 
@@ -232,8 +364,8 @@ int Synchronize(uint32_t stream) {
   return 0;
 }
 
-const AonSyntheticDeviceV1 kDevice = {sizeof(AonSyntheticDeviceV1), LaunchKernel, Memcpy, Memset,
-                                      Synchronize, SetKernelProfile};
+const AonSyntheticDeviceV1 kDevice = {
+    sizeof(AonSyntheticDeviceV1), LaunchKernel, Memcpy, Memset, Synchronize, SetKernelProfile};
 
 }  // namespace
 
@@ -247,14 +379,20 @@ bool StartSyntheticSource() {
   d.uuid_id = store.Intern(uuid, RecordKind::kKernel);
   if (const char* dir = std::getenv("AON_SYNTHETIC_GPU_DIR"); dir != nullptr && *dir != '\0') {
     const std::string path = std::string(dir) + "/" + uuid + ".activity";
-    g_activity_fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (g_activity_fd < 0) agent.Note("synthetic GPU: cannot write " + path + ": " + std::strerror(errno));
+    g_activity_fd =
+        open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (g_activity_fd < 0)
+      agent.Note("synthetic GPU: cannot write " + path + ": " + std::strerror(errno));
   }
   d.name_id = store.Intern("AON synthetic GPU (not real)", RecordKind::kKernel);
   d.sm_count = 0;
   agent.AddDevice(d);
   agent.SetSource("synthetic");
   agent.Note("SYNTHETIC source: GPU activity in this trace is simulated, not measured");
+  if (agent.config().counters == "auto" && agent.enabled(RecordKind::kCounters)) {
+    g_sampler = new SyntheticSampler(GpuUuidFromText(uuid), agent.config().counters_sample_us);
+    agent.SetFlushHook(FlushSynthetic);
+  }
   g_enabled.store(true, std::memory_order_release);
   static SyntheticCapture capture;
   agent.capture().Start(&capture);  // full mode: recording from now on
@@ -263,6 +401,7 @@ bool StartSyntheticSource() {
 
 }  // namespace aon::agent
 
-extern "C" __attribute__((visibility("default"))) const AonSyntheticDeviceV1* aonSyntheticDeviceV1(void) {
+extern "C" __attribute__((visibility("default"))) const AonSyntheticDeviceV1* aonSyntheticDeviceV1(
+    void) {
   return aon::agent::g_enabled.load(std::memory_order_acquire) ? &aon::agent::kDevice : nullptr;
 }

@@ -346,9 +346,12 @@ std::string CountersSection(const Report& r) {
   if (c.synthetic)
     o += "<div class=synthetic>SYNTHETIC: these counters are FAKE (the labeled fake NVML).</div>";
   o += "<p class=muted>Verdicts: busy = gpu_active (else sm_active); busy &lt; 50 %: "
-       "launch-bound; compute (busiest of tensor/fp16/fp32/fp64) &ge; 60 % and &ge; memory: "
+       "launch-bound; compute (busiest of tensor/fp16/fp32/fp64/SM issue) &ge; 60 % and &ge; "
+       "memory: "
        "compute-bound; else DRAM bandwidth &ge; 60 %: memory-bound; else latency-bound. A phase "
-       "needs 2 sample intervals of overlap (docs/counters.md).</p>";
+       "needs 2 sample intervals of overlap; PM samples (capture windows) are used where they "
+       "cover it, else the node's GPM metrics; interval counts marked (pm) are PM samples "
+       "(docs/counters.md).</p>";
   if (!c.note.empty()) o += "<p class=note>" + E(c.note) + "</p>";
   // The run's means mix every phase: numbers only, the verdicts are per phase.
   o += "<table><tr><th>GPU</th><th class=l>host</th><th class=l>UUID</th><th>source</th><th "
@@ -387,14 +390,15 @@ std::string CountersSection(const Report& r) {
   for (size_t i = 0; i < c.phases.size() && i < 40; ++i) {
     const CounterPhase& p = c.phases[i];
     o += "<tr><td class=l>" + E(p.name) + "</td><td>" + D(p.seconds * 1e9) + "</td><td>" +
-         std::to_string(p.instances) + "</td><td>" + F("%.1f", p.intervals) + "</td>" +
-         VerdictCells(p.verdict) + "</tr>";
+         std::to_string(p.instances) + "</td><td>" + F("%.1f", p.intervals) +
+         (p.sampled ? " (pm)" : "") + "</td>" + VerdictCells(p.verdict) + "</tr>";
   }
   o += "</table><h3>Kernels</h3><table id=counter-kernels><tr><th class=l>kernel</th><th>intervals "
-       "&ge; 80 %</th>" + std::string(kVerdictHeads) + "</tr>";
+       "&ge; 80 %</th>" +
+       std::string(kVerdictHeads) + "</tr>";
   for (const CounterKernel& k : c.kernels) {
     o += "<tr><td class=l>" + E(k.name.substr(0, 120)) + "</td><td>" + std::to_string(k.intervals) +
-         "</td>" + VerdictCells(k.verdict) + "</tr>";
+         (k.sampled ? " (pm)" : "") + "</td>" + VerdictCells(k.verdict) + "</tr>";
   }
   return o + "</table></section>\n";
 }
@@ -413,7 +417,8 @@ std::string RenderHtml(const Report& r) {
        ".synthetic{background:#c00;color:#fff;padding:8px;font-weight:bold;font-size:18px}.muted{"
        "color:#777}"
        ".finding{border-left:5px solid #d62728;background:#fff6f6;padding:6px 12px;margin:8px 0}"
-       ".gain{font-weight:bold;color:#a00}.cost{font-size:15px;background:#eef6ff;padding:6px 10px}.note{background:#ffd;padding:4px 8px;margin:4px 0}"
+       ".gain{font-weight:bold;color:#a00}.cost{font-size:15px;background:#eef6ff;padding:6px "
+       "10px}.note{background:#ffd;padding:4px 8px;margin:4px 0}"
        "code{font-size:12px}</style></head><body>\n";
   o += "<section id=summary><h1>AON post-mortem report</h1>\n";
   if (r.synthetic) {

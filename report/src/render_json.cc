@@ -179,6 +179,8 @@ void Counters(JsonWriter& w, const CounterAnalysis& c) {
     Member(w, "uuid", g.uuid_text);
     Member(w, "host", g.host);
     Member(w, "source", g.source);
+    w.Key("sampled");
+    w.Bool(g.sampled);
     w.Key("ranks");
     w.BeginArray();
     for (uint32_t q : g.ranks) Number(w, q);
@@ -205,6 +207,8 @@ void Counters(JsonWriter& w, const CounterAnalysis& c) {
     Member(w, "seconds", p.seconds);
     Member(w, "intervals", p.intervals);
     Member(w, "instances", static_cast<double>(p.instances));
+    w.Key("sampled");
+    w.Bool(p.sampled);
     w.EndObject();
   }
   w.EndArray();
@@ -215,6 +219,8 @@ void Counters(JsonWriter& w, const CounterAnalysis& c) {
     Member(w, "name", k.name);
     VerdictMembers(w, k.verdict);
     Member(w, "intervals", static_cast<double>(k.intervals));
+    w.Key("sampled");
+    w.Bool(k.sampled);
     w.EndObject();
   }
   w.EndArray();

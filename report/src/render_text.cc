@@ -70,9 +70,18 @@ std::string CountersBlock(const Report& r) {
     char head[160];
     std::snprintf(head, sizeof head, "  %-20.20s %9s  %-14s", p.name.c_str(),
                   FormatDuration(p.seconds * 1e9).c_str(), p.verdict.verdict.c_str());
-    o += head + p.verdict.why + "\n";
+    o += head + p.verdict.why + (p.sampled ? " [PM samples]" : "") + "\n";
   }
   if (shown == 0) o += "  no NVTX phase long enough for a verdict (2 sample intervals)\n";
+  // Kernels with a verdict (PM samples in capture windows give them), the 5 longest.
+  shown = 0;
+  for (const CounterKernel& k : c.kernels) {
+    if (k.verdict.verdict == "unknown" || ++shown > 5) continue;
+    char head[200];
+    std::snprintf(head, sizeof head, "  kernel %-33.33s %-14s", k.name.c_str(),
+                  k.verdict.verdict.c_str());
+    o += head + k.verdict.why + (k.sampled ? " [PM samples]" : "") + "\n";
+  }
   if (!c.note.empty()) o += "  note: " + c.note + "\n";
   return o;
 }
@@ -109,12 +118,11 @@ std::string RenderTerminal(const Report& r) {
   for (size_t i = 0; i < r.findings.size() && i < 5; ++i) {
     const Finding& f = r.findings[i];
     // A gain of 0: the rule does not estimate one (counter verdicts).
-    std::snprintf(buf, sizeof buf, "%zu. [%s%s%s] ", i + 1,
-                  f.gain_ns ? "gain ~" : "gain not estimated",
-                  f.gain_ns ? FormatDuration(static_cast<double>(f.gain_ns)).c_str() : "",
-                  f.gain_per_step_ns > 0
-                      ? (", " + FormatDuration(f.gain_per_step_ns) + "/step").c_str()
-                      : "");
+    std::snprintf(
+        buf, sizeof buf, "%zu. [%s%s%s] ", i + 1, f.gain_ns ? "gain ~" : "gain not estimated",
+        f.gain_ns ? FormatDuration(static_cast<double>(f.gain_ns)).c_str() : "",
+        f.gain_per_step_ns > 0 ? (", " + FormatDuration(f.gain_per_step_ns) + "/step").c_str()
+                               : "");
     std::string text = Wrap(std::string(buf) + f.action, 96, "    ");
     o += " " + text.substr(4);
     o += Wrap("evidence: " + f.evidence, 92, "      ");
@@ -123,8 +131,8 @@ std::string RenderTerminal(const Report& r) {
   // With capture windows the steps column reads captured/all and the GPU shares
   // are over the captured steps.
   std::snprintf(buf, sizeof buf, "\n %4s  %-12s  %11s  %9s  %8s  %7s  %6s  %7s  %6s  %6s\n", "rank",
-                "host", r.steps.windowed ? "traced/steps" : "steps", "step mean", "GPU busy", "compute", "comm", "exposed", "idle",
-                "last");
+                "host", r.steps.windowed ? "traced/steps" : "steps", "step mean", "GPU busy",
+                "compute", "comm", "exposed", "idle", "last");
   o += buf;
   const uint32_t shown = std::min<uint32_t>(r.world_size, 16);
   for (uint32_t q = 0; q < shown; ++q) {
@@ -140,9 +148,9 @@ std::string RenderTerminal(const Report& r) {
       return b.span_ns ? 100.0 * static_cast<double>(v) / b.span_ns : 0.0;
     };
     const StragglerStats& s = r.comm.stragglers[q];
-    const std::string nsteps =
-        r.steps.windowed ? std::to_string(r.steps.GpuSteps(q).size()) + "/" + std::to_string(b.steps)
-                         : std::to_string(b.steps);
+    const std::string nsteps = r.steps.windowed ? std::to_string(r.steps.GpuSteps(q).size()) + "/" +
+                                                      std::to_string(b.steps)
+                                                : std::to_string(b.steps);
     std::snprintf(
         buf, sizeof buf,
         " %4u  %-12.12s  %11s  %9s  %7.1f%%  %6.1f%%  %5.1f%%  %6.1f%%  %5.1f%%  %6s\n", q,

@@ -215,7 +215,8 @@ Status SetUserOption(UserOptions& o, SessionOption option, const char* optarg) {
     case SessionOption::kStepSource:
     case SessionOption::kStepRange:
     case SessionOption::kCounters:
-    case SessionOption::kCountersInterval: {
+    case SessionOption::kCountersInterval:
+    case SessionOption::kCountersSampleInterval: {
       AON_ASSIGN_OR_RETURN(o.passthrough[option], Checked(option, optarg));
       return Status::Ok();
     }

@@ -142,6 +142,33 @@ python3 tests/gpu/check_counters.py "$OUT/job-counters" "$OUT/counters-report.js
   | tee "$OUT/check-counters.txt"
 grep -q "\[counters\] PASS" "$OUT/check-counters.txt" || status=1
 
+log "PM sampling in capture windows: per-kernel figures against ncu (tests/gpu/check_pm_sampling.py)"
+PM_US=${PM_US:-100}
+"$BIN/aon-run" -o "$OUT/job-pm" --mode full --counters-sample-interval "$PM_US" \
+  "$OUT/counters_phases" --seconds 2 > "$OUT/pm.log" 2>&1 || status=1
+"$BIN/aon-report" --json "$OUT/pm-report.json" --no-html "$OUT/job-pm" > "$OUT/pm-report.txt" 2>&1
+pm_ncu=""
+if command -v ncu > /dev/null; then
+  for metrics in dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__inst_executed.avg.pct_of_peak_sustained_elapsed \
+                 dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed; do
+    timeout 240 ncu --csv --nvtx --nvtx-include "phase:compute/" --nvtx-include "phase:memory/" \
+      --launch-skip 2 --launch-count 6 --metrics "$metrics" \
+      "$OUT/counters_phases" --seconds 1 > "$OUT/pm-ncu.csv" 2> "$OUT/pm-ncu.err" && { pm_ncu="$OUT/pm-ncu.csv"; break; }
+  done
+fi
+python3 tests/gpu/check_pm_sampling.py "$OUT/job-pm" "$OUT/pm-report.json" "$PM_US" $pm_ncu \
+  | tee "$OUT/check-pm-sampling.txt"
+python3 - "$OUT/job-pm" <<'PY' | tee -a "$OUT/check-pm-sampling.txt"
+import glob, sys, h5py
+for path in sorted(glob.glob(sys.argv[1] + "/rank-*.h5")):
+    notes = h5py.File(path, "r")["meta"].attrs.get("notes", "")
+    notes = notes.decode() if isinstance(notes, bytes) else str(notes)
+    for n in notes.split("\n"):
+        if "counters" in n or "PM" in n:
+            print("[pm-sampling] note:", n)
+PY
+grep -q "\[pm-sampling\] PASS" "$OUT/check-pm-sampling.txt" || status=1
+
 log "clock sync of the mpirun jobs (PMIx rendezvous inside the agent)"
 python3 - "$OUT" <<'PY' | tee "$OUT/check-clock.txt"
 import glob, sys, h5py

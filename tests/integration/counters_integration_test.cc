@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 #include <map>
 #include <set>
-#include <tuple>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "aon/gpu_uuid.h"
@@ -67,7 +67,9 @@ class CountersTest : public ::testing::Test {
     if (!fail.empty()) env["AON_FAKE_NVML_FAIL"] = fail;
     return env;
   }
-  static std::string Uuid(int rank) { return "SYNTHETIC-" + Host() + "-rank" + std::to_string(rank); }
+  static std::string Uuid(int rank) {
+    return "SYNTHETIC-" + Host() + "-rank" + std::to_string(rank);
+  }
   ProcessResult Run(const Env& env, std::vector<std::string> extra, const std::string& app_args) {
     std::vector<std::string> args = {kAonRun, "-o", tmp_ + "/job", "--source", "synthetic"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -104,7 +106,8 @@ class CountersTest : public ::testing::Test {
       auto meta = (*file)->ReadRankMetadata();
       EXPECT_TRUE(meta.ok());
       if (!meta.ok()) continue;
-      for (const std::string& n : meta->notes) all += "rank " + std::to_string(rank) + ": " + n + "\n";
+      for (const std::string& n : meta->notes)
+        all += "rank " + std::to_string(rank) + ": " + n + "\n";
     }
     return all;
   }
@@ -144,7 +147,9 @@ double Metric(const std::vector<aon::Merged<aon::CounterRecord>>& rows, size_t a
 // launch-bound kernels) gets the figures its kernels imply, for both GPUs, in
 // rows the collector wrote into the node's lowest rank's file.
 TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
-  ProcessResult r = Run(FakeEnv(), {"--counters-interval", "50"}, "--iterations 3 --phases 1500");
+  // The node tier alone (PM samples in windows have tests of their own below).
+  ProcessResult r = Run(FakeEnv(), {"--counters", "gpm", "--counters-interval", "50"},
+                        "--iterations 3 --phases 1500");
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   const auto rows = Counters();
   ASSERT_FALSE(rows.empty()) << Notes() << r.Describe();
@@ -169,7 +174,8 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
   }
   EXPECT_EQ(series.size(), 2u * 11u) << "two GPUs, the 11 metrics the fake has";
   for (auto& [key, s] : series) {
-    std::sort(s.begin(), s.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+    std::sort(s.begin(), s.end(),
+              [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
     for (size_t i = 1; i < s.size(); ++i)
       EXPECT_EQ(s[i].start_ns, s[i - 1].end_ns) << "metric " << key.second << " row " << i;
   }
@@ -201,9 +207,12 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
         SCOPED_TRACE("rank " + std::to_string(rank) + " " + name + " interval " +
                      std::to_string(c.start_ns) + ", gpu active " + std::to_string(active));
         // What the metrics are, given the kernels' profile: exact arithmetic.
-        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kSmActive), want->second.sm * active / 100, 1e-6);
-        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kDramBandwidth), want->second.dram * active / 100, 1e-6);
-        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kTensorActive), want->second.tensor * active / 100, 1e-6);
+        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kSmActive), want->second.sm * active / 100,
+                    1e-6);
+        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kDramBandwidth),
+                    want->second.dram * active / 100, 1e-6);
+        EXPECT_NEAR(Metric(rows, i, aon::CounterMetric::kTensorActive),
+                    want->second.tensor * active / 100, 1e-6);
         // GPU-bound phases keep the device 100 ms ahead of the host; the
         // launch-bound one runs 5 us kernels between >= 200 us of host work.
         if (want->second.busy) {
@@ -267,8 +276,10 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
 // from those intervals alone: the same verdicts as its phase.
 TEST_F(CountersTest, EachPlantedKernelGetsTheVerdictOfItsProfile) {
   if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
-  ProcessResult r = Run(FakeEnv(), {"--mode", "full", "--no-report", "--counters-interval", "50"},
-                        "--iterations 3 --phases 1500");
+  ProcessResult r =
+      Run(FakeEnv(),
+          {"--mode", "full", "--no-report", "--counters", "gpm", "--counters-interval", "50"},
+          "--iterations 3 --phases 1500");
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   ProcessResult py;
   ASSERT_NO_FATAL_FAILURE(
@@ -309,7 +320,8 @@ TEST_F(CountersTest, RefusalsAreSaidAndTheJobGoesOn) {
     SCOPED_TRACE(c.fail);
     std::error_code ec;
     fs::remove_all(tmp_ + "/job", ec);
-    ProcessResult r = Run(FakeEnv(c.fail), {"--counters-interval", "20"}, "--iterations 3 --phases 300");
+    ProcessResult r = Run(FakeEnv(c.fail), {"--counters", "gpm", "--counters-interval", "20"},
+                          "--iterations 3 --phases 300");
     ASSERT_EQ(r.exit_status, 0) << r.Describe();
     const std::string notes = Notes();
     EXPECT_TRUE(Contains(notes, c.said)) << notes;
@@ -329,6 +341,178 @@ TEST_F(CountersTest, RefusalsAreSaidAndTheJobGoesOn) {
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   EXPECT_TRUE(Counters().empty());
   EXPECT_FALSE(Contains(Notes(), "counters:")) << Notes();
+}
+
+// ---- Sampled counters in capture windows (the synthetic PM sampler) --------
+
+struct Planted {
+  double sm, dram, tensor;
+};
+const std::map<std::string, Planted> kPlantedKernels = {
+    {"synthetic_bf16_gemm_kernel", {95, 20, 85}},
+    {"synthetic_elementwise_add_kernel", {70, 92, 0}}};
+
+// With every step captured (--mode full), the agents sample every 200 us of the
+// run; a sample that lies inside one planted kernel holds exactly that kernel's
+// profile (the synthetic sampler's rules, docs/counters.md), and aon-report
+// judges each planted kernel and phase from the samples.
+TEST_F(CountersTest, PmSamplesGiveEachKernelItsPlantedFigures) {
+  ProcessResult r =
+      Run(FakeEnv(), {"--mode", "full", "--no-report", "--counters-sample-interval", "200"},
+          "--iterations 3 --phases 300");
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  const auto rows = Counters();
+  auto reader = aon::TraceReader::Open(tmp_ + "/job/timeline.h5");
+  ASSERT_TRUE(reader.ok());
+  auto kernels = (*reader)->ReadAllMerged<aon::KernelRecord>();
+  ASSERT_TRUE(kernels.ok());
+  auto table = (*reader)->ReadStrings();
+  ASSERT_TRUE(table.ok());
+  const std::string notes = Notes();
+  EXPECT_TRUE(Contains(notes, "SYNTHETIC PM samples")) << notes;
+
+  // Per rank: its samples (one per interval, the five metrics) on its own GPU.
+  std::map<uint32_t, std::map<uint64_t, std::map<uint16_t, aon::CounterRecord>>> samples;
+  size_t gpm_rows = 0;
+  for (const auto& m : rows) {
+    if (m.record.source == static_cast<uint8_t>(aon::CounterSource::kSynthetic)) {
+      ++gpm_rows;
+      continue;
+    }
+    ASSERT_EQ(m.record.source, static_cast<uint8_t>(aon::CounterSource::kSyntheticPmSampling));
+    const aon::GpuUuid own = aon::GpuUuidFromText(Uuid(static_cast<int>(m.rank)));
+    EXPECT_EQ(m.record.gpu_uuid_hi, own.hi);
+    EXPECT_EQ(m.record.gpu_uuid_lo, own.lo);
+    EXPECT_EQ(m.record.end_ns - m.record.start_ns, 200000u);
+    samples[m.rank][m.record.start_ns][m.record.metric] = m.record;
+  }
+  EXPECT_GT(gpm_rows, 0u) << "both tiers run together under --counters auto";
+  ASSERT_EQ(samples.size(), 2u) << notes;
+  for (const auto& [rank, by_start] : samples) {
+    size_t checked = 0;
+    for (const auto& k : *kernels) {
+      if (k.rank != rank) continue;
+      auto planted = kPlantedKernels.find(table->Get(k.record.name_id));
+      if (planted == kPlantedKernels.end()) continue;
+      const Planted& p = planted->second;
+      for (auto it = by_start.lower_bound(k.record.start_ns);
+           it != by_start.end() && it->first + 200000 <= k.record.end_ns; ++it) {
+        const auto& v = it->second;
+        ASSERT_EQ(v.size(), 5u) << "rank " << rank << " sample " << it->first;
+        SCOPED_TRACE("rank " + std::to_string(rank) + " " + planted->first + " sample " +
+                     std::to_string(it->first));
+        EXPECT_DOUBLE_EQ(v.at(static_cast<uint16_t>(aon::CounterMetric::kGpuActive)).value, 100);
+        EXPECT_NEAR(v.at(static_cast<uint16_t>(aon::CounterMetric::kSmActive)).value, p.sm, 1e-9);
+        EXPECT_NEAR(v.at(static_cast<uint16_t>(aon::CounterMetric::kTensorActive)).value, p.tensor,
+                    1e-9);
+        EXPECT_NEAR(v.at(static_cast<uint16_t>(aon::CounterMetric::kDramBandwidth)).value, p.dram,
+                    1e-9);
+        EXPECT_NEAR(v.at(static_cast<uint16_t>(aon::CounterMetric::kSmIssueActive)).value,
+                    p.sm - p.tensor, 1e-9);
+        ++checked;
+      }
+    }
+    // 300 ms phases of 2 ms kernels: hundreds of samples inside them.
+    EXPECT_GE(checked, 100u) << "rank " << rank;
+  }
+
+  if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
+  ProcessResult py;
+  ASSERT_NO_FATAL_FAILURE(
+      ReportCounters("for k in c['kernels']:\n"
+                     "  print('kernel', k['name'], k['verdict'], k['sampled'], k['intervals'])\n"
+                     "for p in c['phases']:\n"
+                     "  print('phase', p['name'], p['verdict'], p['sampled'], p['intervals'])\n",
+                     &py));
+  for (const auto& [what, verdict] : std::vector<std::pair<std::string, std::string>>{
+           {"kernel synthetic_bf16_gemm_kernel", "compute-bound"},
+           {"kernel synthetic_elementwise_add_kernel", "memory-bound"},
+           {"kernel synthetic_tiny_kernel", "launch-bound"},
+           {"phase phase:compute", "compute-bound"},
+           {"phase phase:memory", "memory-bound"},
+           {"phase phase:launch", "launch-bound"}}) {
+    const size_t at = py.out.find(what + " ");
+    ASSERT_NE(at, std::string::npos) << what << "\n" << py.out;
+    std::istringstream line(py.out.substr(at, py.out.find('\n', at) - at));
+    std::string kind, name, got, sampled;
+    line >> kind >> name >> got >> sampled;
+    EXPECT_EQ(got, verdict) << what << "\n" << py.out;
+    EXPECT_EQ(sampled, "True") << what << " is judged from PM samples\n" << py.out;
+  }
+}
+
+// In budgeted mode the agents sample only inside capture windows: every sample
+// starts inside a captured step and ends before the first uncaptured step
+// after it ends (the window closes at that step's start boundary).
+TEST_F(CountersTest, PmSamplesLieInsideCaptureWindows) {
+  ProcessResult r = Run(FakeEnv(),
+                        {"--capture-period", "4", "--capture-steps", "2", "--no-report",
+                         "--counters-sample-interval", "100"},
+                        "--iterations 24 --host-us 2000");
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  auto reader = aon::TraceReader::Open(tmp_ + "/job/timeline.h5");
+  ASSERT_TRUE(reader.ok());
+  auto steps = (*reader)->ReadAllMerged<aon::StepRecord>();
+  ASSERT_TRUE(steps.ok());
+  std::map<uint32_t, std::vector<aon::StepRecord>> by_rank;
+  for (const auto& s : *steps) by_rank[s.rank].push_back(s.record);
+  for (auto& [rank, v] : by_rank)
+    std::sort(v.begin(), v.end(),
+              [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  size_t pm = 0;
+  std::set<uint32_t> ranks;
+  for (const auto& m : Counters()) {
+    if (m.record.source != static_cast<uint8_t>(aon::CounterSource::kSyntheticPmSampling)) continue;
+    ++pm;
+    ranks.insert(m.rank);
+    const auto& v = by_rank[m.rank];
+    auto in = std::find_if(v.begin(), v.end(), [&](const aon::StepRecord& s) {
+      return s.start_ns <= m.record.start_ns && m.record.start_ns < s.end_ns;
+    });
+    ASSERT_NE(in, v.end()) << "sample at " << m.record.start_ns << " outside every step";
+    EXPECT_TRUE(in->flags & aon::kStepCaptured) << "sample in uncaptured step " << in->step;
+    auto next_uncaptured = std::find_if(
+        in, v.end(), [](const aon::StepRecord& s) { return !(s.flags & aon::kStepCaptured); });
+    if (next_uncaptured != v.end()) {
+      EXPECT_LE(m.record.end_ns, next_uncaptured->end_ns);
+    }
+  }
+  EXPECT_EQ(ranks.size(), 2u) << Notes();
+  EXPECT_GT(pm, 0u);
+}
+
+// The refusals CUPTI gives (played by the synthetic sampler with
+// AON_FAKE_PM_SAMPLING): the job runs, the node's GPM metrics are still read,
+// and the rank files say what was refused and what a site can do.
+TEST_F(CountersTest, PmSamplingRefusalsAreSaidAndGpmGoesOn) {
+  struct Case {
+    std::string fake, said;
+    bool pm_rows;
+  };
+  const Case cases[] = {
+      {"privileges", "NVreg_RestrictProfilingToAdminUsers=0", false},
+      {"busy", "performance monitor is held by another tool", false},
+      {"unsupported", "PM sampling is not supported on this GPU", false},
+      {"fell-behind", "sampled GPU counters fell behind", true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fake);
+    std::error_code ec;
+    fs::remove_all(tmp_ + "/job", ec);
+    Env env = FakeEnv();
+    env["AON_FAKE_PM_SAMPLING"] = c.fake;
+    ProcessResult r = Run(env, {"--mode", "full", "--no-report", "--counters-interval", "20"},
+                          "--iterations 3 --phases 100");
+    ASSERT_EQ(r.exit_status, 0) << r.Describe();
+    const std::string notes = Notes();
+    EXPECT_TRUE(Contains(notes, c.said)) << notes;
+    size_t pm = 0, gpm = 0;
+    for (const auto& m : Counters())
+      (m.record.source == static_cast<uint8_t>(aon::CounterSource::kSyntheticPmSampling) ? pm
+                                                                                         : gpm)++;
+    EXPECT_GT(gpm, 0u);
+    EXPECT_EQ(pm > 0, c.pm_rows) << pm;
+  }
 }
 
 }  // namespace

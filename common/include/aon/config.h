@@ -42,8 +42,9 @@ enum class AgentVar : uint8_t {
   kTimeSlot,
   kCounters,
   kCountersInterval,
+  kCountersSampleInterval,
 };
-inline constexpr size_t kAgentConfigVariableCount = 23;
+inline constexpr size_t kAgentConfigVariableCount = 24;
 
 // AON_MODE (aon-run --mode, srun --aon-mode).
 inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "full", "flight"};
@@ -92,6 +93,7 @@ struct AgentConfig {
   double time_slot_s = 1;                      // AON_TIME_SLOT: steps of the time source
   std::string counters = "auto";               // AON_COUNTERS: one of kCounterModes
   int64_t counters_interval_ms = 100;          // AON_COUNTERS_INTERVAL: GPM sampling interval
+  int64_t counters_sample_us = 100;            // AON_COUNTERS_SAMPLE_INTERVAL: PM sampling, GPU time
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.

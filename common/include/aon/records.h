@@ -149,7 +149,7 @@ enum class NvtxType : uint8_t { kPushPop = 1, kStartEnd = 2, kMark = 3 };
 
 struct NvtxRecord {
   uint64_t start_ns;
-  uint64_t end_ns;  // == start_ns for marks
+  uint64_t end_ns;     // == start_ns for marks
   uint32_t thread_id;  // thread that started the range (or marked)
   uint32_t domain_id;  // domain name, 0 for the default domain
   uint32_t name_id;
@@ -314,22 +314,30 @@ static_assert(sizeof(StepRecord) == 48);
 //     kept in one rank file of that node: its lowest live rank). The GPU is
 //     named by its UUID; /meta/devices ties ranks to GPUs by the same UUID.
 //   kPmSampling: CUPTI PM sampling inside capture windows (the agent).
-//   kSynthetic: the labeled synthetic GPU's counters (CI, no GPU).
-enum class CounterSource : uint8_t { kGpm = 1, kPmSampling = 2, kSynthetic = 3 };
+//   kSynthetic: the labeled synthetic GPU's node metrics (CI, no GPU: the fake NVML).
+//   kSyntheticPmSampling: the labeled synthetic GPU's samples in capture windows
+//     (format 1.7).
+enum class CounterSource : uint8_t {
+  kGpm = 1,
+  kPmSampling = 2,
+  kSynthetic = 3,
+  kSyntheticPmSampling = 4
+};
 enum class CounterMetric : uint16_t {
-  kGpuActive = 1,     // % of the interval with any work on the GPU (graphics/compute engine)
-  kSmActive = 2,      // % of SM time with at least one warp resident
-  kSmOccupancy = 3,   // % of the SMs' maximum resident warps
-  kTensorActive = 4,  // % of peak: any tensor-core pipe
-  kFp64Active = 5,    // % of peak: FP64 pipe (not tensor)
-  kFp32Active = 6,    // % of peak: FP32 pipe
-  kFp16Active = 7,    // % of peak: FP16 pipe
-  kIntActive = 8,     // % of peak: integer pipe
-  kDramBandwidth = 9,  // % of peak DRAM bandwidth
-  kPcieTx = 10,       // MiB/s sent over PCIe
-  kPcieRx = 11,       // MiB/s received over PCIe
-  kNvlinkTx = 12,     // MiB/s sent over all NVLinks
-  kNvlinkRx = 13,     // MiB/s received over all NVLinks
+  kGpuActive = 1,       // % of the interval with any work on the GPU (graphics/compute engine)
+  kSmActive = 2,        // % of SM time with at least one warp resident
+  kSmOccupancy = 3,     // % of the SMs' maximum resident warps
+  kTensorActive = 4,    // % of peak: any tensor-core pipe
+  kFp64Active = 5,      // % of peak: FP64 pipe (not tensor)
+  kFp32Active = 6,      // % of peak: FP32 pipe
+  kFp16Active = 7,      // % of peak: FP16 pipe
+  kIntActive = 8,       // % of peak: integer pipe
+  kDramBandwidth = 9,   // % of peak DRAM bandwidth
+  kPcieTx = 10,         // MiB/s sent over PCIe
+  kPcieRx = 11,         // MiB/s received over PCIe
+  kNvlinkTx = 12,       // MiB/s sent over all NVLinks
+  kNvlinkRx = 13,       // MiB/s received over all NVLinks
+  kSmIssueActive = 14,  // % of peak: instructions issued by the SMs (PM sampling; format 1.7)
 };
 
 struct CounterRecord {
@@ -388,21 +396,20 @@ static_assert(sizeof(NcclGraphRecord) == 88);
 // ---- Field tables: each kind's fields, declared once with their role ----------
 // (schema.h says what roles are for and who reads them.)
 
-inline constexpr EnumValue kCopyKindValues[] = {
-    {1, "HtoD"}, {2, "DtoH"}, {3, "HtoA"}, {4, "AtoH"}, {5, "AtoA"},
-    {6, "AtoD"}, {7, "DtoA"}, {8, "DtoD"}, {9, "HtoH"}, {10, "PtoP"}};
+inline constexpr EnumValue kCopyKindValues[] = {{1, "HtoD"}, {2, "DtoH"}, {3, "HtoA"}, {4, "AtoH"},
+                                                {5, "AtoA"}, {6, "AtoD"}, {7, "DtoA"}, {8, "DtoD"},
+                                                {9, "HtoH"}, {10, "PtoP"}};
 inline constexpr EnumValue kMemoryKindValues[] = {
-    {0, "unknown"}, {1, "pageable"},       {2, "pinned"},        {3, "device"},
-    {4, "array"},   {5, "managed"},        {6, "device static"}, {7, "managed static"}};
+    {0, "unknown"}, {1, "pageable"}, {2, "pinned"},        {3, "device"},
+    {4, "array"},   {5, "managed"},  {6, "device static"}, {7, "managed static"}};
 inline constexpr EnumValue kAsyncFlagValues[] = {{1, "async"}};
 inline constexpr EnumValue kSyncTypeValues[] = {
     {1, "event"}, {2, "stream wait event"}, {3, "stream"}, {4, "context"}};
 inline constexpr EnumValue kApiDomainValues[] = {{1, "runtime"}, {2, "driver"}};
 inline constexpr EnumValue kNvtxTypeValues[] = {{1, "push/pop"}, {2, "start/end"}, {3, "mark"}};
 inline constexpr EnumValue kNcclEventTypeValues[] = {
-    {1, "coll"},     {2, "p2p"},      {3, "kernel channel"}, {5, "comm"},
-    {9, "group api"}, {10, "coll api"}, {11, "p2p api"},      {12, "proxy op"},
-    {13, "proxy step"}};
+    {1, "coll"},      {2, "p2p"},      {3, "kernel channel"}, {5, "comm"},       {9, "group api"},
+    {10, "coll api"}, {11, "p2p api"}, {12, "proxy op"},      {13, "proxy step"}};
 inline constexpr EnumValue kNcclGpuTimingValues[] = {
     {0, "none"}, {1, "raw"}, {2, "calibrated"}, {3, "assumed"}, {4, "kernel"}};
 inline constexpr EnumValue kStepSourceValues[] = {
@@ -410,15 +417,15 @@ inline constexpr EnumValue kStepSourceValues[] = {
 inline constexpr EnumValue kStepFlagValues[] = {
     {kStepCaptured, "captured"}, {kStepWindowTail, "window tail"}, {kStepOnDemand, "on demand"}};
 inline constexpr EnumValue kCounterSourceValues[] = {
-    {1, "gpm"}, {2, "pm sampling"}, {3, "synthetic"}};
+    {1, "gpm"}, {2, "pm sampling"}, {3, "synthetic"}, {4, "synthetic pm sampling"}};
 // Metric names with their unit: the name is what reports, exports and h5py
 // readers show (aon-inspect --schema prints this table).
 inline constexpr EnumValue kCounterMetricValues[] = {
-    {1, "gpu_active_pct"},      {2, "sm_active_pct"},      {3, "sm_occupancy_pct"},
-    {4, "tensor_active_pct"},   {5, "fp64_active_pct"},    {6, "fp32_active_pct"},
-    {7, "fp16_active_pct"},     {8, "int_active_pct"},     {9, "dram_bandwidth_pct"},
-    {10, "pcie_tx_mib_per_s"},  {11, "pcie_rx_mib_per_s"}, {12, "nvlink_tx_mib_per_s"},
-    {13, "nvlink_rx_mib_per_s"}};
+    {1, "gpu_active_pct"},       {2, "sm_active_pct"},       {3, "sm_occupancy_pct"},
+    {4, "tensor_active_pct"},    {5, "fp64_active_pct"},     {6, "fp32_active_pct"},
+    {7, "fp16_active_pct"},      {8, "int_active_pct"},      {9, "dram_bandwidth_pct"},
+    {10, "pcie_tx_mib_per_s"},   {11, "pcie_rx_mib_per_s"},  {12, "nvlink_tx_mib_per_s"},
+    {13, "nvlink_rx_mib_per_s"}, {14, "sm_issue_active_pct"}};
 inline constexpr EnumValue kNcclGraphEventValues[] = {
     {1, "node created"}, {2, "node cloned"}, {3, "captured coll"}, {4, "captured p2p"}};
 
@@ -433,7 +440,8 @@ struct TableTraits<KernelRecord> {
       AON_FIELD(T, start_ns, kStart, "GPU start"),
       AON_FIELD(T, end_ns, kEnd, "GPU end"),
       AON_FIELD(T, graph_node_id, kId, "CUPTI graph node id, 0 unless launched from a CUDA graph"),
-      AON_FIELD(T, correlation_id, kId, "CUPTI correlation id, shared with its launch's api record"),
+      AON_FIELD(T, correlation_id, kId,
+                "CUPTI correlation id, shared with its launch's api record"),
       AON_FIELD(T, device_id, kId, "CUDA device ordinal"),
       AON_FIELD(T, context_id, kId, "CUDA context id"),
       AON_FIELD(T, stream_id, kId, "CUPTI stream id"),
@@ -598,7 +606,8 @@ struct TableTraits<ExternalCorrelationRecord> {
   static constexpr RecordKind kKind = RecordKind::kExternalCorrelation;
   static constexpr const char* kName = "external_correlation";
   static constexpr KindScope kScope = KindScope::kTimeline;
-  static constexpr const char* kDoc = "Ties an external id (AON's NCCL launches) to a CUPTI correlation";
+  static constexpr const char* kDoc =
+      "Ties an external id (AON's NCCL launches) to a CUPTI correlation";
   static constexpr Field kFields[] = {
       AON_FIELD(T, external_id, kId, "external id"),
       AON_FIELD(T, correlation_id, kId, "CUPTI correlation id"),
@@ -678,12 +687,14 @@ struct TableTraits<NcclGraphRecord> {
 // Every record type, in RecordKind order. Adding a kind: docs/adding-a-record-kind.md.
 template <typename... Ts>
 struct TypeList {};
-using RecordTypes = TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord,
-                             NvtxRecord, NcclRecord, ExternalCorrelationRecord, StepRecord,
-                             CounterRecord, NcclGraphRecord>;
+using RecordTypes =
+    TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord, NvtxRecord,
+             NcclRecord, ExternalCorrelationRecord, StepRecord, CounterRecord, NcclGraphRecord>;
 
 template <typename T>
-concept RecordType = StoredTable<T> && requires { TableTraits<T>::kKind; };
+concept RecordType = StoredTable<T> && requires {
+  TableTraits<T>::kKind;
+};
 
 // std::tuple<std::vector<KernelRecord>, ...>: one vector per record type.
 template <typename L>

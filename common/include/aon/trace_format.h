@@ -41,7 +41,9 @@ inline constexpr int kFormatMajor = 1;
 // and the capture metadata (capture_mode ... amortized_cost).
 // 1.6: the counters kind (GPU performance counters: NVML GPM from the node
 // collector, CUPTI PM sampling in capture windows).
-inline constexpr int kFormatMinor = 6;
+// 1.7: counters rows of CUPTI PM sampling in capture windows: the metric
+// sm_issue_active_pct and the source "synthetic pm sampling".
+inline constexpr int kFormatMinor = 7;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"

@@ -108,8 +108,7 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
       {O::kCaptureSteps, "--capture-steps", A::kRequired, "aon-capture-steps", A::kRequired, "N",
        "budgeted mode: steps per capture window (default 3)", nullptr, nullptr, true,
        AgentVar::kCaptureSteps},
-      {O::kCapturePeriod, "--capture-period", A::kRequired, "aon-capture-period", A::kRequired,
-       "N",
+      {O::kCapturePeriod, "--capture-period", A::kRequired, "aon-capture-period", A::kRequired, "N",
        "budgeted mode: a capture window every N steps (a power of two); default 0: as often as "
        "the overhead budget allows",
        nullptr, nullptr, true, AgentVar::kCapturePeriod},
@@ -126,12 +125,17 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "space or the end",
        nullptr, nullptr, true, AgentVar::kStepRange},
       {O::kCounters, "--counters", A::kRequired, "aon-counters", A::kRequired, "auto|gpm|off",
-       "GPU counters: auto (default: every tier the node allows; today NVML GPM metrics of "
-       "every GPU of the node, read outside the application), gpm, off",
+       "GPU counters: auto (default: every tier the node allows: NVML GPM metrics of every GPU "
+       "of the node, read outside the application, and CUPTI PM sampling in capture windows), "
+       "gpm (GPM only), off",
        nullptr, nullptr, true, AgentVar::kCounters},
       {O::kCountersInterval, "--counters-interval", A::kRequired, "aon-counters-interval",
        A::kRequired, "MS", "milliseconds between two GPM samples of each GPU (default 100)",
        nullptr, nullptr, true, AgentVar::kCountersInterval},
+      {O::kCountersSampleInterval, "--counters-sample-interval", A::kRequired,
+       "aon-counters-sample-interval", A::kRequired, "US",
+       "microseconds of GPU time between two PM samples in capture windows (default 100)", nullptr,
+       nullptr, true, AgentVar::kCountersSampleInterval},
       {O::kMergeProcs, "--merge-procs", A::kRequired, nullptr, A::kAbsent, "N",
        "merge with N processes on this host (aon-merge --procs N); default: one per host an Open "
        "MPI job names (-H/--hostfile), else 1",
@@ -190,6 +194,7 @@ StatusOr<std::string> CheckOptionValue(SessionOption option, std::string_view va
     case O::kStepRange:
     case O::kCounters:
     case O::kCountersInterval:
+    case O::kCountersSampleInterval:
       break;
     case O::kVerbose: {
       char* end = nullptr;
@@ -255,6 +260,7 @@ Status ApplyOption(AgentSettings& settings, SessionOption option, std::string_vi
     case O::kStepRange:
     case O::kCounters:
     case O::kCountersInterval:
+    case O::kCountersSampleInterval:
       break;
   }
   return Internal(RunName(option) + SpankName(option) + " sets no agent variable");

@@ -1,9 +1,11 @@
 // GPU counters (docs/counters.md): "why is it slow" from the node collector's
-// GPM rows. Per GPU, the run's means (weighted by interval length) and the
-// series; per NVTX phase, the rows of its ranks' GPUs weighted by their overlap
-// with each instance of the range; per kernel, the sample intervals where one
-// kernel name fills >= 80 % of its rank's GPU-busy time. The verdict rules are
-// JudgeCounters(), here and nowhere else.
+// GPM rows and the agents' PM samples in capture windows (two tiers, each GPU's
+// kept apart). Per GPU and tier, the run's means (weighted by interval length)
+// and the series; per NVTX phase, the rows of its ranks' GPUs weighted by their
+// overlap with each instance of the range, from PM samples when they cover it
+// (>= kMinCounterIntervals of them), else from GPM; per kernel, the sample
+// intervals where one kernel name fills >= 80 % of its rank's GPU-busy time, PM
+// samples first. The verdict rules are JudgeCounters(), here and nowhere else.
 //
 // A rank's GPUs: the UUIDs of its /meta/devices rows (when it lists several,
 // those its kernels ran on); a rank without device rows is tied to the GPU of
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "analyses/analysis.h"
@@ -70,7 +73,8 @@ CounterVerdict JudgeCounters(const CounterMeans& m) {
       {CounterMetric::kTensorActive, "tensor"},
       {CounterMetric::kFp16Active, "fp16"},
       {CounterMetric::kFp32Active, "fp32"},
-      {CounterMetric::kFp64Active, "fp64"}};
+      {CounterMetric::kFp64Active, "fp64"},
+      {CounterMetric::kSmIssueActive, "issue"}};
   for (const auto& [metric, pipe] : kPipes) {
     if (m.Has(metric) && m.Mean(metric) > v.compute_pct) {
       v.compute_pct = m.Mean(metric);
@@ -133,16 +137,24 @@ std::string HexUuid(GpuUuid u) {
   return buf;
 }
 
-// The GPUs with rows, sorted by host and device, and their samples.
+bool SampledSource(uint8_t source) {
+  return source == static_cast<uint8_t>(CounterSource::kPmSampling) ||
+         source == static_cast<uint8_t>(CounterSource::kSyntheticPmSampling);
+}
+
+// The GPUs with rows (one entry per GPU and tier), sorted by host and device,
+// and their samples.
 void CollectGpus(const Timeline& t, CounterAnalysis* a, std::vector<GpuRows>* rows) {
-  std::map<std::pair<uint64_t, uint64_t>, size_t> index;
+  std::map<std::tuple<uint64_t, uint64_t, bool>, size_t> index;
   std::vector<CounterGpu> gpus;
   for (const auto& m : t.counters) {
     const CounterRecord& c = m.record;
     if (c.end_ns <= c.start_ns) continue;
-    auto [it, added] = index.try_emplace({c.gpu_uuid_hi, c.gpu_uuid_lo}, gpus.size());
+    const bool sampled = SampledSource(c.source);
+    auto [it, added] = index.try_emplace({c.gpu_uuid_hi, c.gpu_uuid_lo, sampled}, gpus.size());
     if (added) {
       CounterGpu g;
+      g.sampled = sampled;
       g.device = c.device;
       g.uuid = {c.gpu_uuid_hi, c.gpu_uuid_lo};
       g.host = m.rank < t.ranks.size() ? t.ranks[m.rank].host : "";
@@ -153,7 +165,8 @@ void CollectGpus(const Timeline& t, CounterAnalysis* a, std::vector<GpuRows>* ro
     CounterGpu& g = gpus[it->second];
     g.means.Add(c.metric, c.value, static_cast<double>(c.end_ns - c.start_ns));
     g.series[c.metric].push_back({c.start_ns, c.end_ns, c.value});
-    a->synthetic |= c.source == static_cast<uint8_t>(CounterSource::kSynthetic);
+    a->synthetic |= c.source == static_cast<uint8_t>(CounterSource::kSynthetic) ||
+                    c.source == static_cast<uint8_t>(CounterSource::kSyntheticPmSampling);
   }
   std::map<std::pair<uint64_t, uint64_t>, std::string> uuid_text;
   for (const auto& d : t.devices) {
@@ -161,7 +174,8 @@ void CollectGpus(const Timeline& t, CounterAnalysis* a, std::vector<GpuRows>* ro
     uuid_text[{u.hi, u.lo}] = t.strings.Get(d.record.uuid_id);
   }
   std::sort(gpus.begin(), gpus.end(), [](const CounterGpu& x, const CounterGpu& y) {
-    return x.host != y.host ? x.host < y.host : x.device < y.device;
+    if (x.host != y.host) return x.host < y.host;
+    return x.device != y.device ? x.device < y.device : x.sampled < y.sampled;
   });
   rows->assign(gpus.size(), {});
   for (size_t i = 0; i < gpus.size(); ++i) {
@@ -198,8 +212,9 @@ void CollectGpus(const Timeline& t, CounterAnalysis* a, std::vector<GpuRows>* ro
 // Per rank, the indexes of its GPUs in a->gpus (see the file's comment).
 std::vector<std::vector<size_t>> TieRanks(const Timeline& t, CounterAnalysis* a) {
   std::vector<std::vector<size_t>> tied(t.world_size);
-  std::map<std::pair<uint64_t, uint64_t>, size_t> by_uuid;
-  for (size_t i = 0; i < a->gpus.size(); ++i) by_uuid[{a->gpus[i].uuid.hi, a->gpus[i].uuid.lo}] = i;
+  std::multimap<std::pair<uint64_t, uint64_t>, size_t> by_uuid;  // both tiers of a GPU
+  for (size_t i = 0; i < a->gpus.size(); ++i)
+    by_uuid.insert({{a->gpus[i].uuid.hi, a->gpus[i].uuid.lo}, i});
   std::vector<std::vector<const DeviceInfo*>> devices(t.world_size);
   for (const auto& d : t.devices)
     if (d.rank < t.world_size) devices[d.rank].push_back(&d.record);
@@ -228,10 +243,10 @@ std::vector<std::vector<size_t>> TieRanks(const Timeline& t, CounterAnalysis* a)
     }
     for (const DeviceInfo* d : mine) {
       const GpuUuid u = GpuUuidFromText(t.strings.Get(d->uuid_id));
-      auto it = by_uuid.find({u.hi, u.lo});
-      if (it != by_uuid.end() &&
-          std::find(tied[r].begin(), tied[r].end(), it->second) == tied[r].end())
-        tied[r].push_back(it->second);
+      auto [from, to] = by_uuid.equal_range({u.hi, u.lo});
+      for (auto it = from; it != to; ++it)
+        if (std::find(tied[r].begin(), tied[r].end(), it->second) == tied[r].end())
+          tied[r].push_back(it->second);
     }
   }
   for (size_t r = 0; r < tied.size(); ++r)
@@ -274,8 +289,11 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
   std::map<std::string, size_t> index;
   std::vector<std::map<uint32_t, uint64_t>> per_rank;  // per phase: range time per rank
   std::vector<bool> has_gpu;
+  std::vector<CounterMeans> sampled_means;  // per phase: the PM-sampling tier's
+  std::vector<double> sampled_intervals;
   uint64_t interval_ns = 0;
-  for (const CounterGpu& g : a->gpus) interval_ns = std::max(interval_ns, g.interval_ns);
+  for (const CounterGpu& g : a->gpus)
+    if (!g.sampled) interval_ns = std::max(interval_ns, g.interval_ns);
   for (const auto& m : t.nvtx) {
     const NvtxRecord& n = m.record;
     if (n.type == static_cast<uint8_t>(NvtxType::kMark) || n.end_ns <= n.start_ns) continue;
@@ -289,6 +307,8 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
       a->phases.back().name = name;
       per_rank.emplace_back();
       has_gpu.push_back(false);
+      sampled_means.emplace_back();
+      sampled_intervals.push_back(0);
     }
     CounterPhase& p = a->phases[it->second];
     ++p.instances;
@@ -296,11 +316,21 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
     if (m.rank >= tied.size()) continue;
     for (size_t g : tied[m.rank]) {
       has_gpu[it->second] = true;
-      p.intervals += AddOverlap(rows[g], n.start_ns, n.end_ns, &p.means);
+      if (a->gpus[g].sampled) {
+        sampled_intervals[it->second] +=
+            AddOverlap(rows[g], n.start_ns, n.end_ns, &sampled_means[it->second]);
+      } else {
+        p.intervals += AddOverlap(rows[g], n.start_ns, n.end_ns, &p.means);
+      }
     }
   }
   for (size_t i = 0; i < a->phases.size(); ++i) {
     CounterPhase& p = a->phases[i];
+    if (sampled_intervals[i] + 1e-9 >= kMinCounterIntervals) {
+      p.means = sampled_means[i];
+      p.intervals = sampled_intervals[i];
+      p.sampled = true;
+    }
     for (const auto& [rank, ns] : per_rank[i]) p.seconds = std::max(p.seconds, ns / 1e9);
     if (!has_gpu[i]) {
       p.verdict.verdict = "unknown";
@@ -328,6 +358,7 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
   struct Dominated {
     CounterMeans means;
     uint64_t intervals = 0;
+    bool sampled = false;
   };
   std::map<uint32_t, Dominated> by_kernel;  // by name id
   const auto busy = GpuBusyUnions(t);
@@ -339,7 +370,13 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
     longest[k.rank] = std::max(longest[k.rank], k.record.end_ns - k.record.start_ns);
   }
   for (uint32_t r = 0; r < t.world_size; ++r) {
-    if (r >= tied.size() || tied[r].size() != 1 || kernels[r].empty()) continue;
+    if (r >= tied.size() || kernels[r].empty()) continue;
+    // Its one GPU, PM samples first.
+    std::vector<size_t> sampled, node;
+    for (size_t g : tied[r]) (a->gpus[g].sampled ? sampled : node).push_back(g);
+    const std::vector<size_t>& gpu = sampled.empty() ? node : sampled;
+    if (gpu.size() != 1) continue;
+    const bool from_samples = !sampled.empty();
     auto& ks = kernels[r];
     std::sort(ks.begin(), ks.end(), [](const KernelRecord* x, const KernelRecord* y) {
       return x->start_ns < y->start_ns;
@@ -347,7 +384,7 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
     std::vector<Interval> covered;
     const bool windowed = steps != nullptr && steps->windowed;
     if (windowed) covered = Union(steps->GpuSteps(r));
-    for (const Sample& s : rows[tied[r][0]].samples) {
+    for (const Sample& s : rows[gpu[0]].samples) {
       const Interval w{s.start, s.end};
       if (windowed && LengthWithin(covered, w) < s.end - s.start) continue;
       const uint64_t gpu_busy = r < busy.size() ? LengthWithin(busy[r], w) : 0;
@@ -366,6 +403,7 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
         if (static_cast<double>(mine) < kKernelDominance * static_cast<double>(gpu_busy)) continue;
         Dominated& d = by_kernel[name];
         ++d.intervals;
+        d.sampled |= from_samples;
         for (const auto& [metric, value] : s.values)
           d.means.Add(metric, value, static_cast<double>(s.end - s.start));
         break;  // >= 80 %: no other name can be
@@ -381,11 +419,13 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
     if (it != by_name.end()) k.intervals = it->second->intervals;
     if (k.intervals >= kMinCounterIntervals) {
       k.verdict = JudgeCounters(it->second->means);
+      k.sampled = it->second->sampled;
     } else {
       k.verdict.verdict = "unknown";
       k.verdict.why = "it fills >= 80 % of its GPU's busy time in " + std::to_string(k.intervals) +
-                      " sample interval(s), a verdict needs 2: per-kernel figures need CUPTI PM "
-                      "sampling (not yet available)";
+                      " sample interval(s), a verdict needs 2: per-kernel figures come from PM "
+                      "samples in capture windows (--counters auto; kernels longer than "
+                      "--counters-sample-interval)";
     }
     a->kernels.push_back(std::move(k));
   }

@@ -45,6 +45,7 @@ enum class SessionOption : uint8_t {
   // GPU counters.
   kCounters,          // AON_COUNTERS
   kCountersInterval,  // AON_COUNTERS_INTERVAL
+  kCountersSampleInterval,  // AON_COUNTERS_SAMPLE_INTERVAL
 };
 
 // How an option takes its value on one front end.

@@ -270,7 +270,7 @@ std::vector<NvtxStat> AttributeNvtx(const Timeline& t);
 // Time-weighted means of the counter metrics over some time of some GPUs: each
 // row adds value x weight (ns of its interval that count) to its metric.
 struct CounterMeans {
-  static constexpr int kMetrics = 14;  // indexed by CounterMetric (1..13)
+  static constexpr int kMetrics = 15;  // indexed by CounterMetric (1..14)
   double sum[kMetrics] = {}, weight[kMetrics] = {};
   void Add(uint16_t metric, double value, double weight_ns);
   bool Has(CounterMetric m) const;
@@ -279,7 +279,7 @@ struct CounterMeans {
 
 // "Why is it slow" from counter means; the rules, in one place (counters.cc and
 // docs/counters.md): busy = gpu_active (else sm_active); busy < 50: launch-bound;
-// else compute = the busiest of tensor/fp16/fp32/fp64, memory = dram_bandwidth:
+// else compute = the busiest of tensor/fp16/fp32/fp64/sm issue, memory = dram_bandwidth:
 // compute >= 60 and >= memory: compute-bound; else memory >= 60: memory-bound;
 // else latency-bound.
 struct CounterVerdict {
@@ -290,7 +290,7 @@ struct CounterVerdict {
   double busy_pct = -1, compute_pct = -1, memory_pct = -1, sm_active_pct = -1,
          occupancy_pct = -1;  // -1: not measured
   std::string busy_metric;    // "gpu_active" or "sm_active"
-  std::string compute_pipe;   // "tensor", "fp16", "fp32", "fp64"
+  std::string compute_pipe;   // "tensor", "fp16", "fp32", "fp64", "issue"
 };
 // The thresholds (percent).
 inline constexpr double kLaunchBoundBusyPct = 50, kBoundPct = 60;
@@ -303,37 +303,43 @@ struct CounterPoint {
 struct CounterGpu {
   uint32_t device = 0;  // NVML index
   GpuUuid uuid;
-  std::string uuid_text;          // from /meta/devices; hex of the halves when no rank lists it
-  std::string host;               // of the rank file that holds its rows
-  std::string source;             // "gpm", "synthetic", ...
-  std::vector<uint32_t> ranks;    // ranks tied to it
-  bool assumed = false;           // some rank tied by local rank == NVML index, not by UUID
-  uint64_t interval_ns = 0;       // median sample interval
-  CounterMeans means;             // over the run, weighted by interval length
-  CounterVerdict run;             // JudgeCounters(means): the numbers (busy, busiest pipe, ...);
-                                  // its verdict mixes every phase, so it is not shown
+  std::string uuid_text;  // from /meta/devices; hex of the halves when no rank lists it
+  std::string host;       // of the rank file that holds its rows
+  std::string source;     // "gpm", "synthetic", "pm sampling", ...
+  // Its tier: PM samples in capture windows (true), or the node's GPM metrics.
+  // A GPU with both tiers is two entries; phases and kernels take the sampled
+  // one where it covers them.
+  bool sampled = false;
+  std::vector<uint32_t> ranks;  // ranks tied to it
+  bool assumed = false;         // some rank tied by local rank == NVML index, not by UUID
+  uint64_t interval_ns = 0;     // median sample interval
+  CounterMeans means;           // over the run, weighted by interval length
+  CounterVerdict run;           // JudgeCounters(means): the numbers (busy, busiest pipe, ...);
+                                // its verdict mixes every phase, so it is not shown
   std::map<uint16_t, std::vector<CounterPoint>> series;  // per metric, by start (plots)
 };
 struct CounterPhase {
-  std::string name;       // as in NvtxStat::name
+  std::string name;  // as in NvtxStat::name
   uint64_t instances = 0;
-  double seconds = 0;     // the phase's range time on its busiest rank
-  double intervals = 0;   // sample intervals of overlap, summed over instances (fractions count)
-  CounterMeans means;     // rows weighted by their overlap with each instance
+  double seconds = 0;    // the phase's range time on its busiest rank
+  double intervals = 0;  // sample intervals of overlap, summed over instances (fractions count)
+  CounterMeans means;    // rows weighted by their overlap with each instance
   CounterVerdict verdict;
+  bool sampled = false;  // judged from PM samples (else from the node's GPM metrics)
 };
 struct CounterKernel {
   std::string name;
   uint64_t intervals = 0;  // intervals where it is >= 80 % of its rank's GPU-busy time
   CounterVerdict verdict;  // "unknown" with the reason when intervals < 2
+  bool sampled = false;    // judged from PM samples (else from the node's GPM metrics)
 };
 struct CounterAnalysis {
-  bool present = false;    // the timeline has counter rows
-  bool synthetic = false;  // some rows are synthetic
-  std::vector<CounterGpu> gpus;  // by host, device
-  std::vector<CounterPhase> phases;  // by seconds, descending
+  bool present = false;                // the timeline has counter rows
+  bool synthetic = false;              // some rows are synthetic
+  std::vector<CounterGpu> gpus;        // by host, device
+  std::vector<CounterPhase> phases;    // by seconds, descending
   std::vector<CounterKernel> kernels;  // the top kernels (by total time), that order
-  std::string note;  // e.g. why there is nothing, or which ties were assumed
+  std::string note;                    // e.g. why there is nothing, or which ties were assumed
 };
 // `kernels` (TopKernels) gives the kernels to judge and their order (the first
 // 10); `steps` (optional) the capture windows: with them, only sample intervals
@@ -357,17 +363,17 @@ struct Finding {
 // What capturing cost the job and what it covered (docs/always-on.md), from the
 // ranks' own measurements: said first in every report.
 struct CaptureSummary {
-  bool known = false;         // some rank recorded its capture (format 1.5)
-  std::string mode;           // "budgeted", "full", "flight", or "mixed"
-  double budget = 0;          // fraction (largest over ranks)
-  double cost = -1;           // largest amortized cost over the ranks that measured it
-  double cost_median = -1;    // median of the same
-  double window_ratio = 0;    // median in-window / outside step time over ranks
-  uint64_t steps = 0;         // median over ranks
+  bool known = false;       // some rank recorded its capture (format 1.5)
+  std::string mode;         // "budgeted", "full", "flight", or "mixed"
+  double budget = 0;        // fraction (largest over ranks)
+  double cost = -1;         // largest amortized cost over the ranks that measured it
+  double cost_median = -1;  // median of the same
+  double window_ratio = 0;  // median in-window / outside step time over ranks
+  uint64_t steps = 0;       // median over ranks
   uint64_t captured_steps = 0, windows = 0;  // median over ranks
-  uint32_t period = 0;        // largest period in force at the end
+  uint32_t period = 0;                       // largest period in force at the end
   std::vector<uint32_t> ranks_without_window;
-  std::string statement;      // one or two sentences, the report's first line
+  std::string statement;  // one or two sentences, the report's first line
 };
 CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps);
 
