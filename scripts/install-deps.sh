@@ -6,14 +6,15 @@
 # then says precisely what is missing.
 set -euo pipefail
 
-PACKAGES=(build-essential cmake ninja-build pkg-config libhdf5-dev hdf5-tools
+PACKAGES=(build-essential cmake ninja-build pkg-config libhdf5-dev zlib1g-dev hdf5-tools
           libopenmpi-dev openmpi-bin libpmix-dev libcli11-dev libgtest-dev libgmock-dev
           libbenchmark-dev python3)
 # Only the test suite needs these: a Slurm cluster started by the tests (slurmctld,
 # slurmd, munge; SPANK headers), headless Chromium for the report's screenshot,
-# and clang with libFuzzer and its sanitizers for scripts/fuzz.sh.
+# clang with libFuzzer and its sanitizers for scripts/fuzz.sh, and protoc to decode
+# the Perfetto traces the merge writes (tests/unit/merge/perfetto_trace_test.cc).
 TEST_PACKAGES=(slurmctld slurmd slurm-client libslurm-dev munge chromium clang-14
-               libclang-rt-14-dev)
+               libclang-rt-14-dev protobuf-compiler)
 if [[ ${1:-} == --test ]]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 # Commands that stand for those packages when they were installed another way.
 COMMANDS=(c++ cmake ninja pkg-config mpicxx mpirun python3)

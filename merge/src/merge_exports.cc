@@ -12,6 +12,9 @@ Status ResolveMergeExports(const MergeOptions& merge, MergeExportOptions* export
   if (exports->chrome_path.empty()) {
     exports->chrome_path = FilteredTracePath(merge.job_dir, exports->chrome_filter);
   }
+  if (exports->perfetto_path.empty()) {
+    exports->perfetto_path = FilteredPerfettoPath(merge.job_dir, exports->chrome_filter);
+  }
   if (exports->overview_path.empty()) {
     exports->overview_path = (fs::path(merge.job_dir) / "overview.json").string();
   }
@@ -24,6 +27,12 @@ Status ResolveMergeExports(const MergeOptions& merge, MergeExportOptions* export
       (overview == timeline_path || (exports->write_chrome && overview == chrome))) {
     return InvalidArgument("--overview names the same file as another output: '" + overview + "'");
   }
+  const std::string& perfetto = exports->perfetto_path;
+  if (exports->write_perfetto &&
+      (perfetto == timeline_path || (exports->write_chrome && perfetto == chrome) ||
+       (exports->write_overview && perfetto == overview))) {
+    return InvalidArgument("--perfetto names the same file as another output: '" + perfetto + "'");
+  }
   return Status::Ok();
 }
 
@@ -33,6 +42,19 @@ Status WriteMergeExports(const MergeExportOptions& exports, MergeReport* report)
   if (exports.write_overview) {
     overview_status = WriteOverview(timeline_path, exports.overview_path, exports.overview_options);
     if (overview_status.ok()) report->overview_path = exports.overview_path;
+  }
+  Status perfetto_status;
+  if (exports.write_perfetto) {
+    PerfettoExportOptions options;
+    options.filter = exports.chrome_filter;
+    options.max_file_bytes = exports.perfetto_max_file_bytes;
+    PerfettoTraceStats stats;
+    perfetto_status = ExportPerfettoTrace(timeline_path, exports.perfetto_path, options, &stats);
+    if (perfetto_status.ok()) {
+      report->perfetto_path = exports.perfetto_path;
+      report->perfetto_index = stats.index_path;
+      report->perfetto_files = stats.files.size();
+    }
   }
   if (exports.write_chrome) {
     ChromeExportOptions export_options;
@@ -51,11 +73,13 @@ Status WriteMergeExports(const MergeExportOptions& exports, MergeReport* report)
           (report->overview_path.empty() ? std::string()
                                          : "; " + report->overview_path + " shows the whole run");
     } else {
+      AON_RETURN_IF_ERROR(perfetto_status);
       AON_RETURN_IF_ERROR(s);
       report->chrome_path = exports.chrome_path;
       report->chrome_records = stats.records;
     }
   }
+  AON_RETURN_IF_ERROR(perfetto_status);
   return overview_status;
 }
 

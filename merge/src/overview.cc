@@ -1,5 +1,6 @@
 // Timeline -> overview.json (overview.h): fixed-width bins per rank, read with
-// a few columns at a time; memory and output are O(ranks x bins).
+// a few columns at a time; memory and output are O(ranks x bins). The bins and
+// ranges become trace events (trace_events.h) written by the JSON trace writer.
 #include "aon/merge/overview.h"
 
 #include <algorithm>
@@ -11,13 +12,15 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
-#include "aon/json_writer.h"
 #include "aon/records.h"
 #include "aon/string_table.h"
 #include "aon/trace_file.h"
 #include "aon/trace_format.h"
+#include "json_trace_writer.h"
 #include "output_file.h"
 #include "timeline_meta.h"
 
@@ -25,7 +28,6 @@ namespace aon::merge {
 namespace {
 
 constexpr uint64_t kChunkRecords = 1 << 16;
-constexpr size_t kFlushBytes = 1 << 20;
 
 // The columns the counters need; the reader matches members by name.
 struct Span {
@@ -145,61 +147,6 @@ struct NvtxKept {
 };
 bool LongerFirst(const NvtxKept& a, const NvtxKept& b) { return a.duration > b.duration; }
 
-// The overview's events through the one JSON writer: objects in the
-// traceEvents array, one per line.
-class JsonOut {
- public:
-  JsonOut(AtomicTextFile* file, uint64_t t0) : file_(file), t0_(t0), json_(&buf_) {}
-
-  JsonWriter& json() { return json_; }
-  // {"ph":..,"name":..,"pid":..,"tid":..  (closed by End()).
-  void Begin(char ph, std::string_view name, uint32_t pid, int64_t tid) {
-    ++events_;
-    json_.BeginObject();
-    json_.Key("ph");
-    json_.String(std::string_view(&ph, 1));
-    json_.Key("name");
-    json_.String(name);
-    json_.Key("pid");
-    json_.Uint(pid);
-    json_.Key("tid");
-    json_.Int(tid);
-  }
-  void Ts(uint64_t t) {
-    json_.Key("ts");
-    Micros(t > t0_ ? t - t0_ : 0);
-  }
-  // Exact decimal microseconds from nanoseconds.
-  void Micros(uint64_t ns) { json_.FixedPoint(ns, 3); }
-  void Str(std::string_view key, std::string_view value) {
-    json_.Key(key);
-    json_.String(value);
-  }
-  // "args":{"<key>":"<value>"}
-  void ArgS(std::string_view key, std::string_view value) {
-    json_.Key("args");
-    json_.BeginObject();
-    Str(key, value);
-    json_.EndObject();
-  }
-  void End() {
-    json_.EndObject();
-    if (buf_.size() >= kFlushBytes) Flush();
-  }
-  void Flush() {
-    file_->Write(buf_);
-    buf_.clear();
-  }
-  uint64_t events() const { return events_; }
-
- private:
-  AtomicTextFile* file_;
-  uint64_t t0_;
-  std::string buf_;
-  JsonWriter json_;
-  uint64_t events_ = 0;
-};
-
 // A counter's value in the bin: a fraction with 4 significant digits, or a
 // count. Equal values (as written) make no new sample.
 struct CounterValue {
@@ -207,12 +154,9 @@ struct CounterValue {
   uint64_t count = 0;
   bool is_count = false;
   bool operator==(const CounterValue&) const = default;
-  void Write(JsonWriter& json) const {
-    if (is_count) {
-      json.Uint(count);
-    } else {
-      json.Double(fraction, 4);
-    }
+  std::variant<double, uint64_t> value() const {
+    if (is_count) return count;
+    return fraction;
   }
 };
 
@@ -345,43 +289,31 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
   }
 
   AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(json_path));
-  JsonOut out(file.get(), t0);
-  JsonWriter& json = out.json();
-  json.BeginObject();
-  json.Key("traceEvents");
-  json.BeginArray(JsonWriter::Layout::kOnePerLine);
+  JsonTraceWriter out(file.get(), t0);
   uint64_t nvtx_written = 0, async_id = 0;
+  uint32_t next_track = 0;
   for (size_t r = 0; r < nranks; ++r) {
     const RankSummary& row = *ok[r];
     std::string name = "rank " + std::to_string(row.rank);
     if (!strings.Get(row.host_id).empty()) name += " @ " + strings.Get(row.host_id);
     if (synthetic.count(row.rank) > 0) name += " [SYNTHETIC]";
-    out.Begin('M', "process_name", row.rank, 0);
-    out.ArgS("name", name);
-    out.End();
-    out.Begin('M', "process_sort_index", row.rank, 0);
-    json.Key("args");
-    json.BeginObject();
-    json.Key("sort_index");
-    json.Uint(row.rank);
-    json.EndObject();
-    out.End();
+    out.OnProcess(trace::ProcessInfo{row.rank, name, row.rank});
 
     // Counters: a sample per change, 0 at the end of the run.
     auto counter = [&](std::string_view track, std::string_view series, CounterValue zero,
                        auto value_of) {
+      trace::TrackInfo info;
+      info.pid = row.rank;
+      info.kind = trace::TrackKind::kCounter;
+      info.name = track;
+      info.series = series;
+      const uint32_t id = next_track++;
+      out.OnTrack(id, info);
       std::optional<CounterValue> last;
       for (uint32_t b = 0; b <= bins; ++b) {
         const CounterValue v = b < bins ? value_of(b) : zero;
         if (v == last) continue;
-        out.Begin('C', track, row.rank, 0);
-        out.Ts(t0 + uint64_t{b} * width);
-        json.Key("args");
-        json.BeginObject();
-        json.Key(series);
-        v.Write(json);
-        json.EndObject();
-        out.End();
+        out.OnCounter(trace::CounterSample{id, t0 + uint64_t{b} * width, v.value()});
         last = v;
       }
     };
@@ -399,57 +331,41 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
       return a.record.start_ns != b.record.start_ns ? a.record.start_ns < b.record.start_ns
                                                     : a.duration > b.duration;
     });
-    std::set<uint32_t> threads;
+    std::map<uint32_t, uint32_t> threads;  // OS thread id -> track id
     for (const NvtxKept& k : kept) {
       const NvtxRecord& n = k.record;
-      if (threads.insert(n.thread_id).second) {
+      auto thread = threads.find(n.thread_id);
+      if (thread == threads.end()) {
         const bool main = row.pid == static_cast<int64_t>(n.thread_id);
-        out.Begin('M', "thread_name", row.rank, n.thread_id);
-        out.ArgS("name", (main ? "main thread " : "thread ") + std::to_string(n.thread_id));
-        out.End();
+        trace::TrackInfo info;
+        info.pid = row.rank;
+        info.tid = n.thread_id;
+        info.kind = trace::TrackKind::kThread;
+        info.name = (main ? "main thread " : "thread ") + std::to_string(n.thread_id);
+        thread = threads.emplace(n.thread_id, next_track++).first;
+        out.OnTrack(thread->second, info);
       }
       const std::string& domain = strings.Get(n.domain_id);
       const std::string cat = "nvtx:" + (domain.empty() ? std::string("default") : domain);
       const std::string& label = strings.Get(n.name_id);
-      const std::string_view shown = label.empty() ? std::string_view("nvtx range") : label;
+      trace::Slice slice;
+      slice.track = thread->second;
+      slice.name = label.empty() ? std::string_view("nvtx range") : label;
+      slice.category = cat;
+      slice.start_ns = n.start_ns;
+      slice.end_ns = n.end_ns;
       if (n.type == static_cast<uint8_t>(NvtxType::kStartEnd)) {
-        const uint64_t id = ++async_id;
-        out.Begin('b', shown, row.rank, n.thread_id);
-        out.Str("cat", cat);
-        json.Key("id");
-        json.Uint(id);
-        out.Ts(n.start_ns);
-        out.End();
-        out.Begin('e', shown, row.rank, n.thread_id);
-        out.Str("cat", cat);
-        json.Key("id");
-        json.Uint(id);
-        out.Ts(n.end_ns);
-        out.End();
-      } else {
-        out.Begin('X', shown, row.rank, n.thread_id);
-        out.Str("cat", cat);
-        out.Ts(n.start_ns);
-        json.Key("dur");
-        out.Micros(n.end_ns - n.start_ns);
-        out.End();
+        slice.shape = trace::SliceShape::kAsync;
+        slice.async_id = ++async_id;
       }
+      out.OnSlice(slice);
       ++nvtx_written;
     }
   }
 
-  json.EndArray();
-  json.Key("displayTimeUnit");
-  json.String("ns");
-  json.Key("metadata");
-  json.BeginObject();
-  auto add = [&](const char* key, const std::string& value) {
-    json.Key(key);
-    json.String(value);
-  };
-  auto add_number = [&](const char* key, uint64_t value) {
-    json.Key(key);
-    json.Uint(value);
+  TraceMetadata meta;
+  auto add = [&](const char* key, JsonTraceWriter::MetaValue value) {
+    meta.emplace_back(key, std::move(value));
   };
   add("generator", "aon-merge");
   add("kind", "overview");
@@ -458,20 +374,17 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
   add("source", MetaStringOr(*reader, "source"));
   add("start_ns", std::to_string(t0));
   add("end_ns", std::to_string(t_end));
-  add_number("bin_ns", width);
-  add_number("bins", bins);
-  add_number("ranks", nranks);
-  add_number("nvtx_ranges", nvtx_written);
-  add_number("nvtx_ranges_omitted", nvtx_omitted);
+  add("bin_ns", width);
+  add("bins", uint64_t{bins});
+  add("ranks", uint64_t{nranks});
+  add("nvtx_ranges", nvtx_written);
+  add("nvtx_ranges_omitted", nvtx_omitted);
   add("time_origin", "ts 0 = start_ns on the timeline clock; ts and dur in microseconds");
   add("counters",
       "GPU busy: fraction of the bin during which any kernel, memcpy or memset of the rank ran; "
       "NCCL busy: the same for NCCL collective and p2p operations; kernels: kernels started in "
       "the bin");
-  json.EndObject();
-  json.EndObject();
-  json.Newline();
-  out.Flush();
+  out.Finish(meta);
   if (stats != nullptr) {
     stats->bin_ns = width;
     stats->bins = bins;

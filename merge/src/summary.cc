@@ -38,6 +38,11 @@ std::string FormatMergeSummary(const MergeReport& report) {
   out << "\n";
   if (!report.timeline_path.empty()) out << "timeline: " << report.timeline_path << "\n";
   if (!report.overview_path.empty()) out << "overview: " << report.overview_path << "\n";
+  if (!report.perfetto_path.empty()) {
+    out << "perfetto trace: " << report.perfetto_path;
+    if (report.perfetto_files > 1) out << " and " << report.perfetto_files - 1 << " more files";
+    out << " (index " << report.perfetto_index << ")\n";
+  }
   if (!report.chrome_path.empty()) out << "chrome trace: " << report.chrome_path << "\n";
   if (!report.chrome_not_written.empty()) {
     out << "chrome trace: not written (over --max-trace-records; see the note)\n";

@@ -1,6 +1,7 @@
 // aon-export TIMELINE.h5: viewer exports of an already merged timeline, without
-// merging again: a Chrome/Perfetto trace of a time window, of some ranks and/or
-// of some record kinds, and/or the downsampled overview of the whole run.
+// merging again: a Chrome JSON or Perfetto protobuf trace (--format) of a time
+// window, of some ranks and/or of some record kinds, and/or the downsampled
+// overview of the whole run.
 // Exit status: 0 written; 1 the timeline cannot be read, an output cannot be
 // written, or the trace would hold more than --max-trace-records records
 // (nothing written); 2 bad command line (bad --window / --ranks / --kinds values
@@ -14,21 +15,60 @@
 #include "aon/merge/chrome_trace.h"
 #include "aon/merge/export_filter.h"
 #include "aon/merge/overview.h"
+#include "aon/merge/perfetto_trace.h"
+
+namespace {
+
+// --format perfetto: no record limit; files of at most max_file_bytes and an index.
+int ExportPerfetto(const std::string& timeline, const std::string& output,
+                   const aon::merge::PerfettoExportOptions& options, bool quiet) {
+  aon::merge::PerfettoTraceStats stats;
+  aon::Status s = aon::merge::ExportPerfettoTrace(timeline, output, options, &stats);
+  if (!s.ok()) {
+    std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (stats.records == 0) {
+    std::fprintf(stderr, "aon-export: warning: no records selected (%s); %s holds no events\n",
+                 options.filter.Describe().c_str(), output.c_str());
+  }
+  if (!quiet) {
+    std::printf("aon-export: perfetto trace: %s (%llu records: %s; %zu file%s, index %s)\n",
+                output.c_str(), static_cast<unsigned long long>(stats.records),
+                options.filter.Describe().c_str(), stats.files.size(),
+                stats.files.size() == 1 ? "" : "s", stats.index_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "aon-export: write Chrome/Perfetto JSON from a merged AON timeline (timeline.h5): the "
-      "trace of a time window, ranks or record kinds, and/or a downsampled overview of the "
-      "whole run"};
-  std::string timeline, output, overview, window, ranks, kinds;
+      "aon-export: write a Chrome JSON or Perfetto protobuf trace from a merged AON timeline "
+      "(timeline.h5): the trace of a time window, ranks or record kinds, and/or a downsampled "
+      "overview of the whole run"};
+  std::string timeline, output, overview, window, ranks, kinds, format = "json";
+  double file_mb = static_cast<double>(aon::merge::kDefaultPerfettoFileBytes) / (1 << 20);
   uint64_t max_records = aon::merge::kDefaultMaxTraceRecords;
   bool no_trace = false;
   bool quiet = false;
   app.add_option("timeline", timeline, "merged timeline (aon-merge's timeline.h5)")->required();
   auto* out_opt = app.add_option(
       "-o,--output", output,
-      "trace JSON to write (default: trace.json next to the timeline, or "
-      "trace-<selection>.json with --window/--ranks/--kinds, e.g. trace-10s-20s.json)");
+      "trace to write (default: trace.json, or trace.pftrace.gz with --format perfetto, next "
+      "to the timeline; trace-<selection>.json / .pftrace.gz with --window/--ranks/--kinds, "
+      "e.g. trace-10s-20s.json)");
+  app.add_option("--format", format,
+                 "json: Chrome trace-event JSON (small traces, --max-trace-records); perfetto: "
+                 "Perfetto protobuf, gzip, no record limit, split into files of at most "
+                 "--max-file-mb with an index")
+      ->check(CLI::IsMember({"json", "perfetto"}));
+  app.add_option("--max-file-mb", file_mb,
+                 "--format perfetto: largest file in MiB (fractions allowed); a longer trace "
+                 "is split by time into several files")
+      ->default_val(file_mb)
+      ->check(CLI::Range(static_cast<double>(aon::merge::kMinPerfettoFileBytes) / (1 << 20), 1e9));
   app.add_option("--window", window,
                  "only records overlapping START:END, in seconds from the start of the "
                  "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)");
@@ -65,9 +105,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "aon-export: error: --no-trace without --overview: nothing to write\n");
     return 2;
   }
+  const bool perfetto = format == "perfetto";
   if (!no_trace && output.empty()) {
-    output = aon::merge::FilteredTracePath(std::filesystem::path(timeline).parent_path().string(),
-                                           options.filter);
+    const std::string dir = std::filesystem::path(timeline).parent_path().string();
+    output = perfetto ? aon::merge::FilteredPerfettoPath(dir, options.filter)
+                      : aon::merge::FilteredTracePath(dir, options.filter);
   }
   for (const std::string* path : {&output, &overview}) {
     if (!path->empty() && (*path == timeline || (path == &overview && *path == output))) {
@@ -90,6 +132,12 @@ int main(int argc, char** argv) {
     }
   }
   if (no_trace) return 0;
+  if (perfetto) {
+    aon::merge::PerfettoExportOptions perfetto_options;
+    perfetto_options.filter = options.filter;
+    perfetto_options.max_file_bytes = static_cast<uint64_t>(file_mb * (1 << 20));
+    return ExportPerfetto(timeline, output, perfetto_options, quiet);
+  }
   aon::merge::ChromeTraceStats stats;
   aon::Status s = aon::merge::ExportChromeTrace(timeline, output, options, &stats);
   if (!s.ok()) {

@@ -1,10 +1,10 @@
 // aon-merge <job_dir>: one timeline from a job's per-rank trace files (MergeJob),
-// then the Chrome/Perfetto JSON made from it: the trace and a downsampled
-// overview (WriteMergeExports, on process 0). Exit status: 0 when
-// the timeline was written (bad ranks are recorded in it and named on stderr; a
-// trace over --max-trace-records is skipped with a note), 1 when nothing could
-// be merged or an output could not be written, 2 for a bad command line
-// (including bad --window / --ranks / --kinds values: then nothing is written).
+// then the viewer files made from it: a downsampled overview, the Perfetto
+// protobuf trace and the Chrome JSON trace (WriteMergeExports, on process 0).
+// Exit status: 0 when the timeline was written (bad ranks are recorded in it and
+// named on stderr; a JSON trace over --max-trace-records is skipped with a note), 1 when nothing
+// could be merged or an output could not be written, 2 for a bad command line (including bad
+// --window / --ranks / --kinds values: then nothing is written).
 //
 // Several processes: `mpirun -np N aon-merge ...` / `srun aon-merge ...` (one or
 // more per node), or `aon-merge --procs N ...`, which starts mpirun itself.
@@ -70,12 +70,14 @@ int RelaunchUnderMpirun(int procs, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{
       "aon-merge: merge a job directory's per-rank AON traces (rank-NNNNN.h5) into one "
-      "cluster timeline (HDF5), a Chrome/Perfetto trace (JSON) and a downsampled overview "
-      "of the whole run (JSON)"};
+      "cluster timeline (HDF5), a Perfetto trace (protobuf, gzip), a Chrome trace (JSON, "
+      "while small) and a downsampled overview of the whole run (JSON)"};
   aon::merge::MergeOptions options;
   aon::merge::MergeExportOptions exports;
   bool no_chrome = false;
+  bool no_perfetto = false;
   bool no_overview = false;
+  double perfetto_file_mb = static_cast<double>(exports.perfetto_max_file_bytes) / (1 << 20);
   bool quiet = false;
   std::string window, ranks, kinds;
   app.add_option("job_dir", options.job_dir, "directory holding the rank-*.h5 files")->required();
@@ -88,6 +90,17 @@ int main(int argc, char** argv) {
                      "<job_dir>/trace-<selection>.json with --window/--ranks/--kinds)");
   app.add_flag("--no-chrome", no_chrome, "do not write the Chrome trace-event JSON")
       ->excludes(chrome);
+  auto* perfetto = app.add_option(
+      "--perfetto", exports.perfetto_path,
+      "Perfetto protobuf trace to write, gzip, no record limit (default: "
+      "<job_dir>/trace.pftrace.gz, or trace-<selection>.pftrace.gz); more files and an "
+      "index when it is split");
+  app.add_flag("--no-perfetto", no_perfetto, "do not write the Perfetto trace")->excludes(perfetto);
+  app.add_option("--perfetto-max-file-mb", perfetto_file_mb,
+                 "largest Perfetto trace file in MiB (fractions allowed); a longer trace is "
+                 "split by time into several files listed by an index")
+      ->default_val(perfetto_file_mb)
+      ->check(CLI::Range(static_cast<double>(aon::merge::kMinPerfettoFileBytes) / (1 << 20), 1e9));
   app.add_option("--window", window,
                  "trace only records overlapping START:END, in seconds from the start of the "
                  "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)");
@@ -129,6 +142,8 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   exports.write_chrome = !no_chrome;
+  exports.write_perfetto = !no_perfetto;
+  exports.perfetto_max_file_bytes = static_cast<uint64_t>(perfetto_file_mb * (1 << 20));
   exports.write_overview = !no_overview;
   // Checked before anything is merged: a bad value writes nothing.
   auto parse = [&](const char* option, const std::string& text, auto parser) {

@@ -75,6 +75,9 @@ struct MergeReport {
   // The viewer outputs, set by WriteMergeExports (merge_exports.h) once written.
   std::string chrome_path;
   std::string overview_path;
+  std::string perfetto_path;   // the Perfetto trace's first file
+  std::string perfetto_index;  // its index (perfetto_trace.h)
+  size_t perfetto_files = 0;
   // Set when the Chrome JSON was not written because it would hold more than
   // max_trace_records records: the reason and how to export a part instead.
   std::string chrome_not_written;

@@ -1,0 +1,58 @@
+// Export of a merged timeline to Perfetto's protobuf trace format: the default
+// viewer file of aon-merge (trace.pftrace.gz) and `aon-export --format perfetto`.
+// The same events as the Chrome JSON (chrome_trace.h; both come from one model,
+// merge/src/trace_events.h), plus chained flows between the ranks' instances of
+// each NCCL collective, without a record limit: written streaming in bounded
+// memory, gzip-compressed, split by time into files of at most max_file_bytes,
+// listed by an index (merge/README.md, "Perfetto trace"; docs/trace-format.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aon/merge/export_filter.h"
+#include "aon/status.h"
+
+namespace aon::merge {
+
+inline constexpr uint64_t kDefaultPerfettoFileBytes = uint64_t{1} << 30;
+// Smaller files would hold little besides their track descriptors.
+inline constexpr uint64_t kMinPerfettoFileBytes = 4096;
+
+struct PerfettoExportOptions {
+  ExportFilter filter;  // empty = everything
+  uint64_t max_file_bytes = kDefaultPerfettoFileBytes;
+  int gzip_level = 6;  // zlib's 1 (fast) .. 9 (small)
+};
+
+struct PerfettoFileInfo {
+  std::string path;
+  uint64_t bytes = 0;     // compressed, as written
+  uint64_t events = 0;    // slices, instants and counter samples
+  uint64_t first_ns = 0;  // earliest event start in the file (timeline clock)
+  uint64_t last_ns = 0;   // latest event start
+};
+
+struct PerfettoTraceStats {
+  uint64_t records = 0;  // timeline records exported
+  uint64_t events = 0;   // slices, instants and counter samples
+  uint64_t flows = 0;    // API -> GPU flows begun
+  std::vector<PerfettoFileInfo> files;
+  std::string index_path;
+};
+
+// The file after `path` holding part `part` (0: `path` itself):
+// "trace.pftrace.gz" -> "trace.00001.pftrace.gz"; "x.bin" -> "x.bin.00001".
+std::string PerfettoPartPath(const std::string& path, size_t part);
+// "trace.pftrace.gz" -> "trace.index.json"; "x.bin" -> "x.bin.index.json".
+std::string PerfettoIndexPath(const std::string& path);
+// "<dir>/trace.pftrace.gz", or "<dir>/trace-<filter label>.pftrace.gz".
+std::string FilteredPerfettoPath(const std::string& dir, const ExportFilter& filter);
+
+// Reads the timeline and writes the files and the index. Errors name the path.
+Status ExportPerfettoTrace(const std::string& timeline_path, const std::string& path,
+                           const PerfettoExportOptions& options,
+                           PerfettoTraceStats* stats = nullptr);
+
+}  // namespace aon::merge

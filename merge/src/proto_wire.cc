@@ -1,0 +1,76 @@
+#include "proto_wire.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace aon::merge::proto {
+
+void AppendVarint(std::string* out, uint64_t v) {
+  char buf[10];
+  size_t n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>(static_cast<uint8_t>(v) | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  out->append(buf, n);
+}
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void Writer::Key(uint32_t field, WireType type) {
+  AppendVarint(out_, (uint64_t{field} << 3) | static_cast<uint8_t>(type));
+}
+
+void Writer::Varint(uint32_t field, uint64_t v) {
+  Key(field, WireType::kVarint);
+  AppendVarint(out_, v);
+}
+
+void Writer::Fixed64(uint32_t field, uint64_t v) {
+  Key(field, WireType::kFixed64);
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>(static_cast<uint8_t>(v >> (8 * i)));
+  out_->append(buf, 8);
+}
+
+void Writer::Double(uint32_t field, double v) {
+  uint64_t bits = 0;
+  static_assert(sizeof bits == sizeof v);
+  std::memcpy(&bits, &v, sizeof bits);
+  Fixed64(field, bits);
+}
+
+void Writer::Bytes(uint32_t field, std::string_view v) {
+  Key(field, WireType::kLengthDelimited);
+  AppendVarint(out_, v.size());
+  out_->append(v);
+}
+
+void Writer::BeginMessage(uint32_t field) {
+  Key(field, WireType::kLengthDelimited);
+  open_.push_back(out_->size());
+}
+
+void Writer::EndMessage() {
+  if (open_.empty()) {
+    // A caller bug, not bad input: never write a message with a wrong length.
+    std::fprintf(stderr, "aon: proto::Writer: EndMessage without BeginMessage\n");
+    std::abort();
+  }
+  const size_t start = open_.back();
+  open_.pop_back();
+  std::string length;
+  AppendVarint(&length, out_->size() - start);
+  out_->insert(start, length);
+}
+
+}  // namespace aon::merge::proto

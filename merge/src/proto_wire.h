@@ -1,0 +1,59 @@
+// A protocol-buffers wire-format encoder: just what the Perfetto export needs
+// (perfetto_writer.cc), so that AON does not depend on libprotobuf.
+//
+// Wire format (https://protobuf.dev/programming-guides/encoding/): a message is
+// a sequence of fields, each a key varint (field_number << 3 | wire_type) and a
+// value:
+//   wire type 0  varint: 7 bits per byte, least significant group first, the high
+//                bit set on every byte but the last (1-10 bytes). Negative int32 /
+//                int64 values are their 64-bit two's complement (10 bytes).
+//   wire type 1  fixed64: 8 bytes little-endian (fixed64, double).
+//   wire type 2  length-delimited: a varint byte count, then the bytes (string,
+//                bytes, an embedded message).
+// A repeated field is the same field written again (proto2 does not pack unless
+// asked). The writer appends to a caller-owned std::string; an embedded message is
+// opened with BeginMessage, filled, and closed with EndMessage, which inserts its
+// length in front of it (the shortest varint, so the output is canonical; the
+// contents move by a few bytes, cheap for the small messages of a trace packet).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace aon::merge::proto {
+
+enum class WireType : uint8_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2 };
+
+// Appends v as a varint (1-10 bytes).
+void AppendVarint(std::string* out, uint64_t v);
+// Bytes AppendVarint writes for v.
+size_t VarintSize(uint64_t v);
+
+class Writer {
+ public:
+  explicit Writer(std::string* out) : out_(out) {}
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  void Varint(uint32_t field, uint64_t v);  // uint32/uint64/bool/enum
+  void Int(uint32_t field, int64_t v) { Varint(field, static_cast<uint64_t>(v)); }  // int32/int64
+  void Fixed64(uint32_t field, uint64_t v);
+  void Double(uint32_t field, double v);
+  void Bytes(uint32_t field, std::string_view v);  // string/bytes
+  void BeginMessage(uint32_t field);
+  void EndMessage();
+
+  // Embedded messages open now.
+  size_t depth() const { return open_.size(); }
+  std::string* out() const { return out_; }
+
+ private:
+  void Key(uint32_t field, WireType type);
+
+  std::string* out_;
+  std::vector<size_t> open_;  // offset where each open message's contents begin
+};
+
+}  // namespace aon::merge::proto
