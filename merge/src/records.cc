@@ -7,6 +7,7 @@
 
 #include "aon/merge/nccl_resolve.h"
 #include "exchange.h"
+#include "phase_clock.h"
 #include "progress.h"
 #include "record_ops.h"
 #include "sample_sort.h"
@@ -34,6 +35,7 @@ struct KindContext {
   uint64_t budget_bytes;
   size_t batch_records;
   Progress& progress;
+  MergePhaseTimes* phases;
   uint64_t done_records = 0;  // progress: 2 x records of the kinds finished (global)
   RecordsMerged merged;
 };
@@ -122,7 +124,8 @@ void PrepareRecords(RankInput& in, std::span<T> records) {
 // in file order). The first append error stops appending.
 template <typename T>
 void AppendSorted(const std::vector<Merged<T>>& got, TraceWriter& out, size_t batch_records,
-                  Status* status) {
+                  MergePhaseTimes* phases, Status* status) {
+  PhaseClock sorting(phases, MergePhase::kSort);
   using M = Merged<T>;
   struct Key {
     uint64_t start;
@@ -144,7 +147,11 @@ void AppendSorted(const std::vector<Merged<T>>& got, TraceWriter& out, size_t ba
   for (size_t x = 0; x < n && status->ok(); ++x) {
     batch.push_back(got[keys[x].pos]);
     if (batch.size() >= batch_records || x + 1 == n) {
+      sorting.Stop();
+      PhaseClock writing(phases, MergePhase::kWrite);
       *status = out.AppendMerged<T>(std::span<const M>(batch));
+      writing.Stop();
+      sorting.Start();
       batch.clear();
     }
   }
@@ -188,6 +195,7 @@ Status MergeKind(KindContext& cx) {
   std::vector<std::vector<T>> kept(inputs.size());
   std::vector<std::vector<Block>> blocks(inputs.size());
   uint64_t read_rows = 0;
+  PhaseClock reading(cx.phases, MergePhase::kRead);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (rows[i] == 0) continue;
     RankInput& in = inputs[i];
@@ -247,9 +255,13 @@ Status MergeKind(KindContext& cx) {
     }
   }
 
+  reading.Stop();
+  cx.merged.read += read_rows;
+
   // ---- Slabs: P x R time ranges cut at sample quantiles ---------------------------
   std::vector<uint64_t> bounds;
   {
+    const PhaseClock exchanging(cx.phases, MergePhase::kExchange);
     AON_ASSIGN_OR_RETURN(std::vector<StartSamples> all, AllgatherMessage(cx.comm, samples));
     std::vector<uint64_t>().swap(samples.starts);
     std::vector<uint64_t> starts;
@@ -263,6 +275,7 @@ Status MergeKind(KindContext& cx) {
   // ---- Rounds: route, exchange, sort, append ----------------------------------------
   std::vector<uint64_t> sent(inputs.size(), 0);
   for (uint64_t round = 0; round < rounds; ++round) {
+    PhaseClock exchanging(cx.phases, MergePhase::kExchange);
     std::vector<RecordSlab<T>> to(procs);
     auto route = [&](size_t i, const T& r) {
       const uint64_t s = SlabOf(bounds, StartOf(r));
@@ -280,6 +293,8 @@ Status MergeKind(KindContext& cx) {
       const CloseWhenDone close{in};
       for (const Block& b : blocks[i]) {
         if (!BlockInRound(bounds, b.min_start, b.max_start, rounds, round)) continue;
+        exchanging.Stop();
+        PhaseClock rereading(cx.phases, MergePhase::kRead);
         std::vector<T> buf(b.count);
         Status st = Reopen(in);
         if (st.ok()) st = in.reader->ReadTable(schema, b.first, b.count, buf.data());
@@ -292,8 +307,11 @@ Status MergeKind(KindContext& cx) {
         const uint64_t bad = in.bad_string_ids;
         PrepareRecords(in, std::span<T>(buf));
         in.bad_string_ids = bad;
+        rereading.Stop();
+        exchanging.Start();
         for (const T& r : buf) route(i, r);
       }
+      exchanging.Start();  // also after a failed re-read
     }
     std::vector<uint64_t> send, counts(procs);
     {
@@ -315,9 +333,10 @@ Status MergeKind(KindContext& cx) {
       cx.merged.local = st;  // reported through the outcomes, which every process waits for
     }
     std::vector<uint64_t>().swap(recv);
+    exchanging.Stop();
 
     const size_t n = got.records.size();
-    AppendSorted<T>(got.records, cx.out, cx.batch_records, &cx.merged.local);
+    AppendSorted<T>(got.records, cx.out, cx.batch_records, cx.phases, &cx.merged.local);
     cx.merged.written[k] += n;
     cx.progress.Set(kind_name,
                     rounds > 1 ? "round " + std::to_string(round + 1) + "/" + std::to_string(rounds)
@@ -352,6 +371,7 @@ StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& in
                  .budget_bytes = std::max<uint64_t>(options.budget_bytes, 1),
                  .batch_records = std::max<size_t>(options.batch_records, 1),
                  .progress = progress,
+                 .phases = options.phases,
                  .done_records = 0,
                  .merged = {}};
   Status garbled;

@@ -50,11 +50,13 @@ struct RecordOptions {
   uint64_t budget_bytes = uint64_t{1} << 30;  // records in memory at once, per process
   size_t batch_records = 1 << 16;             // records per HDF5 append
   bool progress = false;                      // a progress bar (process 0, on a terminal)
+  MergePhaseTimes* phases = nullptr;          // kRead .. kWrite are added to, when set
 };
 
 struct RecordsMerged {
   std::array<uint64_t, kRecordKindCount> written{};  // rows this process appended, per kind
   std::array<uint64_t, kRecordKindCount> rounds{};   // sort rounds per kind
+  uint64_t read = 0;                                 // rows read in the first pass
   // The first append error. Rounds still go on after one (they are collective);
   // it travels in the outcomes (outcomes.h).
   Status local;

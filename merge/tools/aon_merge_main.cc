@@ -123,6 +123,10 @@ int main(int argc, char** argv) {
                  "(fastest, largest), 9 = smallest")
       ->default_val(options.write_options.deflate_level)
       ->check(CLI::Range(0, 9));
+  bool timings = false;
+  app.add_flag("--timings", timings,
+               "print where each merge process spent its time (phases, wall and CPU seconds) "
+               "on stderr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -162,6 +166,9 @@ int main(int argc, char** argv) {
 
   aon::merge::MergeReport report;
   aon::Status status = aon::merge::MergeJob(options, &report);
+  if (timings) {
+    std::fprintf(stderr, "aon-merge: timings: %s", aon::merge::FormatMergePhases(report).c_str());
+  }
   if (!speaker) return status.ok() ? 0 : 1;
   // The exports, from the timeline MergeJob wrote.
   if (status.ok()) status = aon::merge::WriteMergeExports(exports, &report);
