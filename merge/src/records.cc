@@ -141,10 +141,13 @@ struct Run {
 // Appends a round's runs in order: start, then rank, then the order in the
 // rank's file. Every run is sorted and holds all of its rank's records of the
 // round, so this is a k-way merge of the runs on (start, rank) (a heap of one
-// head per run). The first append error stops appending.
+// head per run). The first append error stops appending. What is left in
+// `batch` (under batch_records) is appended after the last round only: rounds
+// of a small memory budget then still append whole chunks, which HDF5 would
+// otherwise inflate and deflate again for every round.
 template <typename T>
 void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector<Merged<T>>& batch,
-                  size_t batch_records, MergePhaseTimes* phases, Status* status) {
+                  size_t batch_records, bool last_round, MergePhaseTimes* phases, Status* status) {
   PhaseClock merging(phases, MergePhase::kSort);
   struct Head {
     uint64_t start;
@@ -175,7 +178,6 @@ void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector
     heap[at] = moving;
   };
   for (size_t x = heap.size() / 2; x-- > 0;) sift_down(x);
-  batch.clear();
   auto flush = [&] {
     merging.Stop();
     const PhaseClock writing(phases, MergePhase::kWrite);
@@ -197,7 +199,7 @@ void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector
     if (!heap.empty()) sift_down(0);
     if (batch.size() >= batch_records) flush();
   }
-  if (!batch.empty()) flush();
+  if (last_round && !batch.empty()) flush();
 }
 
 // The records of `run` (sorted by start) in slab `slab` (sample_sort.h):
@@ -450,7 +452,8 @@ Status MergeKind(KindContext& cx) {
 
     size_t n = 0;
     for (const Run<T>& r : runs) n += r.n;
-    AppendMerged<T>(runs, cx.out, batch, cx.batch_records, cx.phases, &cx.merged.local);
+    AppendMerged<T>(runs, cx.out, batch, cx.batch_records, round + 1 == rounds, cx.phases,
+                    &cx.merged.local);
     cx.merged.written[k] += n;
     if (keep && round + 1 == rounds) {
       for (std::vector<T>& v : kept) std::vector<T>().swap(v);
