@@ -24,9 +24,10 @@
 //     the samples cut the time axis into slabs, process p owning slabs
 //     [p * R, (p + 1) * R); in round j every process sends each record of slab
 //     p * R + j to p (kept from the first pass when everything fits the memory
-//     budget, otherwise re-read from the blocks that overlap), and p sorts what
-//     it receives by (start, rank, order in the rank's file) and appends it to
-//     its output. R grows with the data so that a round fits the budget.
+//     budget, otherwise re-read from the blocks that overlap), and p appends it
+//     to its output in (start, rank, order in the rank's file) order, a k-way
+//     merge of the ranks' sorted runs (its own slab is merged where it lies,
+//     never copied). R grows with the data so that a round fits the budget.
 //  6. Outcomes (outcomes.h): per rank counts, first/last times, problems, NCCL
 //     calibration and devices go to every process, which agree on the first
 //     failure.

@@ -254,10 +254,10 @@ Status MergeKind(KindContext& cx) {
   StartSamples samples;
   std::vector<std::vector<T>> kept(inputs.size());
   std::vector<std::vector<Block>> blocks(inputs.size());
-  // Rank tables are written in start order (the collector sorts what it
-  // flushes), and a rank's clock correction keeps that order; a rank whose
-  // records are not in order after it (a crafted file, a NCCL resolution that
-  // added records) is sorted here, stably: file order among equal starts.
+  // Rank tables are nearly in start order (records are written as CUPTI
+  // completes them, which interleaves streams), and a rank's clock correction
+  // keeps the order. A rank whose records are not in order is sorted here,
+  // stably: file order among equal starts, as the merge's order requires.
   std::vector<char> unsorted(inputs.size(), 0);
   uint64_t read_rows = 0;
   PhaseClock reading(cx.phases, MergePhase::kRead);

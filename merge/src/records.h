@@ -7,8 +7,9 @@
 // into slabs, process p owning slabs [p * R, (p + 1) * R); in round j every
 // process sends each record of slab p * R + j to p (RecordSlab, kept from the
 // first pass when everything fits the memory budget, otherwise re-read from the
-// blocks that overlap), and p sorts what it receives by (start, rank, order in
-// the rank's file) and appends it to its output.
+// blocks that overlap), and p appends it to its output in (start, rank, order
+// in the rank's file) order: each rank's records are kept sorted by start, so a
+// slab is one range of each rank's, and p merges those runs (k-way).
 #pragma once
 
 #include <array>
