@@ -76,6 +76,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <span>
@@ -106,6 +107,8 @@ struct Options {
   uint64_t seed = 1;
   std::string out;
   std::string read_dir;
+  std::string check_dir;  // --check: the job whose timeline is checked
+  std::string timeline;   // --timeline (default <check_dir>/timeline.h5)
   int jobs = 0;  // 0: the number of CPUs
   bool nccl_raw = true;
   int deflate = 4;          // the collector's WriteOptions
@@ -120,7 +123,8 @@ struct Options {
                "usage: aon-bench-make-job --ranks N --records-per-rank R [--seed S] --out DIR\n"
                "                          [--jobs J] [--nccl raw|resolved] [--deflate D]\n"
                "                          [--chunk C] [--job-id ID]\n"
-               "       aon-bench-make-job --read DIR [--jobs J]\n",
+               "       aon-bench-make-job --read DIR [--jobs J]\n"
+               "       aon-bench-make-job --check DIR [--timeline FILE]\n",
                help ? "" : "aon-bench-make-job: ", help ? "" : why, help ? "" : "\n");
   std::exit(help ? 0 : 2);
 }
@@ -152,6 +156,10 @@ Options ParseArgs(int argc, char** argv) {
       o.out = v;
     } else if (a == "--read") {
       o.read_dir = v;
+    } else if (a == "--check") {
+      o.check_dir = v;
+    } else if (a == "--timeline") {
+      o.timeline = v;
     } else if (a == "--jobs") {
       o.jobs = static_cast<int>(ParseU64(argv[i - 1], v));
     } else if (a == "--nccl") {
@@ -172,7 +180,7 @@ Options ParseArgs(int argc, char** argv) {
       Usage(("unknown option " + std::string(a)).c_str());
     }
   }
-  if (o.read_dir.empty()) {
+  if (o.read_dir.empty() && o.check_dir.empty()) {
     if (o.ranks == 0) Usage("--ranks N (N >= 1) is required");
     if (o.records_per_rank == 0) Usage("--records-per-rank R (R >= 1) is required");
     if (o.out.empty()) Usage("--out DIR is required");
@@ -790,9 +798,95 @@ int Read(const Options& o) {
   return t.failed == 0 ? 0 : 1;
 }
 
+// --check: the timeline of a merged job holds every record of every rank file
+// once, per rank and kind, each table in (start, rank) order. Correctness of
+// the merge benchmark's jobs, not speed (bench/merge_smoke.sh).
+int Check(const Options& o) {
+  const std::string timeline =
+      o.timeline.empty() ? (fs::path(o.check_dir) / "timeline.h5").string() : o.timeline;
+  std::map<std::pair<uint32_t, size_t>, uint64_t> expected, found;
+  std::error_code ec;
+  for (fs::directory_iterator it(o.check_dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with("rank-") || !name.ends_with(".h5")) continue;
+    auto r = TraceReader::Open(it->path().string());
+    if (!r.ok()) {
+      std::fprintf(stderr, "aon-bench-make-job: %s\n", r.status().message().c_str());
+      return 1;
+    }
+    auto meta = (*r)->ReadRankMetadata();
+    if (!meta.ok()) {
+      std::fprintf(stderr, "aon-bench-make-job: %s\n", meta.status().message().c_str());
+      return 1;
+    }
+    ForEachRecordType([&](auto tag) {
+      using T = decltype(tag);
+      auto n = (*r)->TableSize(RecordTraits<T>::Schema());
+      const size_t k = static_cast<size_t>(RecordTraits<T>::kKind);
+      if (n.ok() && *n > 0) expected[{static_cast<uint32_t>(meta->rank), k}] = *n;
+    });
+  }
+  auto t = TraceReader::Open(timeline);
+  if (!t.ok()) {
+    std::fprintf(stderr, "aon-bench-make-job: %s\n", t.status().message().c_str());
+    return 1;
+  }
+  uint64_t records = 0, out_of_order = 0;
+  Status st;
+  ForEachRecordType([&](auto tag) {
+    using T = decltype(tag);
+    if (!st.ok()) return;
+    auto v = (*t)->template ReadAllMerged<T>();
+    if (!v.ok()) {
+      st = v.status();
+      return;
+    }
+    const size_t k = static_cast<size_t>(RecordTraits<T>::kKind);
+    for (size_t x = 0; x < v->size(); ++x) {
+      const Merged<T>& m = (*v)[x];
+      ++found[{m.rank, k}];
+      if (x > 0) {
+        const Merged<T>& p = (*v)[x - 1];
+        const uint64_t a = StartOf(p.record), b = StartOf(m.record);
+        out_of_order += (b < a || (b == a && m.rank < p.rank)) ? 1 : 0;
+      }
+    }
+    records += v->size();
+  });
+  if (!st.ok()) {
+    std::fprintf(stderr, "aon-bench-make-job: %s\n", st.message().c_str());
+    return 1;
+  }
+  // NCCL records are resolved by the merge, which may add CUDA-graph replays:
+  // at least the rank file's count.
+  uint64_t wrong = 0;
+  for (const auto& [key, n] : expected) {
+    const uint64_t got = found.count(key) ? found.at(key) : 0;
+    const bool nccl = key.second == static_cast<size_t>(RecordKind::kNccl);
+    if (nccl ? got < n : got != n) {
+      ++wrong;
+      std::fprintf(
+          stderr,
+          "aon-bench-make-job: rank %u %s: %llu records in the timeline, %llu in its file\n",
+          key.first, RecordKindName(static_cast<RecordKind>(key.second)),
+          static_cast<unsigned long long>(got), static_cast<unsigned long long>(n));
+    }
+  }
+  for (const auto& [key, n] : found) {
+    if (!expected.count(key)) ++wrong;
+  }
+  std::printf(
+      "check: timeline=%s records=%llu rank_kinds=%zu wrong_counts=%llu out_of_order=%llu\n",
+      timeline.c_str(), static_cast<unsigned long long>(records), expected.size(),
+      static_cast<unsigned long long>(wrong), static_cast<unsigned long long>(out_of_order));
+  return wrong == 0 && out_of_order == 0 && !expected.empty() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = ParseArgs(argc, argv);
+  if (!o.check_dir.empty()) return Check(o);
   return o.read_dir.empty() ? Generate(o) : Read(o);
 }

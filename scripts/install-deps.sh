@@ -8,7 +8,7 @@ set -euo pipefail
 
 PACKAGES=(build-essential cmake ninja-build pkg-config libhdf5-dev zlib1g-dev hdf5-tools
           libopenmpi-dev openmpi-bin libpmix-dev libcli11-dev libgtest-dev libgmock-dev
-          libbenchmark-dev python3)
+          libbenchmark-dev libdeflate-dev python3)
 # Only the test suite needs these: a Slurm cluster started by the tests (slurmctld,
 # slurmd, munge; SPANK headers), headless Chromium for the report's screenshot,
 # clang with libFuzzer and its sanitizers for scripts/fuzz.sh, and protoc to decode

@@ -7,14 +7,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <variant>
 
 #include "aon/secure_fs.h"
+#include "chunk_codec.h"
 
 namespace aon {
 namespace {
@@ -463,8 +466,11 @@ Status CheckRowMembers(hid_t type, const std::string& what) {
 // (a missing one reads as made-up rows), lie inside the file, have every
 // filter applied (AON never skips one) and, unfiltered, hold exactly a chunk of
 // rows. Not chunked: nothing to check here (OpenChecked saw the rest).
+// `stored_sizes`, when given, gets each chunk's stored size, in chunk order.
 Status CheckChunksToRead(hid_t ds, uint64_t first, uint64_t count, uint64_t row_bytes,
-                         uint64_t file_bytes, const std::string& what) {
+                         uint64_t file_bytes, const std::string& what,
+                         std::vector<uint64_t>* stored_sizes = nullptr) {
+  if (stored_sizes != nullptr) stored_sizes->clear();
   Hid dcpl = Plist(H5Dget_create_plist(ds));
   if (!dcpl.valid()) return DataLoss(what + ": " + Hdf5Error());
   hsize_t chunk[1] = {0};
@@ -499,8 +505,60 @@ Status CheckChunksToRead(hid_t ds, uint64_t first, uint64_t count, uint64_t row_
       return DataLoss(at + " stores " + Bytes(size) + ", not a chunk's " + Bytes(chunk_bytes) +
                       ": refused (a crafted or damaged file)");
     }
+    if (stored_sizes != nullptr) stored_sizes->push_back(size);
   }
   return Status::Ok();
+}
+
+// ---- Direct chunk I/O (chunk_codec.h) ---------------------------------------------
+//
+// A record table stored the way AON stores it (chunked rows of the packed type
+// DiskType(schema), either unfiltered or shuffle + deflate) is written and read
+// a chunk at a time with H5Dwrite_chunk / H5Dread_chunk: the rows are packed,
+// shuffled and compressed here (libdeflate where built with it), not by HDF5's
+// pipeline and conversion. The chunks are HDF5's own filters' format, so every
+// HDF5 reader opens the file as before. Any other table (another row type, such
+// as an older minor version's, other filters or parameters, a big-endian host)
+// goes through H5Dread / H5Dwrite.
+struct DirectChunks {
+  uint64_t chunk_rows = 0;
+  bool deflated = false;  // shuffle + deflate; else unfiltered
+};
+
+// How `ds` (row type `disk`) stores its chunks, when they can be read directly
+// into rows of `schema`; nullopt otherwise.
+std::optional<DirectChunks> DirectlyReadable(hid_t ds, hid_t disk, const TableSchema& schema) {
+  if constexpr (std::endian::native != std::endian::little) return std::nullopt;
+  Hid dcpl = Plist(H5Dget_create_plist(ds));
+  hsize_t chunk[1] = {0};
+  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED ||
+      H5Pget_chunk(dcpl.get(), 1, chunk) != 1 || chunk[0] == 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return std::nullopt;
+  }
+  Hid expected = DiskType(schema);
+  if (H5Tequal(disk, expected.get()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return std::nullopt;
+  }
+  DirectChunks out{.chunk_rows = chunk[0], .deflated = false};
+  const int filters = H5Pget_nfilters(dcpl.get());
+  if (filters == 0) return out;
+  if (filters != 2) return std::nullopt;
+  unsigned flags = 0, config = 0, shuffle_bytes[1] = {0};
+  size_t nvalues = 1;
+  if (H5Pget_filter2(dcpl.get(), 0, &flags, &nvalues, shuffle_bytes, 0, nullptr, &config) !=
+          H5Z_FILTER_SHUFFLE ||
+      (nvalues >= 1 && shuffle_bytes[0] != H5Tget_size(disk))) {
+    return std::nullopt;
+  }
+  nvalues = 0;
+  if (H5Pget_filter2(dcpl.get(), 1, &flags, &nvalues, nullptr, 0, nullptr, &config) !=
+      H5Z_FILTER_DEFLATE) {
+    return std::nullopt;
+  }
+  out.deflated = true;
+  return out;
 }
 
 // The one element of an attribute: one whose dataspace holds more (or none)
@@ -761,14 +819,64 @@ Status TraceWriter::AppendTable(const TableSchema& schema, const void* records, 
   H5Sget_simple_extent_dims(space.get(), &old_size, nullptr);
   hsize_t new_size[1] = {old_size + count};
   if (H5Dset_extent(ds.get(), new_size) < 0) return IoError(ctx + ": " + Hdf5Error());
-  Hid file_space = Space(H5Dget_space(ds.get()));
-  hsize_t start[1] = {old_size}, n[1] = {count};
-  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, n, nullptr);
-  Hid mem_space = Space(H5Screate_simple(1, n, nullptr));
-  Hid mem = MemoryType(schema);
-  Hid dxpl = TransferProperties(count * schema.record_size);
-  if (H5Dwrite(ds.get(), mem.get(), mem_space.get(), file_space.get(), dxpl.get(), records) < 0) {
-    return IoError(ctx + ": " + Hdf5Error());
+  // Rows up to the next chunk boundary go through HDF5, which merges them into
+  // the partly filled chunk; whole chunks from there on are written directly.
+  const uint64_t chunk_rows = std::max<uint64_t>(1, options_.chunk_records);
+  const uint64_t head =
+      std::endian::native != std::endian::little
+          ? count
+          : std::min<uint64_t>(count, (chunk_rows - old_size % chunk_rows) % chunk_rows);
+  if (head > 0) {
+    Hid file_space = Space(H5Dget_space(ds.get()));
+    hsize_t start[1] = {old_size}, n[1] = {head};
+    H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, n, nullptr);
+    Hid mem_space = Space(H5Screate_simple(1, n, nullptr));
+    Hid mem = MemoryType(schema);
+    Hid dxpl = TransferProperties(head * schema.record_size);
+    if (H5Dwrite(ds.get(), mem.get(), mem_space.get(), file_space.get(), dxpl.get(), records) < 0) {
+      return IoError(ctx + ": " + Hdf5Error());
+    }
+  }
+  if (head == count) return Status::Ok();
+  return WriteChunks(static_cast<int64_t>(ds.get()), schema,
+                     static_cast<const uint8_t*>(records) + head * schema.record_size,
+                     old_size + head, count - head, ctx);
+}
+
+// What a writer keeps between appends of whole chunks.
+struct TraceWriter::ChunkScratch {
+  explicit ChunkScratch(int level) : deflater(level) {}
+  std::vector<uint8_t> packed;
+  std::vector<uint8_t> compressed;
+  chunk_codec::Deflater deflater;
+};
+
+void TraceWriter::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }
+
+Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, const uint8_t* rows,
+                                uint64_t first, uint64_t count, const std::string& ctx) {
+  const hid_t ds = static_cast<hid_t>(dataset);
+  if (scratch_ == nullptr) scratch_.reset(new ChunkScratch(options_.deflate_level));
+  ChunkScratch& s = *scratch_;
+  const chunk_codec::RowLayout layout = chunk_codec::LayoutOf(schema);
+  const uint64_t chunk_rows = std::max<uint64_t>(1, options_.chunk_records);
+  const bool deflate = options_.deflate_level > 0;  // then shuffle + deflate (AppendTable)
+  s.packed.resize(chunk_rows * layout.packed_bytes);
+  for (uint64_t done = 0; done < count; done += chunk_rows) {
+    const uint64_t n = std::min(chunk_rows, count - done);
+    chunk_codec::PackChunk(layout, rows + done * schema.record_size, n, chunk_rows, deflate,
+                           s.packed.data());
+    const std::vector<uint8_t>* chunk = &s.packed;
+    if (deflate) {
+      if (!s.deflater.Compress(s.packed.data(), s.packed.size(), &s.compressed)) {
+        return IoError(ctx + ": cannot compress a chunk (out of memory)");
+      }
+      chunk = &s.compressed;
+    }
+    hsize_t offset[1] = {first + done};
+    if (H5Dwrite_chunk(ds, H5P_DEFAULT, 0, offset, chunk->size(), chunk->data()) < 0) {
+      return IoError(ctx + ": " + Hdf5Error());
+    }
   }
   return Status::Ok();
 }
@@ -1122,6 +1230,52 @@ StatusOr<uint64_t> TraceReader::TableSize(const TableSchema& schema, std::string
   return c->rows;
 }
 
+// What a reader keeps between reads of directly readable chunks.
+struct TraceReader::ChunkScratch {
+  std::vector<uint8_t> stored;    // a chunk as stored
+  std::vector<uint8_t> inflated;  // and inflated
+  chunk_codec::Inflater inflater;
+};
+
+void TraceReader::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }
+
+Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows,
+                               bool deflated, const std::vector<uint64_t>& stored, uint64_t first,
+                               uint64_t count, void* out, const std::string& ctx) const {
+  const hid_t ds = static_cast<hid_t>(dataset);
+  if (scratch_ == nullptr) scratch_.reset(new ChunkScratch());
+  ChunkScratch& s = *scratch_;
+  const chunk_codec::RowLayout layout = chunk_codec::LayoutOf(schema);
+  const uint64_t chunk_bytes = chunk_rows * layout.packed_bytes;
+  auto* dst = static_cast<uint8_t*>(out);
+  size_t index = 0;
+  for (uint64_t c = first / chunk_rows; c <= (first + count - 1) / chunk_rows; ++c, ++index) {
+    hsize_t offset[1] = {c * chunk_rows};
+    // Checked by CheckChunksToRead: stored, inside the file, no filter skipped.
+    s.stored.resize(stored.at(index));
+    uint32_t mask = 0;
+    if (H5Dread_chunk(ds, H5P_DEFAULT, offset, &mask, s.stored.data()) < 0 || mask != 0) {
+      return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
+                      std::to_string(offset[0]) + ": " + Hdf5Error());
+    }
+    const uint8_t* chunk = s.stored.data();
+    if (deflated) {
+      s.inflated.resize(chunk_bytes);
+      if (!s.inflater.InflateExact(s.stored.data(), s.stored.size(), s.inflated.data(),
+                                   chunk_bytes)) {
+        return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
+                        std::to_string(offset[0]) + " does not inflate to " + Bytes(chunk_bytes));
+      }
+      chunk = s.inflated.data();
+    }
+    const uint64_t lo = std::max(first, c * chunk_rows);
+    const uint64_t hi = std::min(first + count, (c + 1) * chunk_rows);
+    chunk_codec::UnpackChunk(layout, chunk, chunk_rows, lo - c * chunk_rows, hi - lo, deflated,
+                             dst + (lo - first) * schema.record_size);
+  }
+  return Status::Ok();
+}
+
 Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_t count, void* out,
                               std::string_view group) const {
   if (count == 0) return Status::Ok();
@@ -1139,8 +1293,13 @@ Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_
   Hid file_space = Space(H5Dget_space(ds.get()));
   const uint64_t n = c->rows;
   if (first > n || count > n - first) return InvalidArgument(ctx + ": reading past the end");
-  AON_RETURN_IF_ERROR(
-      CheckChunksToRead(ds.get(), first, count, H5Tget_size(disk.get()), file_bytes_, ctx));
+  std::vector<uint64_t> stored;
+  AON_RETURN_IF_ERROR(CheckChunksToRead(ds.get(), first, count, H5Tget_size(disk.get()),
+                                        file_bytes_, ctx, &stored));
+  if (const std::optional<DirectChunks> direct = DirectlyReadable(ds.get(), disk.get(), schema)) {
+    return ReadChunks(ds.get(), schema, direct->chunk_rows, direct->deflated, stored, first, count,
+                      out, ctx);
+  }
   hsize_t start[1] = {first}, cnt[1] = {count};
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr);
   Hid mem_space = Space(H5Screate_simple(1, cnt, nullptr));

@@ -24,9 +24,10 @@
 //     the samples cut the time axis into slabs, process p owning slabs
 //     [p * R, (p + 1) * R); in round j every process sends each record of slab
 //     p * R + j to p (kept from the first pass when everything fits the memory
-//     budget, otherwise re-read from the blocks that overlap), and p sorts what
-//     it receives by (start, rank, order in the rank's file) and appends it to
-//     its output. R grows with the data so that a round fits the budget.
+//     budget, otherwise re-read from the blocks that overlap), and p appends it
+//     to its output in (start, rank, order in the rank's file) order, a k-way
+//     merge of the ranks' sorted runs (its own slab is merged where it lies,
+//     never copied). R grows with the data so that a round fits the budget.
 //  6. Outcomes (outcomes.h): per rank counts, first/last times, problems, NCCL
 //     calibration and devices go to every process, which agree on the first
 //     failure.
@@ -47,6 +48,7 @@
 #include "aon/clock_leaders.h"
 #include "open.h"
 #include "outcomes.h"
+#include "phase_clock.h"
 #include "reconcile.h"
 #include "records.h"
 #include "scan.h"
@@ -91,6 +93,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   } remove_left_behind{target, target.sharded && comm.rank() == 0};
 
   // 1, 2. Scan, open.
+  PhaseClock opening(&report->phases, MergePhase::kOpen);
   AON_ASSIGN_OR_RETURN(const JobListing listing, ScanJob(comm, options.job_dir));
   AON_ASSIGN_OR_RETURN(OpenedJob job, OpenJob(comm, listing));
 
@@ -116,7 +119,10 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
     for (std::string& line : ApplyClockLeaders(metas)) report->problems.push_back(std::move(line));
   }
 
+  opening.Stop();
+
   // 4. Strings. This process merges the ranks whose files it opened.
+  PhaseClock unifying(&report->phases, MergePhase::kStrings);
   std::vector<std::pair<uint32_t, size_t>> mine;  // rank, candidate
   for (uint32_t r = 0; r < report->world_size; ++r) {
     const std::optional<size_t> i = decided.merged_from[r];
@@ -136,6 +142,8 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
     job.strings[i] = StringTable();  // the map is all that is needed now
   }
 
+  unifying.Stop();
+
   // 5. Records, into this process's shard or the timeline itself.
   AON_ASSIGN_OR_RETURN(std::unique_ptr<TraceWriter> out,
                        CreateRecordOutput(comm, target, options.write_options));
@@ -143,8 +151,11 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
                        MergeRecords(comm, inputs, *out,
                                     {.budget_bytes = options.memory_budget_bytes,
                                      .batch_records = options.output_batch_records,
-                                     .progress = options.progress}));
+                                     .progress = options.progress,
+                                     .phases = &report->phases}));
   report->rounds = done.rounds;
+  report->records_read = done.read;
+  const PhaseClock finishing(&report->phases, MergePhase::kTimeline);
   Status local = done.local;
   if (local.ok() && target.sharded) local = FinishShard(*out, target, comm.rank());
 

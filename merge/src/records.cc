@@ -1,12 +1,15 @@
 #include "records.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <span>
 #include <type_traits>
 #include <utility>
 
 #include "aon/merge/nccl_resolve.h"
 #include "exchange.h"
+#include "phase_clock.h"
 #include "progress.h"
 #include "record_ops.h"
 #include "sample_sort.h"
@@ -34,6 +37,7 @@ struct KindContext {
   uint64_t budget_bytes;
   size_t batch_records;
   Progress& progress;
+  MergePhaseTimes* phases;
   uint64_t done_records = 0;  // progress: 2 x records of the kinds finished (global)
   RecordsMerged merged;
 };
@@ -117,37 +121,100 @@ void PrepareRecords(RankInput& in, std::span<T> records) {
   }
 }
 
-// Appends a round's records in order: start, then rank, then the order in the
-// rank's file (which is the order received: one process sends all of a rank,
-// in file order). The first append error stops appending.
 template <typename T>
-void AppendSorted(const std::vector<Merged<T>>& got, TraceWriter& out, size_t batch_records,
-                  Status* status) {
-  using M = Merged<T>;
-  struct Key {
+bool StartsBefore(const T& a, const T& b) {
+  return StartOf(a) < StartOf(b);
+}
+
+// One rank's records of a round, in their order: by start, and in file order
+// among equal starts. They lie `stride` bytes apart: a rank's own table (T) or
+// records received from another process (Merged<T>).
+template <typename T>
+struct Run {
+  const std::byte* first = nullptr;
+  size_t stride = 0;
+  size_t n = 0;
+  uint32_t rank = 0;
+  const T& operator[](size_t x) const { return *reinterpret_cast<const T*>(first + x * stride); }
+};
+
+// Appends a round's runs in order: start, then rank, then the order in the
+// rank's file. Every run is sorted and holds all of its rank's records of the
+// round, so this is a k-way merge of the runs on (start, rank) (a heap of one
+// head per run). The first append error stops appending. What is left in
+// `batch` (under batch_records) is appended after the last round only: rounds
+// of a small memory budget then still append whole chunks, which HDF5 would
+// otherwise inflate and deflate again for every round.
+template <typename T>
+void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector<Merged<T>>& batch,
+                  size_t batch_records, bool last_round, MergePhaseTimes* phases, Status* status) {
+  PhaseClock merging(phases, MergePhase::kSort);
+  struct Head {
     uint64_t start;
     uint32_t rank;
-    uint32_t pos;
+    uint32_t run;
+    size_t next;  // index in the run of the record after this one
   };
-  const size_t n = got.size();
-  std::vector<Key> keys(n);
-  for (size_t x = 0; x < n; ++x) {
-    keys[x] = Key{StartOf(got[x].record), got[x].rank, static_cast<uint32_t>(x)};
+  auto before = [](const Head& a, const Head& b) {
+    return a.start != b.start ? a.start < b.start : a.rank < b.rank;
+  };
+  std::vector<Head> heap;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    if (runs[r].n > 0)
+      heap.push_back({StartOf(runs[r][0]), runs[r].rank, static_cast<uint32_t>(r), 1});
   }
-  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-    if (a.start != b.start) return a.start < b.start;
-    if (a.rank != b.rank) return a.rank < b.rank;
-    return a.pos < b.pos;
-  });
-  std::vector<M> batch;
-  batch.reserve(std::min(n, batch_records));
-  for (size_t x = 0; x < n && status->ok(); ++x) {
-    batch.push_back(got[keys[x].pos]);
-    if (batch.size() >= batch_records || x + 1 == n) {
-      *status = out.AppendMerged<T>(std::span<const M>(batch));
-      batch.clear();
+  // A min-heap on `before`: the root is the next record out.
+  auto sift_down = [&](size_t at) {
+    const size_t n = heap.size();
+    const Head moving = heap[at];
+    for (;;) {
+      size_t child = 2 * at + 1;
+      if (child >= n) break;
+      if (child + 1 < n && before(heap[child + 1], heap[child])) ++child;
+      if (!before(heap[child], moving)) break;
+      heap[at] = heap[child];
+      at = child;
     }
+    heap[at] = moving;
+  };
+  for (size_t x = heap.size() / 2; x-- > 0;) sift_down(x);
+  auto flush = [&] {
+    merging.Stop();
+    const PhaseClock writing(phases, MergePhase::kWrite);
+    if (status->ok()) *status = out.AppendMerged<T>(std::span<const Merged<T>>(batch));
+    batch.clear();
+    merging.Start();
+  };
+  while (!heap.empty() && status->ok()) {
+    Head& top = heap.front();
+    const Run<T>& run = runs[top.run];
+    batch.push_back(Merged<T>{run.rank, 0, run[top.next - 1]});
+    if (top.next < run.n) {
+      top.start = StartOf(run[top.next]);
+      ++top.next;
+    } else {
+      top = heap.back();
+      heap.pop_back();
+    }
+    if (!heap.empty()) sift_down(0);
+    if (batch.size() >= batch_records) flush();
   }
+  if (last_round && !batch.empty()) flush();
+}
+
+// The records of `run` (sorted by start) in slab `slab` (sample_sort.h):
+// starts in [bounds[slab - 1], bounds[slab]), open at either end.
+template <typename T>
+std::pair<size_t, size_t> SlabRange(std::span<const T> run, const std::vector<uint64_t>& bounds,
+                                    uint64_t slab) {
+  auto first_at = [&](uint64_t bound) {
+    return static_cast<size_t>(
+        std::partition_point(run.begin(), run.end(),
+                             [&](const T& r) { return StartOf(r) < bound; }) -
+        run.begin());
+  };
+  return {slab == 0 ? 0 : first_at(bounds[slab - 1]),
+          slab >= bounds.size() ? run.size() : first_at(bounds[slab])};
 }
 
 template <typename T>
@@ -187,7 +254,13 @@ Status MergeKind(KindContext& cx) {
   StartSamples samples;
   std::vector<std::vector<T>> kept(inputs.size());
   std::vector<std::vector<Block>> blocks(inputs.size());
+  // Rank tables are nearly in start order (records are written as CUPTI
+  // completes them, which interleaves streams), and a rank's clock correction
+  // keeps the order. A rank whose records are not in order is sorted here,
+  // stably: file order among equal starts, as the merge's order requires.
+  std::vector<char> unsorted(inputs.size(), 0);
   uint64_t read_rows = 0;
+  PhaseClock reading(cx.phases, MergePhase::kRead);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (rows[i] == 0) continue;
     RankInput& in = inputs[i];
@@ -196,11 +269,14 @@ Status MergeKind(KindContext& cx) {
       continue;
     }
     const CloseWhenDone close{in};
+    uint64_t previous_start = 0;
     auto take = [&](std::span<T> v, uint64_t first) {
       PrepareRecords(in, v);
       Block b{first, v.size(), UINT64_MAX, 0};
       for (size_t x = 0; x < v.size(); ++x) {
         const uint64_t start = StartOf(v[x]);
+        unsorted[i] |= static_cast<char>(start < previous_start);
+        previous_start = start;
         b.min_start = std::min(b.min_start, start);
         b.max_start = std::max(b.max_start, start);
         if ((first + x) % stride == 0) samples.starts.push_back(start);
@@ -247,9 +323,18 @@ Status MergeKind(KindContext& cx) {
     }
   }
 
+  if (keep) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (unsorted[i]) std::stable_sort(kept[i].begin(), kept[i].end(), StartsBefore<T>);
+    }
+  }
+  reading.Stop();
+  cx.merged.read += read_rows;
+
   // ---- Slabs: P x R time ranges cut at sample quantiles ---------------------------
   std::vector<uint64_t> bounds;
   {
+    const PhaseClock exchanging(cx.phases, MergePhase::kExchange);
     AON_ASSIGN_OR_RETURN(std::vector<StartSamples> all, AllgatherMessage(cx.comm, samples));
     std::vector<uint64_t>().swap(samples.starts);
     std::vector<uint64_t> starts;
@@ -260,27 +345,32 @@ Status MergeKind(KindContext& cx) {
     bounds = SlabBounds(std::move(starts), procs * rounds);
   }
 
-  // ---- Rounds: route, exchange, sort, append ----------------------------------------
+  // ---- Rounds: route, exchange, merge, append ---------------------------------------
+  // Each rank's records of the round, sorted: kept from the first pass, or
+  // re-read from the blocks that overlap the round's slabs. A slab is then one
+  // range of each rank's records: this process's own slab is merged from
+  // where the records lie, the others' are copied once, into what is sent.
   std::vector<uint64_t> sent(inputs.size(), 0);
+  std::vector<std::vector<T>> reread(keep ? 0 : inputs.size());
+  std::vector<M> batch;
+  batch.reserve(cx.batch_records);
+  const uint64_t self = static_cast<uint64_t>(cx.comm.rank());
   for (uint64_t round = 0; round < rounds; ++round) {
-    std::vector<RecordSlab<T>> to(procs);
-    auto route = [&](size_t i, const T& r) {
-      const uint64_t s = SlabOf(bounds, StartOf(r));
-      if (s % rounds != round) return;
-      to[s / rounds].records.push_back(M{inputs[i].rank, 0, r});
-      ++sent[i];
-    };
+    std::vector<std::span<const T>> mine(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (keep) {
-        for (const T& r : kept[i]) route(i, r);
-        if (rounds == 1) std::vector<T>().swap(kept[i]);
+        mine[i] = kept[i];
         continue;
       }
       RankInput& in = inputs[i];
       const CloseWhenDone close{in};
+      const PhaseClock rereading(cx.phases, MergePhase::kRead);
+      std::vector<T>& got = reread[i];
+      got.clear();
+      std::vector<T> buf;
       for (const Block& b : blocks[i]) {
         if (!BlockInRound(bounds, b.min_start, b.max_start, rounds, round)) continue;
-        std::vector<T> buf(b.count);
+        buf.resize(b.count);
         Status st = Reopen(in);
         if (st.ok()) st = in.reader->ReadTable(schema, b.first, b.count, buf.data());
         if (!st.ok()) {
@@ -292,33 +382,82 @@ Status MergeKind(KindContext& cx) {
         const uint64_t bad = in.bad_string_ids;
         PrepareRecords(in, std::span<T>(buf));
         in.bad_string_ids = bad;
-        for (const T& r : buf) route(i, r);
+        for (const T& r : buf) {
+          if (SlabOf(bounds, StartOf(r)) % rounds == round) got.push_back(r);
+        }
+      }
+      if (unsorted[i]) std::stable_sort(got.begin(), got.end(), StartsBefore<T>);
+      mine[i] = got;
+    }
+
+    PhaseClock exchanging(cx.phases, MergePhase::kExchange);
+    // ranges[i * procs + p]: rank i's records for process p.
+    std::vector<std::pair<size_t, size_t>> ranges(inputs.size() * procs);
+    std::vector<uint64_t> counts(procs, 0);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      for (uint64_t p = 0; p < procs; ++p) {
+        const auto range = SlabRange(mine[i], bounds, p * rounds + round);
+        ranges[i * procs + p] = range;
+        sent[i] += range.second - range.first;
+        if (p != self) counts[p] += (range.second - range.first) * RecordSlab<T>::kWords;
       }
     }
-    std::vector<uint64_t> send, counts(procs);
+    std::vector<uint64_t> send;
     {
-      size_t words = 0;
-      for (const RecordSlab<T>& slab : to) words += slab.records.size() * RecordSlab<T>::kWords;
-      send.reserve(words);
+      uint64_t words = 0;
+      for (uint64_t c : counts) words += c;
+      send.resize(words);
+      uint64_t* at = send.data();
+      for (uint64_t p = 0; p < procs; ++p) {
+        if (p == self) continue;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const auto [first, last] = ranges[i * procs + p];
+          for (size_t x = first; x < last; ++x) {
+            const M m{inputs[i].rank, 0, mine[i][x]};
+            std::memcpy(at, &m, sizeof(M));
+            at += RecordSlab<T>::kWords;
+          }
+        }
+      }
     }
-    for (uint64_t p = 0; p < procs; ++p) {
-      const size_t before = send.size();
-      Pack(to[p], &send);
-      counts[p] = send.size() - before;
-      std::vector<M>().swap(to[p].records);
-    }
-    std::vector<uint64_t> recv_counts;
-    std::vector<uint64_t> recv = cx.comm.Alltoall(send, counts, &recv_counts);
-    std::vector<uint64_t>().swap(send);
+    std::vector<uint64_t> recv;
     RecordSlab<T> got;
-    if (Status st = Unpack<T>(recv, &got); !st.ok() && cx.merged.local.ok()) {
-      cx.merged.local = st;  // reported through the outcomes, which every process waits for
+    if (procs > 1) {
+      std::vector<uint64_t> recv_counts;
+      recv = cx.comm.Alltoall(send, counts, &recv_counts);
+      std::vector<uint64_t>().swap(send);
+      if (Status st = Unpack<T>(recv, &got); !st.ok() && cx.merged.local.ok()) {
+        cx.merged.local = st;  // reported through the outcomes, which every process waits for
+      }
+      std::vector<uint64_t>().swap(recv);
     }
-    std::vector<uint64_t>().swap(recv);
+    // The runs: this process's ranks, then what the others sent (each sends
+    // all of a rank's records together, sorted).
+    std::vector<Run<T>> runs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto [first, last] = ranges[i * procs + self];
+      if (last > first) {
+        runs.push_back({reinterpret_cast<const std::byte*>(mine[i].data() + first), sizeof(T),
+                        last - first, inputs[i].rank});
+      }
+    }
+    for (size_t x = 0; x < got.records.size();) {
+      size_t end = x + 1;
+      while (end < got.records.size() && got.records[end].rank == got.records[x].rank) ++end;
+      runs.push_back({reinterpret_cast<const std::byte*>(&got.records[x].record), sizeof(M),
+                      end - x, got.records[x].rank});
+      x = end;
+    }
+    exchanging.Stop();
 
-    const size_t n = got.records.size();
-    AppendSorted<T>(got.records, cx.out, cx.batch_records, &cx.merged.local);
+    size_t n = 0;
+    for (const Run<T>& r : runs) n += r.n;
+    AppendMerged<T>(runs, cx.out, batch, cx.batch_records, round + 1 == rounds, cx.phases,
+                    &cx.merged.local);
     cx.merged.written[k] += n;
+    if (keep && round + 1 == rounds) {
+      for (std::vector<T>& v : kept) std::vector<T>().swap(v);
+    }
     cx.progress.Set(kind_name,
                     rounds > 1 ? "round " + std::to_string(round + 1) + "/" + std::to_string(rounds)
                                : std::string("sorting, writing"),
@@ -352,6 +491,7 @@ StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& in
                  .budget_bytes = std::max<uint64_t>(options.budget_bytes, 1),
                  .batch_records = std::max<size_t>(options.batch_records, 1),
                  .progress = progress,
+                 .phases = options.phases,
                  .done_records = 0,
                  .merged = {}};
   Status garbled;

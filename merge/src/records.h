@@ -7,8 +7,9 @@
 // into slabs, process p owning slabs [p * R, (p + 1) * R); in round j every
 // process sends each record of slab p * R + j to p (RecordSlab, kept from the
 // first pass when everything fits the memory budget, otherwise re-read from the
-// blocks that overlap), and p sorts what it receives by (start, rank, order in
-// the rank's file) and appends it to its output.
+// blocks that overlap), and p appends it to its output in (start, rank, order
+// in the rank's file) order: each rank's records are kept sorted by start, so a
+// slab is one range of each rank's, and p merges those runs (k-way).
 #pragma once
 
 #include <array>
@@ -50,11 +51,13 @@ struct RecordOptions {
   uint64_t budget_bytes = uint64_t{1} << 30;  // records in memory at once, per process
   size_t batch_records = 1 << 16;             // records per HDF5 append
   bool progress = false;                      // a progress bar (process 0, on a terminal)
+  MergePhaseTimes* phases = nullptr;          // kRead .. kWrite are added to, when set
 };
 
 struct RecordsMerged {
   std::array<uint64_t, kRecordKindCount> written{};  // rows this process appended, per kind
   std::array<uint64_t, kRecordKindCount> rounds{};   // sort rounds per kind
+  uint64_t read = 0;                                 // rows read in the first pass
   // The first append error. Rounds still go on after one (they are collective);
   // it travels in the outcomes (outcomes.h).
   Status local;

@@ -1,10 +1,54 @@
 // FormatMergeSummary (merge.h): what aon-merge prints.
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "aon/merge/merge.h"
 
 namespace aon::merge {
+
+const char* MergePhaseName(MergePhase phase) {
+  switch (phase) {
+    case MergePhase::kOpen:
+      return "open";
+    case MergePhase::kStrings:
+      return "strings";
+    case MergePhase::kRead:
+      return "read";
+    case MergePhase::kExchange:
+      return "exchange";
+    case MergePhase::kSort:
+      return "sort";
+    case MergePhase::kWrite:
+      return "write";
+    case MergePhase::kTimeline:
+      return "timeline";
+    case MergePhase::kCount:
+      break;
+  }
+  return "?";
+}
+
+std::string FormatMergePhases(const MergeReport& report) {
+  std::string out = "process " + std::to_string(report.process) + ", " +
+                    std::to_string(report.records_read) + " records read:";
+  double wall = 0, cpu = 0;
+  char buf[160];
+  auto add = [&](const char* name, double w, double c) {
+    const double per_s = c > 0 ? static_cast<double>(report.records_read) / c / 1e6 : 0;
+    std::snprintf(buf, sizeof(buf), "\n  %-9s %8.3f s wall %8.3f s CPU %9.2f M records/CPU s", name,
+                  w, c, per_s);
+    out += buf;
+  };
+  for (size_t p = 0; p < kMergePhaseCount; ++p) {
+    add(MergePhaseName(static_cast<MergePhase>(p)), report.phases.wall_s[p],
+        report.phases.cpu_s[p]);
+    wall += report.phases.wall_s[p];
+    cpu += report.phases.cpu_s[p];
+  }
+  add("total", wall, cpu);
+  return out + "\n";
+}
 
 std::string FormatMergeSummary(const MergeReport& report) {
   std::ostringstream out;

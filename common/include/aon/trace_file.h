@@ -95,6 +95,14 @@ class TraceWriter {
  private:
   TraceWriter(std::string path, FileKind kind, WriteOptions options, int64_t file);
   Status EnsureGroup(std::string_view group, int64_t* id);
+  // Rows [first, first + count) of a table, from a chunk boundary on, as whole
+  // chunks packed and compressed here (trace_file.cc, "Direct chunk I/O").
+  Status WriteChunks(int64_t dataset, const TableSchema& schema, const uint8_t* rows,
+                     uint64_t first, uint64_t count, const std::string& ctx);
+  struct ChunkScratch;
+  struct ChunkScratchDeleter {
+    void operator()(ChunkScratch* s) const;
+  };
 
   std::string path_;
   FileKind kind_;
@@ -103,6 +111,7 @@ class TraceWriter {
   bool finished_ = false;
   bool merged_records_ = false;
   uint64_t strings_bytes_ = 0;  // bytes in /strings/data so far (AppendStrings)  // timelines hold Merged<T> records
+  std::unique_ptr<ChunkScratch, ChunkScratchDeleter> scratch_;  // buffers of WriteChunks
 };
 
 class TraceReader {
@@ -158,6 +167,16 @@ class TraceReader {
 
  private:
   TraceReader(std::string path, int64_t file) : path_(std::move(path)), file_(file) {}
+  // ReadTable of a table whose chunks are read directly (trace_file.cc, "Direct
+  // chunk I/O"): chunks of `chunk_rows`, shuffled and deflated or unfiltered;
+  // `stored` = each chunk's stored size, checked.
+  Status ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows, bool deflated,
+                    const std::vector<uint64_t>& stored, uint64_t first, uint64_t count, void* out,
+                    const std::string& ctx) const;
+  struct ChunkScratch;
+  struct ChunkScratchDeleter {
+    void operator()(ChunkScratch* s) const;
+  };
 
   std::string path_;
   int64_t file_ = -1;
@@ -165,6 +184,7 @@ class TraceReader {
   FileKind kind_ = FileKind::kRank;
   int major_ = 0;
   int minor_ = 0;
+  mutable std::unique_ptr<ChunkScratch, ChunkScratchDeleter> scratch_;  // buffers of ReadChunks
 };
 
 }  // namespace aon

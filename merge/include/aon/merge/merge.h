@@ -57,6 +57,26 @@ struct MergeOptions {
   bool progress = false;  // a progress bar on stderr (process 0, when it is a terminal)
 };
 
+// What one merge process spent its time on (merge/src/merge.cc lists the
+// phases; kRead .. kWrite are parts of the record phase).
+enum class MergePhase {
+  kOpen,      // scan the job directory, open and validate the files, reconcile
+  kStrings,   // unify the string tables
+  kRead,      // read the rank tables, remap string ids, correct clocks, resolve NCCL
+  kExchange,  // route records to their slabs, exchange them between processes
+  kSort,      // order each slab's records by (start, rank, order in the rank file)
+  kWrite,     // append them to the timeline or the shard (HDF5, compression)
+  kTimeline,  // outcomes, the timeline's metadata, close and commit
+  kCount
+};
+constexpr size_t kMergePhaseCount = static_cast<size_t>(MergePhase::kCount);
+const char* MergePhaseName(MergePhase phase);
+
+struct MergePhaseTimes {
+  std::array<double, kMergePhaseCount> wall_s{};
+  std::array<double, kMergePhaseCount> cpu_s{};  // this process's merging thread
+};
+
 // The outcome for one expected rank (0..world_size-1).
 struct RankOutcome {
   uint32_t rank = 0;
@@ -94,6 +114,8 @@ struct MergeReport {
   int process = 0;                                   // this one (only process 0 has the totals)
   std::string shard_dir;                             // set when the records are in shards
   std::array<uint64_t, kRecordKindCount> rounds{};   // sort rounds per kind (memory budget)
+  MergePhaseTimes phases;                            // this process's own
+  uint64_t records_read = 0;                         // rows this process read (first pass)
 
   uint32_t ranks_ok() const;
 };
@@ -106,6 +128,10 @@ std::string TimelinePath(const MergeOptions& options);
 // file) or the timeline cannot be written; the message names the directory or
 // the path.
 Status MergeJob(const MergeOptions& options, MergeReport* report);
+
+// "open 0.12 s (CPU 0.10), strings ..., total ...": the phase times of one
+// process, with records/s against the records it read.
+std::string FormatMergePhases(const MergeReport& report);
 
 // The human summary printed by aon-merge: ranks merged / expected, bad ranks
 // with reasons, records and drops per kind, output paths.
