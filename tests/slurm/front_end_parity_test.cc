@@ -191,6 +191,7 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
                             {"aon-step-range", "NAMES"},
                             {"aon-counters", "auto|gpm|off"},
                             {"aon-counters-interval", "MS"},
+                            {"aon-counters-sample-interval", "US"},
                         }));
 }
 
