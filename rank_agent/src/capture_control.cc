@@ -168,7 +168,8 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
   // Outside windows (and their tails), the capture may make ready what a window
   // will need: whatever that costs falls in this step, which no window counts
   // and whose outlier time the window policy leaves out of its baseline.
-  if (capture_ != nullptr && !attached_ && !(step_.flags & (kStepCaptured | kStepWindowTail)))
+  if (capture_ != nullptr && !failed_ && !attached_ &&
+      !(step_.flags & (kStepCaptured | kStepWindowTail)))
     capture_->Prepare();
   have_step_ = true;
 }

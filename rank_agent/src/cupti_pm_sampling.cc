@@ -34,6 +34,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -82,8 +83,8 @@ SamplerRefusal RefusalOf(CUptiResult r) {
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
       return SamplerRefusal::kPrivileges;
     case CUPTI_ERROR_INVALID_OPERATION:  // enabled already: another client on this device
-    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
       return SamplerRefusal::kBusy;
+    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
     case CUPTI_ERROR_NOT_SUPPORTED:
     case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
@@ -91,6 +92,12 @@ SamplerRefusal RefusalOf(CUptiResult r) {
     default:
       return SamplerRefusal::kOther;
   }
+}
+
+uint64_t ThreadCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
 // The first device with an active primary context (-1: none), through the
@@ -154,12 +161,13 @@ class CuptiPmSampler final : public CounterSampler {
   void Prepare() override {
     if (settled_.load(std::memory_order_acquire)) return;
     NoteCurrentDevice();
-    if (device_hint_.load() < 0) device_hint_ = ActiveDevice();
+    if (device_hint_.load() < 0 && g_kernel_device.load(std::memory_order_relaxed) < 0 &&
+        ActiveDevice() < 0)
+      return;  // no CUDA device yet: at a later boundary
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (failed_) return;
     }
-    if (device_hint_.load() < 0) return;  // no CUDA device yet: at a later boundary
     SetUp();
     settled_.store(true, std::memory_order_release);  // set up, or failed and said why
     std::lock_guard<std::mutex> lock(mu_);
@@ -172,6 +180,7 @@ class CuptiPmSampler final : public CounterSampler {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_) return;
     ++begun_;
+    ++requested_;  // served by the worker even if End comes first (no lost wake-up)
     want_ = busy_ = true;
     if (!worker_.joinable()) worker_ = std::thread([this] { Work(); });
     cv_.notify_all();
@@ -230,13 +239,16 @@ class CuptiPmSampler final : public CounterSampler {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return want_; });
+      // Every Begin is served, also one whose End came before this thread
+      // woke: then there is nothing to sample, but busy_ must still clear.
+      cv_.wait(lock, [&] { return served_ != requested_; });
+      served_ = requested_;
+      const bool window = want_;
       lock.unlock();
-      if (SetUp()) Sample();
+      if (window && SetUp()) Sample();
       lock.lock();
-      busy_ = false;
+      if (served_ == requested_) busy_ = false;  // else a new window came: serve it
       cv_.notify_all();
-      cv_.wait(lock, [&] { return !want_; });
     }
   }
 
@@ -254,14 +266,14 @@ class CuptiPmSampler final : public CounterSampler {
     return false;
   }
 
-  // The device: the current context's where steps are marked; else the first
-  // device with an active primary context (full mode opens before any); else
-  // the last kernel's.
+  // The device: the current context's where steps are marked; else the last
+  // kernel's; else the first device with an active primary context (full mode
+  // opens before any kernel).
   bool PickDevice() {
     for (;;) {
       int64_t d = device_hint_.load();
-      if (d < 0) d = ActiveDevice();
       if (d < 0) d = g_kernel_device.load(std::memory_order_relaxed);
+      if (d < 0) d = ActiveDevice();
       if (d >= 0) {
         device_ = d;
         return true;
@@ -274,7 +286,10 @@ class CuptiPmSampler final : public CounterSampler {
   bool SetUp() {
     std::lock_guard<std::mutex> setting_up(setup_mu_);  // Prepare's thread or the worker
     if (ready_) return true;
-    if (setups_ >= kMaxSetups) return false;
+    if (setups_ >= kMaxSetups) {
+      return Fail(SamplerRefusal::kOther, "set up " + std::to_string(kMaxSetups) +
+                                              " times and fell behind each time: sampling stops");
+    }
     if (!PickDevice()) return false;  // no device yet: the next window tries again
     ++setups_;
     const uint64_t setup_start = TimebaseNowNs();
@@ -451,10 +466,12 @@ class CuptiPmSampler final : public CounterSampler {
         lock.lock();
       }
     }
+    if (!ready_) return;  // a reset of the image failed: Fail said why and tore down
     auto stop = Params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
     stop.pPmSamplingObject = sampler_;
     r = cuptiPmSamplingStop(&stop);
     if (ok && r == CUPTI_SUCCESS) ok = Read();
+    if (!ready_) return;  // as above
     Agent::Get().Log(
         "PM sampling: window %llu: %llu samples written, %llu skipped (first or seen), "
         "%.1f ms after start",
@@ -477,7 +494,7 @@ class CuptiPmSampler final : public CounterSampler {
   // Decodes what the hardware buffer holds and writes every new sample. False
   // when the buffer overflowed.
   bool Read() {
-    const auto cpu0 = std::chrono::steady_clock::now();
+    const uint64_t cpu0 = ThreadCpuNs();
     bool ok = true;
     for (;;) {
       auto decode = Params<CUpti_PmSampling_DecodeData_Params>(
@@ -492,9 +509,7 @@ class CuptiPmSampler final : public CounterSampler {
         break;
       if (!ResetImage()) return false;
     }
-    read_cpu_ns_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              std::chrono::steady_clock::now() - cpu0)
-                                              .count());
+    read_cpu_ns_ += ThreadCpuNs() - cpu0;
     return ok;
   }
 
@@ -541,9 +556,10 @@ class CuptiPmSampler final : public CounterSampler {
   std::mutex setup_mu_;  // one SetUp at a time (Prepare's thread, the worker)
   std::mutex mu_;        // guards want_, busy_, failed_ (the rest is the worker's)
   std::condition_variable cv_;
-  bool want_ = false;   // a window is open
-  uint64_t begun_ = 0;  // windows that asked for samples
-  bool busy_ = false;   // the worker has not finished the window's reading
+  bool want_ = false;                    // a window is open
+  uint64_t begun_ = 0;                   // windows that asked for samples
+  uint64_t requested_ = 0, served_ = 0;  // Begin's requests, and those the worker took
+  bool busy_ = false;                    // the worker has not finished the window's reading
   bool failed_ = false;
   std::thread worker_;
   std::atomic<int64_t> device_hint_{-1};

@@ -61,9 +61,10 @@ struct KernelProfile {
 thread_local KernelProfile t_profile;
 
 // The synthetic GPU's sampled counters in capture windows (counter_sampler.h):
-// the kernels launched while a window is open, and at its end one sample per
-// interval of the window, computed from the planted profiles of the kernels
-// that overlap it (docs/counters.md, "Without a GPU"):
+// the kernels the device runs (also those queued before a window opens: the
+// last second's are kept outside windows), and at a window's end one sample
+// per interval of the window, computed from the planted profiles of the
+// kernels that overlap it (docs/counters.md, "Without a GPU"):
 //   gpu_active = the union of the kernels' time / interval,
 //   sm_active, tensor, dram = sum of overlap x the kernel's figure / interval,
 //   sm_issue_active = sum of overlap x (sm - tensor) / interval (the tensor
@@ -90,14 +91,14 @@ class SyntheticSampler final : public CounterSampler {
       refused_said_ = true;
       return;
     }
-    kernels_.clear();
     begin_ns_ = TimebaseNowNs();
-    sampling_.store(true, std::memory_order_release);
+    sampling_ = true;
   }
 
   void End() override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!sampling_.exchange(false, std::memory_order_acq_rel)) return;
+    if (!sampling_) return;
+    sampling_ = false;
     uint64_t end = TimebaseNowNs();
     if (fall_behind_) {
       end = begin_ns_ + (end - begin_ns_) / 2;  // the rest of the window is lost
@@ -107,15 +108,32 @@ class SyntheticSampler final : public CounterSampler {
     }
     ++windows_;
     std::sort(kernels_.begin(), kernels_.end());
-    for (uint64_t t = begin_ns_; t + interval_ns_ <= end; t += interval_ns_)
-      Emit(t, t + interval_ns_);
+    size_t first = 0;  // kernels before it ended before the sample being made
+    for (uint64_t t = begin_ns_; t + interval_ns_ <= end; t += interval_ns_) {
+      while (first < kernels_.size() && kernels_[first].end <= t) ++first;
+      Emit(t, t + interval_ns_, first);
+    }
   }
 
   // A kernel the device runs over [start, end) (any thread).
   void Kernel(uint64_t start, uint64_t end, const KernelProfile& p) {
-    if (!sampling_.load(std::memory_order_acquire)) return;
     std::lock_guard<std::mutex> lock(mu_);
-    if (kernels_.size() < kMaxKernels) kernels_.push_back({start, end, p.sm, p.dram, p.tensor});
+    if (!sampling_ && kernels_.size() >= prune_at_) {
+      // Outside windows only what a window opening now could overlap is kept
+      // (amortized: pruned again once the list has doubled).
+      const uint64_t now = TimebaseNowNs();
+      const uint64_t horizon = now - std::min<uint64_t>(now, kKeepNs);
+      std::erase_if(kernels_, [&](const Run& k) { return k.end < horizon; });
+      prune_at_ = std::max(kKeepOutside, 2 * kernels_.size());
+    }
+    if (kernels_.size() >= kMaxKernels) {
+      if (!dropped_said_)
+        Agent::Get().Note("counters: the synthetic sampler kept " + std::to_string(kMaxKernels) +
+                          " kernels of this window; later ones are not in its samples");
+      dropped_said_ = true;
+      return;
+    }
+    kernels_.push_back({start, end, p.sm, p.dram, p.tensor});
   }
 
   void Summarize() {
@@ -134,13 +152,17 @@ class SyntheticSampler final : public CounterSampler {
     double sm, dram, tensor;
     bool operator<(const Run& o) const { return start < o.start; }
   };
-  static constexpr size_t kMaxKernels = 1u << 20;
+  static constexpr size_t kMaxKernels = 1u << 22;
+  static constexpr size_t kKeepOutside = 4096;     // pruned past this many, outside windows
+  static constexpr uint64_t kKeepNs = 1000000000;  // ... to those that ended in the last second
 
-  void Emit(uint64_t from, uint64_t to) {
+  // One sample over [from, to) from kernels_ (sorted by start) from `first` on.
+  void Emit(uint64_t from, uint64_t to, size_t first) {
     const double len = static_cast<double>(to - from);
     double sm = 0, dram = 0, tensor = 0, issue = 0, busy = 0;
     uint64_t covered_to = from;  // kernels_ by start: the union of their time
-    for (const Run& k : kernels_) {
+    for (size_t i = first; i < kernels_.size(); ++i) {
+      const Run& k = kernels_[i];
       if (k.start >= to) break;
       const uint64_t lo = std::max(k.start, from), hi = std::min(k.end, to);
       if (hi <= lo) continue;
@@ -160,8 +182,10 @@ class SyntheticSampler final : public CounterSampler {
     writer_.Write(from, to, values);
   }
 
-  std::mutex mu_;
-  std::atomic<bool> sampling_{false};
+  std::mutex mu_;  // guards everything below
+  bool sampling_ = false;
+  bool dropped_said_ = false;
+  size_t prune_at_ = kKeepOutside;
   SampleWriter writer_;
   const uint64_t interval_ns_;
   std::optional<SamplerRefusal> refusal_;

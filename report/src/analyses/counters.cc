@@ -12,6 +12,7 @@
 // its host whose NVML index is its local rank, and that tie is said to be
 // assumed.
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -358,9 +359,10 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
   struct Dominated {
     CounterMeans means;
     uint64_t intervals = 0;
-    bool sampled = false;
   };
-  std::map<uint32_t, Dominated> by_kernel;  // by name id
+  // By name id, per tier ([0] GPM, [1] PM samples): never mixed, PM samples
+  // judge a kernel when they give it enough intervals.
+  std::map<uint32_t, std::array<Dominated, 2>> by_kernel;
   const auto busy = GpuBusyUnions(t);
   std::vector<std::vector<const KernelRecord*>> kernels(t.world_size);
   std::vector<uint64_t> longest(t.world_size, 0);
@@ -371,12 +373,16 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
   }
   for (uint32_t r = 0; r < t.world_size; ++r) {
     if (r >= tied.size() || kernels[r].empty()) continue;
-    // Its one GPU, PM samples first.
+    // A rank of exactly one GPU (its kernels and busy time are that GPU's); of
+    // that GPU's tiers, PM samples first.
+    std::set<std::pair<uint64_t, uint64_t>> uuids;
+    for (size_t g : tied[r]) uuids.insert({a->gpus[g].uuid.hi, a->gpus[g].uuid.lo});
+    if (uuids.size() != 1) continue;
     std::vector<size_t> sampled, node;
     for (size_t g : tied[r]) (a->gpus[g].sampled ? sampled : node).push_back(g);
     const std::vector<size_t>& gpu = sampled.empty() ? node : sampled;
     if (gpu.size() != 1) continue;
-    const bool from_samples = !sampled.empty();
+    const size_t tier = sampled.empty() ? 0 : 1;
     auto& ks = kernels[r];
     std::sort(ks.begin(), ks.end(), [](const KernelRecord* x, const KernelRecord* y) {
       return x->start_ns < y->start_ns;
@@ -401,25 +407,29 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
       for (auto& [name, v] : by_name) {
         const uint64_t mine = TotalLength(Union(std::move(v)));
         if (static_cast<double>(mine) < kKernelDominance * static_cast<double>(gpu_busy)) continue;
-        Dominated& d = by_kernel[name];
+        Dominated& d = by_kernel[name][tier];
         ++d.intervals;
-        d.sampled |= from_samples;
         for (const auto& [metric, value] : s.values)
           d.means.Add(metric, value, static_cast<double>(s.end - s.start));
         break;  // >= 80 %: no other name can be
       }
     }
   }
-  std::map<std::string, const Dominated*> by_name;
+  std::map<std::string, const std::array<Dominated, 2>*> by_name;
   for (const auto& [id, d] : by_kernel) by_name[t.strings.Get(id)] = &d;
   for (size_t i = 0; i < top.size() && i < 10; ++i) {
     CounterKernel k;
     k.name = top[i].name;
     auto it = by_name.find(k.name);
-    if (it != by_name.end()) k.intervals = it->second->intervals;
+    const Dominated* d = nullptr;
+    if (it != by_name.end()) {
+      const auto& tiers = *it->second;
+      k.sampled = tiers[1].intervals >= kMinCounterIntervals;
+      d = &tiers[k.sampled ? 1 : 0];
+      k.intervals = d->intervals;
+    }
     if (k.intervals >= kMinCounterIntervals) {
-      k.verdict = JudgeCounters(it->second->means);
-      k.sampled = it->second->sampled;
+      k.verdict = JudgeCounters(d->means);
     } else {
       k.verdict.verdict = "unknown";
       k.verdict.why = "it fills >= 80 % of its GPU's busy time in " + std::to_string(k.intervals) +
