@@ -161,9 +161,7 @@ class CuptiPmSampler final : public CounterSampler {
   void Prepare() override {
     if (settled_.load(std::memory_order_acquire)) return;
     NoteCurrentDevice();
-    if (device_hint_.load() < 0 && g_kernel_device.load(std::memory_order_relaxed) < 0 &&
-        ActiveDevice() < 0)
-      return;  // no CUDA device yet: at a later boundary
+    if (DeviceGuess() < 0) return;  // no CUDA device yet: at a later boundary
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (failed_) return;
@@ -266,14 +264,20 @@ class CuptiPmSampler final : public CounterSampler {
     return false;
   }
 
-  // The device: the current context's where steps are marked; else the last
-  // kernel's; else the first device with an active primary context (full mode
-  // opens before any kernel).
+  // The device to sample: the current context's where steps are marked; else
+  // the last kernel's; else the first device with an active primary context
+  // (full mode opens before any kernel). -1: none yet.
+  int64_t DeviceGuess() const {
+    int64_t d = device_hint_.load();
+    if (d < 0) d = g_kernel_device.load(std::memory_order_relaxed);
+    if (d < 0) d = ActiveDevice();
+    return d;
+  }
+
+  // Waits for a device while the window is open.
   bool PickDevice() {
     for (;;) {
-      int64_t d = device_hint_.load();
-      if (d < 0) d = g_kernel_device.load(std::memory_order_relaxed);
-      if (d < 0) d = ActiveDevice();
+      const int64_t d = DeviceGuess();
       if (d >= 0) {
         device_ = d;
         return true;
