@@ -10,6 +10,8 @@
 #   budgeted    aon-run (the default: budgeted capture windows, 1 % budget)
 #   loaded      aon-run --step-source api: the agent, NVTX and NCCL in place,
 #               but no step is ever marked, so no capture window opens
+#   loaded-off  the same with --counters off: no NVML GPM reading in the
+#               collector (loaded against loaded-off: what the GPM tier costs)
 #   budgeted-gpm  the same with --counters gpm: no PM sampling in the windows
 #               (budgeted against budgeted-gpm: what PM sampling adds)
 #   full        aon-run --mode full (CUPTI all the time, the previous default;
@@ -46,6 +48,7 @@ run() {  # config round
     budgeted-gpm) "${AON[@]}" -o "$job" --counters gpm "${LOOP[@]}" ;;
     full-gpm) "${AON[@]}" -o "$job" --mode full --counters gpm "${LOOP[@]}" ;;
     loaded) "${AON[@]}" -o "$job" --step-source api "${LOOP[@]}" ;;
+    loaded-off) "${AON[@]}" -o "$job" --step-source api --counters off "${LOOP[@]}" ;;
     full) "${AON[@]}" -o "$job" --mode full "${LOOP[@]}" ;;
     full-kern) "${AON[@]}" -o "$job" --mode full --kinds kernels "${LOOP[@]}" ;;
     torchprof) "${LOOP[@]}" --torch-profiler ;;

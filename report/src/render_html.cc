@@ -381,7 +381,9 @@ std::string CountersSection(const Report& r) {
     for (const CounterGpu& g : c.gpus) same += g.device == c.gpus[i].device;
     const std::string id =
         std::to_string(c.gpus[i].device) + (same > 1 ? "-" + std::to_string(i) : "");
-    o += "<h3>GPU " + std::to_string(c.gpus[i].device) + " on " + E(c.gpus[i].host) + "</h3>" +
+    o += "<h3>GPU " + std::to_string(c.gpus[i].device) + " on " + E(c.gpus[i].host) + ": " +
+         E(c.gpus[i].source) + (c.gpus[i].sampled ? " (capture windows)" : "") + ", every " +
+         FormatDuration(static_cast<double>(c.gpus[i].interval_ns)) + "</h3>" +
          CounterPlot(c.gpus[i], id);
   }
   o += "<h3>NVTX phases</h3><table id=counter-phases><tr><th class=l>phase</th><th>time (busiest "

@@ -2,6 +2,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "aon/report/report.h"
 
@@ -60,8 +63,11 @@ std::string CountersBlock(const Report& r) {
   for (const CounterGpu& g : c.gpus)
     if (sources.find(g.source) == std::string::npos)
       sources += (sources.empty() ? "" : ", ") + g.source;
-  std::string o = "\nGPU counters (" + sources + ", " + std::to_string(c.gpus.size()) + " GPU" +
-                  (c.gpus.size() == 1 ? "" : "s") + ")" +
+  // A GPU read by both tiers is two entries: count GPUs, not entries.
+  std::set<std::pair<std::string, std::string>> distinct;
+  for (const CounterGpu& g : c.gpus) distinct.emplace(g.host, g.uuid_text);
+  std::string o = "\nGPU counters (" + sources + ", " + std::to_string(distinct.size()) + " GPU" +
+                  (distinct.size() == 1 ? "" : "s") + ")" +
                   (c.synthetic ? " *** SYNTHETIC: FAKE counters ***" : "") + ":\n";
   int shown = 0;
   for (const CounterPhase& p : c.phases) {

@@ -292,6 +292,29 @@ TEST(CounterReport, VerdictsReachTheTerminalHtmlJsonAndFindings) {
   EXPECT_TRUE(Contains(f->evidence, "(SYNTHETIC counters)")) << f->evidence;
 }
 
+// A GPU read by both tiers (the node's GPM metrics and PM samples in capture
+// windows) is one GPU with two plots, each named by its tier and interval.
+TEST(CounterReport, AGpuWithBothTiersIsCountedOnceAndEachPlotSaysItsTier) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0, "node1", RankStatus::kOk, "", 0);
+  b.Device(0, 0, kGpuA);
+  for (uint64_t i = 0; i < 5; ++i)
+    Sample(&b, kGpuA, 0, i * 100 * kMs, (i + 1) * 100 * kMs, 95, 85, 6, 20, CounterSource::kGpm);
+  for (uint64_t i = 0; i < 50; ++i)
+    Sample(&b, kGpuA, 0, i * 100'000, (i + 1) * 100'000, 95, 85, 6, 20,
+           CounterSource::kPmSampling);
+  b.Nvtx(0, "forward", 0, 300 * kMs, 1, 0);
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  ASSERT_EQ(r.counters.gpus.size(), 2u) << "one entry per tier";
+  const std::string text = RenderTerminal(r);
+  EXPECT_TRUE(Contains(text, "GPU counters (gpm, pm sampling, 1 GPU):")) << text;
+  const std::string html = RenderHtml(r);
+  EXPECT_TRUE(Contains(html, "<h3>GPU 0 on node1: gpm, every 100 ms</h3>")) << html;
+  EXPECT_TRUE(Contains(html, "<h3>GPU 0 on node1: pm sampling (capture windows), every 100 us</h3>"))
+      << html;
+}
+
 // A long run (here 3000 samples) is drawn with at most one point per pixel
 // column of the 900-pixel plot, each line.
 TEST(CounterReport, LongRunsArePlottedAtMostOnePointPerPixel) {
