@@ -160,6 +160,13 @@ Status ParseCounters(std::string_view v, AgentConfig* c) {
   return ParseChoice("AON_COUNTERS", v, kCounterModes, &c->counters);
 }
 
+Status ParsePythonHook(std::string_view v, AgentConfig* c) {
+  std::string value;
+  AON_RETURN_IF_ERROR(ParseChoice("AON_PYTHON_HOOK", v, kOnOff, &value));
+  c->python_hook = value == "on";
+  return Status::Ok();
+}
+
 Status ParseCountersInterval(std::string_view v, AgentConfig* c) {
   double ms = 0;
   AON_RETURN_IF_ERROR(ParseBounded("AON_COUNTERS_INTERVAL", v, 10, 60000, &ms));
@@ -322,6 +329,11 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
       {V::kCountersSampleInterval, "AON_COUNTERS_SAMPLE_INTERVAL", T::kNumber, "100",
        "microseconds of GPU time between two PM samples inside capture windows (20 to 100000)",
        ParseCountersSampleInterval, false},
+      {V::kPythonHook, "AON_PYTHON_HOOK", T::kChoice, "on",
+       "on: Python processes load AON's hook (PYTHONPATH gets AON's aon-python directory): "
+       "PyTorch steps from the optimizer, operator and module ranges in capture windows, "
+       "import aon; off: Python is left as it is",
+       ParsePythonHook, false},
   }};
   return vars;
 }

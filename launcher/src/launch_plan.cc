@@ -475,7 +475,8 @@ StatusOr<std::vector<EnvVar>> AgentEnvironment(const RunOptions& options,
                                                const std::string& agent_path,
                                                const std::string& job_dir, const EnvLookupFn& env) {
   AON_ASSIGN_OR_RETURN(AgentSettings settings, AgentSettingsFor(options, job_dir, env));
-  return aon::AgentEnvironment(settings, agent_path);
+  const char* pythonpath = Lookup(env, "PYTHONPATH");
+  return aon::AgentEnvironment(settings, agent_path, pythonpath ? pythonpath : "");
 }
 
 std::vector<EnvVar> LauncherEnvironment(LauncherKind kind, const std::vector<EnvVar>& vars,
@@ -572,7 +573,8 @@ StatusOr<LaunchPlan> PlanLaunch(const RunOptions& options, const HostContext& ho
     // workers, which are the ranks.
     AON_RETURN_IF_ERROR(settings.Set(AgentVar::kLauncherParentPid, std::to_string(host.pid)));
   }
-  plan.agent_env = aon::AgentEnvironment(settings, plan.agent_path);
+  const char* pythonpath = Lookup(host.env, "PYTHONPATH");
+  plan.agent_env = aon::AgentEnvironment(settings, plan.agent_path, pythonpath ? pythonpath : "");
   plan.argv = RewriteCommand(options.command, plan.launcher, plan.agent_env, host.env);
   plan.launcher_env = LauncherEnvironment(plan.launcher, plan.agent_env, &plan.launcher_unset);
   plan.bin_dir = DirectoryOf(host.exe_path);

@@ -87,6 +87,7 @@ void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
       case SessionOption::kCounters:
       case SessionOption::kCountersInterval:
       case SessionOption::kCountersSampleInterval:
+      case SessionOption::kPythonHook:
         option = app.add_option(entry.run, o.passthrough[entry.id], help);
         break;
       case SessionOption::kFlight:

@@ -61,6 +61,7 @@ Status SetupStep(spank_t sp, PluginState& s) {
   paths.job_dir = dir;
   paths.job_id = std::to_string(s.job_id) + "." + std::to_string(s.step_id);
   paths.collector = StartNodeCollector(user.uid);
+  paths.pythonpath = JobEnv(sp, "PYTHONPATH");
   AON_ASSIGN_OR_RETURN(std::vector<EnvVar> env, StepEnvironment(s.plan, paths));
   for (const EnvVar& var : env) {
     if (spank_setenv(sp, var.name.c_str(), var.value.c_str(), 1) != ESPANK_SUCCESS)

@@ -216,7 +216,8 @@ Status SetUserOption(UserOptions& o, SessionOption option, const char* optarg) {
     case SessionOption::kStepRange:
     case SessionOption::kCounters:
     case SessionOption::kCountersInterval:
-    case SessionOption::kCountersSampleInterval: {
+    case SessionOption::kCountersSampleInterval:
+    case SessionOption::kPythonHook: {
       AON_ASSIGN_OR_RETURN(o.passthrough[option], Checked(option, optarg));
       return Status::Ok();
     }
@@ -355,7 +356,7 @@ StatusOr<std::vector<EnvVar>> StepEnvironment(const StepPlan& plan, const StepPa
   }
   if (!paths.collector.empty())
     AON_RETURN_IF_ERROR(settings.Set(AgentVar::kCollector, paths.collector));
-  return AgentEnvironment(settings, paths.agent);
+  return AgentEnvironment(settings, paths.agent, paths.pythonpath);
 }
 
 StatusOr<std::string> ExpandPathTemplate(std::string_view tmpl, std::string_view user, uint32_t uid,

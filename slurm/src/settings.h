@@ -113,6 +113,7 @@ struct StepPaths {
   std::string job_dir;    // AON_OUTPUT_DIR
   std::string job_id;     // AON_JOB_ID: <job>.<step>
   std::string collector;  // AON_COLLECTOR ("" = the agent looks beside itself)
+  std::string pythonpath;  // the job's own PYTHONPATH: AON's hook directory goes before it
 };
 
 // The agent's environment for the step's tasks (aon::AgentEnvironment: the

@@ -34,6 +34,7 @@ const char kAgent[] = "/opt/aon/lib/libaon_agent.so";
 const char kCollector[] = "/opt/aon/bin/aon-collector";
 const char kJobDir[] = "/scratch/alice/aon-42.3";
 const char kJobId[] = "42.3";
+const char kJobPythonPath[] = "/home/alice/lib/python";
 
 EnvLookupFn Lookup(std::map<std::string, std::string> vars) {
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
@@ -110,7 +111,7 @@ ParsedSrun ParseSrun(const std::vector<std::pair<SessionOption, std::string>>& o
 std::vector<EnvVar> AonRunEnvironment(RunCommandLine values) {
   values.options.collector = kCollector;
   auto env =
-      launcher::AgentEnvironment(values.options, kAgent, kJobDir, Lookup({{"AON_JOB_ID", kJobId}}));
+      launcher::AgentEnvironment(values.options, kAgent, kJobDir, Lookup({{"AON_JOB_ID", kJobId}, {"PYTHONPATH", kJobPythonPath}}));
   EXPECT_TRUE(env.ok()) << env.status().ToString();
   return env.ok() ? *env : std::vector<EnvVar>();
 }
@@ -118,7 +119,7 @@ std::vector<EnvVar> AonRunEnvironment(RunCommandLine values) {
 std::vector<EnvVar> SrunEnvironment(const ParsedSrun& srun) {
   EXPECT_TRUE(srun.plan.ok()) << srun.plan.status().ToString();
   if (!srun.plan.ok()) return {};
-  auto env = spank::StepEnvironment(*srun.plan, {kAgent, kJobDir, kJobId, kCollector});
+  auto env = spank::StepEnvironment(*srun.plan, {kAgent, kJobDir, kJobId, kCollector, kJobPythonPath});
   EXPECT_TRUE(env.ok()) << env.status().ToString();
   return env.ok() ? *env : std::vector<EnvVar>();
 }
@@ -192,6 +193,7 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
                             {"aon-counters", "auto|gpm|off"},
                             {"aon-counters-interval", "MS"},
                             {"aon-counters-sample-interval", "US"},
+                            {"aon-python-hook", "on|off"},
                         }));
 }
 
@@ -214,6 +216,7 @@ TEST(OptionParity, TwinsAcceptAndRefuseTheSameValues) {
       {SessionOption::kNccl,
        SessionOption::kNccl,
        {"default", "channels", "coll", "proxy", "off", "on", "maybe", "ON", "1", ""}},
+      {SessionOption::kPythonHook, SessionOption::kPythonHook, {"on", "off", "ON", "1", "", "no"}},
       // aon-run's --window is srun's --aon-flight (the table says why they differ).
       {SessionOption::kWindow,
        SessionOption::kFlight,
@@ -262,6 +265,23 @@ TEST(OptionParity, TheSameOptionsGiveTheAgentTheSameEnvironment) {
     EXPECT_EQ(env["AON_MODE"], "flight");
     EXPECT_EQ(env["AON_WINDOW"], "30");
     EXPECT_EQ(env["AON_VERBOSE"], "1");
+    EXPECT_EQ(env["PYTHONPATH"], PythonHookDir(kAgent) + ":" + kJobPythonPath)
+        << "AON's hook first, then the job's own path";
+  }
+}
+
+// --python-hook off leaves the job's PYTHONPATH alone on both front ends.
+TEST(OptionParity, PythonHookOffLeavesPythonPathAlone) {
+  const ParsedRun run = ParseAonRun({"--python-hook=off"});
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  const ParsedSrun srun =
+      ParseSrun({{SessionOption::kProfile, "on"}, {SessionOption::kPythonHook, "off"}});
+  ASSERT_TRUE(srun.status.ok()) << srun.status.ToString();
+  // aon-run sets every variable it has a default for, srun only those chosen:
+  // compare what this option decides.
+  for (auto env : {AsMap(AonRunEnvironment(run.values)), AsMap(SrunEnvironment(srun))}) {
+    EXPECT_EQ(env.count("PYTHONPATH"), 0u);
+    EXPECT_EQ(env["AON_PYTHON_HOOK"], "off");
   }
 }
 

@@ -43,8 +43,9 @@ enum class AgentVar : uint8_t {
   kCounters,
   kCountersInterval,
   kCountersSampleInterval,
+  kPythonHook,
 };
-inline constexpr size_t kAgentConfigVariableCount = 24;
+inline constexpr size_t kAgentConfigVariableCount = 25;
 
 // AON_MODE (aon-run --mode, srun --aon-mode).
 inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "full", "flight"};
@@ -57,6 +58,8 @@ inline constexpr std::array<std::string_view, 5> kStepSources = {"auto", "api", 
 // tier the node allows (today NVML GPM, read by the node collector); gpm: the
 // same, named; off: none. The order is also a site's ceiling (SPANK counters=).
 inline constexpr std::array<std::string_view, 3> kCounterModes = {"off", "gpm", "auto"};
+// AON_PYTHON_HOOK (aon-run --python-hook, srun --aon-python-hook).
+inline constexpr std::array<std::string_view, 2> kOnOff = {"on", "off"};
 
 // The NCCL capture modes of AON_NCCL (aon-run --nccl, srun --aon-nccl).
 inline constexpr std::array<std::string_view, 5> kNcclModes = {"default", "channels", "coll",
@@ -94,6 +97,7 @@ struct AgentConfig {
   std::string counters = "auto";               // AON_COUNTERS: one of kCounterModes
   int64_t counters_interval_ms = 100;          // AON_COUNTERS_INTERVAL: GPM sampling interval
   int64_t counters_sample_us = 100;            // AON_COUNTERS_SAMPLE_INTERVAL: PM sampling, GPU time
+  bool python_hook = true;                     // AON_PYTHON_HOOK: the PyTorch hook (docs/pytorch.md)
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.

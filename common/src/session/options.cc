@@ -136,6 +136,10 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "aon-counters-sample-interval", A::kRequired, "US",
        "microseconds of GPU time between two PM samples in capture windows (default 100)", nullptr,
        nullptr, true, AgentVar::kCountersSampleInterval},
+      {O::kPythonHook, "--python-hook", A::kRequired, "aon-python-hook", A::kRequired, "on|off",
+       "Python processes load AON's PyTorch hook (steps from the optimizer, operator and module "
+       "ranges in capture windows; docs/pytorch.md): on (default) or off",
+       nullptr, nullptr, true, AgentVar::kPythonHook},
       {O::kMergeProcs, "--merge-procs", A::kRequired, nullptr, A::kAbsent, "N",
        "merge with N processes on this host (aon-merge --procs N); default: one per host an Open "
        "MPI job names (-H/--hostfile), else 1",
@@ -195,6 +199,7 @@ StatusOr<std::string> CheckOptionValue(SessionOption option, std::string_view va
     case O::kCounters:
     case O::kCountersInterval:
     case O::kCountersSampleInterval:
+    case O::kPythonHook:
       break;
     case O::kVerbose: {
       char* end = nullptr;
@@ -261,6 +266,7 @@ Status ApplyOption(AgentSettings& settings, SessionOption option, std::string_vi
     case O::kCounters:
     case O::kCountersInterval:
     case O::kCountersSampleInterval:
+    case O::kPythonHook:
       break;
   }
   return Internal(RunName(option) + SpankName(option) + " sets no agent variable");

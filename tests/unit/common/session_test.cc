@@ -166,7 +166,7 @@ TEST(FrontEndOptions, EveryOptionHasOneEntryAndEachSideSaysWhyItDiffers) {
       EXPECT_TRUE(std::string(o.spank).starts_with("aon")) << o.spank;
     }
   }
-  EXPECT_EQ(ids.size(), static_cast<size_t>(SessionOption::kCountersSampleInterval) + 1);
+  EXPECT_EQ(ids.size(), static_cast<size_t>(SessionOption::kPythonHook) + 1);
   EXPECT_EQ(session::RunName(SessionOption::kOutput), "--output");
   EXPECT_EQ(session::SpankName(SessionOption::kKinds), "--aon-kinds");
   EXPECT_EQ(session::RunName(SessionOption::kFlight), "");

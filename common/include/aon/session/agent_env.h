@@ -15,6 +15,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "aon/config.h"
@@ -53,6 +54,13 @@ class AgentSettings {
 //   NCCL_PROFILER_PLUGIN = agent_path (NCCL then gets the agent the CUDA driver
 //     already loaded), unless AON_NCCL=off: then it is left as the job has it,
 //     and the agent ignores NCCL even where it is loaded as the plugin.
-std::vector<EnvVar> AgentEnvironment(const AgentSettings& settings, const std::string& agent_path);
+//   PYTHONPATH = <agent's directory>/aon-python, then the job's own PYTHONPATH
+//     (job_pythonpath), unless AON_PYTHON_HOOK=off: Python processes then load
+//     AON's hook and can `import aon` (docs/pytorch.md).
+std::vector<EnvVar> AgentEnvironment(const AgentSettings& settings, const std::string& agent_path,
+                                     std::string_view job_pythonpath = {});
+
+// Where AON's Python package and start-up hook lie: <agent's dir>/aon-python.
+std::string PythonHookDir(const std::string& agent_path);
 
 }  // namespace aon

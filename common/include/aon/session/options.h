@@ -46,6 +46,7 @@ enum class SessionOption : uint8_t {
   kCounters,          // AON_COUNTERS
   kCountersInterval,  // AON_COUNTERS_INTERVAL
   kCountersSampleInterval,  // AON_COUNTERS_SAMPLE_INTERVAL
+  kPythonHook,              // AON_PYTHON_HOOK
 };
 
 // How an option takes its value on one front end.

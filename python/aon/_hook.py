@@ -1,0 +1,248 @@
+"""AON's PyTorch hook: step boundaries from the optimizer, and operator and
+module ranges inside capture windows (docs/pytorch.md).
+
+Installed by sitecustomize.py once `torch` has been imported by the script (a
+process that never imports torch is not touched). It keeps, all the time:
+  - an optimizer step hook: after each step of the first optimizer that steps,
+    a step boundary for the agent (source "pytorch"), then a check whether the
+    agent opened or closed a capture window;
+and, only while a window is open:
+  - a RecordFunction observer (aon/_torch_observer.cc) for every aten operator,
+    autograd node and user range (record_function, aon.range);
+  - global module forward hooks giving each nn.Module call its path
+    ("TransformerEncoder.layers.3.self_attn").
+Outside windows nothing of AON runs per operator or per module.
+"""
+import ctypes
+import os
+import sys
+import threading
+import weakref
+
+from aon._agent import Agent
+
+_EXTENSION = "_aon_torch.so"
+
+
+def _say(text):
+    sys.stderr.write("AON: " + text + "\n")
+
+
+class _Modules:
+    """Global module forward hooks, registered only while a window is open."""
+
+    def __init__(self, torch):
+        self.module = torch.nn.modules.module
+        self.handles = []
+        self.local = threading.local()
+        # id(root module) -> {id(submodule): path}, from named_modules() once
+        # per root; roots die with the model (weak references).
+        self.paths = {}
+        self.roots = weakref.WeakValueDictionary()
+
+    def on(self):
+        if self.handles:
+            return
+        pre = self.module.register_module_forward_pre_hook(self._pre)
+        try:
+            post = self.module.register_module_forward_hook(self._post, always_call=True)
+        except TypeError:  # torch < 2.0: no always_call; _pre recovers the stack
+            post = self.module.register_module_forward_hook(self._post)
+        self.handles = [pre, post]
+
+    def off(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def _stack(self):
+        s = getattr(self.local, "stack", None)
+        if s is None:
+            s = self.local.stack = []
+        return s
+
+    def _path(self, stack, module):
+        if stack:
+            root_id = stack[0][0]
+            table = self.paths.get(root_id)
+            if table is not None:
+                p = table.get(id(module))
+                if p is not None:
+                    return p
+            return stack[-1][1] + "." + type(module).__name__
+        root_id = id(module)
+        if root_id not in self.paths or self.roots.get(root_id) is not module:
+            name = type(module).__name__
+            self.paths[root_id] = {id(m): (name + "." + n if n else name)
+                                   for n, m in module.named_modules()}
+            self.roots[root_id] = module
+        return self.paths[root_id][root_id]
+
+    def _pre(self, module, args):
+        agent = Agent.get()
+        if agent is None:
+            return
+        stack = self._stack()
+        path = self._path(stack, module)
+        stack.append((stack[0][0] if stack else id(module), path, id(module),
+                      agent.begin(path, Agent.MODULE)))
+
+    def _post(self, module, args, output):
+        stack = self._stack()
+        agent = Agent.get()
+        # Pop up to this module: an exception in a child left its entry behind
+        # (torch < 2.0 calls no forward hook then).
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i][2] == id(module):
+                for entry in reversed(stack[i:]):
+                    if agent is not None:
+                        agent.end(entry[3])
+                del stack[i:]
+                return
+
+
+class TorchHook:
+    def __init__(self, torch):
+        self.torch = torch
+        self.observing = False
+        self.first_optimizer = None
+        self.modules = _Modules(torch)
+        self.extension = None
+        self.extension_error = None
+        self.warned = False
+        self._load_extension()
+
+    def _load_extension(self):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _EXTENSION)
+        if not os.path.exists(path):
+            self.extension_error = "AON was built without PyTorch's headers (%s is missing)" % path
+            return
+        try:
+            ext = ctypes.CDLL(path)
+        except OSError as e:
+            self.extension_error = "cannot load %s: %s" % (path, e)
+            return
+        ext.aon_torch_built_for.restype = ctypes.c_char_p
+        built = ext.aon_torch_built_for().decode()
+        if built != self.torch.__version__:
+            self.extension_error = ("%s was built for torch %s, this process runs torch %s" %
+                                    (_EXTENSION, built, self.torch.__version__))
+            return
+        ext.aon_torch_bind.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        ext.aon_torch_observe.argtypes = [ctypes.c_int]
+        self.extension = ext
+        self.bound = False
+
+    def _observe(self, agent, on):
+        ext = self.extension
+        if ext is None:
+            if on and not self.warned:
+                self.warned = True
+                _say("operator ranges are off (" + str(self.extension_error) +
+                     "); module ranges and steps still work")
+            return
+        if not self.bound:
+            begin = ctypes.cast(agent.lib.aon_op_begin, ctypes.c_void_p).value
+            end = ctypes.cast(agent.lib.aon_op_end, ctypes.c_void_p).value
+            ext.aon_torch_bind(begin, end)
+            self.bound = True
+        ext.aon_torch_observe(1 if on else 0)
+
+    def sync(self):
+        """Switches the per-operator observers on or off as the agent's window is."""
+        agent = Agent.get()
+        if agent is None:
+            return
+        active = agent.ops_active()
+        if active == self.observing:
+            return
+        self.observing = active
+        self._observe(agent, active)
+        if active:
+            self.modules.on()
+        else:
+            self.modules.off()
+
+    def optimizer_stepped(self, optimizer):
+        if self.first_optimizer is None:
+            self.first_optimizer = weakref.ref(optimizer)
+        elif self.first_optimizer() is not optimizer:
+            if self.first_optimizer() is not None:
+                return  # several optimizers: the first one that steps marks steps
+            self.first_optimizer = weakref.ref(optimizer)
+        agent = Agent.get()
+        if agent is None:
+            return
+        agent.framework_step()
+        self.sync()
+
+    def install(self):
+        optim = self.torch.optim
+        register = getattr(getattr(optim, "optimizer", None), "register_optimizer_step_post_hook",
+                           None)
+        if register is not None:
+            register(lambda opt, args, kwargs: self.optimizer_stepped(opt))
+            self.step_hook = "register_optimizer_step_post_hook"
+        else:
+            self._wrap_optimizer_classes(optim.Optimizer)
+            self.step_hook = "Optimizer.step wrapped (torch < 2.0)"
+
+    def _wrap_optimizer_classes(self, base):
+        """torch < 2.0 has no global optimizer hook: wrap step() of every
+        optimizer class, those defined now and those defined later."""
+        hook = self
+
+        def wrap(cls):
+            step = cls.__dict__.get("step")
+            if step is None or getattr(step, "_aon_wrapped", False):
+                return
+
+            def stepped(opt, *args, **kwargs):
+                out = step(opt, *args, **kwargs)
+                hook.optimizer_stepped(opt)
+                return out
+
+            stepped._aon_wrapped = True
+            stepped.__wrapped__ = step
+            stepped.__name__ = getattr(step, "__name__", "step")
+            stepped.__doc__ = getattr(step, "__doc__", None)
+            cls.step = stepped
+
+        def walk(cls):
+            for sub in cls.__subclasses__():
+                wrap(sub)
+                walk(sub)
+
+        walk(base)
+        previous = base.__dict__.get("__init_subclass__")
+
+        def init_subclass(cls, **kwargs):
+            if previous is not None:
+                previous.__func__(cls, **kwargs)
+            else:
+                super(base, cls).__init_subclass__(**kwargs)
+            wrap(cls)
+
+        base.__init_subclass__ = classmethod(init_subclass)
+
+
+_hook = None
+
+
+def install(torch):
+    """Called once torch is imported (sitecustomize.py). Never raises: the
+    profiler must not take the job down."""
+    global _hook
+    if _hook is not None:
+        return _hook
+    try:
+        _hook = TorchHook(torch)
+        _hook.install()
+    except Exception as e:  # noqa: BLE001 - any failure leaves the job untouched
+        _say("PyTorch hook not installed: %r" % (e,))
+        _hook = None
+    return _hook
+
+
+def current():
+    return _hook

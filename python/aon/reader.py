@@ -1,0 +1,191 @@
+"""Reads a merged AON job (timeline.h5) into tables (docs/pytorch.md).
+
+    tables = aon.load("aon-12345")          # or the timeline.h5 path
+    tables["kernels"]                        # pandas.DataFrame, or numpy
+    tables.kernels.groupby("module")...      # when pandas is installed
+
+One table per record kind of the timeline (kernels, memcpy, memset, sync, api,
+nvtx, nccl, steps, counters, ops, external_correlation, ...) plus "ranks" and
+"devices". Every table has a `rank` and a `host` column; string ids are
+resolved into a column named without "_id" (name_id -> name); enum fields get
+a "<field>_name" column; times (*_ns) are on the job's clock, as the merge put
+them. Attribution (PyTorch runs, format 1.8): `kernels`, `memcpy` and `memset`
+get `op_id`, `op` (the innermost operator or range that launched them; 0 / ""
+when none), `module` (the nn.Module path of that op, for backward ops the
+module of the forward op with the same sequence number) and `phase` (forward,
+backward, optimizer or other); `ops` gets `module` and `phase` too.
+
+Tables are pandas DataFrames when pandas can be imported, else numpy
+structured arrays (string columns of dtype object).
+"""
+import os
+
+import numpy as np
+
+from aon import _schema
+
+_OP_OPERATOR, _OP_BACKWARD, _OP_MODULE, _OP_USER = 0, 1, 2, 3
+_CUSTOM0 = 3  # CUpti_ExternalCorrelationKind of AON's framework ops
+
+
+class Tables(dict):
+    """A dict of tables that also reads as attributes (tables.kernels)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _strings(f):
+    data = f["strings/data"][:].tobytes()
+    offsets = f["strings/offsets"][:]
+    out = []
+    for o in offsets:
+        o = int(o)
+        end = data.find(b"\0", o)
+        out.append(data[o:end if end >= 0 else len(data)].decode("utf-8", "replace"))
+    return out
+
+
+def _columns(name, rows, strings, hosts):
+    cols = {}
+    for field in rows.dtype.names:
+        cols[field] = rows[field]
+    for field in _schema.STRING_FIELDS.get(name, []):
+        if field in cols:
+            label = field[:-3] if field.endswith("_id") else field + "_text"
+            cols[label] = np.array([strings[i] if i < len(strings) else "" for i in rows[field]],
+                                   dtype=object)
+    for field, values in _schema.ENUMS.get(name, {}).items():
+        if field in cols:
+            cols[field + "_name"] = np.array([values.get(int(v), str(int(v))) for v in rows[field]],
+                                             dtype=object)
+    if "rank" in cols and hosts is not None:
+        cols["host"] = np.array([hosts.get(int(r), "") for r in rows["rank"]], dtype=object)
+    return cols
+
+
+def _attribute(t):
+    """Ties kernels, copies and memsets to ops, and ops to modules and phases."""
+    ops = t.get("ops")
+    if ops is None or len(ops["op_id"]) == 0:
+        return
+    n = len(ops["op_id"])
+    key = {(int(r), int(i)): k for k, (r, i) in enumerate(zip(ops["rank"], ops["op_id"]))}
+    parent = np.array([key.get((int(r), int(p)), -1) for r, p in zip(ops["rank"], ops["parent_id"])])
+    kind = ops["kind"].astype(int)
+    names = ops["name"]
+    # The nearest module above each op (itself for a module), and the phase.
+    module = np.empty(n, dtype=object)
+    phase = np.empty(n, dtype=object)
+    order = np.argsort(ops["start_ns"], kind="stable")  # parents begin before children
+    for k in order:
+        p = parent[k]
+        if kind[k] == _OP_MODULE:
+            module[k] = names[k]
+        else:
+            module[k] = module[p] if p >= 0 else ""
+        if kind[k] == _OP_BACKWARD:
+            phase[k] = "backward"
+        elif p >= 0 and phase[p] in ("backward", "optimizer"):
+            phase[k] = phase[p]
+        elif kind[k] == _OP_USER and str(names[k]).startswith("Optimizer."):
+            phase[k] = "optimizer"  # PyTorch's own "Optimizer.step#AdamW.step" range
+        elif module[k]:
+            phase[k] = "forward"
+        else:
+            phase[k] = phase[p] if p >= 0 else "other"
+    # Backward ops take the module of the forward op with their sequence number
+    # (same rank; the forward op's thread is the backward op's forward thread).
+    fwd = {}
+    for k in order:
+        if kind[k] == _OP_OPERATOR and int(ops["sequence_nr"][k]) >= 0 and module[k]:
+            fwd[(int(ops["rank"][k]), int(ops["framework_thread"][k]),
+                 int(ops["sequence_nr"][k]))] = module[k]
+    for k in order:
+        if kind[k] == _OP_BACKWARD:
+            m = fwd.get((int(ops["rank"][k]), int(ops["forward_thread"][k]),
+                         int(ops["sequence_nr"][k])))
+            if m is None:  # forward thread unknown: any forward thread of the rank
+                for (r, _, s), mod in fwd.items():
+                    if r == int(ops["rank"][k]) and s == int(ops["sequence_nr"][k]):
+                        m = mod
+                        break
+            module[k] = m or ""
+        elif phase[k] == "backward" and parent[k] >= 0:
+            module[k] = module[parent[k]]
+    ops["module"] = module
+    ops["phase"] = phase
+    ext = t.get("external_correlation")
+    links = {}
+    if ext is not None:
+        for r, c, e, kd in zip(ext["rank"], ext["correlation_id"], ext["external_id"],
+                               ext["external_kind"]):
+            if int(kd) == _CUSTOM0:
+                links[(int(r), int(c))] = key.get((int(r), int(e)), -1)
+    for kind_name in ("kernels", "memcpy", "memset"):
+        tab = t.get(kind_name)
+        if tab is None:
+            continue
+        idx = np.array([links.get((int(r), int(c)), -1)
+                        for r, c in zip(tab["rank"], tab["correlation_id"])], dtype=np.int64)
+        has = idx >= 0
+        tab["op_id"] = np.where(has, ops["op_id"][np.maximum(idx, 0)], 0).astype(np.uint64)
+        tab["op"] = np.array([names[i] if i >= 0 else "" for i in idx], dtype=object)
+        tab["module"] = np.array([module[i] if i >= 0 else "" for i in idx], dtype=object)
+        tab["phase"] = np.array([phase[i] if i >= 0 else "" for i in idx], dtype=object)
+
+
+def _frame(cols):
+    try:
+        import pandas
+        return pandas.DataFrame(cols)
+    except ImportError:
+        n = len(next(iter(cols.values()))) if cols else 0
+        dtype = [(k, v.dtype if v.dtype != object else object) for k, v in cols.items()]
+        out = np.empty(n, dtype=dtype)
+        for k, v in cols.items():
+            out[k] = v
+        return out
+
+
+def load(job_dir, kinds=None):
+    """The tables of a merged job: `job_dir` is the job directory (its
+    timeline.h5 is read) or a timeline file; `kinds` limits the record kinds
+    read (default: all). Raises FileNotFoundError / ValueError naming the file."""
+    import h5py
+    path = os.path.join(job_dir, "timeline.h5") if os.path.isdir(job_dir) else job_dir
+    if not os.path.exists(path):
+        raise FileNotFoundError("aon.load: %s does not exist (run aon-merge on the job first)"
+                                % path)
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ValueError("aon.load: %s cannot be read as HDF5: %s" % (path, e)) from None
+    with f:
+        kind_attr = f.attrs.get("aon_file_kind", b"")
+        kind_attr = kind_attr.decode() if isinstance(kind_attr, bytes) else str(kind_attr)
+        if kind_attr != "aon-timeline":
+            raise ValueError("aon.load: %s is not an AON timeline (aon_file_kind %r)"
+                             % (path, kind_attr))
+        strings = _strings(f)
+        raw = {}
+        if "meta/ranks" in f:
+            raw["ranks"] = f["meta/ranks"][:]
+        if "meta/devices" in f:
+            raw["devices"] = f["meta/devices"][:]
+        want = set(kinds) if kinds is not None else None
+        if want is not None and "kernels" in want:
+            want |= {"ops", "external_correlation"}
+        for name in f["records"]:
+            if want is None or name in want:
+                raw[name] = f["records/" + name][:]
+    hosts = None
+    if "ranks" in raw:
+        hosts = {int(r["rank"]): strings[int(r["host_id"])] if int(r["host_id"]) < len(strings)
+                 else "" for r in raw["ranks"]}
+    cols = {name: _columns(name, rows, strings, hosts) for name, rows in raw.items()}
+    _attribute(cols)
+    return Tables({name: _frame(c) for name, c in cols.items()})

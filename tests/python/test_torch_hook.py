@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""CI test of AON's PyTorch hook with Debian's CPU PyTorch and the labeled
+SYNTHETIC GPU (docs/pytorch.md). Runs real aon-run jobs of
+tests/python/torch_synthetic_train.py, a script that never mentions AON's hook,
+and checks what the hook and the reader give.
+
+usage: test_torch_hook.py BIN_DIR   (with the python that has torch)
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BIN = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/bin"
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = os.path.join(HERE, "torch_synthetic_train.py")
+PYDIR = os.path.join(os.path.dirname(BIN), "lib", "aon-python")
+sys.path.insert(0, PYDIR)
+import aon  # noqa: E402
+
+
+def run(job, args, extra_env=None, aon_args=()):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env.pop("PYTHONPATH", None)
+    env.update(extra_env or {})
+    cmd = [os.path.join(BIN, "aon-run"), "--source", "synthetic", "--no-report", "-o", job,
+           *aon_args, sys.executable, *args]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    return p
+
+
+def col(table, name):
+    v = table[name]
+    return list(v.to_numpy() if hasattr(v, "to_numpy") else v)
+
+
+class TorchHook(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="aon-torch-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_hook_loads_without_a_code_change_and_optimizer_steps_mark_steps(self):
+        job = os.path.join(self.dir, "job")
+        p = run(job, [TRAIN, "--steps", "7"], aon_args=["--mode", "full"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("DONE steps=7", p.stdout)
+        hook = [line for line in p.stdout.splitlines() if line.startswith("HOOK ")]
+        self.assertEqual(len(hook), 1, p.stdout)
+        self.assertNotEqual(hook[0], "HOOK none", "the hook did not load by itself")
+        t = aon.load(job)
+        # One boundary after each of the 7 optimizer steps: steps 0..6.
+        self.assertEqual(col(t.steps, "step"), list(range(7)))
+        agent_has_framework_steps = "pytorch" in aon._schema.ENUMS["steps"]["source"].values()
+        want = "pytorch" if agent_has_framework_steps else "api"
+        self.assertEqual(set(col(t.steps, "source_name")), {want})
+        # The reader: names resolved, hosts as a column, every kernel of the run.
+        names = col(t.kernels, "name")
+        self.assertEqual(len(names), 21)  # 3 kernels per iteration, 7 iterations
+        self.assertEqual(sorted(set(names)),
+                         ["synthetic_kernel_1", "synthetic_kernel_2", "synthetic_kernel_3"])
+        self.assertTrue(all(h for h in col(t.kernels, "host")))
+        self.assertEqual(set(col(t.kernels, "rank")), {0})
+
+    def test_aon_step_marks_steps_without_an_optimizer(self):
+        job = os.path.join(self.dir, "job")
+        p = run(job, [TRAIN, "--steps", "5", "--no-optimizer"], aon_args=["--mode", "full"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        t = aon.load(job)
+        self.assertEqual(col(t.steps, "step"), list(range(5)))
+        self.assertEqual(set(col(t.steps, "source_name")), {"api"})
+
+    def test_python_hook_off_leaves_python_alone(self):
+        job = os.path.join(self.dir, "job")
+        p = run(job, [TRAIN, "--steps", "3"], aon_args=["--python-hook", "off"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("HOOK none", p.stdout)
+
+    def test_a_process_without_torch_is_not_touched_and_the_users_sitecustomize_runs(self):
+        site = os.path.join(self.dir, "site")
+        os.makedirs(site)
+        with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+            f.write("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = '1'\n")
+        job = os.path.join(self.dir, "job")
+        probe = ("import os, sys; print('RESULT', 'torch' in sys.modules, 'aon._hook' in sys.modules,"
+                 " os.environ.get('USER_SITECUSTOMIZE_RAN'), sys.path.index(%r) < sys.path.index(%r))"
+                 % (PYDIR, site))
+        p = run(job, ["-c", probe], extra_env={"PYTHONPATH": site}, aon_args=["--no-merge"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("RESULT False False 1 True", p.stdout)
+
+    def test_the_reader_names_a_bad_file(self):
+        bad = os.path.join(self.dir, "timeline.h5")
+        with open(bad, "wb") as f:
+            f.write(b"not hdf5")
+        with self.assertRaises(Exception) as e:
+            aon.load(bad)
+        self.assertIn("timeline.h5", str(e.exception))
+        with self.assertRaises(FileNotFoundError) as e:
+            aon.load(os.path.join(self.dir, "nowhere"))
+        self.assertIn("nowhere", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""A small PyTorch training loop on the CPU that launches SYNTHETIC GPU kernels
+from inside operators, for CI tests of AON's PyTorch hook (no GPU needed).
+
+Run it under `aon-run --source synthetic`; it plays the CUDA driver's part the
+way aon-synthetic-app does (dlopen CUDA_INJECTION64_PATH, InitializeInjection),
+and a custom operator aon_test::gpu_work launches one synthetic kernel named
+after its argument's tag. The script itself never mentions AON's hook: it must
+load by itself (sitecustomize on PYTHONPATH) when torch is imported.
+
+    --steps N        optimizer steps (SGD)
+    --no-optimizer   mark steps with aon.step() instead (inference loops)
+
+Prints HOOK <step hook>|none, then DONE steps=<n>.
+"""
+import argparse
+import ctypes
+import os
+import sys
+
+
+class Device(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32),
+                ("launch_kernel", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32, ctypes.c_char_p,
+                                                   ctypes.c_uint64, ctypes.c_int, ctypes.c_int)),
+                ("memcpy", ctypes.c_void_p), ("memset", ctypes.c_void_p),
+                ("synchronize", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32)),
+                ("set_kernel_profile", ctypes.c_void_p)]
+
+
+def start_synthetic_gpu():
+    lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"], mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    lib.InitializeInjection.restype = ctypes.c_int
+    lib.InitializeInjection()
+    lib.aonSyntheticDeviceV1.restype = ctypes.POINTER(Device)
+    dev = lib.aonSyntheticDeviceV1()
+    if not dev:
+        sys.exit("FAIL the agent gave no synthetic device (AON_SOURCE=synthetic?)")
+    return dev.contents
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--no-optimizer", action="store_true")
+    args = p.parse_args()
+    gpu = start_synthetic_gpu()
+
+    import torch  # AON's hook installs itself here
+
+    hook = sys.modules.get("aon._hook")
+    current = hook.current() if hook is not None else None
+    print("HOOK", getattr(current, "step_hook", "none") if current else "none", flush=True)
+
+    lib = torch.library.Library("aon_test", "DEF")
+    lib.define("gpu_work(Tensor x, int tag) -> Tensor")
+
+    def gpu_work(x, tag):
+        gpu.launch_kernel(0, ("synthetic_kernel_%d" % tag).encode(), 2000, 1, 32)
+        return x * 1.0
+
+    lib.impl("gpu_work", gpu_work, "CPU")
+
+    class Work(torch.autograd.Function):
+        """Forward and backward each launch one synthetic kernel (tag 2 / 3)."""
+
+        @staticmethod
+        def forward(ctx, x):
+            return torch.ops.aon_test.gpu_work(x, 2)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return torch.ops.aon_test.gpu_work(grad, 3)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return Work.apply(self.linear(x))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+            self.head = torch.nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.head(torch.ops.aon_test.gpu_work(self.block(x), 1))
+
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    x = torch.randn(4, 8)
+    y = torch.randn(4, 1)
+    if args.no_optimizer:
+        import aon  # on PYTHONPATH under aon-run
+    for _ in range(args.steps):
+        if args.no_optimizer:
+            with torch.no_grad():
+                net(x)
+            aon.step()
+            continue
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        loss.backward()
+        opt.step()
+    gpu.synchronize(0xFFFFFFFF)
+    print("DONE steps=%d" % args.steps, flush=True)
+
+
+if __name__ == "__main__":
+    main()
