@@ -101,6 +101,9 @@ def main():
     model = torch_attribution.build("cpu")
     root = type(model).__name__
     classes = {(root + "." + n if n else root): type(m).__name__ for n, m in model.named_modules()}
+    if "ops" not in aon.load(job, kinds=["ops"]):
+        print("[torch-ops] FAIL the job has no ops table: this agent records no operator ranges")
+        return 1
     ours, steps = aon_side(job, classes)
     sources = collections.Counter(s[3] for s in steps)
     # Boundaries after each optimizer step: steps 0 .. STEPS-1, the last one
