@@ -85,7 +85,8 @@ TEST(AgentEnvironment, InjectionFirstThenTableOrderThenNcclPlugin) {
                                     {"AON_OUTPUT_DIR", "/j"},
                                     {"AON_KINDS", "kernels"},
                                     {"AON_NCCL", "coll"},
-                                    {"NCCL_PROFILER_PLUGIN", "/lib/libaon_agent.so"}};
+                                    {"NCCL_PROFILER_PLUGIN", "/lib/libaon_agent.so"},
+                                    {"PYTHONPATH", "/lib/aon-python"}};
   EXPECT_EQ(env, want);
 }
 

@@ -380,6 +380,7 @@ TEST_F(TempDir, PlanLaunchBuildsEverything) {
                      {"AON_MODE", "budgeted"},
                      {"AON_WINDOW", "60"},
                      {"NCCL_PROFILER_PLUGIN", agent},
+                     {"PYTHONPATH", fs::path(agent).parent_path().string() + "/aon-python"},
                  }));
   // Every variable is passed with -x, before the user's own arguments.
   ASSERT_EQ(plan->argv.size(), 1 + 2 * plan->agent_env.size() + 3);
