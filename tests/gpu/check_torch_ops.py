@@ -138,6 +138,17 @@ def main():
               % (tstep, len(tk), tstep - 1, len(ak)))
     for e in examples:
         print("[torch-ops]   differs: " + e)
+    # Kernel names: the same kernels must carry the same names (issue #17 item 6).
+    names_t = {x[1] for v in theirs.values() for x in v}
+    names_a = {x[1] for s in theirs for x in ours.get(s - 1, [])}
+    only_t, only_a = sorted(names_t - names_a), sorted(names_a - names_t)
+    for n in only_t[:5]:
+        print("[torch-ops]   name only in torch.profiler (%d chars): %.120s" % (len(n), n))
+    for n in only_a[:5]:
+        print("[torch-ops]   name only in AON (%d chars): %.120s" % (len(n), n))
+    say(not only_t and not only_a,
+        "kernel names: %d distinct in torch.profiler's steps, %d in AON's, %d differ"
+        % (len(names_t), len(names_a), len(only_t) + len(only_a)))
     say(total > 0 and same_op >= 0.99 * total,
         "operator agrees for %d of %d kernels (%.2f %%)" % (same_op, total,
                                                            100.0 * same_op / max(total, 1)))
