@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <string>
 #include <new>
 
 namespace aon::ring {
@@ -124,20 +126,28 @@ StatusOr<Region> Region::Attach(int fd) {
   return r;
 }
 
-bool Producer::PushString(uint32_t id, std::string_view s) {
-  // Stack buffer: no allocation on the record path.
-  uint8_t buf[4 + kMaxStringBytes];
-  std::memcpy(buf, &id, 4);
-  size_t n = s.size();
-  if (n > kMaxStringBytes) {
-    n = kMaxStringBytes;
-    std::memcpy(buf + 4, s.data(), n - 3);
-    std::memcpy(buf + 4 + n - 3, "...", 3);
-  } else {
-    std::memcpy(buf + 4, s.data(), n);
+std::string CutString(std::string_view s) {
+  if (s.size() <= kMaxStringBytes) return std::string(s);
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
   }
-  return Write(static_cast<uint16_t>(EntryType::kString), buf, static_cast<uint32_t>(4 + n),
-               kStringDropSlot);
+  char tail[kStringCutTailBytes + 1];
+  std::snprintf(tail, sizeof tail, "...#%016llx", static_cast<unsigned long long>(h));
+  return std::string(s.substr(0, kMaxStringBytes - kStringCutTailBytes)) + tail;
+}
+
+bool Producer::PushString(uint32_t id, std::string_view s) {
+  // No allocation on the record path unless the string must be cut.
+  std::string cut;
+  if (s.size() > kMaxStringBytes) {
+    cut = CutString(s);
+    s = cut;
+  }
+  const Piece pieces[] = {{&id, 4}, {s.data(), static_cast<uint32_t>(s.size())}};
+  return Write(static_cast<uint16_t>(EntryType::kString), pieces,
+               static_cast<uint32_t>(4 + s.size()), kStringDropSlot);
 }
 
 Status CheckEntry(uint64_t pos, uint32_t size, uint16_t type, uint16_t payload_bytes,

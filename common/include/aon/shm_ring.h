@@ -66,8 +66,14 @@ inline constexpr uint64_t kMaxRingBytes = uint64_t{1} << 34;  // 16 GiB
 inline constexpr size_t kDropSlots = 16;
 inline constexpr size_t kStringDropSlot = 15;
 inline constexpr uint32_t kEntryHeaderBytes = 8;
-// Longest string carried in one entry; longer names are cut (and end in "...").
-inline constexpr uint32_t kMaxStringBytes = 4096;
+// Longest string carried in one entry (16 KiB: C++ template kernel names run to a
+// few KiB). A longer one is cut so that it still names one string: its first
+// kMaxStringBytes - kStringCutTailBytes bytes, then "...#" and 16 hex digits of
+// the FNV-1a 64-bit hash of the whole string (the same cut on every rank).
+inline constexpr uint32_t kMaxStringBytes = 16384;
+inline constexpr uint32_t kStringCutTailBytes = 20;  // "...#" + 16 hex digits
+// `s` as a string entry carries it: whole, or cut as above.
+std::string CutString(std::string_view s);
 
 enum class EntryType : uint16_t {
   kPadding = 0,   // fills the ring's tail end; no payload
@@ -162,9 +168,20 @@ class Producer {
 
   bool attached() const { return h_ != nullptr; }
 
+  // One piece of an entry's payload (Write copies the pieces in order).
+  struct Piece {
+    const void* data;
+    uint32_t bytes;
+  };
+
   // Copies one entry into the ring. False (and counted in dropped[drop_slot])
   // when the ring is full.
   bool Write(uint16_t type, const void* payload, uint32_t payload_bytes, size_t drop_slot) {
+    const Piece one[] = {{payload, payload_bytes}};
+    return Write(type, one, payload_bytes, drop_slot);
+  }
+  template <size_t N>
+  bool Write(uint16_t type, const Piece (&pieces)[N], uint32_t payload_bytes, size_t drop_slot) {
     const uint32_t size = EntryBytes(payload_bytes);
     const uint64_t cap = mask_ + 1;
     uint64_t head = h_->head.load(std::memory_order_relaxed);
@@ -199,11 +216,10 @@ class Producer {
       }
     }
     if (pos + size > cap) {
-      Publish(pos, static_cast<uint32_t>(cap - pos), static_cast<uint16_t>(EntryType::kPadding),
-              nullptr, 0);
+      PublishPadding(pos, static_cast<uint32_t>(cap - pos));
       pos = 0;
     }
-    Publish(pos, size, type, payload, payload_bytes);
+    Publish(pos, size, type, pieces, payload_bytes);
     return true;
   }
 
@@ -213,7 +229,7 @@ class Producer {
     return Write(RecordEntryType(kind), &record, sizeof(T), static_cast<size_t>(kind));
   }
 
-  // A string-table entry: id then bytes (cut at kMaxStringBytes).
+  // A string-table entry: id then bytes (cut as kMaxStringBytes says).
   bool PushString(uint32_t id, std::string_view s);
 
   void CountDropped(size_t slot, uint64_t n) {
@@ -221,12 +237,23 @@ class Producer {
   }
 
  private:
-  void Publish(uint64_t pos, uint32_t size, uint16_t type, const void* payload,
+  template <size_t N>
+  void Publish(uint64_t pos, uint32_t size, uint16_t type, const Piece (&pieces)[N],
                uint32_t payload_bytes) {
     auto* e = reinterpret_cast<EntryHeader*>(ring_ + pos);
     e->type = type;
     e->payload_bytes = static_cast<uint16_t>(payload_bytes);
-    if (payload_bytes != 0) std::memcpy(ring_ + pos + kEntryHeaderBytes, payload, payload_bytes);
+    uint8_t* to = ring_ + pos + kEntryHeaderBytes;
+    for (const Piece& p : pieces) {
+      if (p.bytes != 0) std::memcpy(to, p.data, p.bytes);
+      to += p.bytes;
+    }
+    e->commit.store(size, std::memory_order_release);
+  }
+  void PublishPadding(uint64_t pos, uint32_t size) {
+    auto* e = reinterpret_cast<EntryHeader*>(ring_ + pos);
+    e->type = static_cast<uint16_t>(EntryType::kPadding);
+    e->payload_bytes = 0;
     e->commit.store(size, std::memory_order_release);
   }
 

@@ -39,7 +39,7 @@ using namespace ringtest;
 
 constexpr size_t kKernelSlot = static_cast<size_t>(RecordKind::kKernel);
 constexpr uint32_t kKernelEntry = EntryBytes(sizeof(KernelRecord));  // 96
-constexpr uint32_t kMaxEntry = EntryBytes(4 + kMaxStringBytes);      // 4112
+constexpr uint32_t kMaxEntry = EntryBytes(4 + kMaxStringBytes);      // 16400
 
 Region MakeRegion(uint64_t ring_bytes) {
   auto r = Region::Create(ring_bytes, 1234, 5);
@@ -388,8 +388,8 @@ TEST(Ring, ConsumerStopsAtUncommittedEntry) {
   EXPECT_EQ(check.received(0), (std::vector<uint32_t>{0, 1, 2}));
 }
 
-TEST(Ring, LongStringsAreCutAndEndInDots) {
-  Region region = MakeRegion(65536);
+TEST(Ring, LongStringsAreCutAndStillNameOneString) {
+  Region region = MakeRegion(262144);
   Producer p(region);
   Consumer c(region);
   const std::vector<size_t> lengths = {
@@ -418,9 +418,20 @@ TEST(Ring, LongStringsAreCutAndEndInDots) {
       EXPECT_EQ(got[i].second, sent[i]) << "length " << lengths[i];
     } else {
       ASSERT_EQ(got[i].second.size(), kMaxStringBytes) << "length " << lengths[i];
-      EXPECT_EQ(got[i].second.substr(kMaxStringBytes - 3), "...");
-      EXPECT_EQ(got[i].second.substr(0, kMaxStringBytes - 3),
-                sent[i].substr(0, kMaxStringBytes - 3));
+      const uint32_t keep = kMaxStringBytes - kStringCutTailBytes;
+      EXPECT_EQ(got[i].second.substr(0, keep), sent[i].substr(0, keep));
+      EXPECT_EQ(got[i].second.substr(keep, 4), "...#");
+      EXPECT_EQ(got[i].second, CutString(sent[i]));
+    }
+  }
+  // Two long strings that share the kept prefix are still two strings, cut the
+  // same way wherever they are cut.
+  const std::string a(kMaxStringBytes + 10, 'k'), b = a.substr(0, a.size() - 1) + "j";
+  EXPECT_NE(CutString(a), CutString(b));
+  EXPECT_EQ(CutString(a), CutString(std::string(a)));
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] <= kMaxStringBytes) {
+      EXPECT_EQ(CutString(sent[i]), sent[i]);
     }
   }
   EXPECT_EQ(c.Dropped(kStringDropSlot), 0u);
@@ -433,6 +444,9 @@ TEST(Ring, StringLargerThanTheRingIsDropped) {
   Producer p(region);
   Consumer c(region);
   ASSERT_GT(kMaxEntry, 4096u);
+  // The largest entry a string can make does fit a ring of the smallest size the
+  // agent asks for (1 MiB).
+  ASSERT_LT(kMaxEntry, 1u << 20);
   EXPECT_FALSE(p.PushString(7, std::string(kMaxStringBytes, 'x')));
   EXPECT_EQ(c.Dropped(kStringDropSlot), 1u);
   EXPECT_EQ(region.header()->head.load(), 0u);
@@ -784,8 +798,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "corrupt ring entry at offset 192: payload of 88 bytes in a 16-byte entry"},
         BadEntry{"ShortString", 16, kStringType, 2, 16, true,
                  "corrupt ring entry at offset 192: string entry of 2 bytes"},
-        BadEntry{"StringTooLong", 8200, kStringType, 8000, 8200, true,
-                 "corrupt ring entry at offset 192: string entry of 8000 bytes"},
+        BadEntry{"StringTooLong", 16400, kStringType, 16392, 16400, true,
+                 "corrupt ring entry at offset 192: string entry of 16392 bytes"},
         BadEntry{"RunsPastTheRingEnd", 65536, kKernelType, 88, 1000, true,
                  "corrupt ring entry at offset 192: size 65536 runs past the ring's end"},
         BadEntry{"RunsPastTheHead", 96, kKernelType, 88, 48, false,
