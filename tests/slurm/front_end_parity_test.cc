@@ -188,7 +188,7 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
                             {"aon-overhead-budget", "PCT"},
                             {"aon-capture-steps", "N"},
                             {"aon-capture-period", "N"},
-                            {"aon-step-source", "auto|api|nvtx|nccl|time"},
+                            {"aon-step-source", "auto|api|pytorch|nvtx|nccl|time"},
                             {"aon-step-range", "NAMES"},
                             {"aon-counters", "auto|gpm|off"},
                             {"aon-counters-interval", "MS"},
@@ -217,6 +217,9 @@ TEST(OptionParity, TwinsAcceptAndRefuseTheSameValues) {
        SessionOption::kNccl,
        {"default", "channels", "coll", "proxy", "off", "on", "maybe", "ON", "1", ""}},
       {SessionOption::kPythonHook, SessionOption::kPythonHook, {"on", "off", "ON", "1", "", "no"}},
+      {SessionOption::kStepSource,
+       SessionOption::kStepSource,
+       {"auto", "api", "pytorch", "nvtx", "nccl", "time", "torch", "PYTORCH", ""}},
       // aon-run's --window is srun's --aon-flight (the table says why they differ).
       {SessionOption::kWindow,
        SessionOption::kFlight,
