@@ -12,6 +12,7 @@ std::span<const Analysis* const> AnalysisTable() {
   static constexpr const Analysis* kTable[] = {
       &kStepsAnalysis, &kCaptureAnalysis, &kBreakdownAnalysis, &kKernelsAnalysis, &kCommunicationAnalysis,
       &kIdleAnalysis,  &kMemoryAnalysis,    &kNvtxAnalysis,    &kHeatAnalysis,
+      &kTorchAnalysis,
       &kCountersAnalysis,
   };
   return kTable;

@@ -76,6 +76,8 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nccl).WithContext(path));
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.steps).WithContext(path));
   AON_RETURN_IF_ERROR(LoadKind(*reader, &t.counters).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.ops).WithContext(path));
+  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.external).WithContext(path));
   // Each rank's GPUs (the merge's /meta/devices: Merged<DeviceInfo>); absent in
   // timelines without device rows.
   if (auto rows = reader->ReadAllOf<Merged<DeviceInfo>>(MergedSchema(DeviceInfoSchema()), "meta");

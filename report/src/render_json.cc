@@ -164,6 +164,59 @@ void VerdictMembers(JsonWriter& w, const CounterVerdict& v) {
   Member(w, "occupancy_pct", v.occupancy_pct);
 }
 
+void Torch(JsonWriter& w, const TorchAnalysis& a) {
+  w.BeginObject();
+  w.Key("present");
+  w.Bool(a.present);
+  Member(w, "note", a.note);
+  Member(w, "ops", static_cast<double>(a.ops));
+  Member(w, "kernels", static_cast<double>(a.kernels));
+  Member(w, "attributed", static_cast<double>(a.attributed));
+  Member(w, "kernel_ns", static_cast<double>(a.kernel_ns));
+  Member(w, "attributed_ns", static_cast<double>(a.attributed_ns));
+  Member(w, "steps", static_cast<double>(a.steps));
+  Member(w, "forward_ns", static_cast<double>(a.forward_ns));
+  Member(w, "backward_ns", static_cast<double>(a.backward_ns));
+  Member(w, "optimizer_ns", static_cast<double>(a.optimizer_ns));
+  Member(w, "other_ns", static_cast<double>(a.other_ns));
+  w.Key("modules");
+  w.BeginArray();
+  for (const TorchModule& m : a.modules) {
+    w.BeginObject();
+    Member(w, "path", m.path);
+    Member(w, "gpu_ns", static_cast<double>(m.gpu_ns));
+    Member(w, "forward_ns", static_cast<double>(m.forward_ns));
+    Member(w, "backward_ns", static_cast<double>(m.backward_ns));
+    Member(w, "kernels", static_cast<double>(m.kernels));
+    w.Key("top_kernels");
+    w.BeginArray();
+    for (const auto& [name, ns] : m.top_kernels) {
+      w.BeginObject();
+      Member(w, "name", name);
+      Member(w, "gpu_ns", static_cast<double>(ns));
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("sampled");
+    w.Bool(m.sampled);
+    VerdictMembers(w, m.verdict);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("operators");
+  w.BeginArray();
+  for (const TorchOperator& op : a.operators) {
+    w.BeginObject();
+    Member(w, "name", op.name);
+    Member(w, "gpu_ns", static_cast<double>(op.gpu_ns));
+    Member(w, "kernels", static_cast<double>(op.kernels));
+    Member(w, "top_kernel", op.top_kernel);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 void Counters(JsonWriter& w, const CounterAnalysis& c) {
   w.BeginObject();
   w.Key("present");
@@ -288,6 +341,8 @@ std::string RenderJson(const Report& r) {
   Nvtx(w, r.nvtx);
   w.Key("counters");
   Counters(w, r.counters);
+  w.Key("torch");
+  Torch(w, r.torch);
   w.EndObject();
   w.Newline();
   return o;

@@ -55,6 +55,48 @@ std::string Wrap(const std::string& text, size_t width, const std::string& inden
   return out;
 }
 
+// "PyTorch": GPU time per step by phase, the top modules and operators.
+std::string TorchBlock(const Report& r) {
+  const TorchAnalysis& a = r.torch;
+  if (!a.present) return "";
+  const double per = a.steps > 0 ? static_cast<double>(a.steps) : 1.0;
+  const char* unit = a.steps > 0 ? "/step" : "";
+  auto d = [&](uint64_t ns) { return FormatDuration(static_cast<double>(ns) / per) + unit; };
+  char head[256];
+  std::snprintf(head, sizeof head,
+                "\nPyTorch (%llu op ranges; %llu of %llu kernels launched inside one, %.1f %% of their "
+                "GPU time; %s):\n",
+                static_cast<unsigned long long>(a.ops),
+                static_cast<unsigned long long>(a.attributed),
+                static_cast<unsigned long long>(a.kernels),
+                a.kernel_ns ? 100.0 * static_cast<double>(a.attributed_ns) /
+                                  static_cast<double>(a.kernel_ns)
+                            : 0.0,
+                a.steps > 0 ? (std::to_string(a.steps) + " captured rank-steps").c_str()
+                            : "no steps: whole run");
+  std::string o = head;
+  o += "  GPU time" + std::string(unit) + ": forward " + d(a.forward_ns) + ", backward " +
+       d(a.backward_ns) + ", optimizer " + d(a.optimizer_ns) + ", other " + d(a.other_ns) + "\n";
+  for (size_t i = 0; i < a.modules.size() && i < 5; ++i) {
+    const TorchModule& m = a.modules[i];
+    char line[256];
+    std::snprintf(line, sizeof line, "  module %-40.40s %12s (fwd %s, bwd %s) %s", m.path.c_str(),
+                  d(m.gpu_ns).c_str(), d(m.forward_ns).c_str(), d(m.backward_ns).c_str(),
+                  m.verdict.verdict.c_str());
+    o += line;
+    o += "\n";
+  }
+  for (size_t i = 0; i < a.operators.size() && i < 5; ++i) {
+    const TorchOperator& op = a.operators[i];
+    char line[256];
+    std::snprintf(line, sizeof line, "  op     %-40.40s %12s %6llu kernels, top %.40s\n",
+                  op.name.c_str(), d(op.gpu_ns).c_str(),
+                  static_cast<unsigned long long>(op.kernels), op.top_kernel.c_str());
+    o += line;
+  }
+  return o;
+}
+
 // "GPU counters": a line per phase with a verdict (the 5 longest), or why none.
 std::string CountersBlock(const Report& r) {
   const CounterAnalysis& c = r.counters;
@@ -133,6 +175,7 @@ std::string RenderTerminal(const Report& r) {
     o += " " + text.substr(4);
     o += Wrap("evidence: " + f.evidence, 92, "      ");
   }
+  o += TorchBlock(r);
   o += CountersBlock(r);
   // With capture windows the steps column reads captured/all and the GPU shares
   // are over the captured steps.

@@ -37,6 +37,7 @@ extern const Analysis kIdleAnalysis;           // idle.cc
 extern const Analysis kMemoryAnalysis;         // memory.cc
 extern const Analysis kNvtxAnalysis;           // nvtx.cc
 extern const Analysis kHeatAnalysis;           // heat.cc
+extern const Analysis kTorchAnalysis;          // torch_ops.cc
 extern const Analysis kCountersAnalysis;       // counters.cc
 
 // Every analysis, each after the ones it needs.

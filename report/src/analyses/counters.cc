@@ -441,10 +441,44 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
   }
 }
 
+// Each module's verdict over its kernels' executions on its ranks' GPU (one GPU
+// per rank, as for kernels): PM samples where they give enough intervals, else
+// the node's GPM metrics.
+void JudgeModules(const std::vector<std::vector<size_t>>& tied, const std::vector<GpuRows>& rows,
+                  const CounterAnalysis& a, std::vector<TorchModule>* modules) {
+  for (TorchModule& m : *modules) {
+    std::array<CounterMeans, 2> means;  // [0] GPM, [1] PM samples
+    std::array<double, 2> intervals = {0, 0};
+    std::array<uint64_t, 2> interval_ns = {0, 0};
+    for (const auto& [rank, spans] : m.spans) {
+      if (rank >= tied.size()) continue;
+      std::set<std::pair<uint64_t, uint64_t>> uuids;
+      for (size_t g : tied[rank]) uuids.insert({a.gpus[g].uuid.hi, a.gpus[g].uuid.lo});
+      if (uuids.size() != 1) continue;
+      for (size_t g : tied[rank]) {
+        const int tier = a.gpus[g].sampled ? 1 : 0;
+        interval_ns[tier] = std::max(interval_ns[tier], a.gpus[g].interval_ns);
+        for (const Interval& s : spans) intervals[tier] += AddOverlap(rows[g], s.start, s.end, &means[tier]);
+      }
+    }
+    const int tier = intervals[1] >= kMinCounterIntervals ? 1 : 0;
+    m.sampled = tier == 1;
+    if (intervals[tier] < kMinCounterIntervals) {
+      m.verdict = CounterVerdict{};
+      m.verdict.verdict = "unknown";
+      m.verdict.why = TooShort(std::max(intervals[0], intervals[1]),
+                               interval_ns[1] != 0 ? interval_ns[1] : interval_ns[0]) +
+                      ": a module's verdict comes from PM samples in capture windows";
+      continue;
+    }
+    m.verdict = JudgeCounters(means[tier]);
+  }
+}
+
 }  // namespace
 
 CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
-                                const Steps* steps) {
+                                const Steps* steps, std::vector<TorchModule>* modules) {
   CounterAnalysis a;
   if (t.counters.empty()) {
     a.note =
@@ -458,11 +492,14 @@ CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats
   const auto tied = TieRanks(t, &a);
   JudgePhases(t, tied, rows, &a);
   JudgeKernels(t, tied, rows, kernels, steps, &a);
+  if (modules != nullptr) JudgeModules(tied, rows, a, modules);
   return a;
 }
 
 const Analysis kCountersAnalysis = {
-    "counters", "steps,kernels", "counters",
-    [](const Timeline& t, Report* r) { r->counters = AnalyzeCounters(t, r->kernels, &r->steps); }};
+    "counters", "steps,kernels,torch", "counters, torch.modules[].verdict",
+    [](const Timeline& t, Report* r) {
+      r->counters = AnalyzeCounters(t, r->kernels, &r->steps, &r->torch.modules);
+    }};
 
 }  // namespace aon::report

@@ -29,7 +29,7 @@ TEST(Analyses, EachRunsAfterWhatItNeeds) {
     names.push_back(a->name);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"steps", "capture", "breakdown", "kernels", "communication",
-                                             "idle", "memory", "nvtx", "heat", "counters"}));
+                                             "idle", "memory", "nvtx", "heat", "torch", "counters"}));
 }
 
 }  // namespace

@@ -54,6 +54,8 @@ class TimelineBuilder {
   std::vector<Merged<StepRecord>> steps;
   std::vector<Merged<CounterRecord>> counters;
   std::vector<Merged<DeviceInfo>> devices;  // /meta/devices of the timeline
+  std::vector<Merged<OpRecord>> ops;
+  std::vector<Merged<ExternalCorrelationRecord>> external;
   std::vector<RankSummary> ranks;
   std::string source = "cupti";
   int64_t world_size = 0;
@@ -198,6 +200,34 @@ class TimelineBuilder {
     counters.push_back(m);
   }
 
+  // A framework op range (format 1.8) with the given id and parent.
+  void Op(uint32_t rank, uint64_t id, uint64_t parent, OpKind kind, const std::string& name,
+          uint64_t start, uint64_t end, int64_t sequence_nr = -1, uint32_t framework_thread = 1,
+          uint32_t forward_thread = 0) {
+    Merged<OpRecord> m{};
+    m.rank = rank;
+    m.record.start_ns = start;
+    m.record.end_ns = end;
+    m.record.op_id = id;
+    m.record.parent_id = parent;
+    m.record.sequence_nr = sequence_nr;
+    m.record.name_id = strings.Intern(name);
+    m.record.thread_id = 100;
+    m.record.framework_thread = framework_thread;
+    m.record.forward_thread = forward_thread;
+    m.record.kind = static_cast<uint8_t>(kind);
+    ops.push_back(m);
+  }
+  // Ties the launch with `correlation` to op `id` (external correlation kind 3).
+  void LaunchedIn(uint32_t rank, uint32_t correlation, uint64_t id) {
+    Merged<ExternalCorrelationRecord> e{};
+    e.rank = rank;
+    e.record.external_id = id;
+    e.record.correlation_id = correlation;
+    e.record.external_kind = kOpExternalCorrelationKind;
+    external.push_back(e);
+  }
+
   template <typename T>
   static void SortByStart(std::vector<Merged<T>>* v) {
     std::stable_sort(v->begin(), v->end(), [](const Merged<T>& a, const Merged<T>& b) {
@@ -232,6 +262,9 @@ class TimelineBuilder {
     if (!steps.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<StepRecord>(steps));
     SortByStart(&counters);
     if (!counters.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<CounterRecord>(counters));
+    SortByStart(&ops);
+    if (!ops.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<OpRecord>(ops));
+    if (!external.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<ExternalCorrelationRecord>(external));
     if (!devices.empty()) {
       AON_RETURN_IF_ERROR(w->AppendTable(MergedSchema(DeviceInfoSchema()), devices.data(),
                                          devices.size(), "meta"));

@@ -70,6 +70,10 @@ struct Timeline {
   // (/meta/devices, Merged rank = the rank that saw it), which tie ranks to rows.
   std::vector<Merged<CounterRecord>> counters;
   std::vector<Merged<DeviceInfo>> devices;
+  // Framework ranges (1.8; docs/pytorch.md): operators, autograd nodes, modules,
+  // user ranges, and the external correlations that tie launches to them.
+  std::vector<Merged<OpRecord>> ops;
+  std::vector<Merged<ExternalCorrelationRecord>> external;
 
   bool synthetic() const { return source.find("synthetic") != std::string::npos; }
   size_t HostCount() const;
@@ -344,8 +348,11 @@ struct CounterAnalysis {
 // `kernels` (TopKernels) gives the kernels to judge and their order (the first
 // 10); `steps` (optional) the capture windows: with them, only sample intervals
 // inside a rank's captured steps can judge its kernels.
+struct TorchModule;
+// With `modules`: also each module's verdict (TorchModule::verdict).
 CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
-                                const Steps* steps = nullptr);
+                                const Steps* steps = nullptr,
+                                std::vector<TorchModule>* modules = nullptr);
 // Minimum overlap, in sample intervals, for a phase or kernel verdict.
 inline constexpr double kMinCounterIntervals = 2;
 inline constexpr double kKernelDominance = 0.8;
@@ -377,6 +384,44 @@ struct CaptureSummary {
 };
 CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps);
 
+// PyTorch attribution (format 1.8, docs/pytorch.md): each kernel belongs to the
+// innermost op range open on its launching thread (external correlation kind 3);
+// an op's module is the nearest module range above it, and for an op run by
+// autograd's backward pass, the module of the forward op with the backward
+// node's sequence number (same rank, the node's forward thread). Phase:
+// backward (under an autograd node), optimizer (under PyTorch's
+// "Optimizer.step#..." / "Optimizer.zero_grad#..." range), forward (in a
+// module), else other.
+struct TorchModule {
+  std::string path;  // "TransformerEncoder.layers.0.self_attn"
+  uint64_t gpu_ns = 0, forward_ns = 0, backward_ns = 0;  // its kernels' GPU time
+  uint64_t kernels = 0;
+  std::vector<std::pair<std::string, uint64_t>> top_kernels;  // up to 3, by GPU time
+  CounterVerdict verdict;  // from the counters over its kernels' executions
+  bool sampled = false;    // ... from PM samples (else the node's GPM metrics)
+  // Per rank, its kernels' executions (sorted, disjoint): what the verdict judges.
+  std::vector<std::pair<uint32_t, std::vector<Interval>>> spans;
+};
+struct TorchOperator {
+  std::string name;  // "aten::mm"
+  uint64_t gpu_ns = 0, kernels = 0;
+  std::string top_kernel;
+};
+struct TorchAnalysis {
+  bool present = false;             // the timeline has op ranges
+  uint64_t ops = 0;                 // op ranges
+  uint64_t kernels = 0;             // kernels of the ranks with op ranges
+  uint64_t attributed = 0;          // ... launched inside one
+  uint64_t kernel_ns = 0, attributed_ns = 0;
+  uint64_t steps = 0;  // (rank, step) pairs holding attributed kernels; 0: no steps
+  uint64_t forward_ns = 0, backward_ns = 0, optimizer_ns = 0, other_ns = 0;
+  std::vector<TorchModule> modules;      // by GPU time, at most kTorchRows
+  std::vector<TorchOperator> operators;  // by GPU time, at most kTorchRows
+  std::string note;
+  static constexpr size_t kTorchRows = 20;
+};
+TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps);
+
 struct Report {
   std::string path, job_id, source, clock_note;
   bool synthetic = false, clock_synchronized = false;
@@ -395,6 +440,7 @@ struct Report {
   std::vector<MemoryRank> memory;
   std::vector<NvtxStat> nvtx;
   CounterAnalysis counters;
+  TorchAnalysis torch;
   std::vector<Finding> findings;  // ranked, largest gain first
   // Utilization heat strip: per rank, kHeatBins fractions of [start_ns, end_ns).
   static constexpr int kHeatBins = 160;
