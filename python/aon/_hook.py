@@ -238,6 +238,7 @@ def install(torch):
     try:
         _hook = TorchHook(torch)
         _hook.install()
+        _hook.sync()  # the agent may already be there, its window open (--mode full)
     except Exception as e:  # noqa: BLE001 - any failure leaves the job untouched
         _say("PyTorch hook not installed: %r" % (e,))
         _hook = None

@@ -54,9 +54,7 @@ class TorchHook(unittest.TestCase):
         t = aon.load(job)
         # One boundary after each of the 7 optimizer steps: steps 0..6.
         self.assertEqual(col(t.steps, "step"), list(range(7)))
-        agent_has_framework_steps = "pytorch" in aon._schema.ENUMS["steps"]["source"].values()
-        want = "pytorch" if agent_has_framework_steps else "api"
-        self.assertEqual(set(col(t.steps, "source_name")), {want})
+        self.assertEqual(set(col(t.steps, "source_name")), {"pytorch"})
         # The reader: names resolved, hosts as a column, every kernel of the run.
         names = col(t.kernels, "name")
         self.assertEqual(len(names), 21)  # 3 kernels per iteration, 7 iterations
@@ -64,6 +62,48 @@ class TorchHook(unittest.TestCase):
                          ["synthetic_kernel_1", "synthetic_kernel_2", "synthetic_kernel_3"])
         self.assertTrue(all(h for h in col(t.kernels, "host")))
         self.assertEqual(set(col(t.kernels, "rank")), {0})
+
+    def test_kernels_are_tied_to_their_operator_module_and_phase(self):
+        job = os.path.join(self.dir, "job")
+        p = run(job, [TRAIN, "--steps", "4"], aon_args=["--mode", "full"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        t = aon.load(job)
+        got = list(zip(col(t.kernels, "name"), col(t.kernels, "op"), col(t.kernels, "module"),
+                       col(t.kernels, "phase")))
+        # Every iteration: kernel 2 in Work.forward inside Net.block, kernel 1 in
+        # Net.forward, kernel 3 in Work.backward: autograd's node for Work, whose
+        # forward ran in Net.block (linked by its sequence number).
+        want = [("synthetic_kernel_2", "aon_test::gpu_work", "Net.block", "forward"),
+                ("synthetic_kernel_1", "aon_test::gpu_work", "Net", "forward"),
+                ("synthetic_kernel_3", "aon_test::gpu_work", "Net.block", "backward")] * 4
+        self.assertEqual(got, want)
+        kinds = set(col(t.ops, "kind_name"))
+        self.assertEqual(kinds, {"operator", "backward", "module", "user"})
+        modules = {n for n, k in zip(col(t.ops, "name"), col(t.ops, "kind_name")) if k == "module"}
+        self.assertEqual(modules, {"Net", "Net.block", "Net.block.linear", "Net.head"})
+
+    def test_operator_ranges_are_recorded_in_capture_windows_only(self):
+        job = os.path.join(self.dir, "job")
+        p = run(job, [TRAIN, "--steps", "24"],
+                aon_args=["--capture-period", "8", "--capture-steps", "2"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        t = aon.load(job)
+        starts, ends = col(t.steps, "start_ns"), col(t.steps, "end_ns")
+        flags, numbers = col(t.steps, "flags"), col(t.steps, "step")
+        captured = {n for n, f in zip(numbers, flags) if f & 1}
+        self.assertTrue(captured, "no window opened")
+        self.assertLess(len(captured), len(numbers))
+
+        def step_of(ns):
+            for a, b, n in zip(starts, ends, numbers):
+                if a <= ns < b:
+                    return n
+            return None
+        op_steps = {step_of(s) for s in col(t.ops, "start_ns")}
+        self.assertEqual(op_steps, captured, "ops exactly in the captured steps")
+        for name, op, ts in zip(col(t.kernels, "name"), col(t.kernels, "op"),
+                                col(t.kernels, "start_ns")):
+            self.assertEqual(op, "aon_test::gpu_work", (name, step_of(ts)))
 
     def test_aon_step_marks_steps_without_an_optimizer(self):
         job = os.path.join(self.dir, "job")
