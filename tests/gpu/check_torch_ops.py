@@ -44,7 +44,9 @@ def torch_side(path):
             modules[e["tid"]].append((e["ts"], e["ts"] + e["dur"], cls))
         if cat == "user_annotation" and e["name"].startswith("ProfilerStep#"):
             steps.append((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])))
-        if cat == "cuda_runtime" and "correlation" in args:
+        # Launches through the driver API (cuLaunchKernelEx: cuBLASLt, NCCL) are
+        # cuda_driver events, the rest cuda_runtime.
+        if cat in ("cuda_runtime", "cuda_driver") and "correlation" in args:
             runtime[args["correlation"]] = e
         if cat == "kernel":
             kernels.append(e)
