@@ -241,8 +241,9 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        "directory for the per-rank trace files (set by aon-run / srun --aon)", ParseOutputDir,
        false},
       {V::kKinds, "AON_KINDS", T::kKinds, "default",
-       "record kinds to capture: all, default, or a list of "
-       "kernels,memcpy,memset,sync,api,nvtx,nccl",
+       "record kinds to capture: all, default (every kind), or a list of "
+       "kernels,memcpy,memset,sync,api,nvtx,nccl,steps,counters,ops (ops: framework operators "
+       "from aon_op_begin, recorded in capture windows with the GPU work they launch)",
        ParseKindsVar, false},
       {V::kMemoryCap, "AON_MEMORY_CAP", T::kSize, "64M",
        "hard cap on the agent's record memory per rank (1M to 32G); beyond it records are dropped "
@@ -351,9 +352,12 @@ std::string AgentConfig::KindsString() const {
 StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list) {
   std::array<bool, kRecordKindCount> kinds{};
   auto finish = [&] {
-    // Correlation records are what tie API calls to GPU work: keep them with either.
-    if (kinds[static_cast<size_t>(RecordKind::kApi)] ||
-        kinds[static_cast<size_t>(RecordKind::kKernel)]) {
+    const auto on = [&](RecordKind k) { return kinds[static_cast<size_t>(k)]; };
+    // Correlation records are what tie API calls to GPU work, and framework ops
+    // to the GPU work they launched: keep them with either.
+    const bool gpu_work = on(RecordKind::kKernel) || on(RecordKind::kMemcpy) ||
+                          on(RecordKind::kMemset) || on(RecordKind::kApi);
+    if (on(RecordKind::kApi) || on(RecordKind::kKernel) || (on(RecordKind::kOps) && gpu_work)) {
       kinds[static_cast<size_t>(RecordKind::kExternalCorrelation)] = true;
     }
     // Steps are the continuous tier's backbone (one record per step, and the

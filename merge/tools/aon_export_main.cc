@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", ranks, "only these ranks, e.g. 0-3,8,12-15");
   app.add_option("--kinds", kinds,
                  "only these record kinds, e.g. kernels,nccl (kernels, memcpy, memset, sync, "
-                 "api, nvtx, nccl)");
+                 "api, nvtx, nccl, steps, counters, ops)");
   app.add_option("--max-trace-records", max_records,
                  "refuse (write nothing, exit 1) a trace of more records than this; 0 = no limit")
       ->default_val(max_records)

@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", ranks, "trace only these ranks, e.g. 0-3,8,12-15");
   app.add_option("--kinds", kinds,
                  "trace only these record kinds, e.g. kernels,nccl (kernels, memcpy, memset, "
-                 "sync, api, nvtx, nccl)");
+                 "sync, api, nvtx, nccl, steps, counters, ops)");
   app.add_option("--max-trace-records", exports.max_trace_records,
                  "skip the trace (with a note) when it would hold more records than this; "
                  "0 = no limit")

@@ -41,6 +41,7 @@ enum class RecordKind : uint8_t {
   kExternalCorrelation,
   kSteps,
   kCounters,
+  kOps,
   kNcclGraph,
   kCount,
 };
@@ -59,7 +60,7 @@ enum class KindScope : uint8_t {
 KindScope RecordKindScope(RecordKind kind);
 // The kinds of timelines come first: RecordKind values below this are
 // KindScope::kTimeline, the others kRankFile (checked in records.cc).
-inline constexpr size_t kTimelineKindCount = 10;
+inline constexpr size_t kTimelineKindCount = 11;
 
 struct KernelRecord {
   uint64_t start_ns;
@@ -269,6 +270,10 @@ struct NcclRecord {
 };
 static_assert(sizeof(NcclRecord) == 128);  // 124 bytes of fields
 
+// CUPTI's external correlation: a CUDA call made while AON had an external id
+// pushed on its thread. external_kind 3 (CUSTOM0): external_id = OpRecord::op_id
+// (framework ops); 5 (CUSTOM2): external_id = NcclRecord::external_id (NCCL's
+// kernel launches). One call inside both gets one row of each kind.
 struct ExternalCorrelationRecord {
   uint64_t external_id;
   uint32_t correlation_id;
@@ -353,6 +358,45 @@ struct CounterRecord {
 };
 static_assert(sizeof(CounterRecord) == 48);
 
+// Framework operators (format 1.8): one record per range a framework hook
+// opened and closed with aon_op_begin / aon_op_end (rank_agent/include/aon/
+// capture_api.h): PyTorch's aten operators, autograd's backward operators,
+// nn.Module forwards, user ranges. Recorded while CUPTI records, so only inside
+// capture windows in budgeted mode; a range whose begin was recorded is
+// recorded whole even when the window closes before it ends. One record per
+// range, pushed at its end. Ranges nest per thread: parent_id is the innermost
+// range open on the same thread at its begin (0: none recorded).
+//
+// Ties to GPU work: while a range is open, CUDA launches on its thread carry
+// CUPTI external correlation CUSTOM0 with external id = op_id, so an
+// external_correlation row {external_kind 3, external_id = op_id,
+// correlation_id} names the api call and the kernel / copy / memset it issued.
+// The innermost open range owns a launch.
+enum class OpKind : uint8_t {
+  kOperator = 0,  // AON_OP_OPERATOR: a forward (or non-autograd) operator
+  kBackward = 1,  // AON_OP_BACKWARD: an operator of autograd's backward pass
+  kModule = 2,    // AON_OP_MODULE: a module's forward, named by its path
+  kUser = 3,      // AON_OP_USER: a user range
+};
+// ExternalCorrelationRecord::external_kind of AON's framework ops:
+// CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 (CUpti_ExternalCorrelationKind).
+inline constexpr uint32_t kOpExternalCorrelationKind = 3;
+
+struct OpRecord {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t op_id;             // unique in the process, > 0; the external correlation id
+  uint64_t parent_id;         // innermost range open on this thread at begin; 0: top level
+  int64_t sequence_nr;        // the framework's forward/backward link; -1: none
+  uint32_t name_id;           // operator name, module path or range name
+  uint32_t thread_id;         // OS thread id (gettid), as ApiRecord::thread_id
+  uint32_t framework_thread;  // the framework's own id of the thread
+  uint32_t forward_thread;    // backward ops: framework id of the forward's thread; 0 unknown
+  uint8_t kind;               // OpKind
+  uint8_t padding_[7];
+};
+static_assert(sizeof(OpRecord) == 64);
+
 // CUDA-graph bookkeeping of NCCL launches (rank files only, format 1.4):
 //   kNodeCreated: a kernel node an NCCL launch created while its stream was
 //     captured: node_id = the node's CUPTI id (cuptiGetGraphNodeId, what
@@ -426,6 +470,11 @@ inline constexpr EnumValue kCounterMetricValues[] = {
     {7, "fp16_active_pct"},      {8, "int_active_pct"},      {9, "dram_bandwidth_pct"},
     {10, "pcie_tx_mib_per_s"},   {11, "pcie_rx_mib_per_s"},  {12, "nvlink_tx_mib_per_s"},
     {13, "nvlink_rx_mib_per_s"}, {14, "sm_issue_active_pct"}};
+// The CUpti_ExternalCorrelationKind values AON pushes (others are another tool's).
+inline constexpr EnumValue kExternalKindValues[] = {{3, "framework op (CUSTOM0)"},
+                                                    {5, "NCCL launch (CUSTOM2)"}};
+inline constexpr EnumValue kOpKindValues[] = {
+    {0, "operator"}, {1, "backward"}, {2, "module"}, {3, "user"}};
 inline constexpr EnumValue kNcclGraphEventValues[] = {
     {1, "node created"}, {2, "node cloned"}, {3, "captured coll"}, {4, "captured p2p"}};
 
@@ -607,11 +656,11 @@ struct TableTraits<ExternalCorrelationRecord> {
   static constexpr const char* kName = "external_correlation";
   static constexpr KindScope kScope = KindScope::kTimeline;
   static constexpr const char* kDoc =
-      "Ties an external id (AON's NCCL launches) to a CUPTI correlation";
+      "Ties an external id (AON's framework ops, its NCCL launches) to a CUPTI correlation";
   static constexpr Field kFields[] = {
-      AON_FIELD(T, external_id, kId, "external id"),
+      AON_FIELD(T, external_id, kId, "external id: ops.op_id (kind 3), nccl.external_id (kind 5)"),
       AON_FIELD(T, correlation_id, kId, "CUPTI correlation id"),
-      AON_FIELD(T, external_kind, kEnum, "CUpti_ExternalCorrelationKind (5: AON's NCCL launches)")};
+      AON_FIELD(T, external_kind, kEnum, "CUpti_ExternalCorrelationKind", kExternalKindValues)};
 };
 
 template <>
@@ -658,6 +707,32 @@ struct TableTraits<CounterRecord> {
 };
 
 template <>
+struct TableTraits<OpRecord> {
+  using T = OpRecord;
+  static constexpr RecordKind kKind = RecordKind::kOps;
+  static constexpr const char* kName = "ops";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc =
+      "One per framework operator, module or user range (aon_op_begin / aon_op_end)";
+  static constexpr int kSinceMinor = 8;
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "aon_op_begin"),
+      AON_FIELD(T, end_ns, kEnd, "aon_op_end"),
+      AON_FIELD(T, op_id, kId,
+                "unique in the process; external_correlation.external_id (external_kind 3)"),
+      AON_FIELD(T, parent_id, kId, "op_id of the innermost range open on its thread, 0 = none"),
+      AON_FIELD(T, sequence_nr, kId,
+                "framework sequence number linking backward to forward, -1 = none"),
+      AON_FIELD(T, name_id, kStringId, "operator name, module path or range name"),
+      AON_FIELD(T, thread_id, kId, "OS thread id (gettid), as api.thread_id"),
+      AON_FIELD(T, framework_thread, kId, "the framework's id of its thread"),
+      AON_FIELD(T, forward_thread, kId,
+                "backward ops: framework id of the thread that ran the forward, 0 = unknown"),
+      AON_FIELD(T, kind, kEnum, "what the range is", kOpKindValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
 struct TableTraits<NcclGraphRecord> {
   using T = NcclGraphRecord;
   static constexpr RecordKind kKind = RecordKind::kNcclGraph;
@@ -687,9 +762,9 @@ struct TableTraits<NcclGraphRecord> {
 // Every record type, in RecordKind order. Adding a kind: docs/adding-a-record-kind.md.
 template <typename... Ts>
 struct TypeList {};
-using RecordTypes =
-    TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord, NvtxRecord,
-             NcclRecord, ExternalCorrelationRecord, StepRecord, CounterRecord, NcclGraphRecord>;
+using RecordTypes = TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord,
+                             NvtxRecord, NcclRecord, ExternalCorrelationRecord, StepRecord,
+                             CounterRecord, OpRecord, NcclGraphRecord>;
 
 template <typename T>
 concept RecordType = StoredTable<T> && requires {

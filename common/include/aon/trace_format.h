@@ -43,7 +43,10 @@ inline constexpr int kFormatMajor = 1;
 // collector, CUPTI PM sampling in capture windows).
 // 1.7: counters rows of CUPTI PM sampling in capture windows: the metric
 // sm_issue_active_pct and the source "synthetic pm sampling".
-inline constexpr int kFormatMinor = 7;
+// 1.8: the ops kind (framework operators, modules and user ranges from
+// aon_op_begin / aon_op_end), tied to GPU work by external_correlation rows of
+// external_kind 3; the step source "pytorch" (aon_framework_step).
+inline constexpr int kFormatMinor = 8;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"

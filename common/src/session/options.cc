@@ -47,7 +47,8 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "aon-run's DIR is the job directory itself; srun's is where the step directories go, "
        "because one srun --aon in a batch script profiles each of its steps"},
       {O::kKinds, "--kinds", A::kRequired, "aon-kinds", A::kRequired, "LIST",
-       "what to record: all, default, or a list of kernels,memcpy,memset,sync,api,nvtx,nccl",
+       "what to record: all, default (both: every kind), or a list of "
+       "kernels,memcpy,memset,sync,api,nvtx,nccl,counters,ops",
        nullptr, nullptr},
       {O::kMemoryCap, "--memory-cap", A::kRequired, "aon-memory-cap", A::kRequired, "SIZE",
        "trace memory per rank (e.g. 64M, 1G; from 1M to 32G); beyond it records are dropped and "

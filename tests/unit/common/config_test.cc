@@ -53,6 +53,25 @@ TEST(CommonConfig, ParseKindsAliasesAndCorrelation) {
   }
 }
 
+// Ops are tied to the GPU work they launched by external correlation rows: the
+// rows ride with ops whenever some GPU work is recorded, and not without any.
+TEST(CommonConfig, ParseKindsOpsBringCorrelationWithGpuWork) {
+  for (const char* text : {"ops,memcpy", "memset,ops", "ops,kernels", "ops,api"}) {
+    auto k = ParseKinds(text);
+    ASSERT_TRUE(k.ok()) << text;
+    EXPECT_TRUE(Enabled(*k, RecordKind::kOps)) << text;
+    EXPECT_TRUE(Enabled(*k, RecordKind::kExternalCorrelation)) << text;
+  }
+  auto alone = ParseKinds("ops,nvtx");
+  ASSERT_TRUE(alone.ok());
+  EXPECT_TRUE(Enabled(*alone, RecordKind::kOps));
+  EXPECT_FALSE(Enabled(*alone, RecordKind::kExternalCorrelation));
+  auto without = ParseKinds("memcpy");
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE(Enabled(*without, RecordKind::kOps));
+  EXPECT_FALSE(Enabled(*without, RecordKind::kExternalCorrelation));
+}
+
 TEST(CommonConfig, ParseKindsErrorsNameTheItem) {
   for (const char* text : {"kernels,bogus", "kernels,", ",kernels", "KERNELS", "kernels;memcpy"}) {
     auto k = ParseKinds(text);
@@ -114,7 +133,7 @@ TEST(CommonConfig, LoadAgentConfigDefaults) {
   EXPECT_EQ(c->job_id, "");
   for (bool b : c->kinds) EXPECT_TRUE(b);
   EXPECT_EQ(c->KindsString(),
-            "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation,steps,counters");
+            "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation,steps,counters,ops");
 }
 
 TEST(CommonConfig, LoadAgentConfigValues) {

@@ -23,7 +23,7 @@ class FormatRoundTrip : public ::testing::Test {};
 
 using RecordTypes =
     ::testing::Types<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord, NvtxRecord,
-                     NcclRecord, ExternalCorrelationRecord, StepRecord, CounterRecord,
+                     NcclRecord, ExternalCorrelationRecord, StepRecord, CounterRecord, OpRecord,
                      NcclGraphRecord>;
 TYPED_TEST_SUITE(FormatRoundTrip, RecordTypes);
 

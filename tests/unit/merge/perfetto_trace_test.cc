@@ -31,7 +31,8 @@ const std::string kProtoDir = std::string(AON_SOURCE_DIR) + "/tests/data/perfett
 constexpr const char* kCountDecoded = R"PY(
 import collections, sys
 KINDS = {"kernel": "kernels", "memcpy": "memcpy", "memset": "memset", "sync": "sync",
-         "cuda_runtime": "api", "cuda_driver": "api", "nccl": "nccl", "steps": "steps"}
+         "cuda_runtime": "api", "cuda_driver": "api", "nccl": "nccl", "steps": "steps",
+         "ops": "ops"}
 def parse(text):
     root = []; stack = [root]
     for line in text.splitlines():

@@ -43,7 +43,7 @@ with open(sys.argv[1], encoding="utf-8") as f:
     d = json.load(f)
 kinds = {"kernel": "kernels", "memcpy": "memcpy", "memset": "memset", "sync": "sync",
          "cuda_runtime": "api", "cuda_driver": "api", "nccl": "nccl", "steps": "steps",
-         "counters": "counters"}
+         "counters": "counters", "ops": "ops"}
 c = collections.Counter()
 procs = set()
 flows = {"s": set(), "f": set()}

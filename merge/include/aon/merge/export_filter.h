@@ -10,7 +10,8 @@
 //                       whole, not clipped).
 //   --ranks LIST        "0-3,8,12-15": ranks and inclusive ranges.
 //   --kinds LIST        "kernels,nccl": RecordKindName names of the exported
-//                       kinds (kernels, memcpy, memset, sync, api, nvtx, nccl).
+//                       kinds (kernels, memcpy, memset, sync, api, nvtx, nccl,
+//                       steps, counters, ops).
 //
 // The parsers only check the text (nothing needs the timeline), so a bad value
 // is refused before anything is merged or written. Their messages name the
