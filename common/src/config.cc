@@ -302,9 +302,10 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        "budgeted mode: a window every N steps (a power of two); 0 lets the budget choose",
        ParseCapturePeriod, false},
       {V::kStepSource, "AON_STEP_SOURCE", T::kChoice, "auto",
-       "what marks steps: auto (the first of api, nvtx, nccl, time that does), api "
-       "(aon_step() / the PyTorch hook), nvtx (AON_STEP_RANGE), nccl (collectives of the first "
-       "communicator), time (AON_TIME_SLOT slots on the synchronized clock)",
+       "what marks steps: auto (the first of api, pytorch, nvtx, nccl, time that does), api "
+       "(aon_step()), pytorch (aon_framework_step(): AON's PyTorch optimizer hook), nvtx "
+       "(AON_STEP_RANGE), nccl (collectives of the first communicator), time (AON_TIME_SLOT "
+       "slots on the synchronized clock)",
        ParseStepSource, false},
       {V::kStepRange, "AON_STEP_RANGE", T::kText, "step,iteration,iter,train_step,train",
        "NVTX ranges that mark steps: comma-separated name prefixes (case-insensitive), each "

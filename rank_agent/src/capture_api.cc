@@ -9,6 +9,11 @@ extern "C" __attribute__((visibility("default"))) void aon_step(void) {
   if (agent.recording()) agent.capture().OnBoundary(aon::StepSource::kApi);
 }
 
+extern "C" __attribute__((visibility("default"))) void aon_framework_step(void) {
+  aon::agent::Agent& agent = aon::agent::Agent::Get();
+  if (agent.recording()) agent.capture().OnBoundary(aon::StepSource::kPytorch);
+}
+
 extern "C" __attribute__((visibility("default"))) int aon_capture(uint32_t steps, uint32_t delay_ms) {
   aon::agent::Agent& agent = aon::agent::Agent::Get();
   if (!agent.recording()) return -1;

@@ -14,6 +14,7 @@ namespace {
 
 StepSource ForcedSource(const std::string& name) {
   if (name == "api") return StepSource::kApi;
+  if (name == "pytorch") return StepSource::kPytorch;
   if (name == "nvtx") return StepSource::kNvtx;
   if (name == "nccl") return StepSource::kNccl;
   if (name == "time") return StepSource::kTime;

@@ -10,9 +10,13 @@ constexpr size_t kRecentWindows = 8;       // windows the cost estimate is the m
 constexpr size_t kSummarySamples = 4096;   // steps kept for the summary's medians
 constexpr uint32_t kInitialPeriod = 1024;  // before any window was measured
 
-int Preference(StepSource s) {
+}  // namespace
+
+int StepTracker::Preference(StepSource s) {
   switch (s) {
     case StepSource::kApi:
+      return 5;
+    case StepSource::kPytorch:
       return 4;
     case StepSource::kNvtx:
       return 3;
@@ -23,8 +27,10 @@ int Preference(StepSource s) {
     case StepSource::kNone:
       return 0;
   }
-  return 0;
+  return 0;  // a value from a newer peer: never preferred
 }
+
+namespace {
 
 template <typename C>
 double Median(const C& values) {

@@ -4,8 +4,9 @@
 // says. Unit-tested on simulated step times (tests/unit/agent/window_policy_test.cc).
 //
 // Steps. Several sources mark step boundaries; StepTracker keeps the most
-// preferred one that has marked a step (api > nvtx > nccl > time) and numbers its
-// steps: counted from 0 at the source's first boundary (api, nvtx), or taken from
+// preferred one that has marked a step (api > pytorch > nvtx > nccl > time) and
+// numbers its steps: counted from 0 at the source's first boundary (api,
+// pytorch, nvtx), or taken from
 // the source (the NCCL sequence number of the first communicator, the time slot
 // on the synchronized clock). Every rank runs the same program, so every rank
 // numbers the same step alike, without exchanging a message.
@@ -52,6 +53,11 @@ class StepTracker {
   Boundary Mark(StepSource source, uint64_t number = kCounted);
 
   StepSource active() const { return active_; }
+
+  // Higher is preferred: api > pytorch > nvtx > nccl > time > none. Written out
+  // because StepSource values are file-format values, numbered in the order
+  // sources were added, not by preference (pytorch came after api).
+  static int Preference(StepSource s);
 
  private:
   StepSource forced_;

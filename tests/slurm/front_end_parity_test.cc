@@ -187,7 +187,7 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
                             {"aon-overhead-budget", "PCT"},
                             {"aon-capture-steps", "N"},
                             {"aon-capture-period", "N"},
-                            {"aon-step-source", "auto|api|nvtx|nccl|time"},
+                            {"aon-step-source", "auto|api|pytorch|nvtx|nccl|time"},
                             {"aon-step-range", "NAMES"},
                             {"aon-counters", "auto|gpm|off"},
                             {"aon-counters-interval", "MS"},
@@ -214,6 +214,9 @@ TEST(OptionParity, TwinsAcceptAndRefuseTheSameValues) {
       {SessionOption::kNccl,
        SessionOption::kNccl,
        {"default", "channels", "coll", "proxy", "off", "on", "maybe", "ON", "1", ""}},
+      {SessionOption::kStepSource,
+       SessionOption::kStepSource,
+       {"auto", "api", "pytorch", "nvtx", "nccl", "time", "torch", "PYTORCH", ""}},
       // aon-run's --window is srun's --aon-flight (the table says why they differ).
       {SessionOption::kWindow,
        SessionOption::kFlight,

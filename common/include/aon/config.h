@@ -49,9 +49,9 @@ inline constexpr size_t kAgentConfigVariableCount = 24;
 // AON_MODE (aon-run --mode, srun --aon-mode).
 inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "full", "flight"};
 // AON_STEP_SOURCE: where step boundaries come from; auto takes the first of
-// api, nvtx, nccl, time that marks steps (docs/always-on.md).
-inline constexpr std::array<std::string_view, 5> kStepSources = {"auto", "api", "nvtx", "nccl",
-                                                                 "time"};
+// api, pytorch, nvtx, nccl, time that marks steps (docs/always-on.md).
+inline constexpr std::array<std::string_view, 6> kStepSources = {"auto", "api",  "pytorch",
+                                                                 "nvtx", "nccl", "time"};
 
 // AON_COUNTERS: which GPU counters are read (docs/counters.md). auto: every
 // tier the node allows (today NVML GPM, read by the node collector); gpm: the

@@ -283,14 +283,23 @@ static_assert(sizeof(ExternalCorrelationRecord) == 16);
 
 // Steps of the application (format 1.5): one record per step of each rank, in
 // every capture mode (the continuous tier: one ring push per step). A step ends
-// where the next begins; `source` says what marked the boundaries (records.h's
-// kStepSourceValues, in order of preference: the application's own step calls,
-// an NVTX range, the NCCL collectives of the first communicator, time slots on
-// the synchronized clock). `step` counts the source's boundaries from 0, so the
+// where the next begins; `source` says what marked the boundaries, in order of
+// preference (rank_agent/src/window_policy.h, StepTracker::Preference; not the
+// order of the values): the application's own step calls (api), a framework's
+// step hook (pytorch: AON's optimizer hook, format 1.8), an NVTX range, the
+// NCCL collectives of the first communicator, time slots on the synchronized
+// clock. `step` counts the source's boundaries from 0, so the
 // same step has the same number on every rank. Capture windows are runs of
 // steps with kStepCaptured set: CUPTI traced them (budgeted mode); the steps
 // right after a window, while CUPTI detaches, have kStepWindowTail.
-enum class StepSource : uint8_t { kNone = 0, kTime = 1, kNccl = 2, kNvtx = 3, kApi = 4 };
+enum class StepSource : uint8_t {
+  kNone = 0,
+  kTime = 1,
+  kNccl = 2,
+  kNvtx = 3,
+  kApi = 4,
+  kPytorch = 5,  // format 1.8: preferred below kApi, above kNvtx
+};
 inline constexpr uint8_t kStepCaptured = 1;    // inside a capture window
 inline constexpr uint8_t kStepWindowTail = 2;  // CUPTI being switched off after a window
 inline constexpr uint8_t kStepOnDemand = 4;    // the window was asked for (aon-ctl capture)
@@ -456,8 +465,8 @@ inline constexpr EnumValue kNcclEventTypeValues[] = {
     {10, "coll api"}, {11, "p2p api"}, {12, "proxy op"},      {13, "proxy step"}};
 inline constexpr EnumValue kNcclGpuTimingValues[] = {
     {0, "none"}, {1, "raw"}, {2, "calibrated"}, {3, "assumed"}, {4, "kernel"}};
-inline constexpr EnumValue kStepSourceValues[] = {
-    {0, "none"}, {1, "time slot"}, {2, "nccl"}, {3, "nvtx"}, {4, "api"}};
+inline constexpr EnumValue kStepSourceValues[] = {{0, "none"}, {1, "time slot"}, {2, "nccl"},
+                                                  {3, "nvtx"}, {4, "api"},       {5, "pytorch"}};
 inline constexpr EnumValue kStepFlagValues[] = {
     {kStepCaptured, "captured"}, {kStepWindowTail, "window tail"}, {kStepOnDemand, "on demand"}};
 inline constexpr EnumValue kCounterSourceValues[] = {

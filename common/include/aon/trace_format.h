@@ -141,7 +141,7 @@ struct RankMetadata {
   // steps, amortized_cost = the extra step time the windows cost, as a fraction
   // of the job's step time (-1: not measured).
   std::string capture_mode;
-  std::string step_source;  // "api", "nvtx", "nccl", "time slot", "none"
+  std::string step_source;  // "api", "pytorch", "nvtx", "nccl", "time slot", "none"
   int64_t steps = 0;
   int64_t captured_steps = 0;
   int64_t windows = 0;

@@ -114,9 +114,10 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "the overhead budget allows",
        nullptr, nullptr, true, AgentVar::kCapturePeriod},
       {O::kStepSource, "--step-source", A::kRequired, "aon-step-source", A::kRequired,
-       "auto|api|nvtx|nccl|time",
-       "what marks the steps capture windows align on: auto (default: the first of api, nvtx, "
-       "nccl, time that does), api (aon_step(), the PyTorch hook), nvtx (ranges named by "
+       "auto|api|pytorch|nvtx|nccl|time",
+       "what marks the steps capture windows align on: auto (default: the first of api, "
+       "pytorch, nvtx, nccl, time that does), api (aon_step()), pytorch (AON's PyTorch "
+       "optimizer hook: aon_framework_step()), nvtx (ranges named by "
        "--step-range), nccl (collectives of the first communicator), time (one-second slots on "
        "the synchronized clock)",
        nullptr, nullptr, true, AgentVar::kStepSource},

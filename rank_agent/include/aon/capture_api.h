@@ -17,6 +17,12 @@ extern "C" {
  * switches CUPTI on or off, on this thread. */
 void aon_step(void);
 
+/* A step boundary from a framework's own hook (PyTorch's optimizer step hooks):
+ * like aon_step, but its source is "pytorch", preferred below aon_step ("api")
+ * and above NVTX step ranges, so a program that calls aon_step itself keeps
+ * its own boundaries. */
+void aon_framework_step(void);
+
 /* Capture the next `steps` steps of this rank from the first step boundary at
  * least `delay_ms` milliseconds from now (every rank given the same wall-clock
  * deadline starts on the same step). Returns 0, or -1 when this process records

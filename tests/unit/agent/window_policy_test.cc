@@ -101,6 +101,40 @@ TEST(StepTracker, PrefersApiThenNvtxThenNcclThenTime) {
   EXPECT_EQ(t.active(), StepSource::kApi);
 }
 
+// kPytorch (5) has the largest value but ranks below kApi (4): the preference is
+// its own order, not the enum's.
+TEST(StepTracker, PytorchHooksRankBelowApiAndAboveNvtx) {
+  const StepSource order[] = {StepSource::kApi,  StepSource::kPytorch, StepSource::kNvtx,
+                              StepSource::kNccl, StepSource::kTime,    StepSource::kNone};
+  for (size_t i = 1; i < std::size(order); ++i) {
+    EXPECT_GT(StepTracker::Preference(order[i - 1]), StepTracker::Preference(order[i])) << i;
+  }
+  EXPECT_EQ(StepTracker::Preference(static_cast<StepSource>(200)), 0) << "unknown: never preferred";
+
+  StepTracker t;
+  EXPECT_TRUE(t.Mark(StepSource::kNvtx).counts);
+  EXPECT_TRUE(t.Mark(StepSource::kNvtx).counts);
+  auto b = t.Mark(StepSource::kPytorch);
+  EXPECT_TRUE(b.counts && b.switched) << "the framework's hook takes over from NVTX";
+  EXPECT_EQ(b.step, 0u);
+  EXPECT_FALSE(t.Mark(StepSource::kNvtx).counts);
+  EXPECT_FALSE(t.Mark(StepSource::kNccl, 9).counts);
+  EXPECT_EQ(t.Mark(StepSource::kPytorch).step, 1u);
+  b = t.Mark(StepSource::kApi);
+  EXPECT_TRUE(b.counts && b.switched) << "the program's own aon_step() wins";
+  EXPECT_EQ(b.step, 0u);
+  EXPECT_FALSE(t.Mark(StepSource::kPytorch).counts);
+  EXPECT_EQ(t.Mark(StepSource::kApi).step, 1u);
+  EXPECT_EQ(t.active(), StepSource::kApi);
+}
+
+TEST(StepTracker, AForcedPytorchSourceIgnoresApi) {
+  StepTracker t(StepSource::kPytorch);
+  EXPECT_FALSE(t.Mark(StepSource::kApi).counts);
+  EXPECT_TRUE(t.Mark(StepSource::kPytorch).counts);
+  EXPECT_EQ(t.Mark(StepSource::kPytorch).step, 1u);
+}
+
 TEST(StepTracker, AForcedSourceIsTheOnlyOne) {
   StepTracker t(StepSource::kNccl);
   EXPECT_FALSE(t.Mark(StepSource::kApi).counts);

@@ -29,6 +29,14 @@ TEST(CaptureRequest, RoundTrips) {
   EXPECT_EQ(nb->step_ns, 8000000u);
   EXPECT_EQ(nb->at_realtime_ns, 1700000000000000000ull);
   EXPECT_EQ(nb->ranks, 4u);
+  // Every step source survives by name, pytorch (1.8) included.
+  for (const EnumValue& v : kStepSourceValues) {
+    if (v.value == 0) continue;
+    r.source = static_cast<StepSource>(v.value);
+    auto again = ParseCaptureRequest(FormatCaptureRequest(r), "req");
+    ASSERT_TRUE(again.ok()) << v.name << ": " << again.status().ToString();
+    EXPECT_EQ(again->source, r.source) << v.name;
+  }
 }
 
 TEST(CaptureRequest, MalformedFilesAreRefusedNamingTheFile) {
