@@ -14,6 +14,7 @@
 
 #include "aon/trace_file.h"
 #include "nccl_plugin.h"
+#include "op_ranges.h"
 
 namespace aon::agent {
 namespace {
@@ -268,6 +269,7 @@ void Agent::Finish(const char* reason) {
     capture_->Finish(&capture_summary);
     if (FlushHook hook = flush_hook_.load()) hook();
     FlushLiveNcclOperations();
+    NoteOpRangeLosses();
     // Names the ring had no room for, before the producer is closed.
     if (size_t unsent = sink_->ResendDroppedStrings(); unsent > 0) {
       Note(std::to_string(unsent) + " names never reached the trace (ring full at exit)");

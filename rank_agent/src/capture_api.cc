@@ -1,8 +1,9 @@
-// The exported step and capture functions (aon/capture_api.h).
+// The exported step, capture and operator-range functions (aon/capture_api.h).
 #include "aon/capture_api.h"
 
 #include "agent.h"
 #include "aon/timebase.h"
+#include "op_ranges.h"
 
 extern "C" __attribute__((visibility("default"))) void aon_step(void) {
   aon::agent::Agent& agent = aon::agent::Agent::Get();
@@ -19,4 +20,23 @@ extern "C" __attribute__((visibility("default"))) int aon_capture(uint32_t steps
   if (!agent.recording()) return -1;
   agent.capture().RequestCapture(steps, aon::TimebaseNowNs() + uint64_t{delay_ms} * 1'000'000ull);
   return 0;
+}
+
+// The range functions never call Agent::Get() before a range is recorded: a
+// framework hook may call them in a process where nothing started the agent
+// (recording is off there until a GPU source opens).
+extern "C" __attribute__((visibility("default"))) uint64_t aon_op_begin(const char* name,
+                                                                        uint8_t kind,
+                                                                        int64_t sequence_nr,
+                                                                        uint32_t framework_thread,
+                                                                        uint32_t forward_thread) {
+  return aon::agent::BeginOpRange(name, kind, sequence_nr, framework_thread, forward_thread);
+}
+
+extern "C" __attribute__((visibility("default"))) void aon_op_end(uint64_t id) {
+  aon::agent::EndOpRange(id);
+}
+
+extern "C" __attribute__((visibility("default"))) int aon_ops_active(void) {
+  return aon::agent::OpsRecording() ? 1 : 0;
 }

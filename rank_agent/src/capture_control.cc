@@ -8,6 +8,7 @@
 #include "agent.h"
 #include "aon/shm_ring.h"
 #include "aon/timebase.h"
+#include "op_ranges.h"
 
 namespace aon::agent {
 namespace {
@@ -84,6 +85,7 @@ void CaptureControl::Start(ActivityCapture* capture) {
     if (!budgeted_ && capture_ != nullptr) {
       open_ = attached_ = capture_->Open();
       failed_ = !open_;
+      if (open_) SetOpsRecording(OpsWanted());
     }
   }
   const bool time_source = config_.step_source == "auto" || config_.step_source == "time";
@@ -113,18 +115,26 @@ void CaptureControl::TimeSlots() {
   }
 }
 
+// Framework op ranges (op_ranges.h) are recorded exactly while the capture
+// records: switched on once the source is open, off before it quiesces, and
+// told before the source detaches (their correlation pops must not outlive it).
+bool CaptureControl::OpsWanted() const { return Agent::Get().enabled(RecordKind::kOps); }
+
 void CaptureControl::Apply(const StepDecision& d) {
   if (d.quiesce && open_) {
+    SetOpsRecording(false);
     capture_->Quiesce();
     open_ = false;
   }
   if (d.detach && attached_) {
+    NoteCaptureDetach();
     capture_->Close();
     attached_ = false;
   }
   if (d.open && capture_ != nullptr && !failed_ && !attached_) {
     if (capture_->Open()) {
       open_ = attached_ = true;
+      SetOpsRecording(OpsWanted());
     } else {
       failed_ = true;  // the capture said why in the notes; steps go on being recorded
     }
@@ -219,6 +229,7 @@ void CaptureControl::Finish(RankMetadata* m) {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   finished_ = true;
+  SetOpsRecording(false);  // ranges begun from now on would miss the file
   if (have_step_) {
     step_.end_ns = now;
     if (agent.enabled(RecordKind::kSteps)) agent.sink().Push(step_);
@@ -231,7 +242,10 @@ void CaptureControl::Finish(RankMetadata* m) {
   if (budgeted_) {
     // A window still open at exit is closed here; its records reach the file.
     if (open_) capture_->Quiesce();
-    if (attached_) capture_->Close();
+    if (attached_) {
+      NoteCaptureDetach();
+      capture_->Close();
+    }
     open_ = attached_ = false;
     const WindowSummary s = policy_.Summary();
     m->steps = static_cast<int64_t>(steps_);

@@ -65,6 +65,7 @@ class CaptureControl {
 
  private:
   void Apply(const StepDecision& d);
+  bool OpsWanted() const;
   void TimeSlots();
   // A job-wide on-demand request the collector put in the ring's header.
   void CheckCollectorRequest(StepSource active);

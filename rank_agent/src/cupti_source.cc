@@ -25,6 +25,7 @@
 #include "cupti_api_filter.h"
 #include "cupti_pm_sampling.h"
 #include "nccl_plugin.h"
+#include "op_ranges.h"
 
 namespace aon::agent {
 namespace {
@@ -117,6 +118,28 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   cache->emplace(key, id);
   return id;
 }
+
+// Framework op ranges (op_ranges.h) on CUPTI's external correlation stack of
+// kind CUSTOM0 (NCCL's launches use CUSTOM2: CUPTI keeps one stack per kind and
+// writes one EXTERNAL_CORRELATION record per non-empty kind before each API
+// record, so a launch inside both is tied to both). Pushed only while CUPTI is
+// attached with EXTERNAL_CORRELATION enabled; op_ranges.cc pops only in the
+// attach of the push.
+std::atomic<bool> g_op_correlation{false};
+
+bool PushOpCorrelation(uint64_t op_id) {
+  return g_op_correlation.load(std::memory_order_acquire) &&
+         cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, op_id) ==
+             CUPTI_SUCCESS;
+}
+
+bool PopOpCorrelation() {
+  uint64_t id = 0;
+  return cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id) ==
+         CUPTI_SUCCESS;
+}
+
+constexpr OpCorrelation kCuptiOpCorrelation = {PushOpCorrelation, PopOpCorrelation};
 
 // CUPTI restarts its correlation ids after every detach (correlation_ids.h).
 CorrelationIds g_correlation;
@@ -383,7 +406,10 @@ class CuptiCapture final : public ActivityCapture {
       r = cuptiActivityEnable(k.cupti);
       if (r == CUPTI_SUCCESS) {
         enabled_.push_back(k.cupti);
-        if (k.cupti == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) SetNcclCuptiCorrelation(true);
+        if (k.cupti == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+          SetNcclCuptiCorrelation(true);
+          g_op_correlation.store(agent.enabled(RecordKind::kOps), std::memory_order_release);
+        }
       } else if (attaches_ == 0) {
         agent.Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) +
                    " activity: " + ResultText(r));
@@ -417,6 +443,7 @@ class CuptiCapture final : public ActivityCapture {
     // The window's steps are over: so is its sampling (on CUPTI's clock while attached).
     if (sampler_ != nullptr) sampler_->End();
     SetNcclCuptiCorrelation(false);
+    g_op_correlation.store(false, std::memory_order_release);
     for (CUpti_ActivityKind k : enabled_) cuptiActivityDisable(k);
   }
 
@@ -506,6 +533,7 @@ bool StartCuptiSource() {
   g_capture->SetSampler(StartCuptiPmSampler(agent.config()));
   agent.SetFlushHook(FlushAtFinish);
   agent.SetSource("cupti");
+  SetOpCorrelation(&kCuptiOpCorrelation);
   // Full and flight modes attach now; budgeted mode at the first capture window.
   agent.capture().Start(g_capture);
   if (agent.capture().budgeted()) {

@@ -25,6 +25,7 @@
 #include "aon/timebase.h"
 #include "correlation_ids.h"
 #include "counter_sampler.h"
+#include "op_ranges.h"
 
 namespace aon::agent {
 namespace {
@@ -53,6 +54,33 @@ bool Recording(RecordKind kind) {
 // CUPTI's does after a detach; the records carry g_correlation.Map of it.
 std::atomic<uint32_t> g_next_correlation{1};
 CorrelationIds g_correlation;
+
+// The device's external correlation stack of kind CUSTOM0 (framework op
+// ranges, op_ranges.h), per thread, as CUPTI keeps it: a push while activity is
+// recorded with external correlation on, and before each API record the
+// innermost id becomes an ExternalCorrelationRecord. Like a CUPTI that keeps
+// its stacks across a detach, nothing here clears them at Close: op_ranges.cc
+// must pop what it owes itself. Fixed depth (trivially destructible: usable
+// during thread exit); a push beyond it fails, as a refused CUPTI push would.
+constexpr size_t kExternalDepth = 64;
+thread_local uint64_t t_external[kExternalDepth];
+thread_local size_t t_external_depth = 0;
+
+bool PushOpCorrelation(uint64_t op_id) {
+  if (!Recording(RecordKind::kExternalCorrelation) || t_external_depth == kExternalDepth) {
+    return false;
+  }
+  t_external[t_external_depth++] = op_id;
+  return true;
+}
+
+bool PopOpCorrelation() {
+  if (t_external_depth == 0) return false;  // CUPTI_ERROR_QUEUE_EMPTY
+  --t_external_depth;
+  return true;
+}
+
+constexpr OpCorrelation kSyntheticOpCorrelation = {PushOpCorrelation, PopOpCorrelation};
 
 // The counters' view of this thread's next kernels (set_kernel_profile).
 struct KernelProfile {
@@ -250,6 +278,15 @@ void SleepUntil(uint64_t t_ns) {
 void PushApi(uint64_t start, uint32_t correlation, uint32_t cbid, const char* name) {
   Agent& agent = Agent::Get();
   if (!Recording(RecordKind::kApi)) return;
+  // CUPTI writes external correlation records only with an API record, just
+  // before it: one per kind whose stack is not empty on the calling thread.
+  if (t_external_depth > 0 && Recording(RecordKind::kExternalCorrelation)) {
+    ExternalCorrelationRecord e{};
+    e.external_id = t_external[t_external_depth - 1];
+    e.correlation_id = correlation;
+    e.external_kind = kOpExternalCorrelationKind;
+    agent.sink().Push(e);
+  }
   ApiRecord r{};
   r.start_ns = start;
   r.end_ns = TimebaseNowNs();
@@ -417,6 +454,7 @@ bool StartSyntheticSource() {
     g_sampler = new SyntheticSampler(GpuUuidFromText(uuid), agent.config().counters_sample_us);
     agent.SetFlushHook(FlushSynthetic);
   }
+  SetOpCorrelation(&kSyntheticOpCorrelation);
   g_enabled.store(true, std::memory_order_release);
   static SyntheticCapture capture;
   agent.capture().Start(&capture);  // full mode: recording from now on

@@ -1,8 +1,10 @@
-/* The agent's own API for applications and framework hooks: step boundaries and
- * on-demand capture windows (docs/always-on.md). The agent library is already in
+/* The agent's own API for applications and framework hooks: step boundaries,
+ * on-demand capture windows (docs/always-on.md) and framework operator ranges
+ * (the `ops` records, docs/trace-format.md). The agent library is already in
  * the process (CUDA_INJECTION64_PATH): look the functions up with
  * dlsym(RTLD_DEFAULT, "aon_step") or dlopen that path, so an application runs
- * unchanged without AON. */
+ * unchanged without AON. Every function may be called from any thread, before
+ * the agent has started (it then does nothing) and after it finished. */
 #pragma once
 
 #include <stdint.h>
@@ -28,6 +30,46 @@ void aon_framework_step(void);
  * deadline starts on the same step). Returns 0, or -1 when this process records
  * nothing (no agent configuration, a launcher process). */
 int aon_capture(uint32_t steps, uint32_t delay_ms);
+
+/* Kinds of a range given to aon_op_begin (OpRecord::kind). */
+/* A framework operator in the forward pass or outside autograd (PyTorch: an aten op). */
+#define AON_OP_OPERATOR 0
+/* An operator run by autograd's backward pass. */
+#define AON_OP_BACKWARD 1
+/* A module's forward (PyTorch: nn.Module, name = its path "encoder.layers.3.self_attn"). */
+#define AON_OP_MODULE 2
+/* A user range (aon.range(), torch.profiler.record_function). */
+#define AON_OP_USER 3
+
+/* Begins a range on the calling thread; returns its id (> 0, unique in the
+ * process) for aon_op_end, or 0 when it is not recorded (no capture window open
+ * on this rank, a launcher process, the `ops` kind not enabled). `name` is
+ * copied (interned) before the call returns. sequence_nr: the framework's
+ * sequence number linking a backward op to its forward op (-1: none);
+ * framework_thread: the framework's own id of the calling thread;
+ * forward_thread: for backward ops, the framework's id of the thread that ran
+ * the forward op (0: unknown). Thread-safe; ranges nest per thread: the record's
+ * parent is the innermost recorded range open on this thread. While a range is
+ * open, every CUDA launch, copy or memset on this thread is tied to the
+ * innermost open range through CUPTI external correlation (kind
+ * CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, external id = the range's id).
+ * Outside capture windows it costs one atomic load. */
+uint64_t aon_op_begin(const char* name, uint8_t kind, int64_t sequence_nr,
+                      uint32_t framework_thread, uint32_t forward_thread);
+
+/* Ends the range `id` (0: nothing) on the thread that began it. Ends need not
+ * come in exact LIFO order across a window's edge, but must on one thread
+ * otherwise: ending a range also ends the recorded ranges opened after it on
+ * this thread and still open (their own end is then ignored). An id whose begin
+ * was recorded is always recorded, even if the window closed meanwhile; an id
+ * not open on this thread is ignored (counted in the rank's notes). */
+void aon_op_end(uint64_t id);
+
+/* 1 while this rank records ops: a capture window is open (budgeted mode) or
+ * CUPTI traces all the time (--mode full, flight) and the `ops` kind is on; 0
+ * otherwise. Cheap (an atomic load): framework hooks call it at every step to
+ * switch their observers on and off. */
+int aon_ops_active(void);
 
 #ifdef __cplusplus
 }

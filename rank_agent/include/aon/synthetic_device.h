@@ -6,7 +6,10 @@
 // InitializeInjection) and, with AON_SOURCE=synthetic, gets this table from the
 // agent. Every call records what the CUDA runtime would: one API record on the
 // calling thread and one activity record on a simulated per-stream GPU
-// timeline, through the same record path as CUPTI data. Rank files say
+// timeline, through the same record path as CUPTI data; a call made while a
+// framework op range is open on its thread (aon_op_begin, aon/capture_api.h) is
+// preceded by the external correlation record CUPTI would write (kind 3, the
+// innermost range's id). Rank files say
 // source = "synthetic" and the device is named "AON synthetic GPU (not real)".
 #pragma once
 

@@ -1,10 +1,13 @@
 // The agent in real processes: a child loads libaon_agent.so through NVTX
 // injection (and the fake driver), exits in various ways, and the rank file it
 // leaves is read back with the trace reader.
+#include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
-#include <vector>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "agent_child_fixture.h"
 
@@ -328,6 +331,321 @@ TEST_F(AgentTest, FullModeMarksEveryStepCaptured) {
   EXPECT_EQ(f.meta.capture_mode, "full");
   EXPECT_EQ(f.meta.captured_steps, 30);
   EXPECT_EQ(f.meta.amortized_cost, -1.0);
+}
+
+// ---- Framework operator ranges (aon_op_begin / aon_op_end, the ops kind) -----
+
+// What the child's "ops" mode did (agent_test_child.cc, RunOpsScript).
+struct OpsLog {
+  std::map<std::string, uint32_t> tid;  // role -> OS thread id
+  std::map<int, int> active;            // step -> aon_ops_active() after its boundary
+  struct Begin {
+    int step;
+    std::string role, name;
+    uint32_t kind;
+    int64_t seq;
+    int active;
+    uint64_t id, parent;
+  };
+  std::vector<Begin> begins;
+  struct Work {
+    std::string what;  // "launch", "memcpy", "memset"
+    int step;
+    std::string role, kernel;
+    uint64_t owner;  // innermost recorded range open, 0: none
+  };
+  std::vector<Work> work;
+};
+
+OpsLog ReadOpsLog(const std::string& path) {
+  OpsLog log;
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << path;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string what;
+    f >> what;
+    if (what == "thread") {
+      std::string role;
+      uint32_t tid = 0;
+      f >> role >> tid;
+      log.tid[role] = tid;
+    } else if (what == "step") {
+      int step = 0, active = 0;
+      f >> step >> active;
+      log.active[step] = active;
+    } else if (what == "begin") {
+      OpsLog::Begin b{};
+      f >> b.step >> b.role >> b.name >> b.kind >> b.seq >> b.active >> b.id >> b.parent;
+      log.begins.push_back(b);
+    } else if (what == "launch") {
+      OpsLog::Work w{what, 0, "", "", 0};
+      f >> w.step >> w.role >> w.kernel >> w.owner;
+      log.work.push_back(w);
+    } else {
+      OpsLog::Work w{what, 0, "", "", 0};
+      f >> w.step >> w.role >> w.owner;
+      log.work.push_back(w);
+    }
+    EXPECT_FALSE(f.fail()) << line;
+  }
+  return log;
+}
+
+struct OpsFile {
+  RankMetadata meta;
+  StringTable strings;
+  std::vector<StepRecord> steps;
+  std::vector<OpRecord> ops;
+  std::vector<KernelRecord> kernels;
+  std::vector<MemcpyRecord> copies;
+  std::vector<MemsetRecord> sets;
+  std::vector<ApiRecord> api;
+  std::vector<ExternalCorrelationRecord> ext;
+};
+
+OpsFile ReadOpsFile(TraceReader& r) {
+  OpsFile f;
+  auto meta = r.ReadRankMetadata();
+  auto strings = r.ReadStrings();
+  auto steps = r.ReadAll<StepRecord>();
+  auto ops = r.ReadAll<OpRecord>();
+  auto kernels = r.ReadAll<KernelRecord>();
+  auto copies = r.ReadAll<MemcpyRecord>();
+  auto sets = r.ReadAll<MemsetRecord>();
+  auto api = r.ReadAll<ApiRecord>();
+  auto ext = r.ReadAll<ExternalCorrelationRecord>();
+  EXPECT_TRUE(meta.ok() && strings.ok() && steps.ok() && ops.ok() && kernels.ok() && copies.ok() &&
+              sets.ok() && api.ok() && ext.ok());
+  if (!meta.ok() || !strings.ok() || !steps.ok() || !ops.ok() || !kernels.ok() || !copies.ok() ||
+      !sets.ok() || !api.ok() || !ext.ok()) {
+    return f;
+  }
+  f.meta = *meta;
+  f.strings = *strings;
+  f.steps = *steps;
+  f.ops = *ops;
+  f.kernels = *kernels;
+  f.copies = *copies;
+  f.sets = *sets;
+  f.api = *api;
+  f.ext = *ext;
+  return f;
+}
+
+// The framework-op ext rows (kind 3) by correlation id.
+std::map<uint32_t, std::vector<uint64_t>> OpRowsByCorrelation(const OpsFile& f) {
+  std::map<uint32_t, std::vector<uint64_t>> rows;
+  for (const ExternalCorrelationRecord& e : f.ext) {
+    if (e.external_kind == kOpExternalCorrelationKind)
+      rows[e.correlation_id].push_back(e.external_id);
+  }
+  return rows;
+}
+
+bool HasOpsNote(const RankMetadata& m) {
+  for (const std::string& n : m.notes) {
+    if (n.rfind("ops:", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Budgeted mode, steps marked by aon_framework_step: ranges are recorded exactly
+// in the capture windows (and whole when they end after one), with their
+// parents, kinds and names; every launch, copy and memset made inside a
+// recorded range has exactly one kind-3 external correlation row naming the
+// innermost one, and every other call has none.
+TEST_F(AgentTest, OpsAreRecordedInWindowsAndOwnTheLaunchesInsideThem) {
+  const std::string log_path = dir_ + "/ops.log";
+  int st = RunChild("ops", {{"AON_SOURCE", "synthetic"},
+                            {"AON_MODE", "budgeted"},
+                            {"AON_CAPTURE_PERIOD", "16"},
+                            {"AON_CAPTURE_STEPS", "3"},
+                            {"STEPS", "60"},
+                            {"OPS_LOG", log_path}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  const OpsLog log = ReadOpsLog(log_path);
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  const OpsFile f = ReadOpsFile(*r);
+
+  // Steps: marked by the framework's hook (NVTX "step <i>" ranges outranked).
+  EXPECT_EQ(f.meta.step_source, "pytorch");
+  ASSERT_EQ(f.steps.size(), 60u);
+  std::set<int> captured;
+  for (size_t i = 0; i < f.steps.size(); ++i) {
+    EXPECT_EQ(f.steps[i].step, i);
+    EXPECT_EQ(f.steps[i].source, static_cast<uint8_t>(StepSource::kPytorch));
+    if (f.steps[i].flags & kStepCaptured) captured.insert(static_cast<int>(i));
+  }
+  ASSERT_GE(f.meta.windows, 3);
+  // aon_ops_active() is 1 exactly in the captured steps.
+  ASSERT_EQ(log.active.size(), 60u);
+  for (const auto& [step, active] : log.active) {
+    EXPECT_EQ(active, captured.count(step) ? 1 : 0) << "step " << step;
+  }
+
+  // A range is recorded iff aon_op_begin returned an id, iff ops were active.
+  std::map<uint64_t, const OpRecord*> by_id;
+  for (const OpRecord& op : f.ops) {
+    EXPECT_TRUE(by_id.emplace(op.op_id, &op).second) << "op id " << op.op_id << " twice";
+  }
+  size_t recorded = 0, straddling = 0, engines = 0;
+  for (const OpsLog::Begin& b : log.begins) {
+    EXPECT_EQ(b.id != 0, b.active == 1) << b.name << " at step " << b.step;
+    if (b.id == 0) continue;
+    ++recorded;
+    auto it = by_id.find(b.id);
+    ASSERT_NE(it, by_id.end()) << b.name << " at step " << b.step << " not recorded";
+    const OpRecord& op = *it->second;
+    EXPECT_EQ(f.strings.Get(op.name_id), b.name);
+    EXPECT_EQ(op.kind, b.kind) << b.name;
+    EXPECT_EQ(op.sequence_nr, b.seq) << b.name;
+    EXPECT_EQ(op.parent_id, b.parent) << b.name << " at step " << b.step;
+    EXPECT_EQ(op.thread_id, log.tid.at(b.role)) << b.name;
+    EXPECT_EQ(op.framework_thread, b.role == "main" ? 1u : 2u) << b.name;
+    EXPECT_EQ(op.forward_thread, b.name == "autograd::AddmmBackward0" ? 1u : 0u) << b.name;
+    EXPECT_LE(op.start_ns, op.end_ns);
+    // The optimizer's range of step s ends after the boundary of step s + 1:
+    // recorded whole also when that boundary closed the window.
+    if (b.name == "Optimizer.step" && !captured.count(b.step + 1)) ++straddling;
+    if (b.name == "autograd::engine") ++engines;
+  }
+  EXPECT_EQ(f.ops.size(), recorded) << "ops recorded that no begin returned";
+  EXPECT_GE(straddling, 3u) << "a range that outlived its window in each window";
+  EXPECT_GE(engines, 3u);
+  // The nesting the script made, by kind.
+  for (const OpRecord& op : f.ops) {
+    const std::string name = f.strings.Get(op.name_id);
+    if (name == "aten::addmm") {
+      ASSERT_TRUE(by_id.count(op.parent_id));
+      EXPECT_EQ(f.strings.Get(by_id.at(op.parent_id)->name_id), "aten::linear");
+      EXPECT_EQ(op.kind, static_cast<uint8_t>(OpKind::kOperator));
+    } else if (name == "aten::linear") {
+      ASSERT_TRUE(by_id.count(op.parent_id));
+      EXPECT_EQ(by_id.at(op.parent_id)->kind, static_cast<uint8_t>(OpKind::kModule));
+    } else if (name == "model.layer") {
+      EXPECT_EQ(op.parent_id, 0u);
+    }
+  }
+
+  // GPU work: every call of a captured step is there, and tied to exactly the
+  // innermost recorded range open around it.
+  const auto rows = OpRowsByCorrelation(f);
+  std::map<std::string, const KernelRecord*> kernel_by_name;
+  for (const KernelRecord& k : f.kernels) {
+    EXPECT_TRUE(kernel_by_name.emplace(f.strings.Get(k.name_id), &k).second);
+  }
+  std::map<std::string, std::vector<const OpsLog::Work*>> copies_and_sets;
+  size_t tied = 0, launches = 0;
+  for (const OpsLog::Work& w : log.work) {
+    if (!captured.count(w.step)) {
+      if (w.what == "launch") {
+        EXPECT_EQ(kernel_by_name.count(w.kernel), 0u) << w.kernel;
+      }
+      continue;
+    }
+    if (w.owner != 0) ++tied;
+    if (w.what != "launch") {
+      copies_and_sets[w.what].push_back(&w);
+      continue;
+    }
+    ++launches;
+    auto k = kernel_by_name.find(w.kernel);
+    ASSERT_NE(k, kernel_by_name.end()) << w.kernel << " not recorded";
+    auto row = rows.find(k->second->correlation_id);
+    if (w.owner == 0) {
+      EXPECT_TRUE(row == rows.end())
+          << w.kernel << " launched outside every range is tied to op " << row->second.front();
+    } else {
+      ASSERT_TRUE(row != rows.end()) << w.kernel << " has no op row";
+      EXPECT_EQ(row->second, std::vector<uint64_t>{w.owner}) << w.kernel;
+    }
+  }
+  EXPECT_EQ(f.kernels.size(), launches);
+  // Copies (inside the module) and memsets (outside every range), in call order.
+  auto check_in_order = [&](const auto& records, const std::vector<const OpsLog::Work*>& want,
+                            const char* what) {
+    ASSERT_EQ(records.size(), want.size()) << what;
+    std::vector<uint32_t> corr;
+    for (const auto& rec : records) corr.push_back(rec.correlation_id);
+    std::sort(corr.begin(), corr.end());  // issue order: correlation ids increase
+    for (size_t i = 0; i < corr.size(); ++i) {
+      auto row = rows.find(corr[i]);
+      if (want[i]->owner == 0) {
+        EXPECT_TRUE(row == rows.end())
+            << what << " " << i << " is tied to op " << row->second.front();
+      } else {
+        ASSERT_TRUE(row != rows.end()) << what << " " << i << " has no op row";
+        EXPECT_EQ(row->second, std::vector<uint64_t>{want[i]->owner}) << what << " " << i;
+      }
+    }
+  };
+  check_in_order(f.copies, copies_and_sets["memcpy"], "memcpy");
+  check_in_order(f.sets, copies_and_sets["memset"], "memset");
+  // No other framework-op rows: one per tied call (synchronizations run
+  // outside every range), each naming a recorded op and an API call.
+  size_t op_rows = 0;
+  std::set<uint32_t> api_corr;
+  for (const ApiRecord& a : f.api) api_corr.insert(a.correlation_id);
+  for (const auto& [corr, ids] : rows) {
+    op_rows += ids.size();
+    EXPECT_TRUE(api_corr.count(corr)) << "row for correlation " << corr << " without its call";
+    for (uint64_t id : ids) EXPECT_TRUE(by_id.count(id)) << "row names unrecorded op " << id;
+  }
+  EXPECT_EQ(op_rows, tied);
+  EXPECT_FALSE(HasOpsNote(f.meta)) << "no range lost, no end unmatched";
+}
+
+TEST_F(AgentTest, OpsAreNotRecordedWhenTheKindIsOff) {
+  const std::string log_path = dir_ + "/ops.log";
+  int st = RunChild("ops", {{"AON_SOURCE", "synthetic"},
+                            {"AON_MODE", "budgeted"},
+                            {"AON_KINDS", "kernels,api,memcpy,memset,sync,nvtx"},
+                            {"AON_CAPTURE_PERIOD", "16"},
+                            {"STEPS", "30"},
+                            {"OPS_LOG", log_path}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  const OpsLog log = ReadOpsLog(log_path);
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  const OpsFile f = ReadOpsFile(*r);
+  ASSERT_GT(f.meta.captured_steps, 0);
+  ASSERT_FALSE(f.kernels.empty()) << "windows still capture kernels";
+  for (const auto& [step, active] : log.active) EXPECT_EQ(active, 0) << step;
+  for (const OpsLog::Begin& b : log.begins) EXPECT_EQ(b.id, 0u) << b.name;
+  EXPECT_TRUE(f.ops.empty());
+  EXPECT_TRUE(OpRowsByCorrelation(f).empty());
+}
+
+// Full mode: CUPTI (here the synthetic device) records all the time, so do ops;
+// a range still open when the process ends is not recorded, and said so.
+TEST_F(AgentTest, FullModeRecordsOpsInEveryStep) {
+  const std::string log_path = dir_ + "/ops.log";
+  int st = RunChild("ops", {{"AON_SOURCE", "synthetic"},
+                            {"AON_MODE", "full"},
+                            {"STEPS", "8"},
+                            {"OPS_LEAVE_OPEN", "1"},
+                            {"OPS_LOG", log_path}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  const OpsLog log = ReadOpsLog(log_path);
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  const OpsFile f = ReadOpsFile(*r);
+  for (const auto& [step, active] : log.active) EXPECT_EQ(active, 1) << step;
+  size_t ended = 0;
+  for (const OpsLog::Begin& b : log.begins) {
+    EXPECT_NE(b.id, 0u) << b.name;
+    if (b.name != "never.ended") ++ended;
+  }
+  EXPECT_EQ(f.ops.size(), ended);
+  EXPECT_EQ(f.steps.size(), 8u);
+  bool noted = false;
+  for (const std::string& n : f.meta.notes) {
+    noted |= n == "ops: 1 framework range(s) were still open when their thread ended: not recorded";
+  }
+  EXPECT_TRUE(noted);
 }
 
 }  // namespace

@@ -5,14 +5,21 @@
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "aon/capture_api.h"
 #include "aon/synthetic_device.h"
 
 namespace {
@@ -51,6 +58,210 @@ const AonSyntheticDeviceV1* FakeDriver() {
   auto get = reinterpret_cast<AonGetSyntheticDeviceFn>(dlsym(lib, "aonSyntheticDeviceV1"));
   if (!init || !get || !init()) return nullptr;
   return get();
+}
+
+// The operator-range API as a framework hook finds it (aon/capture_api.h).
+struct OpsApi {
+  uint64_t (*begin)(const char*, uint8_t, int64_t, uint32_t, uint32_t) = nullptr;
+  void (*end)(uint64_t) = nullptr;
+  int (*active)() = nullptr;
+  void (*framework_step)() = nullptr;
+};
+
+bool FindOpsApi(OpsApi* api) {
+  void* agent = dlopen(std::getenv("CUDA_INJECTION64_PATH"), RTLD_NOW | RTLD_NOLOAD);
+  if (agent == nullptr) return false;
+  api->begin = reinterpret_cast<decltype(api->begin)>(dlsym(agent, "aon_op_begin"));
+  api->end = reinterpret_cast<decltype(api->end)>(dlsym(agent, "aon_op_end"));
+  api->active = reinterpret_cast<decltype(api->active)>(dlsym(agent, "aon_ops_active"));
+  api->framework_step =
+      reinterpret_cast<decltype(api->framework_step)>(dlsym(agent, "aon_framework_step"));
+  return api->begin && api->end && api->active && api->framework_step;
+}
+
+// What the "ops" mode did, for the test to compare with the rank file (OPS_LOG):
+//   thread <role> <tid>
+//   step <i> <aon_ops_active() after the step began>
+//   begin <step> <role> <name> <kind> <seq> <active before the call> <id> <parent>
+//   launch <step> <role> <kernel name> <innermost recorded range open, 0: none>
+//   memcpy|memset <step> <role> <innermost recorded range open>
+// `parent` is the innermost recorded range open on the thread; the child keeps
+// its own stacks, the oracle the agent's records are checked against.
+class OpsScript {
+ public:
+  OpsScript(const AonSyntheticDeviceV1* gpu, const OpsApi& api, FILE* log)
+      : gpu_(gpu), api_(api), log_(log) {}
+
+  // Begins a range; logs it with what the agent said.
+  uint64_t Begin(std::vector<uint64_t>& stack, int step, const char* role, const char* name,
+                 uint8_t kind, int64_t seq, uint32_t fw, uint32_t fwd) {
+    const int active = api_.active();
+    const uint64_t id = api_.begin(name, kind, seq, fw, fwd);
+    Log("begin %d %s %s %u %lld %d %llu %llu\n", step, role, name, kind,
+        static_cast<long long>(seq), active, static_cast<unsigned long long>(id),
+        static_cast<unsigned long long>(Innermost(stack)));
+    stack.push_back(id);
+    return id;
+  }
+  void End(std::vector<uint64_t>& stack) {
+    api_.end(stack.back());
+    stack.pop_back();
+  }
+  void Launch(const std::vector<uint64_t>& stack, int step, const char* role,
+              const std::string& kernel) {
+    gpu_->launch_kernel(1, kernel.c_str(), 2000, 1, 32);
+    Log("launch %d %s %s %llu\n", step, role, kernel.c_str(),
+        static_cast<unsigned long long>(Innermost(stack)));
+  }
+  void Copy(const std::vector<uint64_t>& stack, int step, const char* role) {
+    gpu_->memcpy(2, 1, 4096, 1);
+    Log("memcpy %d %s %llu\n", step, role, static_cast<unsigned long long>(Innermost(stack)));
+  }
+  void Set(const std::vector<uint64_t>& stack, int step, const char* role) {
+    gpu_->memset(1, 4096, 1);
+    Log("memset %d %s %llu\n", step, role, static_cast<unsigned long long>(Innermost(stack)));
+  }
+  void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
+    std::lock_guard<std::mutex> lock(mu_);
+    va_list ap;
+    va_start(ap, fmt);
+    std::vfprintf(log_, fmt, ap);
+    va_end(ap);
+  }
+
+ private:
+  static uint64_t Innermost(const std::vector<uint64_t>& stack) {
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+      if (*it != 0) return *it;
+    }
+    return 0;
+  }
+  const AonSyntheticDeviceV1* gpu_;
+  OpsApi api_;
+  FILE* log_;
+  std::mutex mu_;
+};
+
+// A helper thread that runs one job per step while the main thread waits (the
+// autograd engine's thread, as seen by the agent: its own ranges and launches).
+class StepWorker {
+ public:
+  StepWorker() : thread_([this] { Loop(); }) {}
+  ~StepWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Run(std::function<void()> job) {
+    std::unique_lock<std::mutex> lock(mu_);
+    job_ = std::move(job);
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !job_; });
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || job_; });
+      if (stop_) return;
+      job_();
+      job_ = nullptr;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// STEPS steps marked by aon_framework_step (and NVTX "step <i>" ranges, which
+// the pytorch source outranks). Each step, on the main thread:
+//   [Optimizer.step (user) begun in the previous step, ended after the boundary]
+//     launch k_step<i>_optim
+//   model.layer (module) > aten::linear (operator) > aten::addmm (operator)
+//     launch k_step<i>_addmm in addmm, k_step<i>_linear in linear, a copy in the module
+//   launch k_step<i>_outside, a memset outside every range
+// and on the worker thread:
+//   autograd::AddmmBackward0 (backward, seq = addmm's, forward thread 1)
+//     launch k_step<i>_bw
+//   launch k_step<i>_wfree (inside autograd::engine when that is open)
+//   autograd::engine (user) begun at a window's first step, ended 4 steps after
+//   the window (after the GPU source detached), or when the next one starts.
+// OPS_LEAVE_OPEN=1: a last range is begun and never ended.
+int RunOpsScript(const AonSyntheticDeviceV1* gpu) {
+  OpsApi api;
+  if (!FindOpsApi(&api)) return 11;
+  const char* log_path = std::getenv("OPS_LOG");
+  FILE* log = log_path ? std::fopen(log_path, "w") : nullptr;
+  if (log == nullptr) return 12;
+  const int steps = std::getenv("STEPS") ? std::atoi(std::getenv("STEPS")) : 40;
+  OpsScript s(gpu, api, log);
+  std::vector<uint64_t> main_stack, worker_stack;
+  s.Log("thread main %ld\n", static_cast<long>(syscall(SYS_gettid)));
+  {
+    StepWorker worker;
+    worker.Run([&] { s.Log("thread worker %ld\n", static_cast<long>(syscall(SYS_gettid))); });
+    bool prev_active = false;
+    int steps_after_window = 0;  // of the worker's open engine range
+    for (int i = 0; i < steps; ++i) {
+      const std::string k = "k_step" + std::to_string(i) + "_";
+      // The optimizer's step hook runs inside its own range.
+      if (i > 0) s.Begin(main_stack, i - 1, "main", "Optimizer.step", AON_OP_USER, -1, 1, 0);
+      api.framework_step();
+      const int active = api.active();
+      s.Log("step %d %d\n", i, active);
+      if (i > 0) {
+        s.Launch(main_stack, i, "main", k + "optim");
+        s.End(main_stack);
+      }
+      nvtxRangePushA(("step " + std::to_string(i)).c_str());
+      s.Begin(main_stack, i, "main", "model.layer", AON_OP_MODULE, -1, 1, 0);
+      s.Begin(main_stack, i, "main", "aten::linear", AON_OP_OPERATOR, 10 * i, 1, 0);
+      s.Begin(main_stack, i, "main", "aten::addmm", AON_OP_OPERATOR, 10 * i + 1, 1, 0);
+      s.Launch(main_stack, i, "main", k + "addmm");
+      s.End(main_stack);
+      s.Launch(main_stack, i, "main", k + "linear");
+      s.End(main_stack);
+      s.Copy(main_stack, i, "main");
+      s.End(main_stack);
+      s.Launch(main_stack, i, "main", k + "outside");
+      s.Set(main_stack, i, "main");
+      worker.Run([&] {
+        s.Begin(worker_stack, i, "worker", "autograd::AddmmBackward0", AON_OP_BACKWARD, 10 * i + 1,
+                2, 1);
+        s.Launch(worker_stack, i, "worker", k + "bw");
+        s.End(worker_stack);
+        s.Launch(worker_stack, i, "worker", k + "wfree");
+        const bool window_starts = active && !prev_active;
+        if (!worker_stack.empty()) {
+          // Past the window's tail (the source has detached), or a new window.
+          if (window_starts || (!active && ++steps_after_window >= 4)) s.End(worker_stack);
+        }
+        if (window_starts) {
+          s.Begin(worker_stack, i, "worker", "autograd::engine", AON_OP_USER, -1, 2, 0);
+          steps_after_window = 0;
+        }
+      });
+      gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
+      nvtxRangePop();
+      prev_active = active != 0;
+    }
+    if (!main_stack.empty()) s.End(main_stack);
+    worker.Run([&] {
+      while (!worker_stack.empty()) s.End(worker_stack);
+    });
+  }
+  if (std::getenv("OPS_LEAVE_OPEN") != nullptr) {
+    s.Begin(main_stack, steps, "main", "never.ended", AON_OP_USER, -1, 1, 0);
+  }
+  std::fclose(log);
+  return 0;
 }
 
 }  // namespace
@@ -121,6 +332,11 @@ int main(int argc, char** argv) {
       if (mark == "nvtx") nvtxRangePop();
     }
     return 0;
+  }
+  if (mode == "ops") {
+    const AonSyntheticDeviceV1* gpu = FakeDriver();
+    if (!gpu) return 10;
+    return RunOpsScript(gpu);
   }
   if (mode == "marks-forever" || mode == "marks-for-3s") {
     // Reports on stdout how many marks have returned (i.e. are in the ring),

@@ -1,0 +1,218 @@
+#include "op_ranges.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "agent.h"
+#include "aon/records.h"
+#include "aon/timebase.h"
+
+namespace aon::agent {
+namespace {
+
+// Written by CaptureControl under its lock; read by every range.
+std::atomic<bool> g_recording{false};
+// Bumped before every detach of the GPU source: a push is popped only in its epoch.
+std::atomic<uint64_t> g_epoch{1};
+std::atomic<const OpCorrelation*> g_correlation{nullptr};
+
+// Ids are unique in the process. A thread takes them in blocks, so threads do
+// not bounce one counter's cache line on every range.
+constexpr uint64_t kIdBlock = 1024;
+std::atomic<uint64_t> g_next_block{1};
+
+// What could not be recorded (NoteOpRangeLosses).
+std::atomic<uint64_t> g_unmatched_ends{0};      // no such range open on the ending thread
+std::atomic<uint64_t> g_ended_by_enclosing{0};  // their own end never came
+std::atomic<uint64_t> g_abandoned{0};           // still open when their thread ended
+
+struct OpenRange {
+  uint64_t id;
+  uint64_t parent_id;
+  uint64_t start_ns;
+  uint64_t push_epoch;  // the epoch of its correlation push; 0: not pushed
+  int64_t sequence_nr;
+  uint32_t name_id;
+  uint32_t framework_thread;
+  uint32_t forward_thread;
+  uint8_t kind;
+};
+
+// Names seen by this thread, so a repeated name takes no lock (the sink's
+// string table is shared and locked). Bounded: cleared when full.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+constexpr size_t kThreadNameCache = 4096;
+
+// Set when this thread's ThreadRanges is destroyed (thread exit; for the main
+// thread, exit() runs thread-local destructors before atexit handlers, where
+// the agent finishes). Trivially destructible, so it is still readable then:
+// a range begun or ended later (another atexit handler, a static destructor)
+// is ignored instead of touching a destroyed object.
+thread_local bool t_gone = false;
+
+struct ThreadRanges {
+  std::vector<OpenRange> open;  // the recorded ranges open on this thread, innermost last
+  uint64_t next_id = 0, id_end = 0;
+  uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  // This thread's correlation pushes against the GPU source's stack: the epoch
+  // it last reconciled in, and pushes of ranges that ended after their
+  // attach's detach (not popped then: the source was gone).
+  uint64_t epoch_seen = 0;
+  uint64_t owed_pops = 0;
+  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> names;
+
+  ThreadRanges() { open.reserve(32); }
+  ~ThreadRanges() {
+    if (!open.empty()) g_abandoned.fetch_add(open.size(), std::memory_order_relaxed);
+    t_gone = true;
+  }
+  ThreadRanges(const ThreadRanges&) = delete;
+  ThreadRanges& operator=(const ThreadRanges&) = delete;
+
+  uint64_t NextId() {
+    if (next_id == id_end) {
+      next_id = g_next_block.fetch_add(kIdBlock, std::memory_order_relaxed);
+      id_end = next_id + kIdBlock;
+    }
+    return next_id++;
+  }
+
+  uint32_t Intern(const char* s) {
+    if (s == nullptr || *s == '\0') return 0;
+    const std::string_view name(s);
+    if (auto it = names.find(name); it != names.end()) return it->second;
+    const uint32_t id = Agent::Get().sink().Intern(name, RecordKind::kOps);
+    if (names.size() >= kThreadNameCache) names.clear();
+    names.emplace(std::string(name), id);
+    return id;
+  }
+
+  // First push of this thread in a new attach: whatever it pushed before
+  // belongs to an earlier one. Pops as many (a stack the source kept across
+  // its detach) until the source says its stack is empty (one it cleared),
+  // then pushes the ranges still open again, outermost first, so the source's
+  // stack is this thread's stack of open ranges whatever the source did.
+  void Reconcile(const OpCorrelation& c, uint64_t epoch) {
+    uint64_t stale = owed_pops;
+    for (const OpenRange& r : open) {
+      if (r.push_epoch != 0) ++stale;
+    }
+    while (stale > 0 && c.pop()) --stale;
+    owed_pops = 0;
+    epoch_seen = epoch;
+    for (OpenRange& r : open) r.push_epoch = c.push(r.id) ? epoch : 0;
+  }
+};
+
+ThreadRanges& Ranges() {
+  thread_local ThreadRanges ranges;
+  return ranges;
+}
+
+void Emit(const ThreadRanges& t, const OpenRange& r, uint64_t end_ns) {
+  OpRecord rec{};
+  rec.start_ns = r.start_ns;
+  rec.end_ns = end_ns;
+  rec.op_id = r.id;
+  rec.parent_id = r.parent_id;
+  rec.sequence_nr = r.sequence_nr;
+  rec.name_id = r.name_id;
+  rec.thread_id = t.tid;
+  rec.framework_thread = r.framework_thread;
+  rec.forward_thread = r.forward_thread;
+  rec.kind = r.kind;
+  Agent::Get().sink().Push(rec);
+}
+
+}  // namespace
+
+void SetOpCorrelation(const OpCorrelation* correlation) {
+  g_correlation.store(correlation, std::memory_order_release);
+}
+
+bool OpsRecording() { return g_recording.load(std::memory_order_acquire); }
+
+void SetOpsRecording(bool on) { g_recording.store(on, std::memory_order_release); }
+
+void NoteCaptureDetach() { g_epoch.fetch_add(1, std::memory_order_acq_rel); }
+
+uint64_t BeginOpRange(const char* name, uint8_t kind, int64_t sequence_nr,
+                      uint32_t framework_thread, uint32_t forward_thread) {
+  if (!g_recording.load(std::memory_order_acquire) || t_gone) return 0;
+  ThreadRanges& t = Ranges();
+  OpenRange r{};
+  r.start_ns = TimebaseNowNs();
+  r.id = t.NextId();
+  r.parent_id = t.open.empty() ? 0 : t.open.back().id;
+  r.sequence_nr = sequence_nr;
+  r.name_id = t.Intern(name);
+  r.framework_thread = framework_thread;
+  r.forward_thread = forward_thread;
+  r.kind = kind;
+  if (const OpCorrelation* c = g_correlation.load(std::memory_order_acquire)) {
+    const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+    if (t.epoch_seen != epoch) t.Reconcile(*c, epoch);
+    if (c->push(r.id)) r.push_epoch = epoch;
+  }
+  t.open.push_back(r);
+  return r.id;
+}
+
+void EndOpRange(uint64_t id) {
+  if (id == 0 || t_gone) return;
+  ThreadRanges& t = Ranges();
+  size_t depth = t.open.size();
+  while (depth > 0 && t.open[depth - 1].id != id) --depth;
+  if (depth == 0) {
+    g_unmatched_ends.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint64_t end_ns = TimebaseNowNs();
+  const OpCorrelation* c = g_correlation.load(std::memory_order_acquire);
+  const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  // `id` and every range above it (those end with it), innermost first: the
+  // source's stack is popped in the order it was pushed.
+  while (t.open.size() >= depth) {
+    const OpenRange r = t.open.back();
+    t.open.pop_back();
+    if (r.push_epoch != 0 && c != nullptr) {
+      if (r.push_epoch == epoch) {
+        c->pop();
+      } else {
+        ++t.owed_pops;  // detached since: popped at this thread's next attach
+      }
+    }
+    if (r.id != id) g_ended_by_enclosing.fetch_add(1, std::memory_order_relaxed);
+    Emit(t, r, end_ns);
+  }
+}
+
+void NoteOpRangeLosses() {
+  Agent& agent = Agent::Get();
+  if (const uint64_t n = g_abandoned.load(std::memory_order_relaxed); n > 0) {
+    agent.Note("ops: " + std::to_string(n) +
+               " framework range(s) were still open when their thread ended: not recorded");
+  }
+  if (const uint64_t n = g_ended_by_enclosing.load(std::memory_order_relaxed); n > 0) {
+    agent.Note("ops: " + std::to_string(n) +
+               " framework range(s) never ended on their own: ended with the range enclosing "
+               "them");
+  }
+  if (const uint64_t n = g_unmatched_ends.load(std::memory_order_relaxed); n > 0) {
+    agent.Note("ops: " + std::to_string(n) +
+               " aon_op_end call(s) named no range open on their thread (ended twice, or on "
+               "another thread): ignored");
+  }
+}
+
+}  // namespace aon::agent
