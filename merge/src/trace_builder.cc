@@ -307,6 +307,8 @@ class Builder {
       Step(m);
     } else if constexpr (std::is_same_v<T, CounterRecord>) {
       Counter(m);
+    } else if constexpr (std::is_same_v<T, OpRecord>) {
+      Op(m);
     } else {
       Generic(m);
     }
@@ -620,6 +622,24 @@ class Builder {
     } else {
       Emit(track, SliceShape::kComplete, shown, cat, r.start_ns, r.end_ns);
     }
+  }
+
+  // Framework operators (aon_op_begin / aon_op_end) on the OS thread's track,
+  // beside that thread's CUDA calls and NVTX ranges: an operator encloses the
+  // calls it made, and ranges nest per thread, so they show as one call tree.
+  void Op(const Merged<OpRecord>& m) {
+    const OpRecord& r = m.record;
+    const uint32_t track = CpuThread(m.rank, r.thread_id);
+    const std::string& name = Str(r.name_id);
+    const char* kind = EnumValueName(kOpKindValues, r.kind);
+    args_.S("kind", kind != nullptr ? kind : "?");
+    args_.U("op_id", r.op_id);
+    args_.U("parent_id", r.parent_id);
+    args_.I("sequence_nr", r.sequence_nr);
+    args_.U("framework_thread", r.framework_thread);
+    if (r.forward_thread != 0) args_.U("forward_thread", r.forward_thread);
+    Emit(track, SliceShape::kComplete, name.empty() ? std::string_view("op") : name,
+         RecordTraits<OpRecord>::kName, r.start_ns, r.end_ns);
   }
 
   void Nccl(const Merged<NcclRecord>& m) {

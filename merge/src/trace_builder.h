@@ -8,6 +8,8 @@
 //   sync              on its stream's track, or the rank's "sync" track;
 //   CUDA API, NVTX    on the OS thread's track (NVTX start/end ranges: async
 //                     slices; marks: instants);
+//   ops               framework operators on the OS thread's track too, named
+//                     by the operator (they enclose their CUDA calls);
 //   NCCL              per communicator / channel / "NCCL API" / proxy channel tracks;
 //   steps             the rank's "Steps" track; counters: a counter track per GPU
 //                     and metric; kinds without their own mapping: one slice per

@@ -249,6 +249,89 @@ TEST(MergeChromeTrace, TracksAndLabels) {
   EXPECT_EQ(Count(c, "X_sync"), 4u);
 }
 
+// Framework operators: nested slices named by the operator on the OS thread's
+// track, around that thread's CUDA calls; names remapped and times shifted like
+// every other kind's (each rank's table lists the names in its own order).
+constexpr const char* kOpsEvents = R"PY(
+import json, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    d = json.load(f)
+threads = {}
+for e in d["traceEvents"]:
+    if e["ph"] == "M" and e["name"] == "thread_name": threads[(e["pid"], e["tid"])] = e["args"]["name"]
+for e in d["traceEvents"]:
+    if e.get("cat") not in ("ops", "cuda_runtime"): continue
+    a = e.get("args", {})
+    print("%s/%d/%s\t%s %s ts=%.3f dur=%.3f kind=%s op=%s parent=%s seq=%s fwd=%s" % (
+        e["cat"], e["pid"], e["name"], e["ph"], threads.get((e["pid"], e["tid"]), "?"), e["ts"],
+        e["dur"], a.get("kind"), a.get("op_id"), a.get("parent_id"), a.get("sequence_nr"),
+        a.get("forward_thread")))
+)PY";
+
+TEST(MergeChromeTrace, OpsNestOnTheirThreadAroundTheirCudaCalls) {
+  TempDir dir;
+  std::vector<RankTrace> ranks(2);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    RankTrace& t = ranks[rank];
+    t.meta = testing::BasicMetadata(rank, 2);
+    t.meta.clock_offset_ns = rank == 0 ? 0 : 5000;  // rank 1's clock is 5 us behind
+    // Names interned in a different order on each rank.
+    if (rank == 1) t.strings.Intern("cudaLaunchKernel");
+    const uint32_t module = t.strings.Intern("encoder.layers.3.self_attn");
+    const uint32_t addmm = t.strings.Intern("aten::addmm");
+    const uint32_t backward = t.strings.Intern("AddmmBackward0");
+    const uint32_t launch = t.strings.Intern("cudaLaunchKernel");
+    const uint32_t main_tid = static_cast<uint32_t>(t.meta.pid);
+    auto op = [&](uint64_t start, uint64_t end, uint64_t id, uint64_t parent, int64_t seq,
+                  uint32_t name, uint32_t tid, OpKind kind, uint32_t forward) {
+      OpRecord r{};
+      r.start_ns = 1'000'000 + start;
+      r.end_ns = 1'000'000 + end;
+      r.op_id = id;
+      r.parent_id = parent;
+      r.sequence_nr = seq;
+      r.name_id = name;
+      r.thread_id = tid;
+      r.framework_thread = tid == main_tid ? 1 : 2;
+      r.forward_thread = forward;
+      r.kind = static_cast<uint8_t>(kind);
+      t.Get<OpRecord>().push_back(r);
+    };
+    op(1000, 9000, 1, 0, -1, module, main_tid, OpKind::kModule, 0);
+    op(2000, 8000, 2, 1, 41, addmm, main_tid, OpKind::kOperator, 0);
+    op(20000, 26000, 1025, 0, 41, backward, 4321, OpKind::kBackward, 1);
+    ApiRecord a{};
+    a.start_ns = 1'000'000 + 3000;
+    a.end_ns = 1'000'000 + 5000;
+    a.thread_id = main_tid;
+    a.name_id = launch;
+    a.domain = static_cast<uint8_t>(ApiDomain::kRuntime);
+    t.Get<ApiRecord>().push_back(a);
+  }
+  testing::WriteJob(dir.path(), ranks);
+  MergeOptions options;
+  options.job_dir = dir.path();
+  MergeReport report;
+  AON_ASSERT_OK(testing::MergeAndExport(options, {}, &report));
+  EXPECT_EQ(report.records[static_cast<size_t>(RecordKind::kOps)], 6u);
+
+  auto c = testing::RunPython(dir, kOpsEvents, {report.chrome_path});
+  // Times are relative to the timeline's start (rank 0's first record).
+  EXPECT_EQ(Value(c, "ops/0/encoder.layers.3.self_attn"),
+            "X main thread 1000 ts=0.000 dur=8.000 kind=module op=1 parent=0 seq=-1 fwd=None");
+  EXPECT_EQ(Value(c, "ops/0/aten::addmm"),
+            "X main thread 1000 ts=1.000 dur=6.000 kind=operator op=2 parent=1 seq=41 fwd=None");
+  EXPECT_EQ(Value(c, "cuda_runtime/0/cudaLaunchKernel"),
+            "X main thread 1000 ts=2.000 dur=2.000 kind=None op=None parent=None seq=None "
+            "fwd=None");
+  EXPECT_EQ(Value(c, "ops/0/AddmmBackward0"),
+            "X thread 4321 ts=19.000 dur=6.000 kind=backward op=1025 parent=0 seq=41 fwd=1");
+  EXPECT_EQ(Value(c, "ops/1/encoder.layers.3.self_attn"),
+            "X main thread 1001 ts=5.000 dur=8.000 kind=module op=1 parent=0 seq=-1 fwd=None");
+  EXPECT_EQ(Value(c, "ops/1/AddmmBackward0"),
+            "X thread 4321 ts=24.000 dur=6.000 kind=backward op=1025 parent=0 seq=41 fwd=1");
+}
+
 TEST(MergeChromeTrace, HostileNamesStayValidJson) {
   TempDir dir;
   RankTrace r0;
