@@ -8,28 +8,80 @@
 // and emits real NVTX ranges through nvtx3, which reach the agent through
 // NVTX_INJECTION64_PATH exactly as in a real application. The MPI all-reduce is
 // real. Every operation is counted where it is issued, and each rank prints
-//   AON_EXPECT rank=R kernels=K memcpy=C memset=M nvtx=V sync=S
+//   AON_EXPECT rank=R kernels=K memcpy=C memset=M nvtx=V sync=S [ops=O]
 // which the tests compare with the rank's trace.
+//
+// --ops plays AON's PyTorch integration (rank_agent/include/aon/capture_api.h):
+// steps marked by aon_framework_step() at each iteration, and each iteration's
+// kernels inside framework ranges, as the PyTorch observer reports them:
+//   module "model" > operator "aten::linear" > operator "aten::addmm"
+// with the GEMM launched in aten::addmm, the elementwise kernel in aten::linear,
+// the reduction in the module; copies and memsets outside every range. Ranges
+// are begun only while aon_ops_active() says so (a window), as the observer
+// does; O counts those the agent recorded (begin returned an id).
 #include <dlfcn.h>
 #include <mpi.h>
 #include <nvtx3/nvToolsExt.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <cstddef>
 #include <cstring>
 #include <span>
 #include <string>
 #include <thread>
 
+#include "aon/capture_api.h"
 #include "aon/synthetic_device.h"
 
 namespace {
 
 struct Counts {
-  int kernels = 0, memcpy = 0, memset = 0, nvtx = 0, sync = 0;
+  int kernels = 0, memcpy = 0, memset = 0, nvtx = 0, sync = 0, ops = 0;
+};
+
+// The agent's framework API (aon/capture_api.h), as a framework hook finds it.
+struct FrameworkApi {
+  uint64_t (*begin)(const char*, uint8_t, int64_t, uint32_t, uint32_t) = nullptr;
+  void (*end)(uint64_t) = nullptr;
+  int (*active)() = nullptr;
+  void (*step)() = nullptr;
+};
+
+FrameworkApi FindFrameworkApi() {
+  FrameworkApi api;
+  const char* path = std::getenv("CUDA_INJECTION64_PATH");
+  void* lib = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (lib == nullptr) return api;
+  api.begin = reinterpret_cast<decltype(api.begin)>(dlsym(lib, "aon_op_begin"));
+  api.end = reinterpret_cast<decltype(api.end)>(dlsym(lib, "aon_op_end"));
+  api.active = reinterpret_cast<decltype(api.active)>(dlsym(lib, "aon_ops_active"));
+  api.step = reinterpret_cast<decltype(api.step)>(dlsym(lib, "aon_framework_step"));
+  if (!api.begin || !api.end || !api.active || !api.step) api = FrameworkApi{};
+  return api;
+}
+
+// One framework range, begun only while the agent records them.
+class Range {
+ public:
+  Range(const FrameworkApi& api, bool on, const char* name, uint8_t kind, int64_t seq, Counts* c)
+      : api_(api) {
+    if (!on) return;
+    id_ = api.begin(name, kind, seq, 1, 0);
+    if (id_ != 0) ++c->ops;
+  }
+  ~Range() {
+    if (id_ != 0) api_.end(id_);
+  }
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+
+ private:
+  const FrameworkApi& api_;
+  uint64_t id_ = 0;
 };
 
 const AonSyntheticDeviceV1* LoadFakeDriver(int rank) {
@@ -59,6 +111,7 @@ int main(int argc, char** argv) {
   int iterations = 20;
   int host_us = 100;
   int phase_ms = 0;
+  bool ops = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
       iterations = std::atoi(argv[++i]);
@@ -66,14 +119,19 @@ int main(int argc, char** argv) {
       host_us = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--phases") == 0 && i + 1 < argc) {
       phase_ms = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--ops") == 0) {
+      ops = true;
     } else if (std::strcmp(argv[i], "--help") == 0) {
-      std::printf("usage: aon-synthetic-app [--iterations N] [--host-us US] [--phases MS]\n"
-                  "An MPI loop on a SYNTHETIC (fake) GPU to demonstrate AON without a GPU.\n"
-                  "--host-us: host work per iteration, microseconds (default 100)\n"
-                  "--phases: after the loop, three NVTX phases of MS ms each whose kernels the\n"
-                  "  synthetic GPU's counters see as compute-bound, memory-bound and, with\n"
-                  "  tiny kernels between host work, launch-bound (phase:compute, phase:memory,\n"
-                  "  phase:launch)\n");
+      std::printf(
+          "usage: aon-synthetic-app [--iterations N] [--host-us US] [--phases MS] [--ops]\n"
+          "An MPI loop on a SYNTHETIC (fake) GPU to demonstrate AON without a GPU.\n"
+          "--host-us: host work per iteration, microseconds (default 100)\n"
+          "--phases: after the loop, three NVTX phases of MS ms each whose kernels the\n"
+          "  synthetic GPU's counters see as compute-bound, memory-bound and, with\n"
+          "  tiny kernels between host work, launch-bound (phase:compute, phase:memory,\n"
+          "  phase:launch)\n"
+          "--ops: play AON's PyTorch integration: steps marked by aon_framework_step(),\n"
+          "  kernels inside framework ranges model > aten::linear > aten::addmm\n");
       return 0;
     } else {
       std::fprintf(stderr, "aon-synthetic-app: unknown argument '%s'\n", argv[i]);
@@ -90,6 +148,11 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const AonSyntheticDeviceV1* gpu = LoadFakeDriver(rank);
+  const FrameworkApi framework = ops && gpu != nullptr ? FindFrameworkApi() : FrameworkApi{};
+  if (ops && gpu != nullptr && framework.begin == nullptr) {
+    std::fprintf(stderr, "aon-synthetic-app: --ops: the agent has no aon_op_begin\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   if (rank == 0) {
     std::printf("aon-synthetic-app: SYNTHETIC workload, %d ranks, %d iterations (no real GPU)\n", size,
                 iterations);
@@ -102,6 +165,7 @@ int main(int argc, char** argv) {
   float local = static_cast<float>(rank + 1), global = 0.0f;
   for (int it = 0; it < iterations; ++it) {
     std::string label = "iteration " + std::to_string(it);
+    if (framework.step != nullptr) framework.step();  // the optimizer's step hook
     nvtxRangePushA(label.c_str());
     ++c.nvtx;
 
@@ -110,8 +174,17 @@ int main(int argc, char** argv) {
     if (gpu) {
       gpu->memcpy(kCopy, 1, 4u << 20, 0), ++c.memcpy;  // batch in: synchronous, pageable
       gpu->memset(kCompute, 1u << 20, 1), ++c.memset;
-      gpu->launch_kernel(kCompute, "synthetic_gemm_kernel", gemm_ns, 1024, 256), ++c.kernels;
-      gpu->launch_kernel(kCompute, "synthetic_elementwise_kernel", 50000, 4096, 256), ++c.kernels;
+      // The observer switches itself on and off at each step, as the agent says.
+      const bool observe = framework.active != nullptr && framework.active() != 0;
+      Range model(framework, observe, "model", AON_OP_MODULE, -1, &c);
+      {
+        Range linear(framework, observe, "aten::linear", AON_OP_OPERATOR, 2 * it, &c);
+        {
+          Range addmm(framework, observe, "aten::addmm", AON_OP_OPERATOR, 2 * it + 1, &c);
+          gpu->launch_kernel(kCompute, "synthetic_gemm_kernel", gemm_ns, 1024, 256), ++c.kernels;
+        }
+        gpu->launch_kernel(kCompute, "synthetic_elementwise_kernel", 50000, 4096, 256), ++c.kernels;
+      }
       gpu->launch_kernel(kCompute, "synthetic_reduce_kernel", 20000, 128, 512), ++c.kernels;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(host_us));  // host work
@@ -178,8 +251,10 @@ int main(int argc, char** argv) {
                  expected);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  std::printf("AON_EXPECT rank=%d kernels=%d memcpy=%d memset=%d nvtx=%d sync=%d\n", rank, c.kernels,
+  std::printf("AON_EXPECT rank=%d kernels=%d memcpy=%d memset=%d nvtx=%d sync=%d", rank, c.kernels,
               c.memcpy, c.memset, c.nvtx, c.sync);
+  if (ops) std::printf(" ops=%d", c.ops);
+  std::printf("\n");
   std::fflush(stdout);
   MPI_Finalize();
   return 0;

@@ -479,6 +479,127 @@ TEST_F(SyntheticMpirunTest, CaptureWindowsLandOnTheSameStepsOfEveryRank) {
   }
 }
 
+// AON's PyTorch integration, played by the synthetic app (--ops): steps marked
+// by aon_framework_step, framework ranges model > aten::linear > aten::addmm
+// around the kernels. Through the agent, the collector and the merge, the
+// timeline holds every rank's windows on the same (pytorch) steps, the ranges
+// of exactly the captured steps with their parents, and every kernel launched
+// in a range tied to the innermost one by exactly one external correlation
+// row of kind 3: gemm -> aten::addmm, elementwise -> aten::linear, reduce ->
+// model. Copies and memsets, made outside every range, have none.
+TEST_F(SyntheticMpirunTest, FrameworkOpsOwnTheirKernelsInTheTimeline) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--capture-period", "16",
+                                "--capture-steps", "3", "mpirun", "-np", "2", "--oversubscribe",
+                                kSyntheticApp, "--iterations", "60", "--ops"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  const std::map<int, Counts> expected = ParseExpectations(r.out);
+  ASSERT_EQ(expected.size(), 2u) << r.Describe();
+  auto reader = aon::TraceReader::Open(job + "/timeline.h5");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString() << "\n" << r.Describe();
+  auto strings = (*reader)->ReadStrings();
+  auto steps = (*reader)->ReadAllMerged<aon::StepRecord>();
+  auto ops = (*reader)->ReadAllMerged<aon::OpRecord>();
+  auto kernels = (*reader)->ReadAllMerged<aon::KernelRecord>();
+  auto copies = (*reader)->ReadAllMerged<aon::MemcpyRecord>();
+  auto sets = (*reader)->ReadAllMerged<aon::MemsetRecord>();
+  auto ext = (*reader)->ReadAllMerged<aon::ExternalCorrelationRecord>();
+  ASSERT_TRUE(strings.ok() && steps.ok() && ops.ok() && kernels.ok() && copies.ok() && sets.ok() &&
+              ext.ok());
+
+  // Steps: the framework's, the same captured ones on both ranks.
+  std::map<uint32_t, std::vector<aon::StepRecord>> steps_of;
+  std::map<uint32_t, std::set<uint64_t>> captured;
+  for (const auto& m : *steps) {
+    EXPECT_EQ(m.record.source, static_cast<uint8_t>(aon::StepSource::kPytorch));
+    steps_of[m.rank].push_back(m.record);
+    if (m.record.flags & aon::kStepCaptured) captured[m.rank].insert(m.record.step);
+  }
+  ASSERT_EQ(steps_of.size(), 2u);
+  ASSERT_GE(captured[0].size(), 7u);  // the measuring window and two of 3 steps, at least
+  EXPECT_EQ(captured[1], captured[0]);
+  auto step_of = [&](uint32_t rank, uint64_t t) -> int64_t {
+    for (const aon::StepRecord& st : steps_of[rank])
+      if (t >= st.start_ns && t < st.end_ns) return static_cast<int64_t>(st.step);
+    return -1;
+  };
+
+  // Ranges: three per captured step per rank, nested, none elsewhere; as many
+  // as the app saw recorded.
+  std::map<std::pair<uint32_t, uint64_t>, const aon::OpRecord*> op_by_id;
+  std::map<std::pair<uint32_t, int64_t>, std::map<std::string, const aon::OpRecord*>> ops_in_step;
+  for (const auto& m : *ops) {
+    EXPECT_TRUE(op_by_id.emplace(std::make_pair(m.rank, m.record.op_id), &m.record).second);
+    const int64_t step = step_of(m.rank, m.record.start_ns);
+    ASSERT_TRUE(step >= 0 && captured[m.rank].count(static_cast<uint64_t>(step)))
+        << "rank " << m.rank << ": a range outside the captured steps";
+    auto& in_step = ops_in_step[std::make_pair(m.rank, step)];
+    EXPECT_TRUE(in_step.emplace(strings->Get(m.record.name_id), &m.record).second);
+  }
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    size_t of_rank = 0;
+    for (uint64_t step : captured[rank]) {
+      const auto& in = ops_in_step[std::make_pair(rank, static_cast<int64_t>(step))];
+      ASSERT_EQ(in.size(), 3u) << "rank " << rank << " step " << step;
+      const aon::OpRecord* model = in.at("model");
+      const aon::OpRecord* linear = in.at("aten::linear");
+      const aon::OpRecord* addmm = in.at("aten::addmm");
+      EXPECT_EQ(model->kind, static_cast<uint8_t>(aon::OpKind::kModule));
+      EXPECT_EQ(model->parent_id, 0u);
+      EXPECT_EQ(linear->kind, static_cast<uint8_t>(aon::OpKind::kOperator));
+      EXPECT_EQ(linear->parent_id, model->op_id);
+      EXPECT_EQ(linear->sequence_nr, static_cast<int64_t>(2 * step));
+      EXPECT_EQ(addmm->parent_id, linear->op_id);
+      EXPECT_EQ(addmm->sequence_nr, static_cast<int64_t>(2 * step + 1));
+      EXPECT_EQ(addmm->thread_id, model->thread_id);
+      EXPECT_LE(model->start_ns, linear->start_ns);
+      EXPECT_GE(model->end_ns, linear->end_ns);
+      of_rank += in.size();
+    }
+    EXPECT_EQ(of_rank, expected.at(static_cast<int>(rank)).at("ops")) << "rank " << rank;
+  }
+
+  // The join: kernel.correlation_id -> external_correlation (kind 3) -> op.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<uint64_t>> rows;  // (rank, corr) -> ops
+  for (const auto& e : *ext) {
+    if (e.record.external_kind == aon::kOpExternalCorrelationKind)
+      rows[{e.rank, e.record.correlation_id}].push_back(e.record.external_id);
+  }
+  const std::map<std::string, std::string> owner = {
+      {"synthetic_gemm_kernel", "aten::addmm"},
+      {"synthetic_elementwise_kernel", "aten::linear"},
+      {"synthetic_reduce_kernel", "model"}};
+  size_t tied = 0;
+  for (const auto& k : *kernels) {
+    const std::string& name = strings->Get(k.record.name_id);
+    ASSERT_TRUE(owner.count(name)) << name;
+    auto it = rows.find({k.rank, k.record.correlation_id});
+    ASSERT_TRUE(it != rows.end()) << name << " of rank " << k.rank << " has no op row";
+    ASSERT_EQ(it->second.size(), 1u) << name;
+    auto op = op_by_id.find({k.rank, it->second.front()});
+    ASSERT_TRUE(op != op_by_id.end()) << name << ": its op row names no recorded op";
+    EXPECT_EQ(strings->Get(op->second->name_id), owner.at(name));
+    EXPECT_EQ(step_of(k.rank, op->second->start_ns), step_of(k.rank, k.record.start_ns));
+    ++tied;
+  }
+  EXPECT_EQ(kernels->size(), 3 * 2 * captured[0].size());
+  for (const auto& c : *copies) EXPECT_EQ(rows.count({c.rank, c.record.correlation_id}), 0u);
+  for (const auto& m : *sets) EXPECT_EQ(rows.count({m.rank, m.record.correlation_id}), 0u);
+  size_t op_rows = 0;
+  for (const auto& [key, ids] : rows) op_rows += ids.size();
+  EXPECT_EQ(op_rows, tied) << "op rows for calls other than the kernels' launches";
+
+  // The viewer trace shows every range.
+  ProcessResult count =
+      RunProcess({"python3", "-c",
+                  "import json,sys; d=json.load(open(sys.argv[1])); "
+                  "print(sum(1 for e in d['traceEvents'] if e.get('cat')=='ops' and e['ph']=='X'))",
+                  job + "/trace.json"},
+                 {}, tmp_);
+  ASSERT_EQ(count.exit_status, 0) << count.Describe();
+  EXPECT_EQ(std::stoull(count.out), ops->size());
+}
+
 // aon-ctl capture on a running job: every rank traces exactly the requested
 // steps, flagged on demand, and says nothing was late. Periodic windows are put
 // out of the way (a period of 2^24 steps) so the request's steps are its own.
