@@ -1,5 +1,6 @@
 #include "op_ranges.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,6 +28,21 @@ std::atomic<const OpCorrelation*> g_correlation{nullptr};
 // not bounce one counter's cache line on every range.
 constexpr uint64_t kIdBlock = 1024;
 std::atomic<uint64_t> g_next_block{1};
+
+// A child forked from a recording process (PyTorch's DataLoader workers run
+// aten operators too) is not this rank: it records no range, ends none it
+// inherited (their records would land in the parent's ring), and never calls
+// the parent's CUPTI.
+std::atomic<bool> g_forked_child{false};
+
+void OnForkChild() {
+  g_forked_child.store(true, std::memory_order_relaxed);
+  g_recording.store(false, std::memory_order_relaxed);
+  g_correlation.store(nullptr, std::memory_order_relaxed);
+}
+
+// Registered when the library is loaded, before any range can exist.
+const int g_atfork = pthread_atfork(nullptr, nullptr, OnForkChild);
 
 // What could not be recorded (NoteOpRangeLosses).
 std::atomic<uint64_t> g_unmatched_ends{0};      // no such range open on the ending thread
@@ -142,7 +158,10 @@ void SetOpCorrelation(const OpCorrelation* correlation) {
 
 bool OpsRecording() { return g_recording.load(std::memory_order_acquire); }
 
-void SetOpsRecording(bool on) { g_recording.store(on, std::memory_order_release); }
+void SetOpsRecording(bool on) {
+  if (g_forked_child.load(std::memory_order_relaxed)) return;  // a forked child's capture
+  g_recording.store(on, std::memory_order_release);
+}
 
 void NoteCaptureDetach() { g_epoch.fetch_add(1, std::memory_order_acq_rel); }
 
@@ -169,7 +188,7 @@ uint64_t BeginOpRange(const char* name, uint8_t kind, int64_t sequence_nr,
 }
 
 void EndOpRange(uint64_t id) {
-  if (id == 0 || t_gone) return;
+  if (id == 0 || t_gone || g_forked_child.load(std::memory_order_relaxed)) return;
   ThreadRanges& t = Ranges();
   size_t depth = t.open.size();
   while (depth > 0 && t.open[depth - 1].id != id) --depth;

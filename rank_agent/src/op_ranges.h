@@ -34,6 +34,9 @@
 // earlier window if the source kept its stack; recorded ranges rarely outlive
 // their window by the two steps after which the source detaches.
 //
+// Fork. A child forked while ranges are recorded (DataLoader workers) records
+// none and ends none it inherited: pthread_atfork switches it off.
+//
 // Epochs. NoteCaptureDetach bumps an epoch before the source detaches (on the
 // thread that detaches, under CaptureControl's lock); a thread pops only when
 // the epoch is the one of its push. The remaining race: a thread that read the

@@ -355,6 +355,7 @@ struct OpsLog {
     uint64_t owner;  // innermost recorded range open, 0: none
   };
   std::vector<Work> work;
+  std::vector<std::pair<int, int>> forks;  // step, the forked child's exit status
 };
 
 OpsLog ReadOpsLog(const std::string& path) {
@@ -379,6 +380,10 @@ OpsLog ReadOpsLog(const std::string& path) {
       OpsLog::Begin b{};
       f >> b.step >> b.role >> b.name >> b.kind >> b.seq >> b.active >> b.id >> b.parent;
       log.begins.push_back(b);
+    } else if (what == "fork") {
+      int step = 0, status = 0;
+      f >> step >> status;
+      log.forks.emplace_back(step, status);
     } else if (what == "launch") {
       OpsLog::Work w{what, 0, "", "", 0};
       f >> w.step >> w.role >> w.kernel >> w.owner;
@@ -463,9 +468,14 @@ TEST_F(AgentTest, OpsAreRecordedInWindowsAndOwnTheLaunchesInsideThem) {
                             {"AON_CAPTURE_PERIOD", "16"},
                             {"AON_CAPTURE_STEPS", "3"},
                             {"STEPS", "60"},
+                            {"OPS_FORK", "1"},
                             {"OPS_LOG", log_path}});
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   const OpsLog log = ReadOpsLog(log_path);
+  // A child forked in a window (a DataLoader worker) records nothing; the
+  // module it ended is recorded once, by the parent (op ids unique, below).
+  ASSERT_EQ(log.forks.size(), 1u);
+  EXPECT_EQ(log.forks[0].second, 0) << "the forked child saw a window or got a range id";
   auto r = OpenRank0();
   ASSERT_TRUE(r);
   const OpsFile f = ReadOpsFile(*r);

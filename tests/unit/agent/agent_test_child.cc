@@ -6,6 +6,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -194,6 +195,10 @@ class StepWorker {
 //   autograd::engine (user) begun at a window's first step, ended 4 steps after
 //   the window (after the GPU source detached), or when the next one starts.
 // OPS_LEAVE_OPEN=1: a last range is begun and never ended.
+// OPS_FORK=1: in the first captured step, inside model.layer, a child is forked
+// (a DataLoader worker): it exits 0 if it sees no window, gets no id from
+// aon_op_begin and ends the module it inherited (which must not reach the
+// parent's file); logged as "fork <step> <child's exit status>".
 int RunOpsScript(const AonSyntheticDeviceV1* gpu) {
   OpsApi api;
   if (!FindOpsApi(&api)) return 11;
@@ -209,6 +214,7 @@ int RunOpsScript(const AonSyntheticDeviceV1* gpu) {
     worker.Run([&] { s.Log("thread worker %ld\n", static_cast<long>(syscall(SYS_gettid))); });
     bool prev_active = false;
     int steps_after_window = 0;  // of the worker's open engine range
+    bool fork_worker = std::getenv("OPS_FORK") != nullptr;
     for (int i = 0; i < steps; ++i) {
       const std::string k = "k_step" + std::to_string(i) + "_";
       // The optimizer's step hook runs inside its own range.
@@ -222,6 +228,20 @@ int RunOpsScript(const AonSyntheticDeviceV1* gpu) {
       }
       nvtxRangePushA(("step " + std::to_string(i)).c_str());
       s.Begin(main_stack, i, "main", "model.layer", AON_OP_MODULE, -1, 1, 0);
+      if (fork_worker && active) {
+        fork_worker = false;
+        std::fflush(log);
+        const pid_t child = fork();
+        if (child == 0) {
+          const bool quiet =
+              api.active() == 0 && api.begin("worker op", AON_OP_OPERATOR, -1, 9, 0) == 0;
+          api.end(main_stack.back());
+          _exit(quiet ? 0 : 1);
+        }
+        int status = -1;
+        waitpid(child, &status, 0);
+        s.Log("fork %d %d\n", i, WIFEXITED(status) ? WEXITSTATUS(status) : 100);
+      }
       s.Begin(main_stack, i, "main", "aten::linear", AON_OP_OPERATOR, 10 * i, 1, 0);
       s.Begin(main_stack, i, "main", "aten::addmm", AON_OP_OPERATOR, 10 * i + 1, 1, 0);
       s.Launch(main_stack, i, "main", k + "addmm");
