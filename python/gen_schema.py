@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes aon/_schema.py from `aon-inspect --schema` (stdin): for each table,
-its string-id fields and its enum value names, so aon.reader follows the
+"""Writes the aon package's generated schema module from `aon-inspect --schema`
+(stdin): for each table, its string-id fields and its enum value names, so aon.reader follows the
 format's field tables (common/include/aon/records.h) without a copy of them."""
 import pprint
 import re

@@ -7,7 +7,7 @@ process that never imports torch is not touched). It keeps, all the time:
     a step boundary for the agent (source "pytorch"), then a check whether the
     agent opened or closed a capture window;
 and, only while a window is open:
-  - a RecordFunction observer (aon/_torch_observer.cc) for every aten operator,
+  - a RecordFunction observer (python/aon/_torch_observer.cc) for every aten operator,
     autograd node and user range (record_function, aon.range);
   - global module forward hooks giving each nn.Module call its path
     ("TransformerEncoder.layers.3.self_attn").

@@ -5,7 +5,7 @@
 // agent ties every CUDA launch of the thread to it (CUPTI external correlation).
 //
 // Built against the torch found when AON was built (python/CMakeLists.txt);
-// aon/_hook.py loads it only into a process running that same torch version,
+// python/aon/_hook.py loads it only into a process running that same torch version,
 // and registers the callback only while a capture window is open: outside
 // windows PyTorch runs with no AON callback at all.
 #include <ATen/record_function.h>
