@@ -109,6 +109,40 @@ class TorchHook(unittest.TestCase):
                                 col(t.kernels, "start_ns")):
             self.assertEqual(op, "aon_test::gpu_work", (name, step_of(ts)))
 
+    def test_aon_range_is_a_user_range_around_the_ops_it_holds(self):
+        job = os.path.join(self.dir, "job")
+        p = run(job, [TRAIN, "--steps", "3", "--range", "my_forward"], aon_args=["--mode", "full"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        t = aon.load(job)
+        ids, parents = col(t.ops, "op_id"), col(t.ops, "parent_id")
+        names, kinds = col(t.ops, "name"), col(t.ops, "kind_name")
+        ranges = {i for i, n, k in zip(ids, names, kinds) if n == "my_forward" and k == "user"}
+        self.assertEqual(len(ranges), 3, "one range per iteration")
+        parent = dict(zip(ids, parents))
+
+        def under_range(i):
+            while i:
+                if i in ranges:
+                    return True
+                i = parent.get(i, 0)
+            return False
+        # Forward kernels (1 and 2) are launched under the range; kernel 3
+        # (backward) is not.
+        for name, op_id in zip(col(t.kernels, "name"), col(t.kernels, "op_id")):
+            self.assertEqual(under_range(op_id), name != "synthetic_kernel_3", name)
+
+    def test_aon_capture_opens_a_window_on_demand(self):
+        job = os.path.join(self.dir, "job")
+        # A period no run this short reaches: the only window is the one asked for.
+        p = run(job, [TRAIN, "--steps", "8", "--capture-at", "3"],
+                aon_args=["--capture-period", "1024"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("CAPTURE True", p.stdout)
+        t = aon.load(job)
+        on_demand = [n for n, f in zip(col(t.steps, "step"), col(t.steps, "flags")) if f & 4]
+        self.assertEqual(len(on_demand), 2, list(zip(col(t.steps, "step"), col(t.steps, "flags"))))
+        self.assertGreater(len(col(t.ops, "op_id")), 0)
+
     def test_aon_step_marks_steps_without_an_optimizer(self):
         job = os.path.join(self.dir, "job")
         p = run(job, [TRAIN, "--steps", "5", "--no-optimizer"], aon_args=["--mode", "full"])

@@ -10,6 +10,8 @@ load by itself (sitecustomize on PYTHONPATH) when torch is imported.
 
     --steps N        optimizer steps (SGD)
     --no-optimizer   mark steps with aon.step() instead (inference loops)
+    --range NAME     run each forward inside aon.range(NAME)
+    --capture-at S   after step S, ask for an on-demand window: aon.capture(steps=2)
 
 Prints HOOK <step hook>|none, then DONE steps=<n>.
 """
@@ -43,6 +45,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--no-optimizer", action="store_true")
+    p.add_argument("--range", default="")
+    p.add_argument("--capture-at", type=int, default=-1)
     args = p.parse_args()
     gpu = start_synthetic_gpu()
 
@@ -94,16 +98,22 @@ def main():
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     x = torch.randn(4, 8)
     y = torch.randn(4, 1)
-    if args.no_optimizer:
+    if args.no_optimizer or args.range or args.capture_at >= 0:
         import aon  # on PYTHONPATH under aon-run
-    for _ in range(args.steps):
+    import contextlib
+    for i in range(args.steps):
+        if i == args.capture_at:
+            print("CAPTURE", aon.capture(steps=2), flush=True)
+        scope = aon.range(args.range) if args.range else contextlib.nullcontext()
         if args.no_optimizer:
-            with torch.no_grad():
+            with torch.no_grad(), scope:
                 net(x)
             aon.step()
             continue
         opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(net(x), y)
+        with scope:
+            out = net(x)
+        loss = torch.nn.functional.mse_loss(out, y)
         loss.backward()
         opt.step()
     gpu.synchronize(0xFFFFFFFF)
