@@ -29,7 +29,6 @@ BeginFn g_begin = nullptr;
 EndFn g_end = nullptr;
 std::mutex g_mutex;  // registration only; the callbacks take no lock
 at::CallbackHandle g_handle = 0;
-uint64_t g_ranges = 0;  // approximate (not atomic across threads): for the notes
 
 struct Range : at::ObserverContext {
   uint64_t id = 0;
@@ -55,7 +54,6 @@ std::unique_ptr<at::ObserverContext> OnEnter(const at::RecordFunction& fn) {
       g_begin(fn.name(), kind, fn.seqNr(),
               static_cast<uint32_t>(at::RecordFunction::currentThreadId()), forward_thread);
   if (id == 0) return nullptr;
-  ++g_ranges;
   auto range = std::make_unique<Range>();
   range->id = id;
   return range;
@@ -102,8 +100,5 @@ __attribute__((visibility("default"))) int aon_torch_observe(int on) {
   }
   return g_handle != 0 ? 1 : 0;
 }
-
-// Ranges begun so far (approximate across threads).
-__attribute__((visibility("default"))) uint64_t aon_torch_ranges(void) { return g_ranges; }
 
 }  // extern "C"
