@@ -8,17 +8,18 @@ set -euo pipefail
 
 PACKAGES=(build-essential cmake ninja-build pkg-config libhdf5-dev zlib1g-dev hdf5-tools
           libopenmpi-dev openmpi-bin libpmix-dev libcli11-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libdeflate-dev python3)
+          libbenchmark-dev libdeflate-dev libotf2-trace-dev python3)
 # Only the test suite needs these: a Slurm cluster started by the tests (slurmctld,
 # slurmd, munge; SPANK headers), headless Chromium for the report's screenshot,
 # clang with libFuzzer and its sanitizers for scripts/fuzz.sh, and protoc to decode
 # the Perfetto traces the merge writes (tests/unit/merge/perfetto_trace_test.cc),
 # and Debian's CPU PyTorch with its headers, h5py and numpy for the PyTorch hook's
 # test (tests/python/test_torch_hook.py; the build compiles the operator observer
-# against that torch).
+# against that torch), and otf2-print to read the OTF2 archives back
+# (tests/unit/merge/otf2_trace_test.cc).
 TEST_PACKAGES=(slurmctld slurmd slurm-client libslurm-dev munge chromium clang-14
                libclang-rt-14-dev protobuf-compiler python3-torch libtorch-dev python3-h5py
-               python3-numpy)
+               python3-numpy otf2-tools)
 if [[ ${1:-} == --test ]]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 # Commands that stand for those packages when they were installed another way.
 COMMANDS=(c++ cmake ninja pkg-config mpicxx mpirun python3)

@@ -297,7 +297,7 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
     std::string name = "rank " + std::to_string(row.rank);
     if (!strings.Get(row.host_id).empty()) name += " @ " + strings.Get(row.host_id);
     if (synthetic.count(row.rank) > 0) name += " [SYNTHETIC]";
-    out.OnProcess(trace::ProcessInfo{row.rank, name, row.rank});
+    out.OnProcess(trace::ProcessInfo{row.rank, name, row.rank, strings.Get(row.host_id)});
 
     // Counters: a sample per change, 0 at the end of the run.
     auto counter = [&](std::string_view track, std::string_view series, CounterValue zero,

@@ -251,7 +251,8 @@ class Builder {
     for (const RankSummary& row : timeline_.ranks) {
       if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
       if (!sel_.Rank(row.rank)) continue;
-      out_.OnProcess(trace::ProcessInfo{row.rank, timeline_.ProcessName(row), row.rank});
+      out_.OnProcess(trace::ProcessInfo{row.rank, timeline_.ProcessName(row), row.rank,
+                                        timeline_.strings.Get(row.host_id)});
     }
     if (options_.flows == FlowLinks::kBothEndsKept) AON_RETURN_IF_ERROR(CollectFlows());
     if (sel_.Kind(RecordKind::kSync)) AON_RETURN_IF_ERROR(CollectStreamDevices());
@@ -331,6 +332,7 @@ class Builder {
     s.flow_begin = flow_begin;
     s.flow_end = flow_end;
     s.flow_chain = flow_chain;
+    s.collective = collective_;
     s.args = args_.span();
     out_.OnSlice(s);
   }
@@ -472,7 +474,9 @@ class Builder {
     out_.OnTrack(id, info);
     return id;
   }
-  uint32_t NewNamedTrack(uint32_t rank, const std::string& name, TrackClass cls) {
+  uint32_t NewNamedTrack(uint32_t rank, const std::string& name, TrackClass cls,
+                         trace::TrackRole role = trace::TrackRole::kOther,
+                         uint32_t device = UINT32_MAX) {
     // Numbered per rank and class: the class orders the rows of a process.
     const int64_t ordinal = named_ordinals_[std::make_pair(rank, cls)]++;
     TrackInfo info;
@@ -481,6 +485,8 @@ class Builder {
     info.kind = TrackKind::kNamed;
     info.name = name;
     info.sort_index = info.tid;
+    info.role = role;
+    info.device = device;
     return NewTrack(info);
   }
   uint32_t GpuTrack(uint32_t rank, uint32_t device, uint32_t stream) {
@@ -490,13 +496,16 @@ class Builder {
     std::string name = device == UINT32_MAX
                            ? "GPU stream " + std::to_string(stream)
                            : "GPU " + std::to_string(device) + " stream " + std::to_string(stream);
-    return gpu_tracks_.emplace(key, NewNamedTrack(rank, name, TrackClass::kGpu)).first->second;
+    const uint32_t id =
+        NewNamedTrack(rank, name, TrackClass::kGpu, trace::TrackRole::kGpuStream, device);
+    return gpu_tracks_.emplace(key, id).first->second;
   }
-  uint32_t NamedTrack(uint32_t rank, const std::string& name, TrackClass cls) {
+  uint32_t NamedTrack(uint32_t rank, const std::string& name, TrackClass cls,
+                      trace::TrackRole role = trace::TrackRole::kOther) {
     auto key = std::make_pair(rank, name);
     auto it = named_tracks_.find(key);
     if (it != named_tracks_.end()) return it->second;
-    return named_tracks_.emplace(key, NewNamedTrack(rank, name, cls)).first->second;
+    return named_tracks_.emplace(key, NewNamedTrack(rank, name, cls, role)).first->second;
   }
   uint32_t CpuThread(uint32_t rank, uint32_t tid) {
     auto key = std::make_pair(rank, tid);
@@ -508,6 +517,7 @@ class Builder {
     info.tid = tid;
     info.kind = TrackKind::kThread;
     info.name = (main ? "main thread " : "thread ") + std::to_string(tid);
+    info.role = trace::TrackRole::kCpuThread;
     return cpu_threads_.emplace(key, NewTrack(info)).first->second;
   }
 
@@ -664,7 +674,9 @@ class Builder {
     const std::string track_name =
         channel ? "NCCL channel " + std::to_string(r.channel_id)
                 : "NCCL comm " + std::string(hash.substr(14));  // last 4 hex digits
-    const uint32_t track = NamedTrack(m.rank, track_name, TrackClass::kNccl);
+    const uint32_t track =
+        NamedTrack(m.rank, track_name, TrackClass::kNccl,
+                   channel ? trace::TrackRole::kOther : trace::TrackRole::kCommunicator);
     const std::string& func = Str(r.func_id);
     const std::string_view name =
         args_.Keep(comm ? "communicator " + (func.empty() ? std::string(hash) : func)
@@ -707,7 +719,13 @@ class Builder {
     const uint64_t chain = options_.collective_flows && collective && r.comm_hash != 0
                                ? CollectiveFlowId(r.comm_hash, r.seq_number)
                                : 0;
+    trace::Collective coll;
+    if (collective && r.comm_hash != 0) {
+      coll = trace::Collective{r.comm_hash, func, r.root, r.bytes};
+      collective_ = &coll;
+    }
     Emit(track, SliceShape::kComplete, name, "nccl", r.start_ns, r.end_ns, 0, 0, chain);
+    collective_ = nullptr;
   }
 
   // The user's NCCL calls: one "NCCL API" track per rank (a group encloses its
@@ -775,6 +793,7 @@ class Builder {
   uint32_t next_track_ = 0;
   uint64_t async_ids_ = 0;
   uint64_t flows_ = 0;
+  const trace::Collective* collective_ = nullptr;  // of the slice being emitted
 };
 
 template <typename T>

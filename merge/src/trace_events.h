@@ -2,7 +2,7 @@
 // viewer shows, built once from the timeline (trace_builder.h) or from the
 // overview's bins (overview.cc), and one writer per file format behind
 // TraceSink: JSON (json_trace_writer.h: trace.json, overview.json) and Perfetto
-// protobuf (perfetto_writer.h). A later format (OTF2) is one more sink.
+// protobuf (perfetto_writer.h) and OTF2 (otf2_writer.h).
 //
 //   Process   one per rank ("rank R @ host"), described before its tracks.
 //   Track     a row of events inside a process, described once before its first
@@ -13,6 +13,9 @@
 //                         orders it among its process's rows;
 //               kCounter  values over time (GPU metrics, the overview's busy
 //                         fractions); `series` names the value.
+//             Its role says what the row is to formats that model it (OTF2
+//             location types): an OS thread, one GPU stream of `device`, one NCCL
+//             communicator's operations, or another made-up row.
 //   Slice     a named interval on a track with a category and arguments:
 //               kComplete  nests with the other complete slices of its track;
 //               kAsync     may overlap anything (NVTX start/end ranges), with an
@@ -22,7 +25,9 @@
 //             flow_end has the same id (a CUDA API call -> its kernel, memcpy or
 //             memset); flow_chain links every slice carrying that id in time order
 //             (the ranks' instances of one NCCL collective). Ids are unique per
-//             export; 0 = none.
+//             export; 0 = none. A collective operation also says so in
+//             `collective` (communicator, operation, root, bytes), for formats
+//             with collective events (OTF2).
 //   Counter   a value of a counter track from `ts` on (viewers draw steps).
 //
 // Events come in start order from trace_builder (so a sink may split its output
@@ -45,9 +50,11 @@ struct ProcessInfo {
   uint32_t pid = 0;  // the rank
   std::string name;
   int64_t sort_index = 0;
+  std::string host;  // "" unknown
 };
 
 enum class TrackKind : uint8_t { kThread, kNamed, kCounter };
+enum class TrackRole : uint8_t { kOther, kCpuThread, kGpuStream, kCommunicator };
 
 struct TrackInfo {
   uint32_t pid = 0;
@@ -57,6 +64,8 @@ struct TrackInfo {
   int64_t sort_index = -1;  // kNamed: position among the process's rows; -1 none
   std::string category;     // kCounter: category of its samples ("" none)
   std::string series;       // kCounter: what the value is ("value", "fraction")
+  TrackRole role = TrackRole::kOther;
+  uint32_t device = UINT32_MAX;  // kGpuStream: the GPU; UINT32_MAX unknown
 };
 
 struct Dim3 {
@@ -70,6 +79,14 @@ struct Arg {
 
 enum class SliceShape : uint8_t { kComplete, kAsync, kInstant };
 
+// An NCCL collective operation (on a kCommunicator track).
+struct Collective {
+  uint64_t comm_hash = 0;
+  std::string_view func;  // "AllReduce", "Broadcast", ...
+  int32_t root = -1;      // rank in the communicator; -1 none
+  uint64_t bytes = 0;
+};
+
 struct Slice {
   uint32_t track = 0;
   SliceShape shape = SliceShape::kComplete;
@@ -81,6 +98,7 @@ struct Slice {
   uint64_t flow_begin = 0;
   uint64_t flow_end = 0;
   uint64_t flow_chain = 0;
+  const Collective* collective = nullptr;
   std::span<const Arg> args;
 };
 

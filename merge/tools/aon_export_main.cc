@@ -1,5 +1,5 @@
 // aon-export TIMELINE.h5: viewer exports of an already merged timeline, without
-// merging again: a Chrome JSON or Perfetto protobuf trace (--format) of a time
+// merging again: a Chrome JSON or Perfetto protobuf trace or an OTF2 archive (--format) of a time
 // window, of some ranks and/or of some record kinds, and/or the downsampled
 // overview of the whole run.
 // Exit status: 0 written; 1 the timeline cannot be read, an output cannot be
@@ -14,24 +14,32 @@
 
 #include "aon/merge/chrome_trace.h"
 #include "aon/merge/export_filter.h"
+#include "aon/merge/otf2_trace.h"
 #include "aon/merge/overview.h"
 #include "aon/merge/perfetto_trace.h"
 
 namespace {
+
+// What every export says on failure or an empty selection; false: it failed.
+bool Reported(const aon::Status& s, uint64_t records, const aon::merge::ExportFilter& filter,
+              const std::string& output) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
+    return false;
+  }
+  if (records == 0) {
+    std::fprintf(stderr, "aon-export: warning: no records selected (%s); %s holds no events\n",
+                 filter.Describe().c_str(), output.c_str());
+  }
+  return true;
+}
 
 // --format perfetto: no record limit; files of at most max_file_bytes and an index.
 int ExportPerfetto(const std::string& timeline, const std::string& output,
                    const aon::merge::PerfettoExportOptions& options, bool quiet) {
   aon::merge::PerfettoTraceStats stats;
   aon::Status s = aon::merge::ExportPerfettoTrace(timeline, output, options, &stats);
-  if (!s.ok()) {
-    std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
-    return 1;
-  }
-  if (stats.records == 0) {
-    std::fprintf(stderr, "aon-export: warning: no records selected (%s); %s holds no events\n",
-                 options.filter.Describe().c_str(), output.c_str());
-  }
+  if (!Reported(s, stats.records, options.filter, output)) return 1;
   if (!quiet) {
     std::printf("aon-export: perfetto trace: %s (%llu records: %s; %zu file%s, index %s)\n",
                 output.c_str(), static_cast<unsigned long long>(stats.records),
@@ -41,12 +49,32 @@ int ExportPerfetto(const std::string& timeline, const std::string& output,
   return 0;
 }
 
+// --format otf2: an archive directory (traces.otf2 + traces.def + traces/).
+int ExportOtf2(const std::string& timeline, const std::string& output,
+               const aon::merge::Otf2ExportOptions& options, bool quiet) {
+  aon::merge::Otf2TraceStats stats;
+  aon::Status s = aon::merge::ExportOtf2Trace(timeline, output, options, &stats);
+  if (!Reported(s, stats.records, options.filter, output)) return 1;
+  if (!quiet) {
+    std::printf(
+        "aon-export: otf2 archive: %s (%llu records: %s; %llu events on %llu locations, %llu "
+        "NCCL collectives, %llu metric samples)\n",
+        stats.anchor.c_str(), static_cast<unsigned long long>(stats.records),
+        options.filter.Describe().c_str(), static_cast<unsigned long long>(stats.events),
+        static_cast<unsigned long long>(stats.locations),
+        static_cast<unsigned long long>(stats.collectives),
+        static_cast<unsigned long long>(stats.metrics));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
       "aon-export: write a Chrome JSON or Perfetto protobuf trace from a merged AON timeline "
-      "(timeline.h5): the trace of a time window, ranks or record kinds, and/or a downsampled "
+      "(timeline.h5), or an OTF2 archive: the trace of a time window, ranks or record kinds, "
+      "and/or a downsampled "
       "overview of the whole run"};
   std::string timeline, output, overview, window, ranks, kinds, format = "json";
   double file_mb = static_cast<double>(aon::merge::kDefaultPerfettoFileBytes) / (1 << 20);
@@ -56,14 +84,15 @@ int main(int argc, char** argv) {
   app.add_option("timeline", timeline, "merged timeline (aon-merge's timeline.h5)")->required();
   auto* out_opt = app.add_option(
       "-o,--output", output,
-      "trace to write (default: trace.json, or trace.pftrace.gz with --format perfetto, next "
-      "to the timeline; trace-<selection>.json / .pftrace.gz with --window/--ranks/--kinds, "
-      "e.g. trace-10s-20s.json)");
+      "trace to write (default: trace.json, trace.pftrace.gz with --format perfetto, or the "
+      "directory otf2/ with --format otf2, next to the timeline; trace-<selection>.json / "
+      ".pftrace.gz / otf2-<selection> with --window/--ranks/--kinds, e.g. trace-10s-20s.json)");
   app.add_option("--format", format,
                  "json: Chrome trace-event JSON (small traces, --max-trace-records); perfetto: "
                  "Perfetto protobuf, gzip, no record limit, split into files of at most "
-                 "--max-file-mb with an index")
-      ->check(CLI::IsMember({"json", "perfetto"}));
+                 "--max-file-mb with an index; otf2: an OTF2 archive directory for Vampir, "
+                 "Scalasca and otf2-print (open <dir>/traces.otf2), no record limit")
+      ->check(CLI::IsMember({"json", "perfetto", "otf2"}));
   app.add_option("--max-file-mb", file_mb,
                  "--format perfetto: largest file in MiB (fractions allowed); a longer trace "
                  "is split by time into several files")
@@ -108,8 +137,9 @@ int main(int argc, char** argv) {
   const bool perfetto = format == "perfetto";
   if (!no_trace && output.empty()) {
     const std::string dir = std::filesystem::path(timeline).parent_path().string();
-    output = perfetto ? aon::merge::FilteredPerfettoPath(dir, options.filter)
-                      : aon::merge::FilteredTracePath(dir, options.filter);
+    output = perfetto          ? aon::merge::FilteredPerfettoPath(dir, options.filter)
+             : format == "otf2" ? aon::merge::FilteredOtf2Path(dir, options.filter)
+                                : aon::merge::FilteredTracePath(dir, options.filter);
   }
   for (const std::string* path : {&output, &overview}) {
     if (!path->empty() && (*path == timeline || (path == &overview && *path == output))) {
@@ -132,6 +162,11 @@ int main(int argc, char** argv) {
     }
   }
   if (no_trace) return 0;
+  if (format == "otf2") {
+    aon::merge::Otf2ExportOptions otf2_options;
+    otf2_options.filter = options.filter;
+    return ExportOtf2(timeline, output, otf2_options, quiet);
+  }
   if (perfetto) {
     aon::merge::PerfettoExportOptions perfetto_options;
     perfetto_options.filter = options.filter;

@@ -99,6 +99,48 @@ void ExpectRankMatches(const Timeline& t, int rank, const Counts& want,
   EXPECT_EQ(t.status.at(rank), static_cast<uint8_t>(status)) << "rank " << rank;
 }
 
+// The merged timeline as an OTF2 archive (aon-export --format otf2), read back
+// by otf2-print through tests/data/otf2/otf2_counts.py: no problem, the ranks
+// on their hosts, and per rank and record kind as many ENTER / METRIC events as
+// the timeline has records (every kind but external_correlation is exported).
+void ExpectOtf2ArchiveMatches(const std::string& dir, const Timeline& t,
+                              const std::string& ranks, const std::string& hosts) {
+  if (!AON_HAVE_OTF2 || std::string(AON_OTF2_PRINT).empty()) {
+    std::printf("OTF2 check skipped: libotf2 or otf2-print not installed\n");
+    return;
+  }
+  const std::string command = std::string(AON_BUILD_BIN_DIR) + "/aon-export -q '" + dir +
+                              "/timeline.h5' --format otf2 -o '" + dir + "/otf2' && python3 '" +
+                              AON_SOURCE_DIR + "/tests/data/otf2/otf2_counts.py' '" + dir +
+                              "/otf2/traces.otf2' '" + AON_OTF2_PRINT + "' 2>&1";
+  FILE* p = popen(command.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::map<std::string, std::string> values;
+  std::string all;
+  char line[4096];
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    std::string text(line);
+    all += text;
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    const size_t tab = text.find('\t');
+    if (tab != std::string::npos) values[text.substr(0, tab)] = text.substr(tab + 1);
+  }
+  ASSERT_EQ(pclose(p), 0) << command << "\n" << all;
+  EXPECT_EQ(values["problems"], "0") << all;
+  EXPECT_EQ(values["ranks"], ranks) << all;
+  EXPECT_EQ(values["hosts"], hosts) << all;
+  size_t checked = 0;
+  for (const auto& [rank, counts] : t.counts) {
+    for (const auto& [kind, n] : counts) {
+      if (kind == aon::RecordKindName(aon::RecordKind::kExternalCorrelation)) continue;
+      EXPECT_EQ(values["count/" + std::to_string(rank) + "/" + kind], std::to_string(n))
+          << "rank " << rank << " " << kind;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, t.counts.size() * 3);
+}
+
 // The job directory srun printed: "aon: step J.S profiled: DIR/timeline.h5, ...".
 std::string ProfiledDir(const std::string& text) {
   std::smatch m;
@@ -409,6 +451,8 @@ TEST_F(SlurmTwoNodes, SrunAonFourTasksAcrossTwoNodes) {
   ExpectProfiledStep(r, 4, cluster_->Logs());
   EXPECT_EQ(CountLinesWith(r.out, "NODE n1 "), 2) << r.Describe();
   EXPECT_EQ(CountLinesWith(r.out, "NODE n2 "), 2) << r.Describe();
+  const std::string dir = ProfiledDir(r.err + r.out);
+  ExpectOtf2ArchiveMatches(dir, ReadTimeline(dir + "/timeline.h5"), "0,1,2,3", "n1,n2");
   // srun made its own allocation, which is gone when the step ends: merged here.
   EXPECT_FALSE(Contains(r.err, "merging on its")) << r.Describe();
 }

@@ -14,6 +14,7 @@
 
 #include "aon/merge/inspect.h"
 #include "aon/merge/merge.h"
+#include "export_test_util.h"
 #include "merge_test_util.h"
 
 namespace aon::merge {
@@ -21,6 +22,8 @@ namespace {
 
 using testing::RankTrace;
 using testing::TempDir;
+using testing_export::CountsOnly;
+using testing_export::TimelineCounts;
 
 const std::string kProtoDir = std::string(AON_SOURCE_DIR) + "/tests/data/perfetto";
 
@@ -118,32 +121,6 @@ std::map<std::string, std::string> DecodeAndCount(const TempDir& dir,
   return testing::RunPython(dir, kCountDecoded, texts);
 }
 
-// The timeline's records per rank and exported kind, as "count/<rank>/<kind>".
-std::map<std::string, std::string> TimelineCounts(const std::string& timeline,
-                                                  const std::vector<uint32_t>& only = {}) {
-  auto inspection = InspectFile(timeline);
-  EXPECT_TRUE(inspection.ok()) << inspection.status().message();
-  std::map<std::string, std::string> counts;
-  if (!inspection.ok()) return counts;
-  for (const auto& [rank, per_kind] : inspection->per_rank) {
-    if (!only.empty() && std::find(only.begin(), only.end(), rank) == only.end()) continue;
-    for (size_t k = 0; k < kTimelineKindCount; ++k) {
-      if (!IsExportedKind(static_cast<RecordKind>(k)) || per_kind[k] == 0) continue;
-      counts["count/" + std::to_string(rank) + "/" + RecordKindName(static_cast<RecordKind>(k))] =
-          std::to_string(per_kind[k]);
-    }
-  }
-  return counts;
-}
-
-std::map<std::string, std::string> CountsOnly(const std::map<std::string, std::string>& m) {
-  std::map<std::string, std::string> counts;
-  for (const auto& [k, v] : m) {
-    if (k.rfind("count/", 0) == 0) counts[k] = v;
-  }
-  return counts;
-}
-
 uint64_t FileSize(const std::string& path) {
   struct stat st {};
   EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
@@ -166,13 +143,7 @@ class PerfettoTrace : public ::testing::Test {
   }
   // A random job of `ranks` ranks, merged; returns the timeline's path.
   std::string MergeRandomJob(int ranks, size_t max_records, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    testing::WriteJob(dir_.path(), testing::RandomJob(rng, ranks, max_records, true));
-    MergeOptions options;
-    options.job_dir = dir_.path();
-    MergeReport report;
-    EXPECT_TRUE(MergeJob(options, &report).ok());
-    return report.timeline_path;
+    return testing_export::MergeRandomJobIn(dir_.path(), ranks, max_records, seed);
   }
   TempDir dir_;
 };

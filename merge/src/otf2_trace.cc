@@ -1,0 +1,208 @@
+// Timeline -> OTF2 archive: the trace-event model (trace_builder.h) through the
+// OTF2 writer (otf2_writer.h), in passes over groups of ranks.
+#include "aon/merge/otf2_trace.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <system_error>
+#include <vector>
+
+#if AON_HAVE_OTF2
+#include "otf2_writer.h"
+#endif
+#include "timeline_meta.h"
+#include "trace_builder.h"
+
+namespace aon::merge {
+
+namespace fs = std::filesystem;
+
+std::string FilteredOtf2Path(const std::string& dir, const ExportFilter& filter) {
+  const std::string name = filter.empty() ? "otf2" : "otf2-" + filter.Label();
+  return (fs::path(dir) / name).string();
+}
+
+#if !AON_HAVE_OTF2
+Status ExportOtf2Trace(const std::string&, const std::string& dir, const Otf2ExportOptions&,
+                       Otf2TraceStats* stats) {
+  if (stats != nullptr) *stats = Otf2TraceStats{};
+  return Unimplemented("cannot write the OTF2 archive '" + dir +
+                            "': this AON was built without libotf2 (apt-get install "
+                            "libotf2-trace-dev, then build again)");
+}
+#else
+namespace {
+
+// A directory we may replace: a real directory (not a link) of ours holding an
+// OTF2 anchor (`anchor` = true) or anything (a .partial of an earlier run).
+Status CheckOurs(const std::string& path, bool anchor) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    return Internal("'" + path + "': " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    return InvalidArgument("'" + path +
+                              "' exists and is not a directory of this user's (a link, a file "
+                              "or another user's): not replaced");
+  }
+  std::error_code ec;
+  if (anchor && !fs::exists(fs::path(path) / "traces.otf2", ec)) {
+    return InvalidArgument("'" + path +
+                              "' exists and is not an OTF2 archive (no traces.otf2): not "
+                              "replaced");
+  }
+  return Status::Ok();
+}
+
+// Counts the builder's tracks per rank (a dry run of the export).
+class TrackCounter final : public trace::TraceSink {
+ public:
+  void OnProcess(const trace::ProcessInfo&) override {}
+  void OnTrack(uint32_t, const trace::TrackInfo& track) override { ++tracks_[track.pid]; }
+  void OnSlice(const trace::Slice&) override {}
+  void OnCounter(const trace::CounterSample&) override {}
+  uint64_t Tracks(uint32_t rank) const {
+    auto it = tracks_.find(rank);
+    return it == tracks_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::map<uint32_t, uint64_t> tracks_;
+};
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir,
+                       const Otf2ExportOptions& options, Otf2TraceStats* stats) {
+  if (stats != nullptr) *stats = Otf2TraceStats{};
+  AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
+  AON_ASSIGN_OR_RETURN(TimelineView timeline, TimelineView::Read(*reader, timeline_path));
+  if (Exists(dir)) AON_RETURN_IF_ERROR(CheckOurs(dir, true));
+  const std::string partial = dir + ".partial";
+  if (Exists(partial)) {
+    AON_RETURN_IF_ERROR(CheckOurs(partial, false));
+    std::error_code ec;
+    fs::remove_all(partial, ec);
+  }
+  if (mkdir(partial.c_str(), 0755) != 0) {
+    return Internal("creating '" + partial + "': " + std::strerror(errno));
+  }
+  auto discard = [&](Status s) {
+    std::error_code ec;
+    fs::remove_all(partial, ec);
+    return s;
+  };
+
+  // The ranks to export, in passes whose locations fit the chunk pool: a
+  // location holds one chunk from its first event to the end of its pass. The
+  // builder's tracks per rank, counted first, decide (lanes for NVTX ranges
+  // and overlapping slices come on top).
+  std::vector<uint32_t> ranks;
+  for (const RankSummary& row : timeline.ranks) {
+    if (row.status == static_cast<uint8_t>(RankStatus::kOk) && options.filter.KeepsRank(row.rank)) {
+      ranks.push_back(row.rank);
+    }
+  }
+  const uint64_t chunk = std::clamp<uint64_t>(options.chunk_bytes, kOtf2MinChunkBytes,
+                                              kOtf2MaxChunkBytes);
+  const uint64_t cap = std::max<uint64_t>(1, options.memory_bytes / chunk);
+  std::vector<std::vector<uint32_t>> passes;
+  if (ranks.size() > 1) {
+    TrackCounter counter;
+    TraceBuildOptions build;
+    build.filter = options.filter;
+    build.flows = FlowLinks::kEveryCorrelation;
+    if (Status s = BuildTraceEvents(*reader, timeline, build, &counter, nullptr)
+                       .WithContext("exporting '" + timeline_path + "'");
+        !s.ok()) {
+      return discard(s);
+    }
+    uint64_t open = 0;
+    for (uint32_t rank : ranks) {
+      const uint64_t tracks = counter.Tracks(rank);
+      if (passes.empty() || (open + tracks > cap && !passes.back().empty())) {
+        passes.emplace_back();
+        open = 0;
+      }
+      passes.back().push_back(rank);
+      open += tracks;
+    }
+  } else {
+    passes.push_back(ranks);
+  }
+
+  Otf2WriterLimits limits;
+  limits.chunk_bytes = chunk;
+  limits.memory_bytes = options.memory_bytes;
+  Otf2Writer out(partial, limits);
+  if (Status s = out.Open(); !s.ok()) return discard(s);
+  uint64_t records = 0;
+  for (const std::vector<uint32_t>& pass : passes) {
+    if (pass.empty()) continue;
+    TraceBuildOptions build;
+    build.filter = options.filter;
+    build.filter.ranks.clear();
+    for (uint32_t rank : pass) build.filter.ranks.emplace_back(rank, rank);
+    build.flows = FlowLinks::kEveryCorrelation;  // OTF2 has no flows: nothing to look up
+    TraceBuildStats built;
+    out.BeginPass();
+    Status s = BuildTraceEvents(*reader, timeline, build, &out, &built)
+                   .WithContext("exporting '" + timeline_path + "'");
+    if (s.ok()) s = out.EndPass();
+    if (!s.ok()) return discard(s);
+    records += built.records;
+  }
+  const Otf2WriterCounts& c = out.counts();
+  std::vector<std::pair<std::string, std::string>> properties = {
+      {"GENERATOR", "aon-export"},
+      {"TIMELINE", timeline_path},
+      {"JOB_ID", MetaStringOr(*reader, "job_id")},
+      {"SOURCE", MetaStringOr(*reader, "source")},
+      {"CLOCK", "ns on the AON timeline clock (the reference rank's CLOCK_MONOTONIC); " +
+                    MetaStringOr(*reader, "clock_note")},
+      {"START_NS", std::to_string(timeline.t0)},
+      {"RECORDS", std::to_string(records)},
+  };
+  if (!options.filter.empty()) properties.emplace_back("FILTER", options.filter.Describe());
+  if (Status s = out.Finish(timeline.t0, properties); !s.ok()) return discard(s);
+
+  // Replace an older archive only now that the new one is whole.
+  std::error_code ec;
+  if (Exists(dir)) {
+    const std::string old = dir + ".old";
+    fs::remove_all(old, ec);
+    if (rename(dir.c_str(), old.c_str()) != 0) {
+      return discard(Internal("replacing '" + dir + "': " + std::strerror(errno)));
+    }
+    fs::remove_all(old, ec);
+  }
+  if (rename(partial.c_str(), dir.c_str()) != 0) {
+    return discard(Internal("renaming '" + partial + "' to '" + dir + "': " + std::strerror(errno)));
+  }
+  if (stats != nullptr) {
+    stats->records = records;
+    stats->events = c.events;
+    stats->collectives = c.collectives;
+    stats->metrics = c.metrics;
+    stats->overlap_rows = c.overlap_rows;
+    stats->locations = c.locations;
+    stats->passes = static_cast<uint32_t>(passes.size());
+    stats->peak_pool_bytes = c.peak_pool_bytes;
+    stats->anchor = (fs::path(dir) / "traces.otf2").string();
+  }
+  return Status::Ok();
+}
+#endif  // AON_HAVE_OTF2
+
+}  // namespace aon::merge

@@ -1,0 +1,65 @@
+// Helpers of the export tests (Perfetto, OTF2): what a timeline holds per rank
+// and record kind, in the "count/<rank>/<kind>" form their decoders print.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "aon/merge/export_filter.h"
+#include "aon/merge/inspect.h"
+#include "aon/merge/merge.h"
+#include "merge_test_util.h"
+
+namespace aon::merge::testing_export {
+
+// The timeline's records per rank and exported kind, as "count/<rank>/<kind>"
+// (only the ranks in `only` when it is not empty).
+inline std::map<std::string, std::string> TimelineCounts(const std::string& timeline,
+                                                         const std::vector<uint32_t>& only = {}) {
+  auto inspection = InspectFile(timeline);
+  EXPECT_TRUE(inspection.ok()) << inspection.status().message();
+  std::map<std::string, std::string> counts;
+  if (!inspection.ok()) return counts;
+  for (const auto& [rank, per_kind] : inspection->per_rank) {
+    if (!only.empty() && std::find(only.begin(), only.end(), rank) == only.end()) continue;
+    for (size_t k = 0; k < kTimelineKindCount; ++k) {
+      if (!IsExportedKind(static_cast<RecordKind>(k)) || per_kind[k] == 0) continue;
+      counts["count/" + std::to_string(rank) + "/" + RecordKindName(static_cast<RecordKind>(k))] =
+          std::to_string(per_kind[k]);
+    }
+  }
+  return counts;
+}
+
+// The "count/..." entries of a decoder's output.
+inline std::map<std::string, std::string> CountsOnly(const std::map<std::string, std::string>& m) {
+  std::map<std::string, std::string> counts;
+  for (const auto& [k, v] : m) {
+    if (k.rfind("count/", 0) == 0) counts[k] = v;
+  }
+  return counts;
+}
+
+// Merges the job in `dir`; returns the timeline's path.
+inline std::string MergeJobIn(const std::string& dir) {
+  MergeOptions options;
+  options.job_dir = dir;
+  MergeReport report;
+  EXPECT_TRUE(MergeJob(options, &report).ok());
+  return report.timeline_path;
+}
+
+// A random job of `ranks` ranks (random clock offsets) written to `dir` and merged.
+inline std::string MergeRandomJobIn(const std::string& dir, int ranks, size_t max_records,
+                                    uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  testing::WriteJob(dir, testing::RandomJob(rng, ranks, max_records, true));
+  return MergeJobIn(dir);
+}
+
+}  // namespace aon::merge::testing_export

@@ -1,0 +1,308 @@
+// The OTF2 export (aon/merge/otf2_trace.h): every archive it writes is read by
+// otf2-print (Debian's otf2-tools) through tests/data/otf2/otf2_counts.py, which
+// fails on anything otf2-print does not accept, on unbalanced or unordered
+// events and on event counts that differ from the definitions; the ENTER events,
+// counted per rank and record kind, must be exactly the timeline's records.
+#include "aon/merge/otf2_trace.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "aon/merge/inspect.h"
+#include "aon/merge/merge.h"
+#include "export_test_util.h"
+#include "merge_test_util.h"
+
+namespace aon::merge {
+namespace {
+
+using testing::RankTrace;
+using testing::TempDir;
+using testing_export::CountsOnly;
+using testing_export::TimelineCounts;
+
+const std::string kCounter = std::string(AON_SOURCE_DIR) + "/tests/data/otf2/otf2_counts.py";
+
+std::map<std::string, std::string> ReadArchive(const TempDir& dir, const std::string& anchor) {
+  return testing::RunPython(dir, "import runpy, sys\nsys.argv = sys.argv[1:]\n"
+                                 "runpy.run_path(sys.argv[0], run_name='__main__')\n",
+                            {kCounter, anchor, AON_OTF2_PRINT});
+}
+
+// "problem/<name>=<n>" of the ones found, for failure messages.
+std::string Problems(const std::map<std::string, std::string>& m) {
+  std::string text;
+  for (const auto& [k, v] : m) {
+    if (k.rfind("problem/", 0) == 0 && v != "0") text += k + "=" + v + " ";
+  }
+  return text;
+}
+
+uint64_t Sum(const std::map<std::string, std::string>& counts) {
+  uint64_t n = 0;
+  for (const auto& [k, v] : counts) n += std::stoull(v);
+  return n;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
+
+class Otf2Trace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!AON_HAVE_OTF2 || std::string(AON_OTF2_PRINT).empty()) {
+      GTEST_SKIP() << "libotf2 or otf2-print is not installed (scripts/install-deps.sh --test "
+                      "installs libotf2-trace-dev and otf2-tools)";
+    }
+  }
+  std::string MergeRandomJob(int ranks, size_t max_records, uint64_t seed) {
+    return testing_export::MergeRandomJobIn(dir_.path(), ranks, max_records, seed);
+  }
+  std::string Merge() { return testing_export::MergeJobIn(dir_.path()); }
+  TempDir dir_;
+};
+
+TEST_F(Otf2Trace, OtfPrintReadsEveryRecordOfEveryRankAndKind) {
+  const std::string timeline = MergeRandomJob(4, 300, 5);
+  Otf2TraceStats stats;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, dir_.File("otf2"), {}, &stats));
+  EXPECT_EQ(stats.anchor, dir_.File("otf2") + "/traces.otf2");
+  EXPECT_FALSE(Exists(dir_.File("otf2.partial")));
+
+  auto archive = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  EXPECT_EQ(archive["ranks"], "0,1,2,3");
+  EXPECT_EQ(archive["hosts"], "node0");
+  const auto expected = TimelineCounts(timeline);
+  EXPECT_GE(expected.size(), 4u * 9u);  // every exported kind on every rank
+  EXPECT_EQ(CountsOnly(archive), expected);
+  EXPECT_EQ(stats.records, Sum(expected));
+  EXPECT_EQ(archive["events"], std::to_string(stats.events));
+  EXPECT_EQ(archive["locations"], std::to_string(stats.locations));
+  // Every counter sample is a metric event; every collective a begin and an end.
+  EXPECT_GT(stats.metrics, 0u);
+  EXPECT_EQ(archive["collective/begin"], std::to_string(stats.collectives));
+  EXPECT_EQ(archive["collective/end"], std::to_string(stats.collectives));
+}
+
+// One AllReduce on three ranks (communicator 0xabcdef, sequence 5): one OTF2
+// communicator of three members, a collective begin and end on each rank.
+TEST_F(Otf2Trace, NcclCollectiveIsACollectiveOnItsCommunicator) {
+  constexpr uint64_t kBase = 1'000'000'000;
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 3; ++r) {
+    RankTrace t;
+    t.meta = testing::BasicMetadata(r, 3);
+    const uint32_t func = t.strings.Intern("AllReduce");
+    t.Get<KernelRecord>().push_back(testing::MakeKernel(kBase + 300, 7));
+    NcclRecord coll{};
+    coll.event_type = static_cast<uint8_t>(NcclEventType::kColl);
+    coll.start_ns = kBase + 400 + 10 * r;
+    coll.end_ns = kBase + 900;
+    coll.comm_hash = 0xabcdef;
+    coll.seq_number = 5;
+    coll.func_id = func;
+    coll.root = -1;
+    coll.bytes = 4096;
+    coll.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kCalibrated);
+    t.Get<NcclRecord>().push_back(coll);
+    traces.push_back(std::move(t));
+  }
+  testing::WriteJob(dir_.path(), traces);
+  const std::string timeline = Merge();
+  Otf2TraceStats stats;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, dir_.File("otf2"), {}, &stats));
+  EXPECT_EQ(stats.collectives, 3u);
+  auto archive = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  EXPECT_EQ(archive["comms"], "1");
+  EXPECT_EQ(archive["comm/0/members"], "3");
+  EXPECT_EQ(archive["collective/op/ALLREDUCE"], "3");
+  EXPECT_EQ(archive["collective/end"], "3");
+  EXPECT_EQ(CountsOnly(archive), TimelineCounts(timeline));
+}
+
+// Two kernels on one stream that overlap without nesting (a corrupt or
+// reordered record): the second goes on an "overlapping" row, times unchanged,
+// counts exact.
+TEST_F(Otf2Trace, SlicesThatDoNotNestGoOnAnOverlapRow) {
+  RankTrace t;
+  t.meta = testing::BasicMetadata(0, 1);
+  KernelRecord a = testing::MakeKernel(1'000'000'000);
+  a.end_ns = a.start_ns + 100;
+  KernelRecord b = testing::MakeKernel(a.start_ns + 50);
+  b.end_ns = a.start_ns + 150;
+  KernelRecord c = testing::MakeKernel(a.start_ns + 60);  // nests in b
+  c.end_ns = a.start_ns + 70;
+  t.Get<KernelRecord>() = {a, b, c};
+  testing::WriteJob(dir_.path(), {t});
+  const std::string timeline = Merge();
+  Otf2TraceStats stats;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, dir_.File("otf2"), {}, &stats));
+  EXPECT_EQ(stats.overlap_rows, 1u);
+  auto archive = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  EXPECT_EQ(archive["count/0/kernels"], "3");
+  EXPECT_EQ(archive["location_types"], "ACCELERATOR_STREAM=2");
+}
+
+TEST_F(Otf2Trace, CorruptRankIsLeftOutAndEveryOtherRankCounted) {
+  std::mt19937_64 rng(8);
+  testing::WriteJob(dir_.path(), testing::RandomJob(rng, 3, 200));
+  {
+    std::ofstream out(testing::RankPath(dir_.path(), 1), std::ios::binary | std::ios::trunc);
+    out << "this is not an HDF5 file";
+  }
+  const std::string timeline = Merge();
+  Otf2TraceStats stats;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, dir_.File("otf2"), {}, &stats));
+  auto archive = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  EXPECT_EQ(archive["ranks"], "0,2");
+  const auto expected = TimelineCounts(timeline);
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(CountsOnly(archive), expected);
+}
+
+// Bounded memory: a pool of four chunks puts each rank in a pass of its own
+// and makes OTF2 flush every location many times; nothing is lost, the pool's
+// peak stays within the pool plus one chunk per location of a pass, and the
+// archive holds what one pass with the default pool writes.
+TEST_F(Otf2Trace, PassesAndATinyPoolLoseNothing) {
+  constexpr uint64_t kBase = 1'000'000'000;
+  constexpr int kRanks = 4, kPerRank = 20000;
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < kRanks; ++r) {
+    RankTrace t;
+    t.meta = testing::BasicMetadata(r, kRanks);
+    const uint32_t launch = t.strings.Intern("cudaLaunchKernel");
+    const uint32_t kernel = t.strings.Intern("gemm");
+    for (int i = 0; i < kPerRank; ++i) {
+      const uint64_t at = kBase + 1000 * static_cast<uint64_t>(i);
+      ApiRecord api{};
+      api.start_ns = at;
+      api.end_ns = at + 100;
+      api.correlation_id = static_cast<uint32_t>(i + 1);
+      api.name_id = launch;
+      api.thread_id = 77;
+      t.Get<ApiRecord>().push_back(api);
+      KernelRecord k = testing::MakeKernel(at + 200, static_cast<uint32_t>(i + 1), kernel);
+      k.stream_id = 7 + static_cast<uint32_t>(i % 2);
+      k.end_ns = at + 900;
+      t.Get<KernelRecord>().push_back(k);
+    }
+    traces.push_back(std::move(t));
+  }
+  testing::WriteJob(dir_.path(), traces);
+  const std::string timeline = Merge();
+  Otf2ExportOptions options;
+  options.chunk_bytes = kOtf2MinChunkBytes;
+  options.memory_bytes = 4 * kOtf2MinChunkBytes;  // a rank has 3 locations: one rank a pass
+  Otf2TraceStats stats;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, dir_.File("otf2"), options, &stats));
+  EXPECT_EQ(stats.passes, 4u);
+  EXPECT_EQ(stats.locations, 4u * 3u);
+  EXPECT_LE(stats.peak_pool_bytes, options.memory_bytes + 3 * options.chunk_bytes);
+  auto archive = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  EXPECT_EQ(CountsOnly(archive), TimelineCounts(timeline));
+  EXPECT_EQ(archive["count/3/kernels"], std::to_string(kPerRank));
+  EXPECT_EQ(archive["events"], std::to_string(4u * kRanks * kPerRank));
+  // The pool held four chunks for three locations: a location's file of more
+  // than two chunks was flushed while the pass ran.
+  uint64_t flushed = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir_.File("otf2/traces"))) {
+    if (f.path().extension() == ".evt" && f.file_size() > 2 * options.chunk_bytes) ++flushed;
+  }
+  EXPECT_GE(flushed, 4u) << "each rank's busiest location";
+
+  Otf2TraceStats one;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, dir_.File("otf2-one"), {}, &one));
+  EXPECT_EQ(one.passes, 1u);
+  EXPECT_EQ(one.events, stats.events);
+  EXPECT_EQ(CountsOnly(ReadArchive(dir_, one.anchor)), CountsOnly(archive));
+}
+
+TEST_F(Otf2Trace, WindowRanksAndKindsAreKept) {
+  const std::string timeline = MergeRandomJob(4, 300, 9);
+  Otf2ExportOptions options;
+  AON_ASSERT_OK(ParseRankList("1-2", &options.filter));
+  AON_ASSERT_OK(ParseKindList("kernels,nccl", &options.filter));
+  Otf2TraceStats stats;
+  const std::string out = FilteredOtf2Path(dir_.path(), options.filter);
+  EXPECT_EQ(out, dir_.File("otf2-ranks1-2_kernels,nccl"));
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, out, options, &stats));
+  auto archive = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  EXPECT_EQ(archive["ranks"], "1,2");
+  std::map<std::string, std::string> expected;
+  for (const auto& [k, v] : TimelineCounts(timeline)) {
+    if ((k.starts_with("count/1/") || k.starts_with("count/2/")) &&
+        (k.ends_with("/kernels") || k.ends_with("/nccl"))) {
+      expected[k] = v;
+    }
+  }
+  EXPECT_EQ(expected.size(), 4u);
+  EXPECT_EQ(CountsOnly(archive), expected);
+}
+
+// The archive directory: an older AON archive is replaced; a directory that is
+// not one, or a link, is refused and left as it was; nothing .partial remains.
+TEST_F(Otf2Trace, ReplacesOnlyAnOlderArchive) {
+  const std::string timeline = MergeRandomJob(2, 50, 3);
+  const std::string out = dir_.File("otf2");
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, out, {}));
+  Otf2TraceStats stats;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, out, {}, &stats));  // replaced
+  auto replaced = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(replaced["problems"], "0") << Problems(replaced);
+  EXPECT_FALSE(Exists(out + ".old"));
+
+  const std::string other = dir_.File("not-an-archive");
+  std::filesystem::create_directory(other);
+  std::ofstream(other + "/keep.txt") << "mine";
+  Status s = ExportOtf2Trace(timeline, other, {});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not-an-archive"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not an OTF2 archive"), std::string::npos) << s.message();
+  EXPECT_TRUE(Exists(other + "/keep.txt"));
+  EXPECT_FALSE(Exists(other + ".partial"));
+
+  const std::string link = dir_.File("link");
+  ASSERT_EQ(symlink(out.c_str(), link.c_str()), 0);
+  s = ExportOtf2Trace(timeline, link, {});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("link"), std::string::npos) << s.message();
+  // A planted link at the .partial path is refused too, not followed.
+  const std::string target = dir_.File("target");
+  std::filesystem::create_directory(target);
+  ASSERT_EQ(symlink(target.c_str(), (dir_.File("fresh") + ".partial").c_str()), 0);
+  s = ExportOtf2Trace(timeline, dir_.File("fresh"), {});
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(std::filesystem::is_empty(target));
+}
+
+// aon-export --format otf2 writes <timeline dir>/otf2 by default.
+TEST_F(Otf2Trace, AonExportWritesTheArchiveNextToTheTimeline) {
+  const std::string timeline = MergeRandomJob(2, 100, 4);
+  const testing::CommandResult r = testing::RunCommand(
+      dir_, std::string(AON_BUILD_BIN_DIR) + "/aon-export '" + timeline + "' --format otf2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("otf2 archive: " + dir_.File("otf2/traces.otf2")), std::string::npos)
+      << r.out;
+  auto archive = ReadArchive(dir_, dir_.File("otf2/traces.otf2"));
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  EXPECT_EQ(CountsOnly(archive), TimelineCounts(timeline));
+}
+
+}  // namespace
+}  // namespace aon::merge
