@@ -61,7 +61,10 @@ bool MatchesStepRange(std::string_view names, std::string_view range_name) {
 
 CaptureControl::CaptureControl(const AgentConfig& config, uint64_t seed)
     : config_(config),
-      budgeted_(config.mode == "budgeted"),
+      // Flight mode captures as budgeted mode does (windows inside the budget
+      // plus the continuous tier); only the collector differs: it keeps the
+      // last seconds in memory and writes them when a trigger fires.
+      budgeted_(config.mode == "budgeted" || config.mode == "flight"),
       tracker_(ForcedSource(config.step_source)),
       policy_(SettingsOf(config, seed)) {}
 

@@ -60,7 +60,8 @@ class CaptureControl {
   // The last step ends; an open window is closed; the summary goes into `m`.
   void Finish(RankMetadata* m);
 
-  bool budgeted() const { return budgeted_; }
+  // Capture windows (budgeted and flight modes) rather than CUPTI all along (full).
+  bool windowed() const { return budgeted_; }
   bool StepRangeName(std::string_view name) const;
 
  private:

@@ -595,7 +595,7 @@ CounterSampler* StartCuptiPmSampler(const AgentConfig& config) {
   if (config.counters != "auto" || !config.enabled(RecordKind::kCounters)) return nullptr;
   // Lives as long as the process: its worker may still be reading at exit.
   if (g_sampler == nullptr)
-    g_sampler = new CuptiPmSampler(config.counters_sample_us, config.mode != "budgeted");
+    g_sampler = new CuptiPmSampler(config.counters_sample_us, config.mode == "full");
   return g_sampler;
 }
 

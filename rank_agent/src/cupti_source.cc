@@ -534,10 +534,10 @@ bool StartCuptiSource() {
   agent.SetFlushHook(FlushAtFinish);
   agent.SetSource("cupti");
   SetOpCorrelation(&kCuptiOpCorrelation);
-  // Full and flight modes attach now; budgeted mode at the first capture window.
+  // Full mode attaches now; budgeted and flight modes at the first capture window.
   agent.capture().Start(g_capture);
-  if (agent.capture().budgeted()) {
-    agent.Log("CUPTI: budgeted mode, attached only in capture windows");
+  if (agent.capture().windowed()) {
+    agent.Log("CUPTI: %s mode, attached only in capture windows", agent.config().mode.c_str());
     return true;
   }
   if (!g_capture->attached()) agent.SetSource("none");

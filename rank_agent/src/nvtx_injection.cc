@@ -370,7 +370,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
   using namespace aon::agent;
   Agent& agent = Agent::Get();
   // Also without NVTX records: step ranges mark the steps of capture windows.
-  const bool steps = agent.recording() && agent.capture().budgeted();
+  const bool steps = agent.recording() && agent.capture().windowed();
   if ((!agent.enabled(aon::RecordKind::kNvtx) && !steps) || get_export_table == nullptr) return 0;
   const auto* etbl =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));

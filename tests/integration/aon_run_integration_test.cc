@@ -769,25 +769,59 @@ TEST_F(SyntheticMpirunTest, AppFailureIsReturnedAndTheTraceIsStillMerged) {
   EXPECT_TRUE(fs::exists(job + "/timeline.h5")) << r.Describe();
 }
 
-// Flight mode: the collector keeps the last window in memory and writes it only
-// when a trigger fires. A failing job is one: aon-run sees the exit status and
-// asks the node collector to dump, so the failed job's window is in the trace.
+// Flight mode: the agents capture as in budgeted mode (the continuous tier on
+// every step, GPU activity in capture windows on the same steps of every
+// rank), and the collector keeps the last seconds in memory and writes them
+// only when a trigger fires. A failing job is one: aon-run sees the exit
+// status and asks the node collector to dump, so the failed job's last seconds
+// are in the trace: every step and NVTX range of every rank, and the GPU work
+// of exactly the captured steps (the same on both ranks).
 TEST_F(SyntheticMpirunTest, FlightModeWritesTheWindowWhenTheJobFails) {
   const std::string job = tmp_ + "/job";
   // The job fails after its work: mpirun kills the other ranks as soon as one
   // exits non-zero, and a rank cut off while its agent is finishing is dumped as
   // a dead rank instead (since node leaders, a follower skips the exit clock
   // measurement and often exits first). The pause lets every rank finish.
-  const std::string app = kSyntheticApp + " --iterations 3; sleep 1; exit 7";
+  constexpr int kIterations = 40;
+  const std::string app =
+      kSyntheticApp + " --iterations " + std::to_string(kIterations) + "; sleep 1; exit 7";
   ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "flight",
-                                "--window", "60", "mpirun", "-np", "2", "--oversubscribe", "sh",
-                                "-c", app});
+                                "--window", "60", "--capture-period", "8", "--capture-steps", "2",
+                                "mpirun", "-np", "2", "--oversubscribe", "sh", "-c", app});
   EXPECT_EQ(r.exit_status, 7) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "flight recorder: the job failed")) << r.Describe();
   const std::map<int, Counts> expected = ParseExpectations(r.out);
   ASSERT_EQ(expected.size(), 2u) << r.Describe();
-  const Timeline t = ReadTimeline(job + "/timeline.h5");
-  for (const auto& [rank, counts] : expected) ExpectCountsMatch(t, rank, counts);
+  auto reader = aon::TraceReader::Open(job + "/timeline.h5");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString() << "\n" << r.Describe();
+  auto steps = (*reader)->ReadAllMerged<aon::StepRecord>();
+  auto kernels = (*reader)->ReadAllMerged<aon::KernelRecord>();
+  auto nvtx = (*reader)->ReadAllMerged<aon::NvtxRecord>();
+  ASSERT_TRUE(steps.ok() && kernels.ok() && nvtx.ok());
+  std::map<uint32_t, std::set<uint64_t>> captured;
+  std::map<uint32_t, size_t> steps_of, nvtx_of, kernels_of;
+  for (const auto& m : *steps) {
+    ++steps_of[m.rank];
+    if (m.record.flags & aon::kStepCaptured) captured[m.rank].insert(m.record.step);
+  }
+  for (const auto& m : *nvtx) ++nvtx_of[m.rank];
+  for (const auto& m : *kernels) ++kernels_of[m.rank];
+  ASSERT_FALSE(captured[0].empty()) << "no capture window opened";
+  EXPECT_LT(captured[0].size(), static_cast<size_t>(kIterations)) << "CUPTI was on all along";
+  for (const auto& [rank, counts] : expected) {
+    const auto rk = static_cast<uint32_t>(rank);
+    EXPECT_EQ(steps_of[rk], static_cast<size_t>(kIterations)) << "rank " << rank;
+    EXPECT_EQ(nvtx_of[rk], counts.at("nvtx")) << "rank " << rank << ": the continuous tier";
+    EXPECT_EQ(captured[rk], captured[0]) << "rank " << rank << " captured other steps";
+    EXPECT_EQ(kernels_of[rk], counts.at("kernels") / kIterations * captured[0].size())
+        << "rank " << rank << ": kernels of exactly the captured steps";
+  }
+  auto rows = (*reader)->ReadAllOf<aon::RankSummary>(aon::RankSummarySchema(), "meta");
+  ASSERT_TRUE(rows.ok());
+  for (const aon::RankSummary& row : *rows) {
+    EXPECT_EQ(row.capture_mode, static_cast<uint8_t>(aon::CaptureMode::kFlight));
+    EXPECT_EQ(row.captured_steps, captured[0].size());
+  }
   auto rank0 = aon::TraceReader::Open(job + "/rank-00000.h5");
   ASSERT_TRUE(rank0.ok()) << rank0.status().ToString();
   auto meta = (*rank0)->ReadRankMetadata();

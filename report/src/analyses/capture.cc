@@ -39,7 +39,7 @@ T MedianOf(std::vector<T> v) {
 std::string Statement(const CaptureSummary& c, const Steps& steps) {
   const std::string per_rank =
       std::to_string(c.captured_steps) + " of " + std::to_string(c.steps) + " steps";
-  if (c.mode == "full" || c.mode == "flight") {
+  if (c.mode == "full") {
     return "AON traced every step (--mode " + c.mode +
            "): its cost is not held to a budget and not measured in this mode; the default "
            "budgeted mode keeps it within 1 % of step time.";
