@@ -91,7 +91,7 @@ void OpenWindow(const Agent& a) {
 
 void PairLoop(benchmark::State& state, const Agent& a) {
   for (auto _ : state) {
-    const uint64_t id = a.begin("aten::addmm", 0, 12345, 1, 0);
+    uint64_t id = a.begin("aten::addmm", 0, 12345, 1, 0);  // non-const: DoNotOptimize(T&)
     benchmark::DoNotOptimize(id);
     a.end(id);
   }

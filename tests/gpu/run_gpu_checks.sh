@@ -79,6 +79,17 @@ grep -q "PASS" "$OUT/check-windows.txt" || status=1
 "$BIN/aon-report" "$OUT/job-cuda-windows/timeline.h5" 2>&1 | head -8 | sed 's/^/[windows-report] /' \
   | tee -a "$OUT/check-windows.txt"
 
+log "flight mode with CUPTI: windows as in budgeted mode, dumped when the job fails"
+"$BIN/aon-run" --mode flight --window 600 --capture-period 16 -o "$OUT/job-cuda-flight" "${MPI[@]}" \
+  sh -c "$BIN/aon-example-cuda --iterations 120; sleep 1; exit 7" > "$OUT/cuda-flight.log" 2>&1
+flight_rc=$?
+python3 tests/gpu/check_windows.py "$OUT/job-cuda-steps-full" "$OUT/job-cuda-flight" \
+  | sed 's/^\[windows\]/[flight]/' | tee "$OUT/check-flight.txt"
+if [[ $flight_rc -ne 7 ]] || ! grep -q "flight recorder: the job failed" "$OUT/cuda-flight.log"; then
+  echo "[flight] FAIL: aon-run exit $flight_rc (want the job's 7) or no dump on failure" | tee -a "$OUT/check-flight.txt"
+fi
+grep -q "PASS" "$OUT/check-flight.txt" && ! grep -q "FAIL" "$OUT/check-flight.txt" || status=1
+
 log "PyTorch DDP without AON"
 t0=$(now); "${MPI[@]}" python3 examples/pytorch_ddp.py --steps "$STEPS" > "$OUT/ddp-plain.log" 2>&1 || status=1
 T[ddp_plain]=$(secs "$t0" "$(now)"); grep -E "AON_STEP_TIME|Error|error" "$OUT/ddp-plain.log" | head -5
@@ -190,6 +201,6 @@ printf '%-28s %10s %10s\n' "ddp mean step (ms)" "$(step_ms "$OUT/ddp-plain.log")
 for j in job-cuda job-ddp; do
   [ -d "$OUT/$j" ] && ls -l "$OUT/$j" | awk -v j="$j" 'NR>1 {printf "%-28s %10s %s\n", j, $5, $9}'
 done
-grep -h -E "PASS|FAIL|\[clock\]|\[windows\] rank|\[windows-report\]" "$OUT"/check-*.txt
+grep -h -E "PASS|FAIL|\[clock\]|\[windows\] rank|\[flight\] rank|\[windows-report\]" "$OUT"/check-*.txt
 echo "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
