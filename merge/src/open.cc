@@ -1,10 +1,21 @@
 #include "open.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <filesystem>
 #include <string>
 #include <utility>
 
 #include "exchange.h"
+#include "messages.h"
 #include "reconcile.h"
 
 namespace aon::merge {
@@ -19,16 +30,169 @@ RankStatus ClassifyOpenError(const Status& s) {
   return RankStatus::kCorrupt;
 }
 
+// libhdf5 1.10.8 crashes (SIGSEGV, SIGFPE) on some crafted files inside the
+// calls that give a reader its first look at a structure, where nothing could
+// refuse the file first (docs/fuzzing.md, tests/fuzz/libhdf5_known_bugs.txt),
+// and whether a heap overflow faults depends on the heap around it. So rank
+// files are opened by a child process, the opener: it runs OpenRankFile on each
+// in turn and sends back what it found and the string table (the open phase's
+// own messages, messages.h) through a pipe. An opener that dies costs the rank
+// it was opening (corrupt, the signal named) and a new one goes on with the
+// next file; the merge process itself never runs libhdf5's decoding of those
+// structures. The records are read later, through structures this decoding
+// already checked, by AON's own (fuzzed) chunk code.
+std::string DeathOf(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "signal " + std::to_string(sig) + (name != nullptr ? std::string(" SIG") + name : "");
+  }
+  return "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+bool WriteAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+std::string Framed(const std::string& message) {
+  const uint64_t n = message.size();
+  return std::string(reinterpret_cast<const char*>(&n), sizeof n) + message;
+}
+
+struct ToOpen {
+  const std::string* path;
+  bool partial;
+  OpenResult* found;
+  StringTable* strings;
+};
+
+// Reads from `fd` until `want` bytes are buffered in *bytes past *at, or EOF.
+bool Fill(int fd, std::string* bytes, size_t at, size_t want) {
+  char buf[1 << 16];
+  while (bytes->size() - at < want) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes->append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// One frame of the opener's stream: a length, then that many bytes.
+bool ReadFrame(int fd, std::string* bytes, size_t* at, std::string_view* out) {
+  uint64_t n = 0;
+  if (!Fill(fd, bytes, *at, sizeof n)) return false;
+  std::memcpy(&n, bytes->data() + *at, sizeof n);
+  if (n > (uint64_t{1} << 40) || !Fill(fd, bytes, *at + sizeof n, n)) return false;
+  *out = std::string_view(*bytes).substr(*at + sizeof n, n);
+  *at += sizeof n + n;
+  return true;
+}
+
+// Opens files[first..] in one child process ("the opener"), which sends back
+// each file's result and string table in order; returns the index of the file
+// the opener died on (files.size() when it opened them all). Falls back to
+// opening in this process when no child can be made.
+size_t OpenInOpener(std::vector<ToOpen>& files, size_t first, std::string* death) {
+  int fds[2];
+  const pid_t pid = pipe2(fds, O_CLOEXEC) == 0 ? fork() : -1;
+  if (pid < 0) {
+    for (size_t i = first; i < files.size(); ++i) {
+      *files[i].found = OpenRankFile(*files[i].path, files[i].partial, files[i].strings);
+    }
+    return files.size();
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    // Fault injection for the tests (tests/unit/merge/merge_test.cc): the opener
+    // dies on the file of this name as libhdf5's crashes kill it.
+    const char* fault = std::getenv("AON_MERGE_TEST_CRASH_OPENING");
+    for (size_t i = first; i < files.size(); ++i) {
+      if (fault != nullptr && *fault != '\0' && fs::path(*files[i].path).filename() == fault) {
+        raise(SIGSEGV);
+      }
+      StringTable table;
+      CandidateSummaries found;
+      found.opened.push_back({i, OpenRankFile(*files[i].path, files[i].partial, &table)});
+      StringUnion names;
+      names.strings.assign(table.strings().begin() + 1, table.strings().end());
+      if (!WriteAll(fds[1], Framed(Pack(found)) + Framed(Pack(names)))) _exit(1);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string bytes;
+  size_t at = 0, next = first;
+  for (; next < files.size(); ++next) {
+    std::string_view found_bytes, names_bytes;
+    CandidateSummaries found;
+    StringUnion names;
+    if (!ReadFrame(fds[0], &bytes, &at, &found_bytes) ||
+        !ReadFrame(fds[0], &bytes, &at, &names_bytes) || !Unpack(found_bytes, &found).ok() ||
+        !Unpack(names_bytes, &names).ok() || found.opened.size() != 1 ||
+        found.opened[0].index != next) {
+      break;
+    }
+    *files[next].found = std::move(found.opened[0].found);
+    *files[next].strings = StringTable();
+    for (const std::string& name : names.strings) files[next].strings->Intern(name);
+    if (at > (1 << 20)) {  // keep the buffer small
+      bytes.erase(0, at);
+      at = 0;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (next < files.size()) *death = DeathOf(status);
+  return next;
+}
+
+// Opens every file through openers: when one dies, the file it was opening is
+// left out as corrupt and a new opener goes on with the next.
+void OpenIsolated(std::vector<ToOpen>& files) {
+  size_t next = 0;
+  while (next < files.size()) {
+    std::string death;
+    next = OpenInOpener(files, next, &death);
+    if (next >= files.size()) break;
+    OpenResult& f = *files[next].found;
+    f = OpenResult{};
+    f.status = RankStatus::kCorrupt;
+    f.reason = *files[next].path + ": libhdf5 crashed opening it (" + death +
+               " in the merge's child process that opens rank files); left out (crafted or "
+               "damaged HDF5 structures, docs/fuzzing.md)";
+    ++next;
+  }
+}
+
 // Opens candidates [first, first + who.size()) that `who` gives this process,
 // and tells every process what each found.
-Status OpenShared(MergeComm& comm, OpenedJob& job, size_t first, const std::vector<int>& who) {
+Status OpenShared(MergeComm& comm, OpenedJob& job, size_t first, const std::vector<int>& who,
+                  bool in_child) {
   CandidateSummaries mine;
+  std::vector<ToOpen> files;
   for (size_t i = 0; i < who.size(); ++i) {
     Candidate& c = job.candidates[first + i];
     c.opened_by = who[i];
-    if (who[i] != comm.rank()) continue;
-    c.found = OpenRankFile(c.path, c.partial, &job.strings[first + i]);
-    mine.opened.push_back({first + i, c.found});
+    if (who[i] == comm.rank()) {
+      files.push_back({&c.path, c.partial, &c.found, &job.strings[first + i]});
+    }
+  }
+  if (in_child) {
+    OpenIsolated(files);
+  } else {
+    for (ToOpen& f : files) *f.found = OpenRankFile(*f.path, f.partial, f.strings);
+  }
+  for (size_t i = 0; i < who.size(); ++i) {
+    if (who[i] == comm.rank()) mine.opened.push_back({first + i, job.candidates[first + i].found});
   }
   AON_ASSIGN_OR_RETURN(std::vector<CandidateSummaries> all, AllgatherMessage(comm, mine));
   for (size_t q = 0; q < all.size(); ++q) {
@@ -102,7 +266,7 @@ OpenResult OpenRankFile(const std::string& path, bool partial, StringTable* stri
   return f;
 }
 
-StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing) {
+StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing, bool in_child) {
   OpenedJob job;
   std::vector<std::string> paths;
   for (const auto& [path, seen] : listing.finals) {
@@ -112,7 +276,8 @@ StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing) {
     paths.push_back(path);
   }
   job.strings.resize(job.candidates.size());
-  AON_RETURN_IF_ERROR(OpenShared(comm, job, 0, AssignFiles(paths, listing.finals, comm.size())));
+  AON_RETURN_IF_ERROR(
+      OpenShared(comm, job, 0, AssignFiles(paths, listing.finals, comm.size()), in_child));
 
   // A final file wins over a .partial file of its rank: that one is not opened.
   const std::set<uint32_t> final_ranks = RanksOfReadableFiles(job.candidates);
@@ -133,7 +298,7 @@ StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing) {
   const std::vector<int> assigned = AssignFiles(to_open, listing.partials, comm.size());
   std::vector<int> who(job.candidates.size() - first, -1);
   for (size_t j = 0; j < opened_at.size(); ++j) who[opened_at[j] - first] = assigned[j];
-  AON_RETURN_IF_ERROR(OpenShared(comm, job, first, who));
+  AON_RETURN_IF_ERROR(OpenShared(comm, job, first, who, in_child));
   return job;
 }
 

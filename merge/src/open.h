@@ -31,7 +31,8 @@ struct OpenedJob {
 // file costs about 1 MB, and records are read much later, one rank at a time).
 OpenResult OpenRankFile(const std::string& path, bool partial, StringTable* strings);
 
-// Collective.
-StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing);
+// Collective. `in_child`: each process opens its files in a child process
+// (open.cc says why); false: in the process itself.
+StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing, bool in_child = true);
 
 }  // namespace aon::merge

@@ -83,6 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // writing it costs little next to reading the input.
   options.write_options = {.deflate_level = 0, .chunk_records = 64};
   options.output_batch_records = 1024;
+  options.open_in_child = false;  // libFuzzer must see the open code's coverage and crashes
   aon::merge::MergeReport report;
   const ssize_t before = OpenObjects();
   (void)aon::merge::MergeJob(options, &report);

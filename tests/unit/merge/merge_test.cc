@@ -583,6 +583,74 @@ TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
                                                 testing::ReferenceMerge<KernelRecord>(good));
 }
 
+// Rank files that crash libhdf5 itself (tests/data/hostile: fuzzer findings,
+// a heap overflow and a use-after-free inside H5Aexists that took aon-merge
+// down with SIGSEGV) cost only their ranks: the merge opens each file in a
+// child process, so whether libhdf5 faults on them there or only reads garbage,
+// the merge ends normally, leaves them out with their files named, and merges
+// the others exactly. The program, not the library in this test process: the
+// crashes depend on the heap around libhdf5's buffers, and aon-merge's is where
+// they were seen.
+TEST(MergeJobBadInput, FilesThatCrashLibhdf5CostOnlyTheirRanks) {
+  TempDir dir;
+  std::mt19937_64 rng(43);
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 4; ++r) traces.push_back(testing::RandomRankTrace(rng, r, 4, {}));
+  testing::WriteJob(dir.path(), {traces[0], traces[3]});
+  const std::string data = std::string(AON_SOURCE_DIR) + "/tests/data/hostile/";
+  const std::map<int, std::string> bad = {{1, "libhdf5-attribute-overflow.h5"},
+                                          {2, "libhdf5-use-after-free.h5"}};
+  for (const auto& [r, name] : bad) {
+    std::filesystem::copy_file(data + name, testing::RankPath(dir.path(), r));
+  }
+  const testing::CommandResult merged = testing::RunCommand(
+      dir, std::string(AON_BUILD_BIN_DIR) + "/aon-merge --no-chrome --no-perfetto " + dir.path());
+  ASSERT_EQ(merged.exit_code, 0) << merged.out << merged.err;
+  for (const auto& [r, name] : bad) {
+    EXPECT_TRUE(Contains(merged.err + merged.out, testing::RankPath(dir.path(), r)))
+        << name << ": the file is named\n" << merged.err;
+  }
+  Timeline t = OpenTimeline(dir.File("timeline.h5"));
+  ASSERT_EQ(t.ranks.size(), 4u);
+  for (int r : {0, 3}) EXPECT_EQ(t.ranks[r].status, static_cast<uint8_t>(RankStatus::kOk));
+  for (int r : {1, 2}) EXPECT_NE(t.ranks[r].status, static_cast<uint8_t>(RankStatus::kOk));
+  EXPECT_EQ(*t.reader->GetMetaInt("ranks_ok"), 2);
+  std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}, {3, &traces[3]}};
+  testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<KernelRecord>(good));
+}
+
+// The child that opens a rank file dies (a libhdf5 crash, injected here for
+// rank 1's file: AON_MERGE_TEST_CRASH_OPENING): that rank is corrupt with its
+// file and the signal named, and the others are merged exactly.
+TEST(MergeJobBadInput, ChildThatDiesOpeningAFileCostsOnlyItsRank) {
+  TempDir dir;
+  std::mt19937_64 rng(47);
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 3; ++r) traces.push_back(testing::RandomRankTrace(rng, r, 3, {}));
+  testing::WriteJob(dir.path(), traces);
+  const std::string bad = testing::RankPath(dir.path(), 1);
+  const std::string name = std::filesystem::path(bad).filename().string();
+  ASSERT_EQ(setenv("AON_MERGE_TEST_CRASH_OPENING", name.c_str(), 1), 0);
+  MergeReport report;
+  const Status merged = MergeJob(Options(dir), &report);
+  unsetenv("AON_MERGE_TEST_CRASH_OPENING");
+  AON_ASSERT_OK(merged);
+  ASSERT_EQ(report.ranks.size(), 3u);
+  EXPECT_EQ(report.ranks[1].status, RankStatus::kCorrupt);
+  EXPECT_TRUE(Contains(report.ranks[1].message, bad)) << report.ranks[1].message;
+  EXPECT_TRUE(Contains(report.ranks[1].message, "libhdf5 crashed opening it (signal 11 SIGSEGV"))
+      << report.ranks[1].message;
+  EXPECT_TRUE(AnyProblemContains(report, bad)) << Problems(report);
+  for (int r : {0, 2}) EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << report.ranks[r].message;
+  Timeline t = OpenTimeline(report.timeline_path);
+  std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}, {2, &traces[2]}};
+  testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<KernelRecord>(good));
+  testing::ExpectMatchesReference<NvtxRecord>(*t.reader, t.strings,
+                                              testing::ReferenceMerge<NvtxRecord>(good));
+}
+
 TEST(MergeJobBadInput, DuplicateRankKeepsTheFirstFile) {
   TempDir dir;
   std::mt19937_64 rng(23);
