@@ -79,20 +79,12 @@ void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
       case SessionOption::kMergeProcs:
         option = app.add_option(entry.run, o.merge_procs, help)->check(CLI::Range(1, 4096));
         break;
-      case SessionOption::kOverheadBudget:
-      case SessionOption::kCaptureSteps:
-      case SessionOption::kCapturePeriod:
-      case SessionOption::kStepSource:
-      case SessionOption::kStepRange:
-      case SessionOption::kCounters:
-      case SessionOption::kCountersInterval:
-      case SessionOption::kCountersSampleInterval:
-      case SessionOption::kPythonHook:
-        option = app.add_option(entry.run, o.passthrough[entry.id], help);
-        break;
       case SessionOption::kFlight:
       case SessionOption::kProfile:
         break;  // srun only (the table says why)
+      default:  // the passthrough options but --mode (aon-run reads it): their text, checked later
+        if (entry.passthrough) option = app.add_option(entry.run, o.passthrough[entry.id], help);
+        break;
     }
     if (option != nullptr && entry.value != nullptr && entry.run_arg != session::OptionArg::kFlag)
       option->type_name(entry.value);

@@ -188,6 +188,10 @@ StatusOr<std::string> Checked(SessionOption option, const char* optarg) {
 }  // namespace
 
 Status SetUserOption(UserOptions& o, SessionOption option, const char* optarg) {
+  if (session::FrontEndOptionOf(option).passthrough) {  // --aon-mode and the like
+    AON_ASSIGN_OR_RETURN(o.passthrough[option], Checked(option, optarg));
+    return Status::Ok();
+  }
   switch (option) {
     case SessionOption::kProfile:
       return SetModeOption(o, optarg);
@@ -208,22 +212,7 @@ Status SetUserOption(UserOptions& o, SessionOption option, const char* optarg) {
     case SessionOption::kVerbose:
       o.verbose = true;
       return Status::Ok();
-    case SessionOption::kMode:
-    case SessionOption::kOverheadBudget:
-    case SessionOption::kCaptureSteps:
-    case SessionOption::kCapturePeriod:
-    case SessionOption::kStepSource:
-    case SessionOption::kStepRange:
-    case SessionOption::kCounters:
-    case SessionOption::kCountersInterval:
-    case SessionOption::kCountersSampleInterval:
-    case SessionOption::kPythonHook: {
-      AON_ASSIGN_OR_RETURN(o.passthrough[option], Checked(option, optarg));
-      return Status::Ok();
-    }
-    case SessionOption::kWindow:
-    case SessionOption::kReport:
-    case SessionOption::kMergeProcs:
+    default:  // aon-run only (--window, --no-report, --merge-procs)
       break;
   }
   return Internal(session::RunName(option) + " is not an srun option");

@@ -192,16 +192,7 @@ StatusOr<std::string> CheckOptionValue(SessionOption option, std::string_view va
     case O::kWindow:
     case O::kFlight:
       return CheckAsAgent(AgentVar::kWindow, value);
-    case O::kMode:  // passthrough options, checked above
-    case O::kOverheadBudget:
-    case O::kCaptureSteps:
-    case O::kCapturePeriod:
-    case O::kStepSource:
-    case O::kStepRange:
-    case O::kCounters:
-    case O::kCountersInterval:
-    case O::kCountersSampleInterval:
-    case O::kPythonHook:
+    default:  // the passthrough options (the table's `passthrough`), checked above
       break;
     case O::kVerbose: {
       char* end = nullptr;
@@ -259,16 +250,7 @@ Status ApplyOption(AgentSettings& settings, SessionOption option, std::string_vi
     case O::kMerge:
     case O::kReport:
     case O::kMergeProcs:
-    case O::kMode:  // passthrough options, set above
-    case O::kOverheadBudget:
-    case O::kCaptureSteps:
-    case O::kCapturePeriod:
-    case O::kStepSource:
-    case O::kStepRange:
-    case O::kCounters:
-    case O::kCountersInterval:
-    case O::kCountersSampleInterval:
-    case O::kPythonHook:
+    default:  // the passthrough options, set above
       break;
   }
   return Internal(RunName(option) + SpankName(option) + " sets no agent variable");
