@@ -3,6 +3,10 @@
 #   BIN=build-gpu/bin ROUNDS=5 STEPS=1500 OUT=dir bash bench/run_always_on.sh
 #   DEADLINE=S: start no new run after S seconds (a device call's time limit);
 #   the table then says how many rounds each configuration got.
+#   WORKLOAD=cuda: the C++ example (examples/cuda_mpi_nccl, one rank under
+#   mpirun, STEPS iterations) instead of the PyTorch loop; its figure is the
+#   mean time per iteration it prints (its NVTX "iteration <i>" ranges are the
+#   steps); torchprof does not apply.
 #
 # Runs bench/always_on/train_loop.py in every configuration, ROUNDS interleaved
 # rounds (the order rotated each round, so drift hits every configuration alike):
@@ -36,7 +40,13 @@ DEADLINE=${DEADLINE:-0}
 START=$(date +%s)
 OUT=${OUT:-$(mktemp -d /tmp/aon-always-on.XXXXXX)}
 mkdir -p "$OUT"
+WORKLOAD=${WORKLOAD:-torch}
 LOOP=(python3 bench/always_on/train_loop.py --steps "$STEPS" --warmup "$WARMUP")
+if [[ $WORKLOAD == cuda ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  LOOP=(mpirun --allow-run-as-root --bind-to none -np 1 -x NCCL_NVLS_ENABLE "$BIN/aon-example-cuda"
+        --iterations "$STEPS")
+fi
 AON=("$BIN/aon-run" --no-merge --no-report)
 : > "$OUT/runs.txt"
 
@@ -54,7 +64,11 @@ run() {  # config round
     torchprof) "${LOOP[@]}" --torch-profiler ;;
   esac > "$log" 2>&1
   local med
-  med=$(sed -n 's/^TRAIN .*median_ms=\([0-9.]*\).*/\1/p' "$log")
+  if [[ $WORKLOAD == cuda ]]; then
+    med=$(sed -n 's/^aon-example-cuda: .* iterations in .*(\([0-9.]*\) ms\/iteration).*/\1/p' "$log")
+  else
+    med=$(sed -n 's/^TRAIN .*median_ms=\([0-9.]*\).*/\1/p' "$log")
+  fi
   if [ -z "$med" ]; then echo "run $c round $r FAILED:"; tail -5 "$log"; return 1; fi
   echo "$c $r $med $job" >> "$OUT/runs.txt"
 }
