@@ -58,12 +58,13 @@ int ExportOtf2(const std::string& timeline, const std::string& output,
   if (!quiet) {
     std::printf(
         "aon-export: otf2 archive: %s (%llu records: %s; %llu events on %llu locations, %llu "
-        "NCCL collectives, %llu metric samples)\n",
+        "NCCL collectives, %llu metric samples; %u pass%s, OTF2 buffers at most %.0f MiB)\n",
         stats.anchor.c_str(), static_cast<unsigned long long>(stats.records),
         options.filter.Describe().c_str(), static_cast<unsigned long long>(stats.events),
         static_cast<unsigned long long>(stats.locations),
         static_cast<unsigned long long>(stats.collectives),
-        static_cast<unsigned long long>(stats.metrics));
+        static_cast<unsigned long long>(stats.metrics), stats.passes, stats.passes == 1 ? "" : "es",
+        static_cast<double>(stats.peak_pool_bytes) / (1 << 20));
   }
   return 0;
 }
