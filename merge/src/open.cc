@@ -84,29 +84,50 @@ bool Fill(int fd, std::string* bytes, size_t at, size_t want) {
   return true;
 }
 
-// One frame of the opener's stream: a length, then that many bytes.
-bool ReadFrame(int fd, std::string* bytes, size_t* at, std::string_view* out) {
+// One frame of the opener's stream: a length, then that many bytes, at
+// [*offset, *offset + *length) of *bytes once read (offsets, not views: a
+// later Fill may move the buffer).
+bool ReadFrame(int fd, std::string* bytes, size_t* at, size_t* offset, size_t* length) {
   uint64_t n = 0;
   if (!Fill(fd, bytes, *at, sizeof n)) return false;
   std::memcpy(&n, bytes->data() + *at, sizeof n);
   if (n > (uint64_t{1} << 40) || !Fill(fd, bytes, *at + sizeof n, n)) return false;
-  *out = std::string_view(*bytes).substr(*at + sizeof n, n);
+  *offset = *at + sizeof n;
+  *length = static_cast<size_t>(n);
   *at += sizeof n + n;
   return true;
 }
 
+// How an opener ended before it sent every file's result.
+struct OpenerStop {
+  size_t file = 0;       // the file it was opening
+  bool crashed = false;  // killed by a fault signal (SEGV, BUS, FPE, ILL, ABRT)
+  std::string how;       // "signal 11 SIGSEGV", "exit status 1", ...
+};
+
+bool FaultSignal(int status) {
+  if (!WIFSIGNALED(status)) return false;
+  const int sig = WTERMSIG(status);
+  return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT;
+}
+
 // Opens files[first..] in one child process ("the opener"), which sends back
-// each file's result and string table in order; returns the index of the file
-// the opener died on (files.size() when it opened them all). Falls back to
-// opening in this process when no child can be made.
-size_t OpenInOpener(std::vector<ToOpen>& files, size_t first, std::string* death) {
+// each file's result and string table in order. Returns true when every file
+// got its result; else *stop says where and how the opener ended. Opens in this
+// process when no child can be made.
+bool OpenInOpener(std::vector<ToOpen>& files, size_t first, OpenerStop* stop) {
   int fds[2];
-  const pid_t pid = pipe2(fds, O_CLOEXEC) == 0 ? fork() : -1;
+  if (pipe2(fds, O_CLOEXEC) != 0) fds[0] = fds[1] = -1;
+  const pid_t pid = fds[0] >= 0 ? fork() : -1;
   if (pid < 0) {
+    if (fds[0] >= 0) {
+      close(fds[0]);
+      close(fds[1]);
+    }
     for (size_t i = first; i < files.size(); ++i) {
       *files[i].found = OpenRankFile(*files[i].path, files[i].partial, files[i].strings);
     }
-    return files.size();
+    return true;
   }
   if (pid == 0) {
     close(fds[0]);
@@ -122,7 +143,15 @@ size_t OpenInOpener(std::vector<ToOpen>& files, size_t first, std::string* death
       found.opened.push_back({i, OpenRankFile(*files[i].path, files[i].partial, &table)});
       StringUnion names;
       names.strings.assign(table.strings().begin() + 1, table.strings().end());
-      if (!WriteAll(fds[1], Framed(Pack(found)) + Framed(Pack(names)))) _exit(1);
+      table = StringTable();
+      const std::string packed = Pack(names);
+      names = StringUnion();
+      const uint64_t n = packed.size();
+      if (!WriteAll(fds[1], Framed(Pack(found))) ||
+          !WriteAll(fds[1], std::string_view(reinterpret_cast<const char*>(&n), sizeof n)) ||
+          !WriteAll(fds[1], packed)) {
+        _exit(1);
+      }
     }
     _exit(0);
   }
@@ -130,12 +159,16 @@ size_t OpenInOpener(std::vector<ToOpen>& files, size_t first, std::string* death
   std::string bytes;
   size_t at = 0, next = first;
   for (; next < files.size(); ++next) {
-    std::string_view found_bytes, names_bytes;
+    size_t found_at = 0, found_len = 0, names_at = 0, names_len = 0;
+    if (!ReadFrame(fds[0], &bytes, &at, &found_at, &found_len) ||
+        !ReadFrame(fds[0], &bytes, &at, &names_at, &names_len)) {
+      break;
+    }
+    const std::string_view view(bytes);
     CandidateSummaries found;
     StringUnion names;
-    if (!ReadFrame(fds[0], &bytes, &at, &found_bytes) ||
-        !ReadFrame(fds[0], &bytes, &at, &names_bytes) || !Unpack(found_bytes, &found).ok() ||
-        !Unpack(names_bytes, &names).ok() || found.opened.size() != 1 ||
+    if (!Unpack(view.substr(found_at, found_len), &found).ok() ||
+        !Unpack(view.substr(names_at, names_len), &names).ok() || found.opened.size() != 1 ||
         found.opened[0].index != next) {
       break;
     }
@@ -147,29 +180,37 @@ size_t OpenInOpener(std::vector<ToOpen>& files, size_t first, std::string* death
       at = 0;
     }
   }
-  close(fds[0]);
+  close(fds[0]);  // an opener still writing gets SIGPIPE
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (next < files.size()) *death = DeathOf(status);
-  return next;
+  if (next >= files.size()) return true;
+  stop->file = next;
+  stop->crashed = FaultSignal(status);
+  stop->how = DeathOf(status);
+  return false;
 }
 
-// Opens every file through openers: when one dies, the file it was opening is
-// left out as corrupt and a new opener goes on with the next.
+// Opens every file through openers. When one is killed by a fault, the file it
+// was opening is left out as corrupt and a new opener goes on with the next;
+// when one ends otherwise (killed from outside, a message this process could
+// not read), that file is opened here, as without openers, and a new opener
+// goes on after it.
 void OpenIsolated(std::vector<ToOpen>& files) {
   size_t next = 0;
-  while (next < files.size()) {
-    std::string death;
-    next = OpenInOpener(files, next, &death);
-    if (next >= files.size()) break;
-    OpenResult& f = *files[next].found;
-    f = OpenResult{};
-    f.status = RankStatus::kCorrupt;
-    f.reason = *files[next].path + ": libhdf5 crashed opening it (" + death +
-               " in the merge's child process that opens rank files); left out (crafted or "
-               "damaged HDF5 structures, docs/fuzzing.md)";
-    ++next;
+  OpenerStop stop;
+  while (next < files.size() && !OpenInOpener(files, next, &stop)) {
+    ToOpen& f = files[stop.file];
+    if (stop.crashed) {
+      *f.found = OpenResult{};
+      f.found->status = RankStatus::kCorrupt;
+      f.found->reason = *f.path + ": libhdf5 crashed opening it (" + stop.how +
+                        " in the merge's child process that opens rank files); left out "
+                        "(crafted or damaged HDF5 structures, docs/fuzzing.md)";
+    } else {
+      *f.found = OpenRankFile(*f.path, f.partial, f.strings);
+    }
+    next = stop.file + 1;
   }
 }
 

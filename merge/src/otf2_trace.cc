@@ -2,10 +2,12 @@
 // OTF2 writer (otf2_writer.h), in passes over groups of ranks.
 #include "aon/merge/otf2_trace.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
@@ -39,8 +41,22 @@ Status ExportOtf2Trace(const std::string&, const std::string& dir, const Otf2Exp
 #else
 namespace {
 
+// The anchor file of an archive AON wrote: a regular file naming AON as the
+// archive's creator (Otf2Writer::Open), in its first 64 KiB.
+bool AonAnchor(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  std::string head(64 << 10, '\0');
+  ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head.data(), head.size()) : -1;
+  close(fd);
+  if (n <= 0) return false;
+  head.resize(static_cast<size_t>(n));
+  return head.find(kOtf2Creator) != std::string::npos;
+}
+
 // A directory we may replace: a real directory (not a link) of ours holding an
-// OTF2 anchor (`anchor` = true) or anything (a .partial of an earlier run).
+// anchor AON wrote (`anchor` = true) or anything (a .partial of an earlier run).
 Status CheckOurs(const std::string& path, bool anchor) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
@@ -51,11 +67,10 @@ Status CheckOurs(const std::string& path, bool anchor) {
                               "' exists and is not a directory of this user's (a link, a file "
                               "or another user's): not replaced");
   }
-  std::error_code ec;
-  if (anchor && !fs::exists(fs::path(path) / "traces.otf2", ec)) {
+  if (anchor && !AonAnchor((fs::path(path) / "traces.otf2").string())) {
     return InvalidArgument("'" + path +
-                              "' exists and is not an OTF2 archive (no traces.otf2): not "
-                              "replaced");
+                           "' exists and is not an OTF2 archive AON wrote (no traces.otf2 "
+                           "with AON as its creator): not replaced");
   }
   return Status::Ok();
 }
@@ -83,9 +98,15 @@ bool Exists(const std::string& path) {
 
 }  // namespace
 
-Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir,
+Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir_given,
                        const Otf2ExportOptions& options, Otf2TraceStats* stats) {
   if (stats != nullptr) *stats = Otf2TraceStats{};
+  std::string dir = dir_given;  // "out/" is "out"
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir.empty() || dir == "/" || fs::path(dir).filename() == "." ||
+      fs::path(dir).filename() == "..") {
+    return InvalidArgument("'" + dir_given + "' cannot be the OTF2 archive's directory");
+  }
   AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
   AON_ASSIGN_OR_RETURN(TimelineView timeline, TimelineView::Read(*reader, timeline_path));
   if (Exists(dir)) AON_RETURN_IF_ERROR(CheckOurs(dir, true));
@@ -177,23 +198,34 @@ Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir,
   if (!options.filter.empty()) properties.emplace_back("FILTER", options.filter.Describe());
   if (Status s = out.Finish(timeline.t0, properties); !s.ok()) return discard(s);
 
-  // Replace an older archive only now that the new one is whole.
+  // Replace an older archive only now that the new one is whole: it moves to a
+  // fresh directory of its own (nothing else is touched) and is removed once the
+  // new archive has its name; if that fails, it gets its name back.
   std::error_code ec;
+  std::string old;
   if (Exists(dir)) {
-    const std::string old = dir + ".old";
-    fs::remove_all(old, ec);
-    if (rename(dir.c_str(), old.c_str()) != 0) {
+    std::string tmpl = dir + ".old-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
       return discard(Internal("replacing '" + dir + "': " + std::strerror(errno)));
     }
-    fs::remove_all(old, ec);
+    old = tmpl;
+    if (rename(dir.c_str(), old.c_str()) != 0) {  // onto the empty directory
+      const int err = errno;
+      rmdir(old.c_str());
+      return discard(Internal("replacing '" + dir + "': " + std::strerror(err)));
+    }
   }
   if (rename(partial.c_str(), dir.c_str()) != 0) {
-    return discard(Internal("renaming '" + partial + "' to '" + dir + "': " + std::strerror(errno)));
+    const int err = errno;
+    if (!old.empty()) rename(old.c_str(), dir.c_str());
+    return discard(Internal("renaming '" + partial + "' to '" + dir + "': " + std::strerror(err)));
   }
+  if (!old.empty()) fs::remove_all(old, ec);
   if (stats != nullptr) {
     stats->records = records;
     stats->events = c.events;
     stats->collectives = c.collectives;
+    stats->collectives_as_regions = c.collectives_as_regions;
     stats->metrics = c.metrics;
     stats->overlap_rows = c.overlap_rows;
     stats->locations = c.locations;

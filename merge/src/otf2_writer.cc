@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -19,33 +20,39 @@ namespace aon::merge {
 // writer's chunks to its file and free them (OTF2_MemoryFreeAll) before it asks
 // again; a writer's first chunk is always given.
 struct Otf2Writer::Pool {
-  uint64_t chunk = 0;
-  uint64_t budget_chunks = 0;
-  uint64_t in_use = 0;
+  uint64_t budget_bytes = 0;
+  uint64_t in_use = 0;  // bytes
   uint64_t peak = 0;
 
-  static void* Allocate(void* user, OTF2_FileType, OTF2_LocationRef, void** per_buffer,
+  uint64_t event_chunk = 0, def_chunk = 0;
+  uint64_t ChunkOf(OTF2_FileType type) const {
+    return type == OTF2_FILETYPE_EVENTS ? event_chunk : def_chunk;
+  }
+
+  static void* Allocate(void* user, OTF2_FileType type, OTF2_LocationRef, void** per_buffer,
                         uint64_t size) {
     auto* pool = static_cast<Pool*>(user);
     auto* chunks = static_cast<std::vector<void*>*>(*per_buffer);
+    (void)type;
     if (chunks == nullptr) {
       chunks = new std::vector<void*>;
       *per_buffer = chunks;
     }
-    if (!chunks->empty() && pool->in_use >= pool->budget_chunks) return nullptr;
+    if (!chunks->empty() && pool->in_use + size > pool->budget_bytes) return nullptr;
     void* p = std::malloc(size);
     if (p == nullptr) return nullptr;
     chunks->push_back(p);
-    pool->peak = std::max(pool->peak, ++pool->in_use);
+    pool->in_use += size;
+    pool->peak = std::max(pool->peak, pool->in_use);
     return p;
   }
-  static void FreeAll(void* user, OTF2_FileType, OTF2_LocationRef, void** per_buffer,
+  static void FreeAll(void* user, OTF2_FileType type, OTF2_LocationRef, void** per_buffer,
                       bool final) {
     auto* pool = static_cast<Pool*>(user);
     auto* chunks = static_cast<std::vector<void*>*>(*per_buffer);
     if (chunks == nullptr) return;
     for (void* p : *chunks) std::free(p);
-    pool->in_use -= chunks->size();
+    pool->in_use -= chunks->size() * pool->ChunkOf(type);
     chunks->clear();
     if (final) {
       delete chunks;
@@ -117,9 +124,15 @@ Otf2Writer::Otf2Writer(std::string dir, Otf2WriterLimits limits)
   static_assert(kOtf2MaxChunkBytes == OTF2_CHUNK_SIZE_MAX);
   limits_.chunk_bytes =
       std::clamp<uint64_t>(limits_.chunk_bytes, kOtf2MinChunkBytes, kOtf2MaxChunkBytes);
-  pool_->chunk = limits_.chunk_bytes;
-  pool_->budget_chunks = std::max<uint64_t>(1, limits_.memory_bytes / limits_.chunk_bytes);
+  pool_->event_chunk = limits_.chunk_bytes;
+  pool_->def_chunk = DefChunkBytes();
+  pool_->budget_bytes = std::max(limits_.memory_bytes, limits_.chunk_bytes);
   node_defs_.emplace_back(Str("AON job"), Str("machine"));
+}
+
+// Definitions chunks: 4 event chunks, within OTF2's maximum.
+uint64_t Otf2Writer::DefChunkBytes() const {
+  return std::min<uint64_t>(4 * limits_.chunk_bytes, OTF2_CHUNK_SIZE_MAX);
 }
 
 Otf2Writer::~Otf2Writer() {
@@ -140,8 +153,7 @@ Status Otf2Writer::Open() {
   last_otf2_error.clear();
   otf2_error_seen = false;
   archive_ = OTF2_Archive_Open(dir_.c_str(), "traces", OTF2_FILEMODE_WRITE, limits_.chunk_bytes,
-                               4 * limits_.chunk_bytes, OTF2_SUBSTRATE_POSIX,
-                               OTF2_COMPRESSION_NONE);
+                               DefChunkBytes(), OTF2_SUBSTRATE_POSIX, OTF2_COMPRESSION_NONE);
   if (archive_ == nullptr) {
     Fail("OTF2_Archive_Open", OTF2_ERROR_FILE_CAN_NOT_OPEN);
     return status_;
@@ -151,7 +163,7 @@ Status Otf2Writer::Open() {
   OTF2_ErrorCode e = OTF2_Archive_SetFlushCallbacks(archive_, &kFlush, nullptr);
   if (e == OTF2_SUCCESS) e = OTF2_Archive_SetMemoryCallbacks(archive_, &kMemory, pool_.get());
   if (e == OTF2_SUCCESS) e = OTF2_Archive_SetSerialCollectiveCallbacks(archive_);
-  if (e == OTF2_SUCCESS) e = OTF2_Archive_SetCreator(archive_, "AON (aon-export / aon-merge)");
+  if (e == OTF2_SUCCESS) e = OTF2_Archive_SetCreator(archive_, kOtf2Creator);
   if (e == OTF2_SUCCESS) e = OTF2_Archive_OpenEvtFiles(archive_);
   if (e != OTF2_SUCCESS) Fail("setting up the archive", e);
   attributes_ = OTF2_AttributeList_New();
@@ -313,6 +325,7 @@ uint32_t Otf2Writer::OverlapLane(uint32_t location, uint64_t start, uint64_t end
   const std::string name =
       *string_order_[base.name] + " (overlapping " + std::to_string(lanes.size() + 1) + ")";
   const uint32_t lane = AddLocation(base.pid, name, base.type, base.group);
+  locations_[lane].overlap = true;
   overlap_lanes_[location].push_back(lane);
   ++counts_.overlap_rows;
   return lane;
@@ -402,7 +415,11 @@ void Otf2Writer::OnSlice(const trace::Slice& s) {
   ++counts_.events;
   ++counts_.slices;
   Seen(s.start_ns);
-  if (e == OTF2_SUCCESS && s.collective != nullptr) {
+  bool open_collective = false;
+  for (const OpenSlice& outer : l.stack) open_collective |= outer.collective;
+  if (s.collective != nullptr && (l.overlap || open_collective)) {
+    ++counts_.collectives_as_regions;
+  } else if (e == OTF2_SUCCESS && s.collective != nullptr) {
     Comm& comm = comms_[s.collective->comm_hash];
     if (comm.members.empty()) {
       comm.id = static_cast<uint32_t>(comms_.size() - 1);
@@ -411,7 +428,8 @@ void Otf2Writer::OnSlice(const trace::Slice& s) {
                     static_cast<unsigned long long>(s.collective->comm_hash));
       comm.name = Str(name);
     }
-    comm.members.emplace(pid, loc);
+    const int32_t comm_rank = s.collective->comm_rank >= 0 ? s.collective->comm_rank : INT32_MAX;
+    comm.members.emplace(std::make_pair(comm_rank, pid), loc);
     o.collective = true;
     o.op = CollectiveOpOf(s.collective->func);
     o.comm = comm.id;
@@ -476,7 +494,7 @@ Status Otf2Writer::Finish(uint64_t t0,
   std::vector<uint32_t> comm_locations;  // the COMM_LOCATIONS group: location ids
   std::map<uint32_t, uint32_t> comm_location_index;
   for (auto& [hash, comm] : comms_) {
-    for (const auto& [rank, loc] : comm.members) {
+    for (const auto& [order, loc] : comm.members) {
       if (comm_location_index.emplace(loc, 0).second) comm_locations.push_back(loc);
     }
   }
@@ -537,7 +555,7 @@ Status Otf2Writer::Finish(uint64_t t0,
       if (e != OTF2_SUCCESS) break;
       const Comm& comm = *c;
       std::vector<uint64_t> ranks;  // indices into the COMM_LOCATIONS group, by rank
-      for (const auto& [rank, loc] : comm.members) ranks.push_back(comm_location_index[loc]);
+      for (const auto& [order, loc] : comm.members) ranks.push_back(comm_location_index[loc]);
       e = OTF2_GlobalDefWriter_WriteGroup(g, group, comm.name, OTF2_GROUP_TYPE_COMM_GROUP,
                                           OTF2_PARADIGM_CUDA, OTF2_GROUP_FLAG_NONE,
                                           static_cast<uint32_t>(ranks.size()), ranks.data());
@@ -575,7 +593,7 @@ Status Otf2Writer::Finish(uint64_t t0,
     if (e != OTF2_SUCCESS) Fail("setting property AON::" + key, e);
   }
   counts_.locations = locations_.size();
-  counts_.peak_pool_bytes = pool_->peak * pool_->chunk;
+  counts_.peak_pool_bytes = pool_->peak;
   e = OTF2_Archive_Close(archive_);
   archive_ = nullptr;
   if (e != OTF2_SUCCESS || otf2_error_seen) Fail("closing the archive", e);

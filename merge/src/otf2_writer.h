@@ -61,10 +61,14 @@ struct Otf2WriterCounts {
   uint64_t events = 0;       // OTF2 events written (Enter, Leave, collective, metric)
   uint64_t slices = 0;       // slices and instants (an Enter + Leave each)
   uint64_t collectives = 0;  // NCCL collectives with collective events
+  // Collectives written as plain regions: they overlapped another collective of
+  // their row (on an overlap row, or nested), where OTF2's collective events
+  // would not be on a member of the communicator or would nest.
+  uint64_t collectives_as_regions = 0;
   uint64_t metrics = 0;      // counter samples
   uint64_t overlap_rows = 0;  // locations added for slices that do not nest
   uint64_t locations = 0;
-  uint64_t peak_pool_bytes = 0;
+  uint64_t peak_pool_bytes = 0;  // OTF2's chunks at most, event and definition buffers
 };
 
 class Otf2Writer final : public trace::TraceSink {
@@ -109,6 +113,7 @@ class Otf2Writer final : public trace::TraceSink {
     OTF2_EvtWriter_struct* writer = nullptr;
     std::vector<OpenSlice> stack;
     bool counter = false;
+    bool overlap = false;  // an "(overlapping k)" row
     uint32_t description = 0;  // counters: the record kind
   };
   struct Region {
@@ -124,7 +129,9 @@ class Otf2Writer final : public trace::TraceSink {
   struct Comm {
     uint32_t id = 0;
     uint32_t name = 0;
-    std::map<uint32_t, uint32_t> members;  // rank -> location
+    // (rank in the communicator, or INT32_MAX when unknown; job rank) -> location:
+    // the group's order, which a collective's root refers to.
+    std::map<std::pair<int32_t, uint32_t>, uint32_t> members;
   };
   struct Lane {
     uint32_t location = 0;
@@ -144,6 +151,7 @@ class Otf2Writer final : public trace::TraceSink {
   OTF2_EvtWriter_struct* Writer(uint32_t location);
   void Pop(uint32_t location, uint64_t until);
   void Fail(const std::string& what, int code);
+  uint64_t DefChunkBytes() const;
   void Seen(uint64_t ts);
 
   std::string dir_;

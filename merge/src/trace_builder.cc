@@ -721,7 +721,7 @@ class Builder {
                                : 0;
     trace::Collective coll;
     if (collective && r.comm_hash != 0) {
-      coll = trace::Collective{r.comm_hash, func, r.root, r.bytes};
+      coll = trace::Collective{r.comm_hash, func, r.root, r.bytes, r.comm_rank};
       collective_ = &coll;
     }
     Emit(track, SliceShape::kComplete, name, "nccl", r.start_ns, r.end_ns, 0, 0, chain);

@@ -85,6 +85,7 @@ struct Collective {
   std::string_view func;  // "AllReduce", "Broadcast", ...
   int32_t root = -1;      // rank in the communicator; -1 none
   uint64_t bytes = 0;
+  int32_t comm_rank = -1;  // this rank's rank in the communicator; -1 unknown
 };
 
 struct Slice {

@@ -55,6 +55,12 @@ int ExportOtf2(const std::string& timeline, const std::string& output,
   aon::merge::Otf2TraceStats stats;
   aon::Status s = aon::merge::ExportOtf2Trace(timeline, output, options, &stats);
   if (!Reported(s, stats.records, options.filter, output)) return 1;
+  if (stats.collectives_as_regions != 0) {
+    std::fprintf(stderr,
+                 "aon-export: note: %llu NCCL collectives overlapped another collective of their "
+                 "row: written as plain regions, without OTF2 collective events\n",
+                 static_cast<unsigned long long>(stats.collectives_as_regions));
+  }
   if (!quiet) {
     std::printf(
         "aon-export: otf2 archive: %s (%llu records: %s; %llu events on %llu locations, %llu "

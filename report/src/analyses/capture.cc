@@ -98,7 +98,9 @@ CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps) {
     captured.push_back(info.captured_steps);
     windows.push_back(info.windows);
     c.period = std::max(c.period, info.capture_period);
-    if (info.capture_mode == CaptureMode::kBudgeted && info.windows == 0)
+    const bool windowed =
+        info.capture_mode == CaptureMode::kBudgeted || info.capture_mode == CaptureMode::kFlight;
+    if (windowed && info.windows == 0)
       c.ranks_without_window.push_back(info.rank);
   }
   if (!c.known) return c;

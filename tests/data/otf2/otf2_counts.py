@@ -9,7 +9,9 @@ events are "counters"), the problems found ("problem/<name>" and their sum
 "problems": otf2-print failing or warning, a LEAVE that does not match its
 ENTER, a location left with open regions, time going backwards on a location,
 a location whose events differ from its definition's count, an event on an
-undefined region or location), and the archive's structure: ranks, hosts,
+undefined region or location, a collective event outside a region, nested in
+another collective or on a location that is not a member of its communicator),
+and the archive's structure: ranks, hosts,
 locations, communicators with their members, collective events by operation.
 Used by tests/unit/merge/otf2_trace_test.cc, the Slurm tests and tests/gpu.
 """
@@ -55,9 +57,10 @@ for line in run(["-G"]):
     if m:
         hosts.append(m[1])
         continue
-    m = re.match(r'GROUP\s+(\d+)\s+Name: .*Type: COMM_GROUP, .*?(\d+) Members: (.*)$', line)
+    m = re.match(r'GROUP\s+(\d+)\s+Name: .*Type: COMM_GROUP, .*?(\d+) Members?: (.*)$', line)
     if m:
-        group_members[m[1]] = [int(x) for x in re.findall(r'(?:^|, )(\d+) \(', m[3])]
+        # each member: its index in the COMM_LOCATIONS group, then ("name" <location>)
+        group_members[m[1]] = [x for x in re.findall(r'\(".*?" <(\d+)>\)', m[3])]
         continue
     m = re.match(r'COMM\s+(\d+)\s+Name: ".*" <\d+>, Group: ".*" <(\d+)>', line)
     if m:
@@ -68,6 +71,7 @@ per_loc = collections.Counter()
 stacks = collections.defaultdict(list)
 last_ts = {}
 collectives = collections.Counter()
+in_collective = collections.defaultdict(bool)
 for line in run([]):
     m = re.match(r'([A-Z_]+)\s+(\d+)\s+(\d+)\s*(.*)$', line)
     if not m:
@@ -99,11 +103,19 @@ for line in run([]):
         counts[(rank, "counters")] += 1
     elif ev == "MPI_COLLECTIVE_BEGIN":
         collectives["begin"] += 1
+        if not stacks[loc]:
+            problems["collective_outside_a_region"] += 1
+        if in_collective[loc]:
+            problems["nested_collective"] += 1
+        in_collective[loc] = True
     elif ev == "MPI_COLLECTIVE_END":
+        in_collective[loc] = False
         op = re.search(r'Operation: (\w+), Communicator: ".*" <(\d+)>', rest)
         if not op or op[2] not in comm_group:
             problems["collective_on_undefined_comm"] += 1
             continue
+        if loc not in group_members.get(comm_group[op[2]], []):
+            problems["collective_on_a_location_outside_its_communicator"] += 1
         collectives["end"] += 1
         collectives["op/" + op[1]] += 1
     else:

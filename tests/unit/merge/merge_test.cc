@@ -651,6 +651,37 @@ TEST(MergeJobBadInput, ChildThatDiesOpeningAFileCostsOnlyItsRank) {
                                               testing::ReferenceMerge<NvtxRecord>(good));
 }
 
+// Rank files with large string tables cross the opener's pipe in many reads
+// (60,000 names of ~110 bytes: 6.6 MB a rank): every name arrives, every rank
+// is ok, the kernels keep their names.
+TEST(MergeJobOpener, LargeStringTablesArriveWhole) {
+  TempDir dir;
+  std::mt19937_64 rng(53);
+  constexpr int kNames = 60000;
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 2; ++r) {
+    RankTrace t = testing::RandomRankTrace(rng, r, 2, {});
+    for (int i = 0; i < kNames; ++i) {
+      t.strings.Intern("rank " + std::to_string(r) + " name " + std::to_string(i) + " " +
+                       std::string(90, static_cast<char>('a' + i % 26)));
+    }
+    const uint32_t last = t.strings.Intern("rank " + std::to_string(r) + " name " +
+                                           std::to_string(kNames - 1) + " " +
+                                           std::string(90, static_cast<char>('a' + (kNames - 1) % 26)));
+    for (KernelRecord& k : t.Get<KernelRecord>()) k.name_id = last;
+    traces.push_back(std::move(t));
+  }
+  testing::WriteJob(dir.path(), traces);
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(Options(dir), &report));
+  ASSERT_EQ(report.ranks_ok(), 2u) << Problems(report);
+  Timeline t = OpenTimeline(report.timeline_path);
+  EXPECT_GE(t.strings.size(), static_cast<size_t>(2 * kNames));
+  std::map<uint32_t, const RankTrace*> all = {{0, &traces[0]}, {1, &traces[1]}};
+  testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<KernelRecord>(all));
+}
+
 TEST(MergeJobBadInput, DuplicateRankKeepsTheFirstFile) {
   TempDir dir;
   std::mt19937_64 rng(23);

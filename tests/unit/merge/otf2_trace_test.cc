@@ -56,6 +56,22 @@ bool Exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
+// An AllReduce record of communicator 0xabcdef on a rank's calibrated row.
+NcclRecord AllReduce(uint32_t func, uint64_t start, uint64_t end, uint64_t seq, int32_t comm_rank) {
+  NcclRecord coll{};
+  coll.event_type = static_cast<uint8_t>(NcclEventType::kColl);
+  coll.start_ns = start;
+  coll.end_ns = end;
+  coll.comm_hash = 0xabcdef;
+  coll.seq_number = seq;
+  coll.func_id = func;
+  coll.root = -1;
+  coll.bytes = 4096;
+  coll.comm_rank = comm_rank;
+  coll.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kCalibrated);
+  return coll;
+}
+
 class Otf2Trace : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -104,17 +120,8 @@ TEST_F(Otf2Trace, NcclCollectiveIsACollectiveOnItsCommunicator) {
     t.meta = testing::BasicMetadata(r, 3);
     const uint32_t func = t.strings.Intern("AllReduce");
     t.Get<KernelRecord>().push_back(testing::MakeKernel(kBase + 300, 7));
-    NcclRecord coll{};
-    coll.event_type = static_cast<uint8_t>(NcclEventType::kColl);
-    coll.start_ns = kBase + 400 + 10 * r;
-    coll.end_ns = kBase + 900;
-    coll.comm_hash = 0xabcdef;
-    coll.seq_number = 5;
-    coll.func_id = func;
-    coll.root = -1;
-    coll.bytes = 4096;
-    coll.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kCalibrated);
-    t.Get<NcclRecord>().push_back(coll);
+    t.Get<NcclRecord>().push_back(AllReduce(func, kBase + 400 + 10 * static_cast<uint64_t>(r),
+                                            kBase + 900, 5, r));
     traces.push_back(std::move(t));
   }
   testing::WriteJob(dir_.path(), traces);
@@ -129,6 +136,39 @@ TEST_F(Otf2Trace, NcclCollectiveIsACollectiveOnItsCommunicator) {
   EXPECT_EQ(archive["collective/op/ALLREDUCE"], "3");
   EXPECT_EQ(archive["collective/end"], "3");
   EXPECT_EQ(CountsOnly(archive), TimelineCounts(timeline));
+}
+
+// Two AllReduces of one communicator that overlap on each rank's row (host
+// times of asynchronous calls can): the second goes on an overlap row as a
+// plain region, so every collective event is on a member of its communicator
+// and none nests in another.
+TEST_F(Otf2Trace, OverlappingCollectivesKeepCollectiveEventsOnMembers) {
+  constexpr uint64_t kBase = 1'000'000'000;
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 2; ++r) {
+    RankTrace t;
+    t.meta = testing::BasicMetadata(r, 2);
+    const uint32_t func = t.strings.Intern("AllReduce");
+    for (int i = 0; i < 2; ++i) {
+      // The communicator orders the ranks the other way round (comm_rank 1 - r).
+      t.Get<NcclRecord>().push_back(AllReduce(func, kBase + 400 + 100 * static_cast<uint64_t>(i),
+                                              kBase + 900 + 300 * static_cast<uint64_t>(i),
+                                              static_cast<uint64_t>(i), 1 - r));
+    }
+    traces.push_back(std::move(t));
+  }
+  testing::WriteJob(dir_.path(), traces);
+  const std::string timeline = Merge();
+  Otf2TraceStats stats;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, dir_.File("otf2"), {}, &stats));
+  EXPECT_EQ(stats.collectives, 2u);
+  EXPECT_EQ(stats.collectives_as_regions, 2u);
+  auto archive = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  EXPECT_EQ(archive["comm/0/members"], "2");
+  EXPECT_EQ(archive["collective/end"], "2");
+  EXPECT_EQ(archive["count/0/nccl"], "2");
+  EXPECT_EQ(archive["count/1/nccl"], "2");
 }
 
 // Two kernels on one stream that overlap without nesting (a corrupt or
@@ -255,25 +295,49 @@ TEST_F(Otf2Trace, WindowRanksAndKindsAreKept) {
   EXPECT_EQ(CountsOnly(archive), expected);
 }
 
-// The archive directory: an older AON archive is replaced; a directory that is
-// not one, or a link, is refused and left as it was; nothing .partial remains.
+// The archive directory: an older AON archive is replaced (and nothing beside
+// it touched); a directory that is not one (another tool's OTF2 experiment, a
+// plain directory), or a link, is refused and left as it was; nothing .partial
+// remains; "dir/" is "dir".
 TEST_F(Otf2Trace, ReplacesOnlyAnOlderArchive) {
   const std::string timeline = MergeRandomJob(2, 50, 3);
   const std::string out = dir_.File("otf2");
-  AON_ASSERT_OK(ExportOtf2Trace(timeline, out, {}));
+  Otf2ExportOptions rank0;
+  AON_ASSERT_OK(ParseRankList("0", &rank0.filter));
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, out, rank0));
+  EXPECT_EQ(ReadArchive(dir_, out + "/traces.otf2")["ranks"], "0");
+  std::filesystem::create_directory(out + ".old");
+  std::ofstream(out + ".old/keep.txt") << "mine";
   Otf2TraceStats stats;
-  AON_ASSERT_OK(ExportOtf2Trace(timeline, out, {}, &stats));  // replaced
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, out + "/", {}, &stats));  // replaced
+  EXPECT_EQ(stats.anchor, out + "/traces.otf2");
   auto replaced = ReadArchive(dir_, stats.anchor);
   EXPECT_EQ(replaced["problems"], "0") << Problems(replaced);
-  EXPECT_FALSE(Exists(out + ".old"));
+  EXPECT_EQ(replaced["ranks"], "0,1");
+  EXPECT_TRUE(Exists(out + ".old/keep.txt"));
+  for (const auto& f : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(f.path().filename().string().find("otf2.old-"), std::string::npos) << f.path();
+  }
+
+  // Another tool's archive (an anchor not written by AON) with its other files.
+  const std::string scorep = dir_.File("scorep");
+  std::filesystem::create_directory(scorep);
+  std::ofstream(scorep + "/traces.otf2") << "an anchor of another tool";
+  std::ofstream(scorep + "/profile.cubex") << "keep";
+  Status s = ExportOtf2Trace(timeline, scorep, {});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(scorep), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not an OTF2 archive AON wrote"), std::string::npos) << s.message();
+  EXPECT_TRUE(Exists(scorep + "/profile.cubex"));
 
   const std::string other = dir_.File("not-an-archive");
   std::filesystem::create_directory(other);
   std::ofstream(other + "/keep.txt") << "mine";
-  Status s = ExportOtf2Trace(timeline, other, {});
+  s = ExportOtf2Trace(timeline, other, {});
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("not-an-archive"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("not an OTF2 archive"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not-an-archive' exists and is not an OTF2 archive"),
+            std::string::npos)
+      << s.message();
   EXPECT_TRUE(Exists(other + "/keep.txt"));
   EXPECT_FALSE(Exists(other + ".partial"));
 
@@ -281,7 +345,9 @@ TEST_F(Otf2Trace, ReplacesOnlyAnOlderArchive) {
   ASSERT_EQ(symlink(out.c_str(), link.c_str()), 0);
   s = ExportOtf2Trace(timeline, link, {});
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("link"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not a directory of this user's (a link"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(Exists(out + "/traces.otf2"));
   // A planted link at the .partial path is refused too, not followed.
   const std::string target = dir_.File("target");
   std::filesystem::create_directory(target);

@@ -19,6 +19,9 @@ namespace aon::merge {
 // OTF2's event chunk sizes (OTF2_CHUNK_SIZE_MIN / _MAX).
 inline constexpr uint64_t kOtf2MinChunkBytes = 256 << 10;
 inline constexpr uint64_t kOtf2MaxChunkBytes = 16 << 20;
+// The archive's creator (OTF2_Archive_SetCreator); an existing archive is
+// replaced only when its anchor names it.
+inline constexpr const char* kOtf2Creator = "AON (aon-export / aon-merge)";
 
 // Memory: OTF2 buffers events per location in chunks. The export runs in
 // passes over groups of ranks whose locations, one chunk each, fit
@@ -36,6 +39,7 @@ struct Otf2TraceStats {
   uint64_t records = 0;      // timeline records exported
   uint64_t events = 0;       // OTF2 events
   uint64_t collectives = 0;  // NCCL collectives written as collective events
+  uint64_t collectives_as_regions = 0;  // overlapping another collective of their row
   uint64_t metrics = 0;      // counter samples
   uint64_t overlap_rows = 0;  // locations added for slices that do not nest in their row
   uint64_t locations = 0;
@@ -48,8 +52,8 @@ struct Otf2TraceStats {
 std::string FilteredOtf2Path(const std::string& dir, const ExportFilter& filter);
 
 // Reads the timeline and writes the archive into `dir` (through dir.partial,
-// renamed when complete; an older AON archive at `dir` is replaced, anything
-// else there is refused). Errors name the path.
+// renamed when complete; an older archive at `dir` whose anchor names AON as
+// its creator is replaced, anything else there is refused). Errors name the path.
 Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir,
                        const Otf2ExportOptions& options, Otf2TraceStats* stats = nullptr);
 
