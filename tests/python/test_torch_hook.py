@@ -118,11 +118,23 @@ class TorchHook(unittest.TestCase):
                 if a <= ns < b:
                     return n
             return None
+        # Operators only inside windows, and in every window the hook followed.
+        # (A window that a time-slot step opened during start-up may hold the
+        # first iteration's operators: the hook saw it open when it installed.)
+        any_window = {n for n, f in zip(numbers, flags) if f & 1}
         op_steps = {step_of(s) for s in col(t.ops, "start_ns")}
-        self.assertEqual(op_steps, captured, "ops exactly in the captured steps")
-        for name, op, ts in zip(col(t.kernels, "name"), col(t.kernels, "op"),
-                                col(t.kernels, "start_ns")):
-            self.assertEqual(op, "aon_test::gpu_work", (name, step_of(ts)))
+        self.assertLessEqual(op_steps, any_window, "ops outside capture windows")
+        self.assertLessEqual(captured, op_steps, "a captured step without its ops")
+        # Every kernel of those steps is in its operator: three per step. (A
+        # window a time-slot step opened before the first optimizer step holds
+        # the first iteration's kernels without operators: the hook turns the
+        # ranges on at its own step boundaries.)
+        in_captured = [(name, op, step_of(ts)) for name, op, ts in
+                       zip(col(t.kernels, "name"), col(t.kernels, "op"), col(t.kernels, "start_ns"))
+                       if step_of(ts) in captured]
+        self.assertEqual(len(in_captured), 3 * len(captured), in_captured)
+        for name, op, step in in_captured:
+            self.assertEqual(op, "aon_test::gpu_work", (name, step))
 
     def test_aon_range_is_a_user_range_around_the_ops_it_holds(self):
         job = os.path.join(self.dir, "job")
