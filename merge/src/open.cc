@@ -1,12 +1,14 @@
 #include "open.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -72,10 +74,23 @@ struct ToOpen {
   StringTable* strings;
 };
 
-// Reads from `fd` until `want` bytes are buffered in *bytes past *at, or EOF.
-bool Fill(int fd, std::string* bytes, size_t at, size_t want) {
+using Clock = std::chrono::steady_clock;
+
+// Reads from `fd` until `want` bytes are buffered in *bytes past *at, EOF, or
+// `deadline` (*late set).
+bool Fill(int fd, std::string* bytes, size_t at, size_t want, Clock::time_point deadline,
+          bool* late) {
   char buf[1 << 16];
   while (bytes->size() - at < want) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    const int ready = left > 0 ? poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30))) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      *late = true;
+      return false;
+    }
     const ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
@@ -87,11 +102,12 @@ bool Fill(int fd, std::string* bytes, size_t at, size_t want) {
 // One frame of the opener's stream: a length, then that many bytes, at
 // [*offset, *offset + *length) of *bytes once read (offsets, not views: a
 // later Fill may move the buffer).
-bool ReadFrame(int fd, std::string* bytes, size_t* at, size_t* offset, size_t* length) {
+bool ReadFrame(int fd, std::string* bytes, size_t* at, size_t* offset, size_t* length,
+               Clock::time_point deadline, bool* late) {
   uint64_t n = 0;
-  if (!Fill(fd, bytes, *at, sizeof n)) return false;
+  if (!Fill(fd, bytes, *at, sizeof n, deadline, late)) return false;
   std::memcpy(&n, bytes->data() + *at, sizeof n);
-  if (n > (uint64_t{1} << 40) || !Fill(fd, bytes, *at + sizeof n, n)) return false;
+  if (n > (uint64_t{1} << 40) || !Fill(fd, bytes, *at + sizeof n, n, deadline, late)) return false;
   *offset = *at + sizeof n;
   *length = static_cast<size_t>(n);
   *at += sizeof n + n;
@@ -102,6 +118,7 @@ bool ReadFrame(int fd, std::string* bytes, size_t* at, size_t* offset, size_t* l
 struct OpenerStop {
   size_t file = 0;       // the file it was opening
   bool crashed = false;  // killed by a fault signal (SEGV, BUS, FPE, ILL, ABRT)
+  bool late = false;     // no result within the time a file may take; stopped
   std::string how;       // "signal 11 SIGSEGV", "exit status 1", ...
 };
 
@@ -115,7 +132,8 @@ bool FaultSignal(int status) {
 // each file's result and string table in order. Returns true when every file
 // got its result; else *stop says where and how the opener ended. Opens in this
 // process when no child can be made.
-bool OpenInOpener(std::vector<ToOpen>& files, size_t first, OpenerStop* stop) {
+bool OpenInOpener(std::vector<ToOpen>& files, size_t first, std::chrono::seconds timeout,
+                  OpenerStop* stop) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) fds[0] = fds[1] = -1;
   const pid_t pid = fds[0] >= 0 ? fork() : -1;
@@ -133,10 +151,14 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, OpenerStop* stop) {
     close(fds[0]);
     // Fault injection for the tests (tests/unit/merge/merge_test.cc): the opener
     // dies on the file of this name as libhdf5's crashes kill it.
+    // The same for AON_MERGE_TEST_HANG_OPENING: it never finishes that file.
     const char* fault = std::getenv("AON_MERGE_TEST_CRASH_OPENING");
+    const char* hang = std::getenv("AON_MERGE_TEST_HANG_OPENING");
     for (size_t i = first; i < files.size(); ++i) {
-      if (fault != nullptr && *fault != '\0' && fs::path(*files[i].path).filename() == fault) {
-        raise(SIGSEGV);
+      const std::string name = fs::path(*files[i].path).filename().string();
+      if (fault != nullptr && *fault != '\0' && name == fault) raise(SIGSEGV);
+      if (hang != nullptr && *hang != '\0' && name == hang) {
+        for (;;) pause();
       }
       StringTable table;
       CandidateSummaries found;
@@ -158,10 +180,12 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, OpenerStop* stop) {
   close(fds[1]);
   std::string bytes;
   size_t at = 0, next = first;
+  bool late = false;
   for (; next < files.size(); ++next) {
     size_t found_at = 0, found_len = 0, names_at = 0, names_len = 0;
-    if (!ReadFrame(fds[0], &bytes, &at, &found_at, &found_len) ||
-        !ReadFrame(fds[0], &bytes, &at, &names_at, &names_len)) {
+    const Clock::time_point deadline = Clock::now() + timeout;
+    if (!ReadFrame(fds[0], &bytes, &at, &found_at, &found_len, deadline, &late) ||
+        !ReadFrame(fds[0], &bytes, &at, &names_at, &names_len, deadline, &late)) {
       break;
     }
     const std::string_view view(bytes);
@@ -180,28 +204,38 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, OpenerStop* stop) {
       at = 0;
     }
   }
+  if (late) kill(pid, SIGKILL);
   close(fds[0]);  // an opener still writing gets SIGPIPE
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (next >= files.size()) return true;
   stop->file = next;
-  stop->crashed = FaultSignal(status);
+  stop->late = late;
+  stop->crashed = !late && FaultSignal(status);
   stop->how = DeathOf(status);
   return false;
 }
 
-// Opens every file through openers. When one is killed by a fault, the file it
-// was opening is left out as corrupt and a new opener goes on with the next;
+// Opens every file through openers. When one is killed by a fault, or takes
+// more than `timeout` over one file (then it is killed), the file it was
+// opening is left out as corrupt and a new opener goes on with the next;
 // when one ends otherwise (killed from outside, a message this process could
 // not read), that file is opened here, as without openers, and a new opener
 // goes on after it.
-void OpenIsolated(std::vector<ToOpen>& files) {
+void OpenIsolated(std::vector<ToOpen>& files, std::chrono::seconds timeout) {
   size_t next = 0;
   OpenerStop stop;
-  while (next < files.size() && !OpenInOpener(files, next, &stop)) {
+  while (next < files.size() && !OpenInOpener(files, next, timeout, &stop)) {
     ToOpen& f = files[stop.file];
-    if (stop.crashed) {
+    if (stop.late) {
+      *f.found = OpenResult{};
+      f.found->status = RankStatus::kCorrupt;
+      f.found->reason = *f.path + ": opening it took more than " +
+                        std::to_string(timeout.count()) +
+                        " s (libhdf5 stuck in its structures?); the merge's child process that "
+                        "opened it was stopped and the file left out";
+    } else if (stop.crashed) {
       *f.found = OpenResult{};
       f.found->status = RankStatus::kCorrupt;
       f.found->reason = *f.path + ": libhdf5 crashed opening it (" + stop.how +
@@ -217,7 +251,7 @@ void OpenIsolated(std::vector<ToOpen>& files) {
 // Opens candidates [first, first + who.size()) that `who` gives this process,
 // and tells every process what each found.
 Status OpenShared(MergeComm& comm, OpenedJob& job, size_t first, const std::vector<int>& who,
-                  bool in_child) {
+                  const OpenSettings& how) {
   CandidateSummaries mine;
   std::vector<ToOpen> files;
   for (size_t i = 0; i < who.size(); ++i) {
@@ -227,8 +261,8 @@ Status OpenShared(MergeComm& comm, OpenedJob& job, size_t first, const std::vect
       files.push_back({&c.path, c.partial, &c.found, &job.strings[first + i]});
     }
   }
-  if (in_child) {
-    OpenIsolated(files);
+  if (how.in_child) {
+    OpenIsolated(files, how.timeout);
   } else {
     for (ToOpen& f : files) *f.found = OpenRankFile(*f.path, f.partial, f.strings);
   }
@@ -307,7 +341,7 @@ OpenResult OpenRankFile(const std::string& path, bool partial, StringTable* stri
   return f;
 }
 
-StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing, bool in_child) {
+StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing, const OpenSettings& how) {
   OpenedJob job;
   std::vector<std::string> paths;
   for (const auto& [path, seen] : listing.finals) {
@@ -318,7 +352,7 @@ StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing, bool in_
   }
   job.strings.resize(job.candidates.size());
   AON_RETURN_IF_ERROR(
-      OpenShared(comm, job, 0, AssignFiles(paths, listing.finals, comm.size()), in_child));
+      OpenShared(comm, job, 0, AssignFiles(paths, listing.finals, comm.size()), how));
 
   // A final file wins over a .partial file of its rank: that one is not opened.
   const std::set<uint32_t> final_ranks = RanksOfReadableFiles(job.candidates);
@@ -339,7 +373,7 @@ StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing, bool in_
   const std::vector<int> assigned = AssignFiles(to_open, listing.partials, comm.size());
   std::vector<int> who(job.candidates.size() - first, -1);
   for (size_t j = 0; j < opened_at.size(); ++j) who[opened_at[j] - first] = assigned[j];
-  AON_RETURN_IF_ERROR(OpenShared(comm, job, first, who, in_child));
+  AON_RETURN_IF_ERROR(OpenShared(comm, job, first, who, how));
   return job;
 }
 

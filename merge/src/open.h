@@ -7,6 +7,7 @@
 // flush). A .partial file of a rank a final file gives is not opened at all.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -31,8 +32,15 @@ struct OpenedJob {
 // file costs about 1 MB, and records are read much later, one rank at a time).
 OpenResult OpenRankFile(const std::string& path, bool partial, StringTable* strings);
 
-// Collective. `in_child`: each process opens its files in a child process
-// (open.cc says why); false: in the process itself.
-StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing, bool in_child = true);
+// How a process opens its files: in a child process (open.cc says why), which
+// may take `timeout` per file; or in the process itself.
+struct OpenSettings {
+  bool in_child = true;
+  std::chrono::seconds timeout{300};
+};
+
+// Collective.
+StatusOr<OpenedJob> OpenJob(MergeComm& comm, const JobListing& listing,
+                            const OpenSettings& how = {});
 
 }  // namespace aon::merge

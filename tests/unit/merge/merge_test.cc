@@ -3,6 +3,8 @@
 #include "aon/merge/merge.h"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <hdf5.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -649,6 +651,38 @@ TEST(MergeJobBadInput, ChildThatDiesOpeningAFileCostsOnlyItsRank) {
                                                 testing::ReferenceMerge<KernelRecord>(good));
   testing::ExpectMatchesReference<NvtxRecord>(*t.reader, t.strings,
                                               testing::ReferenceMerge<NvtxRecord>(good));
+}
+
+// A rank file whose opening never finishes (libhdf5 stuck, injected here for
+// rank 1's file: AON_MERGE_TEST_HANG_OPENING) costs its rank after the time a
+// file may take, and the others are merged: the merge does not hang.
+TEST(MergeJobBadInput, FileThatNeverOpensCostsOnlyItsRankAfterTheTimeout) {
+  TempDir dir;
+  std::mt19937_64 rng(59);
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 3; ++r) traces.push_back(testing::RandomRankTrace(rng, r, 3, {}));
+  testing::WriteJob(dir.path(), traces);
+  const std::string stuck = testing::RankPath(dir.path(), 1);
+  const std::string name = std::filesystem::path(stuck).filename().string();
+  ASSERT_EQ(setenv("AON_MERGE_TEST_HANG_OPENING", name.c_str(), 1), 0);
+  MergeOptions options = Options(dir);
+  options.open_timeout_s = 2;
+  MergeReport report;
+  const auto began = std::chrono::steady_clock::now();
+  const Status merged = MergeJob(options, &report);
+  const auto took = std::chrono::steady_clock::now() - began;
+  unsetenv("AON_MERGE_TEST_HANG_OPENING");
+  AON_ASSERT_OK(merged);
+  ASSERT_EQ(report.ranks.size(), 3u);
+  EXPECT_EQ(report.ranks[1].status, RankStatus::kCorrupt);
+  EXPECT_TRUE(Contains(report.ranks[1].message, stuck)) << report.ranks[1].message;
+  EXPECT_TRUE(Contains(report.ranks[1].message, "took more than 2 s")) << report.ranks[1].message;
+  for (int r : {0, 2}) EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << report.ranks[r].message;
+  EXPECT_GE(took, std::chrono::seconds(2));  // it did wait for the file
+  Timeline t = OpenTimeline(report.timeline_path);
+  std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}, {2, &traces[2]}};
+  testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<KernelRecord>(good));
 }
 
 // Rank files with large string tables cross the opener's pipe in many reads

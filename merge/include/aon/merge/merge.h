@@ -59,6 +59,9 @@ struct MergeOptions {
   // crafted file costs its rank only (merge/src/open.cc). The fuzz target opens
   // in its own process, where libFuzzer sees the coverage and the crashes.
   bool open_in_child = true;
+  // A rank file whose opening takes longer (libhdf5 stuck in a crafted
+  // structure) is left out as corrupt; its opener is killed.
+  uint32_t open_timeout_s = 300;
 };
 
 // What one merge process spent its time on (merge/src/merge.cc lists the
