@@ -31,9 +31,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -86,8 +88,12 @@ class PerfettoWriter final : public trace::TraceSink {
     uint32_t track = 0;  // index in tracks_
     uint64_t busy_until = 0;
   };
+  struct StringHash {
+    using is_transparent = void;  // look names up without copying them
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   struct Interned {
-    std::unordered_map<std::string, uint64_t> ids;
+    std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>> ids;
     uint32_t field = 0;  // InternedData field
   };
 

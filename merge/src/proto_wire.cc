@@ -7,6 +7,10 @@
 namespace aon::merge::proto {
 
 void AppendVarint(std::string* out, uint64_t v) {
+  if (v < 0x80) {
+    out->push_back(static_cast<char>(v));
+    return;
+  }
   char buf[10];
   size_t n = 0;
   while (v >= 0x80) {
@@ -56,21 +60,31 @@ void Writer::Bytes(uint32_t field, std::string_view v) {
 }
 
 void Writer::BeginMessage(uint32_t field) {
+  if (depth_ == kMaxDepth) {
+    // A caller bug, not bad input: the export's messages nest a few deep.
+    std::fprintf(stderr, "aon: proto::Writer: messages nested deeper than %zu\n", kMaxDepth);
+    std::abort();
+  }
   Key(field, WireType::kLengthDelimited);
-  open_.push_back(out_->size());
+  open_[depth_++] = out_->size();
 }
 
 void Writer::EndMessage() {
-  if (open_.empty()) {
+  if (depth_ == 0) {
     // A caller bug, not bad input: never write a message with a wrong length.
     std::fprintf(stderr, "aon: proto::Writer: EndMessage without BeginMessage\n");
     std::abort();
   }
-  const size_t start = open_.back();
-  open_.pop_back();
-  std::string length;
-  AppendVarint(&length, out_->size() - start);
-  out_->insert(start, length);
+  const size_t start = open_[--depth_];
+  uint64_t v = out_->size() - start;
+  char length[10];
+  size_t n = 0;
+  while (v >= 0x80) {
+    length[n++] = static_cast<char>(static_cast<uint8_t>(v) | 0x80);
+    v >>= 7;
+  }
+  length[n++] = static_cast<char>(v);
+  out_->insert(start, length, n);
 }
 
 }  // namespace aon::merge::proto

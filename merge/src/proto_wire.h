@@ -17,10 +17,10 @@
 // contents move by a few bytes, cheap for the small messages of a trace packet).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace aon::merge::proto {
 
@@ -46,14 +46,18 @@ class Writer {
   void EndMessage();
 
   // Embedded messages open now.
-  size_t depth() const { return open_.size(); }
+  size_t depth() const { return depth_; }
+  static constexpr size_t kMaxDepth = 16;
   std::string* out() const { return out_; }
 
  private:
   void Key(uint32_t field, WireType type);
 
   std::string* out_;
-  std::vector<size_t> open_;  // offset where each open message's contents begin
+  // Offset where each open message's contents begin (no allocation: a writer is
+  // made per packet).
+  std::array<size_t, kMaxDepth> open_{};
+  size_t depth_ = 0;
 };
 
 }  // namespace aon::merge::proto

@@ -29,9 +29,12 @@
 
 namespace aon::merge {
 
-// Default of --max-trace-records: a full trace.json beyond this is not written
-// (viewers do not open multi-GB JSON); the overview always is.
-inline constexpr uint64_t kDefaultMaxTraceRecords = 5'000'000;
+// Default of --max-trace-records: a full trace.json beyond this is not written;
+// the overview and the Perfetto trace always are. Chrome's trace viewer fails
+// near 256 MB of JSON, and trace.json takes ~375 B per record (bench/RESULTS.md,
+// "Viewer files"): 500 k records, ~190 MB. Writing a bigger one by default cost
+// more CPU than the whole timeline for a file nothing opens.
+inline constexpr uint64_t kDefaultMaxTraceRecords = 500'000;
 
 // One side of --window.
 struct WindowEdge {
