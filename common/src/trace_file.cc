@@ -4,16 +4,20 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <variant>
 
 #include "aon/secure_fs.h"
@@ -843,39 +847,98 @@ Status TraceWriter::AppendTable(const TableSchema& schema, const void* records, 
                      old_size + head, count - head, ctx);
 }
 
-// What a writer keeps between appends of whole chunks.
+// What a writer keeps between appends of whole chunks: per compressing thread,
+// a deflater and the buffers of the chunks it has in hand.
 struct TraceWriter::ChunkScratch {
-  explicit ChunkScratch(int level) : deflater(level) {}
-  std::vector<uint8_t> packed;
-  std::vector<uint8_t> compressed;
-  chunk_codec::Deflater deflater;
+  struct Worker {
+    explicit Worker(int level) : deflater(level) {}
+    std::vector<uint8_t> packed;
+    chunk_codec::Deflater deflater;
+  };
+  ChunkScratch(int level, unsigned threads) {
+    for (unsigned i = 0; i < std::max(1u, threads); ++i) workers.emplace_back(level);
+  }
+  std::deque<Worker> workers;
+  // Output of one round: chunk i of the round in compressed[i].
+  std::vector<std::vector<uint8_t>> compressed;
 };
 
 void TraceWriter::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }
 
+namespace {
+std::atomic<uint64_t> g_helper_cpu_ns{0};
+
+uint64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Runs share(0) here and share(1 .. n-1) on threads of their own, and returns
+// when all are done; the threads' CPU time goes to TraceFileHelperCpuSeconds.
+template <typename F>
+void RunShares(unsigned n, F& share) {
+  std::vector<std::jthread> helpers;
+  for (unsigned w = 1; w < n; ++w) {
+    helpers.emplace_back([&share, w] {
+      share(w);
+      g_helper_cpu_ns.fetch_add(ThreadCpuNs(), std::memory_order_relaxed);
+    });
+  }
+  share(0);
+}
+}  // namespace
+
+double TraceFileHelperCpuSeconds() {
+  return 1e-9 * static_cast<double>(g_helper_cpu_ns.load(std::memory_order_relaxed));
+}
+
+// Whole chunks go in rounds of (threads x kChunksPerThread) chunks: each thread
+// packs and compresses its share of the round, then this thread hands the
+// round's chunks to HDF5 in order. Memory: a round's compressed chunks (at most
+// its packed size) and one packed chunk per thread.
 Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, const uint8_t* rows,
                                 uint64_t first, uint64_t count, const std::string& ctx) {
+  constexpr uint64_t kChunksPerThread = 2;
   const hid_t ds = static_cast<hid_t>(dataset);
-  if (scratch_ == nullptr) scratch_.reset(new ChunkScratch(options_.deflate_level));
+  const unsigned threads = std::max(1u, options_.compress_threads);
+  if (scratch_ == nullptr) scratch_.reset(new ChunkScratch(options_.deflate_level, threads));
   ChunkScratch& s = *scratch_;
   const chunk_codec::RowLayout layout = chunk_codec::LayoutOf(schema);
   const uint64_t chunk_rows = std::max<uint64_t>(1, options_.chunk_records);
   const bool deflate = options_.deflate_level > 0;  // then shuffle + deflate (AppendTable)
-  s.packed.resize(chunk_rows * layout.packed_bytes);
-  for (uint64_t done = 0; done < count; done += chunk_rows) {
-    const uint64_t n = std::min(chunk_rows, count - done);
-    chunk_codec::PackChunk(layout, rows + done * schema.record_size, n, chunk_rows, deflate,
-                           s.packed.data());
-    const std::vector<uint8_t>* chunk = &s.packed;
-    if (deflate) {
-      if (!s.deflater.Compress(s.packed.data(), s.packed.size(), &s.compressed)) {
-        return IoError(ctx + ": cannot compress a chunk (out of memory)");
-      }
-      chunk = &s.compressed;
+  const uint64_t chunks = (count + chunk_rows - 1) / chunk_rows;
+  const uint64_t per_round = deflate ? threads * kChunksPerThread : 1;
+  s.compressed.resize(per_round);
+  for (uint64_t round = 0; round < chunks; round += per_round) {
+    const uint64_t in_round = std::min(per_round, chunks - round);
+    // Chunk `c` of the round by worker `w`: packed (and compressed) into
+    // compressed[c]; false when a compressor could not be made.
+    auto make = [&](unsigned w, uint64_t c) {
+      ChunkScratch::Worker& worker = s.workers[w];
+      const uint64_t done = (round + c) * chunk_rows;
+      const uint64_t n = std::min(chunk_rows, count - done);
+      std::vector<uint8_t>& packed = deflate ? worker.packed : s.compressed[c];
+      packed.resize(chunk_rows * layout.packed_bytes);
+      chunk_codec::PackChunk(layout, rows + done * schema.record_size, n, chunk_rows, deflate,
+                             packed.data());
+      return !deflate || worker.deflater.Compress(packed.data(), packed.size(), &s.compressed[c]);
+    };
+    const unsigned used = static_cast<unsigned>(std::min<uint64_t>(threads, in_round));
+    std::vector<char> ok(used, 1);
+    auto share = [&](unsigned w) {
+      for (uint64_t c = w; c < in_round; c += used) ok[w] = ok[w] && make(w, c);
+    };
+    RunShares(used, share);
+    if (std::find(ok.begin(), ok.end(), 0) != ok.end()) {
+      return IoError(ctx + ": cannot compress a chunk (out of memory)");
     }
-    hsize_t offset[1] = {first + done};
-    if (H5Dwrite_chunk(ds, H5P_DEFAULT, 0, offset, chunk->size(), chunk->data()) < 0) {
-      return IoError(ctx + ": " + Hdf5Error());
+    for (uint64_t c = 0; c < in_round; ++c) {
+      hsize_t offset[1] = {first + (round + c) * chunk_rows};
+      const std::vector<uint8_t>& chunk = s.compressed[c];
+      if (H5Dwrite_chunk(ds, H5P_DEFAULT, 0, offset, chunk.size(), chunk.data()) < 0) {
+        return IoError(ctx + ": " + Hdf5Error());
+      }
     }
   }
   return Status::Ok();
@@ -1231,47 +1294,82 @@ StatusOr<uint64_t> TraceReader::TableSize(const TableSchema& schema, std::string
 }
 
 // What a reader keeps between reads of directly readable chunks.
+// Per decoding thread: an inflater and its buffer; per chunk of a round, the
+// chunk as stored.
 struct TraceReader::ChunkScratch {
-  std::vector<uint8_t> stored;    // a chunk as stored
-  std::vector<uint8_t> inflated;  // and inflated
-  chunk_codec::Inflater inflater;
+  struct Worker {
+    std::vector<uint8_t> inflated;
+    chunk_codec::Inflater inflater;
+  };
+  std::deque<Worker> workers;
+  std::vector<std::vector<uint8_t>> stored;
 };
 
 void TraceReader::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }
 
+// In rounds of (threads x 2) chunks: this thread reads the round's stored
+// chunks through HDF5, then each thread inflates and unpacks its share of them
+// into `out` (disjoint rows).
 Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows,
                                bool deflated, const std::vector<uint64_t>& stored, uint64_t first,
                                uint64_t count, void* out, const std::string& ctx) const {
+  constexpr uint64_t kChunksPerThread = 2;
   const hid_t ds = static_cast<hid_t>(dataset);
+  const unsigned threads = deflated ? decode_threads_ : 1;
   if (scratch_ == nullptr) scratch_.reset(new ChunkScratch());
   ChunkScratch& s = *scratch_;
+  while (s.workers.size() < threads) s.workers.emplace_back();
   const chunk_codec::RowLayout layout = chunk_codec::LayoutOf(schema);
   const uint64_t chunk_bytes = chunk_rows * layout.packed_bytes;
   auto* dst = static_cast<uint8_t*>(out);
-  size_t index = 0;
-  for (uint64_t c = first / chunk_rows; c <= (first + count - 1) / chunk_rows; ++c, ++index) {
-    hsize_t offset[1] = {c * chunk_rows};
-    // Checked by CheckChunksToRead: stored, inside the file, no filter skipped.
-    s.stored.resize(stored.at(index));
-    uint32_t mask = 0;
-    if (H5Dread_chunk(ds, H5P_DEFAULT, offset, &mask, s.stored.data()) < 0 || mask != 0) {
-      return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
-                      std::to_string(offset[0]) + ": " + Hdf5Error());
-    }
-    const uint8_t* chunk = s.stored.data();
-    if (deflated) {
-      s.inflated.resize(chunk_bytes);
-      if (!s.inflater.InflateExact(s.stored.data(), s.stored.size(), s.inflated.data(),
-                                   chunk_bytes)) {
+  const uint64_t first_chunk = first / chunk_rows, last_chunk = (first + count - 1) / chunk_rows;
+  const uint64_t per_round = threads * kChunksPerThread;
+  if (s.stored.size() < per_round) s.stored.resize(per_round);
+  for (uint64_t round = first_chunk; round <= last_chunk; round += per_round) {
+    const uint64_t in_round = std::min(per_round, last_chunk + 1 - round);
+    for (uint64_t i = 0; i < in_round; ++i) {
+      const uint64_t c = round + i;
+      hsize_t offset[1] = {c * chunk_rows};
+      // Checked by CheckChunksToRead: stored, inside the file, no filter skipped.
+      s.stored[i].resize(stored.at(c - first_chunk));
+      uint32_t mask = 0;
+      if (H5Dread_chunk(ds, H5P_DEFAULT, offset, &mask, s.stored[i].data()) < 0 || mask != 0) {
         return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
-                        std::to_string(offset[0]) + " does not inflate to " + Bytes(chunk_bytes));
+                        std::to_string(offset[0]) + ": " + Hdf5Error());
       }
-      chunk = s.inflated.data();
     }
-    const uint64_t lo = std::max(first, c * chunk_rows);
-    const uint64_t hi = std::min(first + count, (c + 1) * chunk_rows);
-    chunk_codec::UnpackChunk(layout, chunk, chunk_rows, lo - c * chunk_rows, hi - lo, deflated,
-                             dst + (lo - first) * schema.record_size);
+    // Chunk i of the round by worker w; false when it does not inflate.
+    auto decode = [&](unsigned w, uint64_t i) {
+      const uint64_t c = round + i;
+      const uint8_t* chunk = s.stored[i].data();
+      if (deflated) {
+        ChunkScratch::Worker& worker = s.workers[w];
+        worker.inflated.resize(chunk_bytes);
+        if (!worker.inflater.InflateExact(s.stored[i].data(), s.stored[i].size(),
+                                          worker.inflated.data(), chunk_bytes)) {
+          return false;
+        }
+        chunk = worker.inflated.data();
+      }
+      const uint64_t lo = std::max(first, c * chunk_rows);
+      const uint64_t hi = std::min(first + count, (c + 1) * chunk_rows);
+      chunk_codec::UnpackChunk(layout, chunk, chunk_rows, lo - c * chunk_rows, hi - lo, deflated,
+                               dst + (lo - first) * schema.record_size);
+      return true;
+    };
+    const unsigned used = static_cast<unsigned>(std::min<uint64_t>(threads, in_round));
+    std::vector<uint64_t> bad(used, UINT64_MAX);  // per worker: its first chunk that failed
+    auto share = [&](unsigned w) {
+      for (uint64_t i = w; i < in_round; i += used)
+        if (!decode(w, i) && bad[w] == UINT64_MAX) bad[w] = i;
+    };
+    RunShares(used, share);
+    const uint64_t worst = *std::min_element(bad.begin(), bad.end());
+    if (worst != UINT64_MAX) {
+      return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
+                      std::to_string((round + worst) * chunk_rows) + " does not inflate to " +
+                      Bytes(chunk_bytes));
+    }
   }
   return Status::Ok();
 }

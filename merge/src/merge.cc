@@ -153,7 +153,8 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
                                     {.budget_bytes = options.memory_budget_bytes,
                                      .batch_records = options.output_batch_records,
                                      .progress = options.progress,
-                                     .phases = &report->phases}));
+                                     .phases = &report->phases,
+                                     .decode_threads = options.write_options.compress_threads}));
   report->rounds = done.rounds;
   report->records_read = done.read;
   const PhaseClock finishing(&report->phases, MergePhase::kTimeline);

@@ -7,12 +7,14 @@
 #include <time.h>
 
 #include "aon/merge/merge.h"
+#include "aon/trace_file.h"
 
 namespace aon::merge {
 
 // Adds the time between its construction (or Start) and Stop / its end to
-// one phase. CPU time is this thread's: an MPI library's progress thread is
-// not the merge's work.
+// one phase. CPU time is this thread's and that of the trace files' helper
+// threads (compressing and inflating chunks, aon/trace_file.h): an MPI library's
+// progress thread is not the merge's work.
 class PhaseClock {
  public:
   PhaseClock(MergePhaseTimes* times, MergePhase phase) : times_(times), phase_(phase) { Start(); }
@@ -23,7 +25,7 @@ class PhaseClock {
   void Start() {  // a running clock goes on
     if (running_) return;
     wall0_ = Now(CLOCK_MONOTONIC);
-    cpu0_ = Now(CLOCK_THREAD_CPUTIME_ID);
+    cpu0_ = Cpu();
     running_ = true;
   }
   void Stop() {
@@ -31,10 +33,11 @@ class PhaseClock {
     running_ = false;
     const size_t p = static_cast<size_t>(phase_);
     times_->wall_s[p] += Now(CLOCK_MONOTONIC) - wall0_;
-    times_->cpu_s[p] += Now(CLOCK_THREAD_CPUTIME_ID) - cpu0_;
+    times_->cpu_s[p] += Cpu() - cpu0_;
   }
 
  private:
+  static double Cpu() { return Now(CLOCK_THREAD_CPUTIME_ID) + TraceFileHelperCpuSeconds(); }
   static double Now(clockid_t clock) {
     timespec ts{};
     clock_gettime(clock, &ts);

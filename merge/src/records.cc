@@ -38,13 +38,15 @@ struct KindContext {
   size_t batch_records;
   Progress& progress;
   MergePhaseTimes* phases;
+  unsigned decode_threads = 1;
   uint64_t done_records = 0;  // progress: 2 x records of the kinds finished (global)
   RecordsMerged merged;
 };
 
-Status Reopen(RankInput& in) {
+Status Reopen(RankInput& in, unsigned decode_threads) {
   if (in.reader != nullptr) return Status::Ok();
   AON_ASSIGN_OR_RETURN(in.reader, TraceReader::Open(in.file->path));
+  in.reader->SetDecodeThreads(decode_threads);
   return Status::Ok();
 }
 
@@ -264,7 +266,7 @@ Status MergeKind(KindContext& cx) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (rows[i] == 0) continue;
     RankInput& in = inputs[i];
-    if (Status st = Reopen(in); !st.ok()) {
+    if (Status st = Reopen(in, cx.decode_threads); !st.ok()) {
       FailRank(in, kKind, st.message(), false);
       continue;
     }
@@ -371,7 +373,7 @@ Status MergeKind(KindContext& cx) {
       for (const Block& b : blocks[i]) {
         if (!BlockInRound(bounds, b.min_start, b.max_start, rounds, round)) continue;
         buf.resize(b.count);
-        Status st = Reopen(in);
+        Status st = Reopen(in, cx.decode_threads);
         if (st.ok()) st = in.reader->ReadTable(schema, b.first, b.count, buf.data());
         if (!st.ok()) {
           FailRank(in, kKind, st.message(), true);
@@ -492,6 +494,7 @@ StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& in
                  .batch_records = std::max<size_t>(options.batch_records, 1),
                  .progress = progress,
                  .phases = options.phases,
+                 .decode_threads = std::max(1u, options.decode_threads),
                  .done_records = 0,
                  .merged = {}};
   Status garbled;

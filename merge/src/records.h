@@ -52,6 +52,7 @@ struct RecordOptions {
   size_t batch_records = 1 << 16;             // records per HDF5 append
   bool progress = false;                      // a progress bar (process 0, on a terminal)
   MergePhaseTimes* phases = nullptr;          // kRead .. kWrite are added to, when set
+  unsigned decode_threads = 1;                // TraceReader::SetDecodeThreads of rank files
 };
 
 struct RecordsMerged {

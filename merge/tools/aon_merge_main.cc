@@ -9,6 +9,7 @@
 // Several processes: `mpirun -np N aon-merge ...` / `srun aon-merge ...` (one or
 // more per node), or `aon-merge --procs N ...`, which starts mpirun itself.
 #include <malloc.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -66,6 +68,23 @@ int RelaunchUnderMpirun(int procs, int argc, char** argv) {
                "'mpirun -np %d aon-merge ...', or use --procs 1)\n",
                procs, std::strerror(errno), procs);
   return 1;
+}
+
+// The CPUs this process may run on (its affinity: mpirun and srun bind), shared
+// with the other merge processes started on this node, at most 4.
+unsigned DefaultCompressThreads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  int local = 1;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && std::atoi(v) > 0) {
+      local = std::atoi(v);
+      break;
+    }
+  }
+  return static_cast<unsigned>(std::clamp(cpus / local, 1, 4));
 }
 
 }  // namespace
@@ -139,6 +158,14 @@ int main(int argc, char** argv) {
                  "(fastest, largest), 9 = smallest")
       ->default_val(options.write_options.deflate_level)
       ->check(CLI::Range(0, 9));
+  options.write_options.compress_threads = DefaultCompressThreads();
+  app.add_option("--threads", options.write_options.compress_threads,
+                 "threads per merge process that inflate the rank files' and compress the "
+                 "timeline's record chunks "
+                 "(default: the CPUs this process may run on, shared with the other merge "
+                 "processes of its node, at most 4)")
+      ->default_val(options.write_options.compress_threads)
+      ->check(CLI::Range(1, 256));
   bool timings = false;
   app.add_flag("--timings", timings,
                "print where each merge process spent its time (phases, wall and CPU seconds) "

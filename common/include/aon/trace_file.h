@@ -7,6 +7,7 @@
 // silenced and its innermost message is folded into the returned Status.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -36,7 +37,16 @@ struct VirtualPiece {
 struct WriteOptions {
   int deflate_level = 4;          // 0 disables compression
   uint64_t chunk_records = 16384; // records per HDF5 chunk
+  // Threads that pack and compress the whole chunks of one append (this one
+  // among them); HDF5 is called from the appending thread only. 1: none.
+  unsigned compress_threads = 1;
 };
+
+// CPU seconds the helper threads of every TraceWriter and TraceReader of this
+// process have used so far (WriteOptions::compress_threads,
+// TraceReader::SetDecodeThreads), for timers that measure their own thread's
+// CPU time.
+double TraceFileHelperCpuSeconds();
 
 class TraceWriter {
  public:
@@ -140,6 +150,10 @@ class TraceReader {
   Status ReadTable(const TableSchema& schema, uint64_t first, uint64_t count, void* out,
                    std::string_view group = "records") const;
 
+  // Threads that inflate and unpack the chunks of one read (this one among
+  // them); HDF5 is called from the reading thread only. Default 1: none.
+  void SetDecodeThreads(unsigned threads) { decode_threads_ = std::max(1u, threads); }
+
   template <typename T>
   StatusOr<std::vector<T>> ReadAll() const {
     return ReadAllOf<T>(RecordTraits<T>::Schema());
@@ -184,6 +198,7 @@ class TraceReader {
   FileKind kind_ = FileKind::kRank;
   int major_ = 0;
   int minor_ = 0;
+  unsigned decode_threads_ = 1;
   mutable std::unique_ptr<ChunkScratch, ChunkScratchDeleter> scratch_;  // buffers of ReadChunks
 };
 

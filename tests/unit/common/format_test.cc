@@ -113,15 +113,20 @@ TYPED_TEST(FormatRoundTrip, DirectChunksAndHdf5sPipelineReadEachOther) {
   TableSchema reordered = schema;
   std::reverse(reordered.fields.begin(), reordered.fields.end());
   std::mt19937_64 rng(13);
-  std::vector<T> records(16 * 9 + 5);
+  std::vector<T> records(16 * 40 + 5);
   for (T& r : records) r = RandomRecord<T>(rng);
-  for (int level : {0, 1, 4, 9}) {
-    SCOPED_TRACE("deflate level " + std::to_string(level));
+  // Levels, and threads that compress and inflate whole chunks (the last
+  // append is 30 chunks: rounds of threads x 2 chunks, the last one short).
+  for (auto [level, threads] : {std::pair{0, 1u}, {1, 1u}, {4, 1u}, {9, 1u}, {1, 3u}, {4, 4u}}) {
+    SCOPED_TRACE("deflate level " + std::to_string(level) + ", " + std::to_string(threads) +
+                 " threads");
     TempDir dir;
     const std::string path = dir.File("rank-00000.h5");
     {
-      auto writer =
-          TraceWriter::Create(path, FileKind::kRank, {.deflate_level = level, .chunk_records = 16});
+      const WriteOptions options = {
+          .deflate_level = level, .chunk_records = 16, .compress_threads = threads};
+      StatusOr<std::unique_ptr<TraceWriter>> writer =
+          TraceWriter::Create(path, FileKind::kRank, options);
       ASSERT_TRUE(writer.ok()) << writer.status().ToString();
       std::span<const T> all(records);
       size_t at = 0;
@@ -135,10 +140,13 @@ TYPED_TEST(FormatRoundTrip, DirectChunksAndHdf5sPipelineReadEachOther) {
     }
     auto reader = TraceReader::Open(path);
     ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    (*reader)->SetDecodeThreads(threads);
     for (const TableSchema* s : {&schema, static_cast<const TableSchema*>(&reordered)}) {
       SCOPED_TRACE(s == &schema ? "direct chunk reads" : "HDF5's pipeline");
-      for (auto [first, count] :
-           {std::pair<size_t, size_t>{0, records.size()}, {7, 50}, {32, 16}}) {
+      for (auto [first, count] : {std::pair<size_t, size_t>{0, records.size()},
+                                  {7, 50},
+                                  {32, 16},
+                                  {100, 400}}) {
         std::vector<T> back(count);
         AON_ASSERT_OK((*reader)->ReadTable(*s, first, count, back.data()));
         for (size_t i = 0; i < count; ++i) {

@@ -240,6 +240,27 @@ TEST(HostileFile, AnUnfilteredChunkShorterThanAChunkIsRefused) {
   EXPECT_TRUE(before.ok()) << "the chunks before it read as usual: " << before.ToString();
 }
 
+// A chunk whose deflate stream is damaged, among chunks decoded by several
+// threads (TraceReader::SetDecodeThreads): the read fails naming that chunk,
+// whichever thread met it, and the same as when one thread decodes.
+TEST(HostileFile, AChunkThatDoesNotInflateIsNamedWhateverThreadDecodesIt) {
+  TempDir dir;
+  const std::string path =
+      WriteRank(dir, "rank-00000.h5", 200, {.deflate_level = 4, .chunk_records = 8});
+  testing::RewriteChunk(path, "/records/kernels", 8 * 13, std::vector<char>(100, 'x'));
+  for (unsigned threads : {1u, 3u, 8u}) {
+    SCOPED_TRACE(std::to_string(threads) + " decoding threads");
+    auto r = OpenOk(path);
+    ASSERT_NE(r, nullptr);
+    r->SetDecodeThreads(threads);
+    ExpectRefused(r->ReadAll<KernelRecord>().status(), path,
+                  {"/records/kernels", "the chunk of rows from 104 does not inflate"});
+    std::vector<KernelRecord> before(104);
+    const Status ok = r->ReadTable(RecordTraits<KernelRecord>::Schema(), 0, 104, before.data());
+    EXPECT_TRUE(ok.ok()) << "the chunks before it read as usual: " << ok.ToString();
+  }
+}
+
 TEST(HostileFile, AChunkThatSkipsAFilterIsRefused) {
   TempDir dir;
   const std::string path = WriteRank(dir, "rank-00000.h5");

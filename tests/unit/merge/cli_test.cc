@@ -220,6 +220,11 @@ TEST(MergeCli, BadValuesAreRefusedAndAFailedMergeLeavesNothingBehind) {
   auto r = RunCommand(dir, kMerge + " --max-trace-records -1 " + dir.path());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(Contains(r.err, "--max-trace-records")) << r.err;
+  for (const char* threads : {"0", "-2", "many"}) {
+    r = RunCommand(dir, kMerge + " --threads " + threads + " " + dir.path());
+    EXPECT_EQ(r.exit_code, 2) << threads << ": " << r.err;
+    EXPECT_TRUE(Contains(r.err, "--threads")) << r.err;
+  }
   r = RunCommand(dir, kMerge + " -o '' " + dir.path());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.File("timeline.h5")));
