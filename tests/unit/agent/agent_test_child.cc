@@ -358,14 +358,18 @@ int main(int argc, char** argv) {
     if (!gpu) return 10;
     return RunOpsScript(gpu);
   }
-  if (mode == "marks-forever" || mode == "marks-for-3s") {
+  if (mode == "marks-forever" || mode == "marks-for-3s" || mode == "marks-until-stopped") {
     // Reports on stdout how many marks have returned (i.e. are in the ring),
     // so a test that kills this process knows what must be on disk.
+    // marks-until-stopped: until the file $STOP_FILE exists (at most 10 min).
     const bool forever = mode == "marks-forever";
-    for (long i = 1; forever || i <= 3000; ++i) {
+    const char* stop_file = mode == "marks-until-stopped" ? std::getenv("STOP_FILE") : nullptr;
+    const long limit = stop_file != nullptr ? 600'000 : 3000;
+    for (long i = 1; forever || i <= limit; ++i) {
       for (int j = 0; j < 100; ++j) nvtxMarkA("tick");
       std::printf("%ld\n", i * 100);
       std::fflush(stdout);
+      if (stop_file != nullptr && access(stop_file, F_OK) == 0) break;
       usleep(1000);
     }
     return 0;

@@ -51,6 +51,24 @@ struct RunningChild {
     if (fgets(line, sizeof(line), out) == nullptr) return -1;
     return std::atol(line);
   }
+  // Stops the child (SIGSTOP) and reads every progress line it had written:
+  // the exact number of marks in the ring when it stopped, give or take the
+  // batch of up to 100 it was making (reported only when whole): the last
+  // line read, 0 when there was none. Nothing when the child had ended.
+  std::optional<long> StopAndDrain() {
+    kill(pid, SIGSTOP);
+    int st = 0;
+    if (waitpid(pid, &st, WUNTRACED) != pid || !WIFSTOPPED(st)) return std::nullopt;
+    const int fd = fileno(out);
+    const int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    long last = 0;
+    char line[64];
+    while (fgets(line, sizeof(line), out) != nullptr) last = std::atol(line);
+    clearerr(out);
+    fcntl(fd, F_SETFL, flags);
+    return last;
+  }
   int Wait() {
     int st = 0;
     waitpid(pid, &st, 0);
@@ -59,6 +77,22 @@ struct RunningChild {
     return st;
   }
 };
+
+// True once `pid` is gone or a zombie (its parent may not reap it), within 20 s.
+bool WaitUntilDead(pid_t pid) {
+  const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
+  for (int i = 0; i < 2000; ++i) {
+    std::FILE* f = std::fopen(stat.c_str(), "r");
+    if (f == nullptr) return true;
+    char line[512] = {};
+    const bool got = std::fgets(line, sizeof(line), f) != nullptr;
+    std::fclose(f);
+    const char* paren = got ? std::strrchr(line, ')') : nullptr;
+    if (paren != nullptr && paren[1] == ' ' && paren[2] == 'Z') return true;
+    usleep(10000);
+  }
+  return false;
+}
 
 std::string ReadAll(const std::string& path) {
   std::string s;
@@ -304,6 +338,11 @@ TEST_F(CollectorTest, KilledRankKeepsEverythingThatReachedItsRing) {
     ASSERT_GT(p, 0) << "child ended early: " << ReadAll(c.err_path);
     acknowledged = p;
   }
+  // Lines the child wrote since are in the pipe: stop it and read them all,
+  // so that `acknowledged` is what it had reported when it was killed.
+  const std::optional<long> drained = c.StopAndDrain();
+  ASSERT_TRUE(drained) << "child ended early: " << ReadAll(c.err_path);
+  acknowledged = std::max(acknowledged, *drained);
   kill(c.pid, SIGKILL);
   int st = c.Wait();
   ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -331,7 +370,10 @@ TEST_F(CollectorTest, KilledRankKeepsEverythingThatReachedItsRing) {
 }
 
 TEST_F(CollectorTest, KilledCollectorLeavesAReadableFileAndTheAppRuns) {
-  RunningChild c = Start("marks-for-3s");
+  // The child marks until the stop file exists (however late the collector's
+  // first append comes on a loaded machine).
+  const std::string stop_file = dir_ + "/stop";
+  RunningChild c = Start("marks-until-stopped", {{"STOP_FILE", stop_file}});
   // Until the collector has appended records once (its first flush, due after
   // 1 s; later on a loaded machine: the collector runs at nice +5). The file is
   // flushed after every append, so a read between appends sees the last one;
@@ -349,10 +391,25 @@ TEST_F(CollectorTest, KilledCollectorLeavesAReadableFileAndTheAppRuns) {
     auto file = TraceReader::Open(partial_path);
     appended = file.ok() && CountNvtx(**file) > 0;
   }
-  ASSERT_TRUE(appended) << "the collector never appended to " << partial_path;
+  ASSERT_TRUE(appended) << "the collector never appended to " << partial_path << ReadAll(c.err_path);
   std::vector<pid_t> collectors = PidsOf(SocketName());
   ASSERT_EQ(collectors.size(), 1u) << "one collector per job and node";
+  // The marks made before the collector dies bound what it can have written:
+  // the child stopped, its reports read to the last, the collector killed.
+  const std::optional<long> drained = c.StopAndDrain();
+  ASSERT_TRUE(drained) << ReadAll(c.err_path);
+  seen = std::max(seen, *drained);
   kill(collectors[0], SIGKILL);
+  ASSERT_TRUE(WaitUntilDead(collectors[0])) << "the collector outlived SIGKILL";
+  kill(c.pid, SIGCONT);
+  // The app runs on without its collector: more marks, then it ends.
+  const long resumed_at = seen;
+  long p = seen;
+  while (p >= 0 && p < resumed_at + 2000) p = c.ReadProgress();
+  EXPECT_GE(p, resumed_at + 2000) << "the app did not go on: " << ReadAll(c.err_path);
+  std::FILE* stop = std::fopen(stop_file.c_str(), "w");
+  ASSERT_NE(stop, nullptr);
+  std::fclose(stop);
   while (c.ReadProgress() > 0) {
   }
   int st = c.Wait();
