@@ -781,10 +781,16 @@ TEST_F(SyntheticMpirunTest, FlightModeWritesTheWindowWhenTheJobFails) {
   // The job fails after its work: mpirun kills the other ranks as soon as one
   // exits non-zero, and a rank cut off while its agent is finishing is dumped as
   // a dead rank instead (since node leaders, a follower skips the exit clock
-  // measurement and often exits first). The pause lets every rank finish.
+  // measurement and often exits first). So each rank's shell fails only once
+  // every rank's program (and its agent) has ended: a marker per rank, then a
+  // wait for both (at most 60 s), however slow the machine.
   constexpr int kIterations = 40;
-  const std::string app =
-      kSyntheticApp + " --iterations " + std::to_string(kIterations) + "; sleep 1; exit 7";
+  const std::string done = tmp_ + "/done";
+  ASSERT_TRUE(fs::create_directory(done));
+  const std::string app = kSyntheticApp + " --iterations " + std::to_string(kIterations) +
+                          "; touch " + done + "/rank.$OMPI_COMM_WORLD_RANK; i=0; while [ $(ls " +
+                          done + " | wc -l) -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; " +
+                          "i=$((i + 1)); done; exit 7";
   ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "flight",
                                 "--window", "60", "--capture-period", "8", "--capture-steps", "2",
                                 "mpirun", "-np", "2", "--oversubscribe", "sh", "-c", app});
