@@ -222,25 +222,19 @@ int main(int argc, char** argv) {
     nvtxRangePushA(p.name);
     ++c.nvtx;
     if (profiles) gpu->set_kernel_profile(p.sm, p.dram, p.tensor);
-    const auto begin = std::chrono::steady_clock::now();
-    const auto end = begin + std::chrono::milliseconds(phase_ms);
-    uint64_t queued_ns = 0;  // GPU time launched in this phase
-    while (gpu && std::chrono::steady_clock::now() < end) {
-      if (p.host_gap_us > 0) {
-        // Launch-bound: a tiny kernel, then host work far longer than it.
-        gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
-        std::this_thread::sleep_for(std::chrono::microseconds(p.host_gap_us));
-        continue;
-      }
-      // GPU-bound: the queue is kept 100 ms ahead of the host, so the device
-      // never waits for it (back-to-back kernels), whatever the host's jitter.
-      const auto ahead = begin + std::chrono::nanoseconds(queued_ns) - std::chrono::steady_clock::now();
-      if (ahead < std::chrono::milliseconds(100)) {
-        gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
-        queued_ns += p.kernel_ns;
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(phase_ms);
+    if (gpu && p.host_gap_us == 0) {
+      // GPU-bound: the whole phase's kernels are queued at once, so the device
+      // runs them back to back whatever the host does meanwhile (a host
+      // stalled on a loaded machine cannot leave it idle); the synchronize
+      // below waits for them.
+      const uint64_t n = std::max<uint64_t>(1, static_cast<uint64_t>(phase_ms) * 1'000'000 / p.kernel_ns);
+      for (uint64_t k = 0; k < n; ++k) gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
+    }
+    while (gpu && p.host_gap_us > 0 && std::chrono::steady_clock::now() < end) {
+      // Launch-bound: a tiny kernel, then host work far longer than it.
+      gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
+      std::this_thread::sleep_for(std::chrono::microseconds(p.host_gap_us));
     }
     if (gpu) gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS), ++c.sync;
     nvtxRangePop();
