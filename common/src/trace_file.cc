@@ -874,18 +874,35 @@ uint64_t ThreadCpuNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Runs share(0) here and share(1 .. n-1) on threads of their own, and returns
-// when all are done; the threads' CPU time goes to TraceFileHelperCpuSeconds.
+// Runs share(0) here and share(1 .. n-1) on threads of their own (here too,
+// when a thread cannot be started), and returns when all are done; the
+// threads' CPU time goes to TraceFileHelperCpuSeconds. False when a share
+// threw (out of memory): the caller's result is then incomplete.
 template <typename F>
-void RunShares(unsigned n, F& share) {
-  std::vector<std::jthread> helpers;
-  for (unsigned w = 1; w < n; ++w) {
-    helpers.emplace_back([&share, w] {
+bool RunShares(unsigned n, F& share) {
+  std::atomic<bool> ok{true};
+  auto run = [&](unsigned w) {
+    try {
       share(w);
-      g_helper_cpu_ns.fetch_add(ThreadCpuNs(), std::memory_order_relaxed);
-    });
-  }
-  share(0);
+    } catch (...) {
+      ok = false;
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (unsigned w = 1; w < n; ++w) {
+      try {
+        helpers.emplace_back([&run, w] {
+          run(w);
+          g_helper_cpu_ns.fetch_add(ThreadCpuNs(), std::memory_order_relaxed);
+        });
+      } catch (...) {
+        run(w);
+      }
+    }
+    run(0);
+  }  // joined
+  return ok;
 }
 }  // namespace
 
@@ -929,8 +946,7 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
     auto share = [&](unsigned w) {
       for (uint64_t c = w; c < in_round; c += used) ok[w] = ok[w] && make(w, c);
     };
-    RunShares(used, share);
-    if (std::find(ok.begin(), ok.end(), 0) != ok.end()) {
+    if (!RunShares(used, share) || std::find(ok.begin(), ok.end(), 0) != ok.end()) {
       return IoError(ctx + ": cannot compress a chunk (out of memory)");
     }
     for (uint64_t c = 0; c < in_round; ++c) {
@@ -1326,7 +1342,11 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
   const uint64_t per_round = threads * kChunksPerThread;
   if (s.stored.size() < per_round) s.stored.resize(per_round);
   for (uint64_t round = first_chunk; round <= last_chunk; round += per_round) {
-    const uint64_t in_round = std::min(per_round, last_chunk + 1 - round);
+    uint64_t in_round = std::min(per_round, last_chunk + 1 - round);
+    // A chunk HDF5 cannot read ends the round there; the chunks before it are
+    // decoded first, so that the error named is the first chunk's, as when
+    // each chunk is read and decoded in turn.
+    Status unreadable;
     for (uint64_t i = 0; i < in_round; ++i) {
       const uint64_t c = round + i;
       hsize_t offset[1] = {c * chunk_rows};
@@ -1334,8 +1354,10 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
       s.stored[i].resize(stored.at(c - first_chunk));
       uint32_t mask = 0;
       if (H5Dread_chunk(ds, H5P_DEFAULT, offset, &mask, s.stored[i].data()) < 0 || mask != 0) {
-        return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
-                        std::to_string(offset[0]) + ": " + Hdf5Error());
+        unreadable = DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
+                              std::to_string(offset[0]) + ": " + Hdf5Error());
+        in_round = i;
+        break;
       }
     }
     // Chunk i of the round by worker w; false when it does not inflate.
@@ -1357,19 +1379,20 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
                                dst + (lo - first) * schema.record_size);
       return true;
     };
-    const unsigned used = static_cast<unsigned>(std::min<uint64_t>(threads, in_round));
+    const unsigned used = static_cast<unsigned>(std::clamp<uint64_t>(in_round, 1, threads));
     std::vector<uint64_t> bad(used, UINT64_MAX);  // per worker: its first chunk that failed
     auto share = [&](unsigned w) {
       for (uint64_t i = w; i < in_round; i += used)
         if (!decode(w, i) && bad[w] == UINT64_MAX) bad[w] = i;
     };
-    RunShares(used, share);
+    if (!RunShares(used, share)) return Unavailable(ctx + ": out of memory decoding chunks");
     const uint64_t worst = *std::min_element(bad.begin(), bad.end());
     if (worst != UINT64_MAX) {
       return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
                       std::to_string((round + worst) * chunk_rows) + " does not inflate to " +
                       Bytes(chunk_bytes));
     }
+    AON_RETURN_IF_ERROR(unreadable);
   }
   return Status::Ok();
 }

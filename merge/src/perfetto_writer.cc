@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <exception>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -115,9 +116,13 @@ std::string PerfettoIndexPath(const std::string& path) {
 // kBatch bytes and hands it over (one batch in flight, one filling: memory
 // stays bounded and the encoder waits when the compressor falls behind). The
 // compressor ends a batch with Z_SYNC_FLUSH every sync_interval bytes of input
-// and publishes (compressed bytes, input bytes) at that point; the bound is
-// those compressed bytes plus deflateBound of all input given since, which is
-// the single-threaded bound with a sync point that may lag.
+// and publishes (compressed bytes, input bytes) at that point. The bound is
+// taken from the sync point before the last one asked for: the encoder waits
+// for it to be published before asking for the next, so the bound (and where
+// files split) depends on the input alone, never on the threads' timing. It is
+// those compressed bytes plus deflateBound of all input given since plus
+// kFlushSlack for the one sync flush in between (deflateBound does not count
+// flushes).
 class GzipFile {
  public:
   static StatusOr<std::unique_ptr<GzipFile>> Create(const std::string& path, int level,
@@ -135,7 +140,11 @@ class GzipFile {
       return Internal("'" + path + "': zlib could not start a gzip stream");
     }
     gz->bound_open_ = true;
-    gz->worker_ = std::thread([g = gz.get()] { g->Compress(); });
+    try {
+      gz->worker_ = std::thread([g = gz.get()] { g->CompressOrFail(); });
+    } catch (const std::exception& e) {
+      return Internal("'" + path + "': cannot start the compressing thread: " + e.what());
+    }
     return gz;
   }
   ~GzipFile() {
@@ -146,8 +155,8 @@ class GzipFile {
 
   // The file's size if `more` bytes were added and the stream finished.
   uint64_t BoundWith(size_t more) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return synced_out_ + deflateBound(&bound_, static_cast<uLong>(given_ - synced_in_ + more));
+    return base_out_ + kFlushSlack +
+           deflateBound(&bound_, static_cast<uLong>(given_ - base_in_ + more));
   }
   Status Write(std::string_view data) {
     batch_.append(data);
@@ -175,6 +184,7 @@ class GzipFile {
 
  private:
   static constexpr size_t kBatch = 1 << 20;
+  static constexpr uint64_t kFlushSlack = 16;
 
   GzipFile(std::unique_ptr<AtomicTextFile> file, uint64_t sync_interval)
       : file_(std::move(file)), sync_interval_(sync_interval) {
@@ -184,10 +194,19 @@ class GzipFile {
     batch_.reserve(kBatch + (64 << 10));
   }
   // Waits for the slot, puts the batch in it; returns the compressor's error.
+  // A sync request first waits for the previous one to be published and makes
+  // it the bound's base.
   Status HandOver(bool sync) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !full_ || !error_.ok(); });
+    cv_.wait(lock, [&] {
+      return (!full_ && (!sync || syncs_done_ == syncs_asked_)) || !error_.ok();
+    });
     if (!error_.ok()) return error_;
+    if (sync) {
+      base_out_ = synced_out_;
+      base_in_ = synced_in_;
+      ++syncs_asked_;
+    }
     if (batch_.empty() && !sync) return Status::Ok();
     slot_.swap(batch_);
     batch_.clear();
@@ -205,7 +224,17 @@ class GzipFile {
     cv_.notify_all();
     worker_.join();
   }
-  // The compressor thread: takes each batch from the slot and deflates it.
+  // The compressor thread's body: an exception (out of memory) is its error.
+  void CompressOrFail() {
+    try {
+      Compress();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      error_ = Internal("'" + file_->path() + "': compressing: " + e.what());
+      cv_.notify_all();
+    }
+  }
+  // Takes each batch from the slot and deflates it.
   void Compress() {
     std::string work;
     work.reserve(kBatch + (64 << 10));
@@ -231,6 +260,8 @@ class GzipFile {
       if (sync) {
         synced_out_ = zs_.total_out;
         synced_in_ = zs_.total_in;
+        ++syncs_done_;
+        cv_.notify_all();
       }
     }
   }
@@ -261,6 +292,8 @@ class GzipFile {
   std::string batch_;
   uint64_t given_ = 0;       // bytes given to Write
   uint64_t since_sync_ = 0;  // of which since the last sync request
+  uint64_t base_out_ = 0, base_in_ = 0;  // the bound's sync point (see above)
+  uint64_t syncs_asked_ = 0;
 
   std::thread worker_;
   std::mutex mu_;
@@ -271,6 +304,7 @@ class GzipFile {
   Status error_;
   uint64_t synced_out_ = 0;  // compressed bytes at the last completed sync flush
   uint64_t synced_in_ = 0;   // input bytes at that point
+  uint64_t syncs_done_ = 0;
 };
 
 PerfettoWriter::PerfettoWriter(std::string path, uint64_t max_file_bytes, int gzip_level)

@@ -77,7 +77,8 @@ unsigned DefaultCompressThreads() {
   CPU_ZERO(&set);
   const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   int local = 1;
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"}) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_STEP_TASKS_PER_NODE"}) {
     const char* v = std::getenv(name);
     if (v != nullptr && std::atoi(v) > 0) {
       local = std::atoi(v);
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
                  "(default: the CPUs this process may run on, shared with the other merge "
                  "processes of its node, at most 4)")
       ->default_val(options.write_options.compress_threads)
-      ->check(CLI::Range(1, 256));
+      ->check(CLI::Range(1, 64));
   bool timings = false;
   app.add_flag("--timings", timings,
                "print where each merge process spent its time (phases, wall and CPU seconds) "
