@@ -21,8 +21,9 @@
 //   cleared after kMaxInterned strings, which bounds memory when names are
 //   unique (step numbers).
 // Splitting: a file is closed before the event that could take it over
-// max_file_bytes (the bound: compressed bytes so far, exact after each
-// Z_SYNC_FLUSH, plus deflateBound of what came after), and the event opens the
+// max_file_bytes (the bound: the compressed bytes at the sync flush before the
+// last one, exact there, plus deflateBound of what came after and 16 bytes for
+// the flush between; it depends on the input alone), and the event opens the
 // next one. A slice's begin and end stay in one file, so a file holds the
 // events that *start* in its time range. Files: `path`, then path with
 // ".00001", ".00002", ... before ".pftrace.gz" (or after `path` when it has
