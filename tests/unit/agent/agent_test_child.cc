@@ -303,7 +303,10 @@ int main(int argc, char** argv) {
     std::printf("ready\n");
     std::fflush(stdout);
     kill(getpid(), SIGTERM);
-    for (int i = 0; i < 500; ++i) usleep(10000);  // the agent's thread writes, then re-raises
+    // The agent's thread writes the file, then re-raises; it may wait up to
+    // 30 s for its collector, so 60 s here (a loaded machine is slow, and a
+    // hang is still caught).
+    for (int i = 0; i < 6000; ++i) usleep(10000);
     return 3;  // reached only if SIGTERM did not end the process
   }
   if (mode == "flood") {
