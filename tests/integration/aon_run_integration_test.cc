@@ -363,7 +363,10 @@ class SyntheticMpirunTest : public AonRunTest {
 
 TEST_F(SyntheticMpirunTest, FourRanksMergeIntoOneTimeline) {
   const std::string job = tmp_ + "/job";
-  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun", "-np", "4",
+  // --counters off: every PM sample of a window as long as the run (full mode)
+  // is a record, as many as the run is long, and trace.json is written only up
+  // to 500 k records; this test reads trace.json (the counters have their own).
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "--counters", "off", "mpirun", "-np", "4",
                                 "--oversubscribe", kSyntheticApp, "--iterations", "20"});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
 
@@ -698,9 +701,10 @@ TEST_F(SyntheticMpirunTest, OnDemandCaptureReachesEveryRankOnTheSameSteps) {
 // timeline joins; counts stay exact and the report reads it like any timeline.
 TEST_F(SyntheticMpirunTest, ShardedMergeWithTwoProcessesKeepsCountsExact) {
   const std::string job = tmp_ + "/job";
+  // --counters off: see FourRanksMergeIntoOneTimeline (trace.json is checked).
   ProcessResult r = AonRunReal({"-o", job, "--merge-procs", "2", "--source", "synthetic", "--mode", "full",
-                                "mpirun", "-np", "4", "--oversubscribe", kSyntheticApp,
-                                "--iterations", "20"});
+                                "--counters", "off", "mpirun", "-np", "4", "--oversubscribe",
+                                kSyntheticApp, "--iterations", "20"});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   EXPECT_TRUE(fs::exists(job + "/timeline.shards/shard-00000.h5")) << r.Describe();
   EXPECT_TRUE(fs::exists(job + "/timeline.shards/shard-00001.h5")) << r.Describe();
