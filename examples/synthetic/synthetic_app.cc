@@ -228,8 +228,10 @@ int main(int argc, char** argv) {
       // runs them back to back whatever the host does meanwhile (a host
       // stalled on a loaded machine cannot leave it idle); the synchronize
       // below waits for them.
-      const uint64_t n = std::max<uint64_t>(1, static_cast<uint64_t>(phase_ms) * 1'000'000 / p.kernel_ns);
-      for (uint64_t k = 0; k < n; ++k) gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
+      const uint64_t n =
+          std::max<uint64_t>(1, static_cast<uint64_t>(phase_ms) * 1'000'000 / p.kernel_ns);
+      for (uint64_t k = 0; k < n; ++k)
+        gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
     }
     while (gpu && p.host_gap_us > 0 && std::chrono::steady_clock::now() < end) {
       // Launch-bound: a tiny kernel, then host work far longer than it.

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
-#include <exception>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -198,9 +198,8 @@ class GzipFile {
   // it the bound's base.
   Status HandOver(bool sync) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] {
-      return (!full_ && (!sync || syncs_done_ == syncs_asked_)) || !error_.ok();
-    });
+    cv_.wait(lock,
+             [&] { return (!full_ && (!sync || syncs_done_ == syncs_asked_)) || !error_.ok(); });
     if (!error_.ok()) return error_;
     if (sync) {
       base_out_ = synced_out_;
@@ -282,16 +281,16 @@ class GzipFile {
   }
 
   std::unique_ptr<AtomicTextFile> file_;
-  z_stream zs_;      // the compressor's; the encoding thread's again after Stop()
-  z_stream bound_;   // deflateBound only
+  z_stream zs_;     // the compressor's; the encoding thread's again after Stop()
+  z_stream bound_;  // deflateBound only
   bool open_ = false, bound_open_ = false;
   uint64_t sync_interval_;
   std::string out_;  // compressor's output chunk
 
   // Encoding thread.
   std::string batch_;
-  uint64_t given_ = 0;       // bytes given to Write
-  uint64_t since_sync_ = 0;  // of which since the last sync request
+  uint64_t given_ = 0;                   // bytes given to Write
+  uint64_t since_sync_ = 0;              // of which since the last sync request
   uint64_t base_out_ = 0, base_in_ = 0;  // the bound's sync point (see above)
   uint64_t syncs_asked_ = 0;
 

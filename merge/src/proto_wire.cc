@@ -6,19 +6,28 @@
 
 namespace aon::merge::proto {
 
-void AppendVarint(std::string* out, uint64_t v) {
-  if (v < 0x80) {
-    out->push_back(static_cast<char>(v));
-    return;
-  }
-  char buf[10];
+namespace {
+
+// v as a varint into buf (room for 10 bytes); returns the bytes written.
+size_t EncodeVarint(uint64_t v, char* buf) {
   size_t n = 0;
   while (v >= 0x80) {
     buf[n++] = static_cast<char>(static_cast<uint8_t>(v) | 0x80);
     v >>= 7;
   }
   buf[n++] = static_cast<char>(v);
-  out->append(buf, n);
+  return n;
+}
+
+}  // namespace
+
+void AppendVarint(std::string* out, uint64_t v) {
+  if (v < 0x80) {
+    out->push_back(static_cast<char>(v));
+    return;
+  }
+  char buf[10];
+  out->append(buf, EncodeVarint(v, buf));
 }
 
 size_t VarintSize(uint64_t v) {
@@ -76,15 +85,8 @@ void Writer::EndMessage() {
     std::abort();
   }
   const size_t start = open_[--depth_];
-  uint64_t v = out_->size() - start;
   char length[10];
-  size_t n = 0;
-  while (v >= 0x80) {
-    length[n++] = static_cast<char>(static_cast<uint8_t>(v) | 0x80);
-    v >>= 7;
-  }
-  length[n++] = static_cast<char>(v);
-  out_->insert(start, length, n);
+  out_->insert(start, length, EncodeVarint(out_->size() - start, length));
 }
 
 }  // namespace aon::merge::proto

@@ -366,8 +366,9 @@ TEST_F(SyntheticMpirunTest, FourRanksMergeIntoOneTimeline) {
   // --counters off: every PM sample of a window as long as the run (full mode)
   // is a record, as many as the run is long, and trace.json is written only up
   // to 500 k records; this test reads trace.json (the counters have their own).
-  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "--counters", "off", "mpirun", "-np", "4",
-                                "--oversubscribe", kSyntheticApp, "--iterations", "20"});
+  ProcessResult r =
+      AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "--counters", "off",
+                  "mpirun", "-np", "4", "--oversubscribe", kSyntheticApp, "--iterations", "20"});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
 
   const std::map<int, Counts> expected = ParseExpectations(r.out);
@@ -702,9 +703,9 @@ TEST_F(SyntheticMpirunTest, OnDemandCaptureReachesEveryRankOnTheSameSteps) {
 TEST_F(SyntheticMpirunTest, ShardedMergeWithTwoProcessesKeepsCountsExact) {
   const std::string job = tmp_ + "/job";
   // --counters off: see FourRanksMergeIntoOneTimeline (trace.json is checked).
-  ProcessResult r = AonRunReal({"-o", job, "--merge-procs", "2", "--source", "synthetic", "--mode", "full",
-                                "--counters", "off", "mpirun", "-np", "4", "--oversubscribe",
-                                kSyntheticApp, "--iterations", "20"});
+  ProcessResult r = AonRunReal({"-o", job, "--merge-procs", "2", "--source", "synthetic", "--mode",
+                                "full", "--counters", "off", "mpirun", "-np", "4",
+                                "--oversubscribe", kSyntheticApp, "--iterations", "20"});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   EXPECT_TRUE(fs::exists(job + "/timeline.shards/shard-00000.h5")) << r.Describe();
   EXPECT_TRUE(fs::exists(job + "/timeline.shards/shard-00001.h5")) << r.Describe();

@@ -391,7 +391,8 @@ TEST_F(CollectorTest, KilledCollectorLeavesAReadableFileAndTheAppRuns) {
     auto file = TraceReader::Open(partial_path);
     appended = file.ok() && CountNvtx(**file) > 0;
   }
-  ASSERT_TRUE(appended) << "the collector never appended to " << partial_path << ReadAll(c.err_path);
+  ASSERT_TRUE(appended) << "the collector never appended to " << partial_path
+                        << ReadAll(c.err_path);
   std::vector<pid_t> collectors = PidsOf(SocketName());
   ASSERT_EQ(collectors.size(), 1u) << "one collector per job and node";
   // The marks made before the collector dies bound what it can have written:

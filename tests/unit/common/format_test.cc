@@ -143,10 +143,8 @@ TYPED_TEST(FormatRoundTrip, DirectChunksAndHdf5sPipelineReadEachOther) {
     (*reader)->SetDecodeThreads(threads);
     for (const TableSchema* s : {&schema, static_cast<const TableSchema*>(&reordered)}) {
       SCOPED_TRACE(s == &schema ? "direct chunk reads" : "HDF5's pipeline");
-      for (auto [first, count] : {std::pair<size_t, size_t>{0, records.size()},
-                                  {7, 50},
-                                  {32, 16},
-                                  {100, 400}}) {
+      for (auto [first, count] :
+           {std::pair<size_t, size_t>{0, records.size()}, {7, 50}, {32, 16}, {100, 400}}) {
         std::vector<T> back(count);
         AON_ASSERT_OK((*reader)->ReadTable(*s, first, count, back.data()));
         for (size_t i = 0; i < count; ++i) {
