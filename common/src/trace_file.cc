@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "aon/secure_fs.h"
+#include "aon/thread_cpu.h"
 #include "chunk_codec.h"
 
 namespace aon {
@@ -866,17 +867,9 @@ struct TraceWriter::ChunkScratch {
 void TraceWriter::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }
 
 namespace {
-std::atomic<uint64_t> g_helper_cpu_ns{0};
-
-uint64_t ThreadCpuNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 // Runs share(0) here and share(1 .. n-1) on threads of their own (here too,
 // when a thread cannot be started), and returns when all are done; the
-// threads' CPU time goes to TraceFileHelperCpuSeconds. False when a share
+// threads' CPU time goes to HelperCpuSeconds (aon/thread_cpu.h). False when a share
 // threw (out of memory): the caller's result is then incomplete.
 template <typename F>
 bool RunShares(unsigned n, F& share) {
@@ -894,7 +887,7 @@ bool RunShares(unsigned n, F& share) {
       try {
         helpers.emplace_back([&run, w] {
           run(w);
-          g_helper_cpu_ns.fetch_add(ThreadCpuNs(), std::memory_order_relaxed);
+          AddHelperCpuNs(ThisThreadCpuNs());
         });
       } catch (...) {
         run(w);
@@ -905,10 +898,6 @@ bool RunShares(unsigned n, F& share) {
   return ok;
 }
 }  // namespace
-
-double TraceFileHelperCpuSeconds() {
-  return 1e-9 * static_cast<double>(g_helper_cpu_ns.load(std::memory_order_relaxed));
-}
 
 // Whole chunks go in rounds of (threads x kChunksPerThread) chunks: each thread
 // packs and compresses its share of the round, then this thread hands the
@@ -1328,7 +1317,8 @@ void TraceReader::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delet
 // into `out` (disjoint rows).
 Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows,
                                bool deflated, const std::vector<uint64_t>& stored, uint64_t first,
-                               uint64_t count, void* out, const std::string& ctx) const {
+                               uint64_t count, void* out, const std::string& ctx,
+                               const RowsVisitor* visit) const {
   constexpr uint64_t kChunksPerThread = 2;
   const hid_t ds = static_cast<hid_t>(dataset);
   const unsigned threads = deflated ? decode_threads_ : 1;
@@ -1375,8 +1365,10 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
       }
       const uint64_t lo = std::max(first, c * chunk_rows);
       const uint64_t hi = std::min(first + count, (c + 1) * chunk_rows);
+      uint8_t* rows = dst + (lo - first) * schema.record_size;
       chunk_codec::UnpackChunk(layout, chunk, chunk_rows, lo - c * chunk_rows, hi - lo, deflated,
-                               dst + (lo - first) * schema.record_size);
+                               rows);
+      if (visit != nullptr) (*visit)(rows, hi - lo);
       return true;
     };
     const unsigned used = static_cast<unsigned>(std::clamp<uint64_t>(in_round, 1, threads));
@@ -1398,7 +1390,7 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
 }
 
 Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_t count, void* out,
-                              std::string_view group) const {
+                              std::string_view group, const RowsVisitor* visit) const {
   if (count == 0) return Status::Ok();
   std::string name = "/" + Join(group, schema.name);
   const std::string ctx = FormatContext(path_) + ", dataset " + name;
@@ -1419,7 +1411,7 @@ Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_
                                         file_bytes_, ctx, &stored));
   if (const std::optional<DirectChunks> direct = DirectlyReadable(ds.get(), disk.get(), schema)) {
     return ReadChunks(ds.get(), schema, direct->chunk_rows, direct->deflated, stored, first, count,
-                      out, ctx);
+                      out, ctx, visit);
   }
   hsize_t start[1] = {first}, cnt[1] = {count};
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr);
@@ -1430,6 +1422,7 @@ Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_
   if (H5Dread(ds.get(), mem.get(), mem_space.get(), file_space.get(), dxpl.get(), out) < 0) {
     return DataLoss(ctx + " (corrupt or truncated): " + Hdf5Error());
   }
+  if (visit != nullptr) (*visit)(out, count);
   return Status::Ok();
 }
 

@@ -7,14 +7,14 @@
 #include <time.h>
 
 #include "aon/merge/merge.h"
-#include "aon/trace_file.h"
+#include "aon/thread_cpu.h"
 
 namespace aon::merge {
 
 // Adds the time between its construction (or Start) and Stop / its end to
-// one phase. CPU time is this thread's and that of the trace files' helper
-// threads (compressing and inflating chunks, aon/trace_file.h): an MPI library's
-// progress thread is not the merge's work.
+// one phase. CPU time is this thread's and that of the helper threads
+// (aon/thread_cpu.h: compressing and inflating chunks, the k-way merge): an MPI
+// library's progress thread is not the merge's work.
 class PhaseClock {
  public:
   PhaseClock(MergePhaseTimes* times, MergePhase phase) : times_(times), phase_(phase) { Start(); }
@@ -37,7 +37,7 @@ class PhaseClock {
   }
 
  private:
-  static double Cpu() { return Now(CLOCK_THREAD_CPUTIME_ID) + TraceFileHelperCpuSeconds(); }
+  static double Cpu() { return Now(CLOCK_THREAD_CPUTIME_ID) + HelperCpuSeconds(); }
   static double Now(clockid_t clock) {
     timespec ts{};
     clock_gettime(clock, &ts);

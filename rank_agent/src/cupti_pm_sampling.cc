@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "agent.h"
+#include "aon/thread_cpu.h"
 #include "aon/timebase.h"
 #include "cupti_source.h"
 
@@ -92,12 +93,6 @@ SamplerRefusal RefusalOf(CUptiResult r) {
     default:
       return SamplerRefusal::kOther;
   }
-}
-
-uint64_t ThreadCpuNs() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
 // The first device with an active primary context (-1: none), through the
@@ -498,7 +493,7 @@ class CuptiPmSampler final : public CounterSampler {
   // Decodes what the hardware buffer holds and writes every new sample. False
   // when the buffer overflowed.
   bool Read() {
-    const uint64_t cpu0 = ThreadCpuNs();
+    const uint64_t cpu0 = ThisThreadCpuNs();
     bool ok = true;
     for (;;) {
       auto decode = Params<CUpti_PmSampling_DecodeData_Params>(
@@ -513,7 +508,7 @@ class CuptiPmSampler final : public CounterSampler {
         break;
       if (!ResetImage()) return false;
     }
-    read_cpu_ns_ += ThreadCpuNs() - cpu0;
+    read_cpu_ns_ += ThisThreadCpuNs() - cpu0;
     return ok;
   }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,12 +42,6 @@ struct WriteOptions {
   // among them); HDF5 is called from the appending thread only. 1: none.
   unsigned compress_threads = 1;
 };
-
-// CPU seconds the helper threads of every TraceWriter and TraceReader of this
-// process have used so far (WriteOptions::compress_threads,
-// TraceReader::SetDecodeThreads), for timers that measure their own thread's
-// CPU time.
-double TraceFileHelperCpuSeconds();
 
 class TraceWriter {
  public:
@@ -147,8 +142,13 @@ class TraceReader {
   // Number of records in <group>/<schema.name>.
   StatusOr<uint64_t> TableSize(const TableSchema& schema, std::string_view group = "records") const;
   // Reads records [first, first + count) into `out` (count * schema.record_size bytes).
+  // With `visit`, calls (*visit)(rows, n) once for each piece of those rows as
+  // soon as the piece is in `out`, on the thread that decoded it: with
+  // SetDecodeThreads(n > 1), on several threads at once, for disjoint pieces.
+  // A read that fails may have visited (and filled) some of the pieces.
+  using RowsVisitor = std::function<void(void* rows, uint64_t n)>;
   Status ReadTable(const TableSchema& schema, uint64_t first, uint64_t count, void* out,
-                   std::string_view group = "records") const;
+                   std::string_view group = "records", const RowsVisitor* visit = nullptr) const;
 
   // Threads that inflate and unpack the chunks of one read (this one among
   // them); HDF5 is called from the reading thread only. Default 1: none.
@@ -186,7 +186,7 @@ class TraceReader {
   // `stored` = each chunk's stored size, checked.
   Status ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows, bool deflated,
                     const std::vector<uint64_t>& stored, uint64_t first, uint64_t count, void* out,
-                    const std::string& ctx) const;
+                    const std::string& ctx, const RowsVisitor* visit) const;
   struct ChunkScratch;
   struct ChunkScratchDeleter {
     void operator()(ChunkScratch* s) const;
