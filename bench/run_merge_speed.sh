@@ -3,15 +3,17 @@
 # process"): the 64-rank x 50 k-record synthetic job (3.2 M records, the PyTorch-like mix
 # of bench/make_synthetic_job.cc), merged from the page cache in interleaved rounds:
 #   timeline only (--no-chrome --no-overview --no-perfetto):
-#     base      an older aon-merge (BASE=path; skipped when unset)
-#     t1 t2 t4  this build with --threads 1, 2, 4
+#     base-t1 base-t2 base-t4  an older aon-merge (BASE=path; skipped when unset), --threads 1, 2, 4
+#     t1 t2 t4                 this build with --threads 1, 2, 4 (THREADS="1 2 4 8": others)
 #   default merge (timeline, overview, Perfetto trace, trace.json while small):
 #     base-all  BASE
 #     all       this build, default --threads
 # Each run: wall s and CPU s (user + sys, /usr/bin/time, the whole process and its
-# children), records per wall second and per CPU second.
+# children), records per wall second and per CPU second. PIN=0,1 runs every merge
+# on those CPUs only (taskset): a 2-core machine's figures on a larger one.
 #
-# usage: [BUILD=build] [BASE=/path/to/old/aon-merge] [ROUNDS=3] bench/run_merge_speed.sh [WORK]
+# usage: [BUILD=build] [BASE=/path/to/old/aon-merge] [ROUNDS=3] [PIN=cpus] [THREADS="1 2 4"]
+#        bench/run_merge_speed.sh [WORK]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${BUILD:-build}
@@ -35,7 +37,7 @@ run() {  # tag binary args...
   local tag=$1 bin=$2
   shift 2
   rm -f "$WORK/t.h5"
-  /usr/bin/time -f "%e %U %S %M" -o "$WORK/time.txt" "$bin" -q --no-progress -o "$WORK/t.h5" "$@" \
+  /usr/bin/time -f "%e %U %S %M" -o "$WORK/time.txt" ${PIN:+taskset -c "$PIN"} "$bin" -q --no-progress -o "$WORK/t.h5" "$@" \
     "$JOB" >/dev/null 2>"$WORK/err.txt" || { cat "$WORK/err.txt" >&2; exit 1; }
   read -r wall user sys rss <"$WORK/time.txt"
   awk -v t="$tag" -v w="$wall" -v u="$user" -v s="$sys" -v m="$rss" -v n="$RECORDS" \
@@ -44,8 +46,10 @@ run() {  # tag binary args...
 }
 for r in $(seq "$ROUNDS"); do
   echo "round $r"
-  if [[ -n ${BASE:-} ]]; then run base "$BASE" "${TIMELINE[@]}"; fi
-  for t in 1 2 4; do run "t$t" "$MERGE" "${TIMELINE[@]}" --threads "$t"; done
+  for t in ${THREADS:-1 2 4}; do
+    if [[ -n ${BASE:-} ]]; then run "base-t$t" "$BASE" "${TIMELINE[@]}" --threads "$t"; fi
+    run "t$t" "$MERGE" "${TIMELINE[@]}" --threads "$t"
+  done
   if [[ -n ${BASE:-} ]]; then run base-all "$BASE"; fi
   run all "$MERGE"
 done

@@ -154,7 +154,7 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
                                      .batch_records = options.output_batch_records,
                                      .progress = options.progress,
                                      .phases = &report->phases,
-                                     .decode_threads = options.write_options.compress_threads}));
+                                     .threads = options.write_options.compress_threads}));
   report->rounds = done.rounds;
   report->records_read = done.read;
   const PhaseClock finishing(&report->phases, MergePhase::kTimeline);

@@ -325,6 +325,27 @@ bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl,
          });
 }
 
+std::optional<NcclReferencedIds> NcclReferencedRecords(
+    std::span<const NcclRecord> nccl, std::span<const NcclGraphRecord> graph,
+    std::span<const ExternalCorrelationRecord> ext) {
+  if (!graph.empty() || std::any_of(nccl.begin(), nccl.end(), IsLegacyGraphRow)) {
+    return std::nullopt;
+  }
+  // Without graph rows ResolveNcclRecords reads API calls only for NCCL's
+  // launches (ids of NCCL external correlations), and kernels only for the
+  // operations' ids: one they had, or one from those launches.
+  NcclReferencedIds ids;
+  for (const ExternalCorrelationRecord& e : ext) {
+    if (e.external_kind != kNcclExternalCorrelationKind) continue;
+    ids.apis.insert(e.correlation_id);
+    ids.kernels.insert(e.correlation_id);
+  }
+  for (const NcclRecord& r : nccl) {
+    if (r.correlation_id != 0) ids.kernels.insert(r.correlation_id);
+  }
+  return ids;
+}
+
 NcclResolveResult ResolveNcclRecords(std::vector<NcclRecord>& nccl,
                                      std::span<const NcclGraphRecord> graph,
                                      std::span<const ExternalCorrelationRecord> ext,

@@ -1,13 +1,23 @@
 #include "records.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <span>
+#include <string>
+#include <system_error>
+#include <thread>
 #include <type_traits>
+#include <unordered_set>
 #include <utility>
 
 #include "aon/merge/nccl_resolve.h"
+#include "aon/thread_cpu.h"
 #include "exchange.h"
 #include "phase_clock.h"
 #include "progress.h"
@@ -29,6 +39,43 @@ struct Block {
   uint64_t max_start = 0;
 };
 
+// Memory for the kept records: not zero-filled (the reader writes every field
+// of a row; members outside a kind's schema, its explicit padding, are left as
+// they are), and mapped with transparent huge pages where the kernel allows
+// them, so that filling 100 MB costs 50 page faults instead of 25,000 (on a
+// virtual machine each fault is several microseconds).
+class KeptMemory {
+ public:
+  KeptMemory() = default;
+  KeptMemory(const KeptMemory&) = delete;
+  KeptMemory& operator=(const KeptMemory&) = delete;
+  ~KeptMemory() { Release(); }
+
+  // At least `bytes` bytes (the contents are not kept when it grows); nullptr
+  // when the memory cannot be mapped.
+  std::byte* Get(size_t bytes) {
+    if (bytes <= size_) return base_;
+    Release();
+    constexpr size_t kHugePage = size_t{2} << 20;
+    const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    madvise(p, size, MADV_HUGEPAGE);  // advice: without it, ordinary pages
+    base_ = static_cast<std::byte*>(p);
+    size_ = size;
+    return base_;
+  }
+
+ private:
+  void Release() {
+    if (base_ != nullptr) munmap(base_, size_);
+    base_ = nullptr;
+    size_ = 0;
+  }
+  std::byte* base_ = nullptr;
+  size_t size_ = 0;
+};
+
 // What one process brings to the record merge.
 struct KindContext {
   MergeComm& comm;
@@ -38,9 +85,12 @@ struct KindContext {
   size_t batch_records;
   Progress& progress;
   MergePhaseTimes* phases;
-  unsigned decode_threads = 1;
+  unsigned threads = 1;       // decoding rank files; above 1, also merging beside appending
   uint64_t done_records = 0;  // progress: 2 x records of the kinds finished (global)
   RecordsMerged merged;
+  // The kept records of the kind being merged, every rank's in one buffer that
+  // the next kind reuses (at most the budget's worth).
+  KeptMemory& kept_memory;
 };
 
 Status Reopen(RankInput& in, unsigned decode_threads) {
@@ -78,8 +128,19 @@ void ResolveRankNccl(RankInput& in, std::vector<NcclRecord>& nccl) {
   }
   if (!NcclRecordsNeedResolution(nccl, *graph)) return;
   auto ext = ReadRankTable<ExternalCorrelationRecord>(in);
-  auto kernels = ReadRankTable<KernelRecord>(in);
-  auto apis = ReadRankTable<ApiRecord>(in);
+  // The kernels and API calls gathered while those kinds were read (a table the
+  // file lacks is gathered: empty), or else all of them, read again.
+  const auto& has = in.file->found.has_table;
+  const bool gathered =
+      in.nccl_ids.has_value() &&
+      (in.nccl_kernels_gathered || !has[static_cast<size_t>(RecordKind::kKernel)]) &&
+      (in.nccl_apis_gathered || !has[static_cast<size_t>(RecordKind::kApi)]);
+  StatusOr<std::vector<KernelRecord>> kernels = std::move(in.nccl_kernels);
+  StatusOr<std::vector<ApiRecord>> apis = std::move(in.nccl_apis);
+  if (!gathered) {
+    kernels = ReadRankTable<KernelRecord>(in);
+    apis = ReadRankTable<ApiRecord>(in);
+  }
   const Status st = !ext.ok() ? ext.status() : !kernels.ok() ? kernels.status() : apis.status();
   if (!st.ok()) {
     in.problems.push_back(path + ": NCCL records not tied to their kernels: " + st.message());
@@ -99,6 +160,20 @@ void ResolveRankNccl(RankInput& in, std::vector<NcclRecord>& nccl) {
   }
 }
 
+// Before a rank's kernels are read: whether its NCCL records will need
+// resolving by correlation id only (NcclReferencedRecords), and by which ids.
+// A table that cannot be read here leaves nothing planned: the NCCL kind then
+// reads everything and reports it.
+void PlanNcclGathering(RankInput& in) {
+  in.nccl_ids.reset();
+  if (!in.file->found.has_table[static_cast<size_t>(RecordKind::kNccl)]) return;
+  auto nccl = ReadRankTable<NcclRecord>(in);
+  auto graph = ReadRankTable<NcclGraphRecord>(in);
+  auto ext = ReadRankTable<ExternalCorrelationRecord>(in);
+  if (!nccl.ok() || !graph.ok() || !ext.ok() || !NcclRecordsNeedResolution(*nccl, *graph)) return;
+  in.nccl_ids = NcclReferencedRecords(*nccl, *graph, *ext);
+}
+
 void FailRank(RankInput& in, RecordKind kind, const std::string& what, bool partly) {
   in.failed = true;
   in.outcome->status = RankStatus::kCorrupt;
@@ -108,19 +183,26 @@ void FailRank(RankInput& in, RecordKind kind, const std::string& what, bool part
   in.problems.push_back(in.outcome->message);
 }
 
+// A rank's records with unified string ids and on the reference clock. Returns
+// how many string ids were out of range (a corrupt file): those become 0, the
+// empty string. Reads `in` only: runs on the reader's decoding threads.
 template <typename T>
-void PrepareRecords(RankInput& in, std::span<T> records) {
+uint64_t PrepareRecords(const RankInput& in, std::span<T> records) {
+  uint64_t bad = 0;
+  const uint32_t* map = in.string_map.data();
+  const size_t map_size = in.string_map.size();
   for (T& r : records) {
     ForEachStringId(r, [&](uint32_t& id) {
-      if (id < in.string_map.size()) {
-        id = in.string_map[id];
+      if (id < map_size) {
+        id = map[id];
       } else {
-        id = 0;  // out of range in a corrupt file: the empty string, counted
-        ++in.bad_string_ids;
+        id = 0;
+        ++bad;
       }
     });
     ShiftRecordClock(r, in.clock);
   }
+  return bad;
 }
 
 template <typename T>
@@ -140,17 +222,14 @@ struct Run {
   const T& operator[](size_t x) const { return *reinterpret_cast<const T*>(first + x * stride); }
 };
 
-// Appends a round's runs in order: start, then rank, then the order in the
-// rank's file. Every run is sorted and holds all of its rank's records of the
-// round, so this is a k-way merge of the runs on (start, rank) (a heap of one
-// head per run). The first append error stops appending. What is left in
-// `batch` (under batch_records) is appended after the last round only: rounds
-// of a small memory budget then still append whole chunks, which HDF5 would
-// otherwise inflate and deflate again for every round.
-template <typename T>
-void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector<Merged<T>>& batch,
-                  size_t batch_records, bool last_round, MergePhaseTimes* phases, Status* status) {
-  PhaseClock merging(phases, MergePhase::kSort);
+// The k-way merge of a round's runs: by start, then rank, then the order in
+// the rank's file. Every run is sorted and holds all of its rank's records of
+// the round, so a heap of one head per run gives the next record. Appends to
+// `batch`; whenever it holds batch_records, calls full(batch), which hands the
+// records on and leaves `batch` empty, or returns false to stop the merge.
+template <typename T, typename Full>
+void MergeRuns(const std::vector<Run<T>>& runs, std::vector<Merged<T>>& batch, size_t batch_records,
+               Full&& full) {
   struct Head {
     uint64_t start;
     uint32_t rank;
@@ -180,14 +259,7 @@ void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector
     heap[at] = moving;
   };
   for (size_t x = heap.size() / 2; x-- > 0;) sift_down(x);
-  auto flush = [&] {
-    merging.Stop();
-    const PhaseClock writing(phases, MergePhase::kWrite);
-    if (status->ok()) *status = out.AppendMerged<T>(std::span<const Merged<T>>(batch));
-    batch.clear();
-    merging.Start();
-  };
-  while (!heap.empty() && status->ok()) {
+  while (!heap.empty()) {
     Head& top = heap.front();
     const Run<T>& run = runs[top.run];
     batch.push_back(Merged<T>{run.rank, 0, run[top.next - 1]});
@@ -199,9 +271,107 @@ void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector
       heap.pop_back();
     }
     if (!heap.empty()) sift_down(0);
-    if (batch.size() >= batch_records) flush();
+    if (batch.size() >= batch_records && !full(batch)) return;
   }
-  if (last_round && !batch.empty()) flush();
+}
+
+// Appends a round's runs in merged order (MergeRuns). The first append error
+// stops appending. What is left in `batch` (under batch_records) is appended
+// after the last round only: rounds of a small memory budget then still append
+// whole chunks, which HDF5 would otherwise inflate and deflate again for every
+// round. With threads > 1 and at least two batches to append, a thread of its
+// own merges while this one appends (and compresses, aon/trace_file.h) the
+// batch before: three batches, one filled, one waiting, one appended. Its CPU
+// time is the sort phase's, as is this thread's wait for a full batch.
+template <typename T>
+void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector<Merged<T>>& batch,
+                  size_t batch_records, bool last_round, unsigned threads, MergePhaseTimes* phases,
+                  Status* status) {
+  using M = Merged<T>;
+  auto append = [&](std::vector<M>& b) {
+    const PhaseClock writing(phases, MergePhase::kWrite);
+    if (status->ok()) *status = out.AppendMerged<T>(std::span<const M>(b));
+    b.clear();
+    return status->ok();
+  };
+  size_t records = batch.size();
+  for (const Run<T>& r : runs) records += r.n;
+  bool merged = false;
+  if (threads > 1 && records >= 2 * batch_records && status->ok()) {
+    struct Handoff {
+      std::mutex m;
+      std::condition_variable cv;
+      std::vector<M> ready;  // a full batch when has_ready, else an empty one
+      bool has_ready = false;
+      bool done = false;   // the merging thread has finished
+      bool stop = false;   // an append failed: the merge stops at its next batch
+      bool threw = false;  // the merging thread ran out of memory
+    } h;
+    std::vector<M> writing;
+    h.ready.reserve(batch_records);
+    writing.reserve(batch_records);
+    uint64_t merge_cpu_ns = 0;
+    auto merge = [&] {
+      const uint64_t cpu0 = ThisThreadCpuNs();
+      bool threw = false;
+      try {
+        MergeRuns(runs, batch, batch_records, [&h](std::vector<M>& b) {
+          std::unique_lock lock(h.m);
+          h.cv.wait(lock, [&h] { return !h.has_ready || h.stop; });
+          if (h.stop) return false;
+          h.ready.swap(b);
+          h.has_ready = true;
+          h.cv.notify_all();
+          return true;
+        });
+      } catch (...) {
+        threw = true;
+      }
+      merge_cpu_ns = ThisThreadCpuNs() - cpu0;
+      const std::lock_guard lock(h.m);
+      h.threw = threw;
+      h.done = true;
+      h.cv.notify_all();
+    };
+    try {
+      std::jthread merger(merge);
+      merged = true;
+      for (;;) {
+        {
+          const PhaseClock waiting(phases, MergePhase::kSort);
+          std::unique_lock lock(h.m);
+          h.cv.wait(lock, [&h] { return h.has_ready || h.done; });
+          if (!h.has_ready) break;
+          writing.swap(h.ready);
+          h.has_ready = false;
+          h.cv.notify_all();
+        }
+        if (!append(writing)) {
+          const std::lock_guard lock(h.m);
+          h.stop = true;
+          h.cv.notify_all();
+          break;
+        }
+      }
+    } catch (const std::system_error&) {
+      // No thread (merged stays false): merged here instead.
+    }
+    if (merged && phases != nullptr) {
+      phases->cpu_s[static_cast<size_t>(MergePhase::kSort)] +=
+          1e-9 * static_cast<double>(merge_cpu_ns);
+    }
+    if (h.threw && status->ok()) *status = Unavailable("out of memory merging records");
+  }
+  if (!merged && status->ok()) {
+    PhaseClock merging(phases, MergePhase::kSort);
+    MergeRuns(runs, batch, batch_records, [&](std::vector<M>& b) {
+      merging.Stop();
+      const bool ok = append(b);
+      merging.Start();
+      return ok;
+    });
+  }
+  if (last_round && !batch.empty()) append(batch);
 }
 
 // The records of `run` (sorted by start) in slab `slab` (sample_sort.h):
@@ -248,13 +418,27 @@ Status MergeKind(KindContext& cx) {
   }
   const uint64_t rounds = SortRounds(max_local, total, procs, sizeof(M), cx.budget_bytes);
   // NCCL records are resolved per rank as a whole (a small kind): always kept.
-  const bool keep = rounds == 1 || std::is_same_v<T, NcclRecord>;
+  bool keep = rounds == 1 || std::is_same_v<T, NcclRecord>;
   cx.merged.rounds[k] = rounds;
 
   // ---- First pass: read, remap, correct clocks, index blocks, sample starts --------
+  // One slab (one process, one round) needs no samples: its bounds are empty.
+  const bool sample = procs * rounds > 1;
   const uint64_t stride = std::max<uint64_t>(1, total / kMaxSamples);
   StartSamples samples;
-  std::vector<std::vector<T>> kept(inputs.size());
+  // Kept records: rank i's are kept[i], in the context's buffer (NCCL records,
+  // resolved per rank as vectors, in nccl_kept).
+  std::vector<std::span<T>> kept(inputs.size());
+  std::vector<std::vector<T>> nccl_kept(std::is_same_v<T, NcclRecord> ? inputs.size() : 0);
+  T* kept_records = nullptr;
+  uint64_t kept_rows = 0;  // rows of the ranks before this one
+  if (keep && !std::is_same_v<T, NcclRecord>) {
+    uint64_t all_rows = 0;
+    for (uint64_t r : rows) all_rows += r;
+    kept_records = reinterpret_cast<T*>(cx.kept_memory.Get(all_rows * sizeof(T)));
+    // Without that memory the round re-reads its records, as a larger job would.
+    keep = kept_records != nullptr || all_rows == 0;
+  }
   std::vector<std::vector<Block>> blocks(inputs.size());
   // Rank tables are nearly in start order (records are written as CUPTI
   // completes them, which interleaves streams), and a rank's clock correction
@@ -266,14 +450,16 @@ Status MergeKind(KindContext& cx) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (rows[i] == 0) continue;
     RankInput& in = inputs[i];
-    if (Status st = Reopen(in, cx.decode_threads); !st.ok()) {
+    T* const rank_kept = kept_records == nullptr ? nullptr : kept_records + kept_rows;
+    kept_rows += rows[i];
+    if (Status st = Reopen(in, cx.threads); !st.ok()) {
       FailRank(in, kKind, st.message(), false);
       continue;
     }
     const CloseWhenDone close{in};
     uint64_t previous_start = 0;
-    auto take = [&](std::span<T> v, uint64_t first) {
-      PrepareRecords(in, v);
+    // The rows' order, bounds and samples, once they are prepared.
+    auto take = [&](std::span<const T> v, uint64_t first) {
       Block b{first, v.size(), UINT64_MAX, 0};
       for (size_t x = 0; x < v.size(); ++x) {
         const uint64_t start = StartOf(v[x]);
@@ -281,7 +467,7 @@ Status MergeKind(KindContext& cx) {
         previous_start = start;
         b.min_start = std::min(b.min_start, start);
         b.max_start = std::max(b.max_start, start);
-        if ((first + x) % stride == 0) samples.starts.push_back(start);
+        if (sample && (first + x) % stride == 0) samples.starts.push_back(start);
         if constexpr (kHasStart<T>) {
           in.first_ns = std::min(in.first_ns, start);
           in.last_ns = std::max(in.last_ns, std::max(start, EndOf(v[x])));
@@ -295,33 +481,82 @@ Status MergeKind(KindContext& cx) {
         FailRank(in, kKind, all.status().message(), false);
         continue;
       }
-      kept[i] = std::move(all).value();
-      ResolveRankNccl(in, kept[i]);  // on the rank's own clock, before correction
-      take(std::span<T>(kept[i]), 0);
+      nccl_kept[i] = std::move(all).value();
+      ResolveRankNccl(in, nccl_kept[i]);  // on the rank's own clock, before correction
+      kept[i] = nccl_kept[i];
+      in.bad_string_ids += PrepareRecords(in, kept[i]);
+      take(kept[i], 0);
       read_rows += rows[i];
       continue;
     }
     // Kept records are read in place; otherwise one block buffer is reused.
-    if (keep) kept[i].reserve(rows[i]);
+    // The decoding threads prepare the rows as they unpack them, and first
+    // gather what the rank's NCCL resolution will need from this kind.
+    constexpr bool kNcclSource = std::is_same_v<T, KernelRecord> || std::is_same_v<T, ApiRecord>;
+    if constexpr (std::is_same_v<T, KernelRecord>) PlanNcclGathering(in);
+    const std::unordered_set<uint32_t>* gather_ids = nullptr;
+    if constexpr (kNcclSource) {
+      if (in.nccl_ids.has_value()) {
+        gather_ids = std::is_same_v<T, KernelRecord> ? &in.nccl_ids->kernels : &in.nccl_ids->apis;
+      }
+    }
+    std::mutex gather_mutex;
+    std::vector<std::pair<uint64_t, T>> gathered;  // (row, record), in any order
+    const T* block_rows = nullptr;                 // the block being read: its rows
+    uint64_t block_first = 0;                      // and the first one's index
+    std::atomic<uint64_t> bad_ids{0};
+    const TraceReader::RowsVisitor prepare = [&](void* p, uint64_t n) {
+      const std::span<T> v(static_cast<T*>(p), n);
+      if (gather_ids != nullptr) {
+        if constexpr (kNcclSource) {
+          for (const T& r : v) {
+            if (!gather_ids->contains(r.correlation_id)) continue;
+            const std::lock_guard lock(gather_mutex);
+            gathered.emplace_back(block_first + static_cast<uint64_t>(&r - block_rows), r);
+          }
+        }
+      }
+      const uint64_t bad = PrepareRecords(in, v);
+      if (bad > 0) bad_ids.fetch_add(bad, std::memory_order_relaxed);
+    };
     std::vector<T> buf;
     for (uint64_t first = 0; first < rows[i]; first += kBlockRecords) {
       const uint64_t n = std::min(kBlockRecords, rows[i] - first);
-      std::vector<T>& into = keep ? kept[i] : buf;
-      const size_t at = keep ? into.size() : 0;
-      into.resize(at + n);
-      Status st = in.reader->ReadTable(schema, first, n, into.data() + at);
+      if (!keep) buf.resize(n);
+      T* const into = keep ? rank_kept + first : buf.data();
+      block_rows = into;
+      block_first = first;
+      Status st = in.reader->ReadTable(schema, first, n, into, "records", &prepare);
       if (!st.ok()) {
         FailRank(in, kKind, st.message(), false);
-        std::vector<T>().swap(kept[i]);
+        kept[i] = {};
         blocks[i].clear();
         break;
       }
-      take(std::span<T>(into.data() + at, n), first);
+      if (keep) kept[i] = std::span<T>(rank_kept, first + n);
+      take(std::span<T>(into, n), first);
       read_rows += n;
       cx.progress.Set(kind_name, "reading", cx.done_records,
                       0.5 * static_cast<double>(read_rows) /
                           static_cast<double>(std::max<uint64_t>(1, local_rows)),
                       total);
+    }
+    in.bad_string_ids += bad_ids.load(std::memory_order_relaxed);
+    if constexpr (kNcclSource) {
+      if (gather_ids != nullptr && !in.failed) {
+        std::sort(gathered.begin(), gathered.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::vector<T> records;
+        records.reserve(gathered.size());
+        for (const auto& [row, r] : gathered) records.push_back(r);
+        if constexpr (std::is_same_v<T, KernelRecord>) {
+          in.nccl_kernels = std::move(records);
+          in.nccl_kernels_gathered = true;
+        } else {
+          in.nccl_apis = std::move(records);
+          in.nccl_apis_gathered = true;
+        }
+      }
     }
   }
 
@@ -373,17 +608,14 @@ Status MergeKind(KindContext& cx) {
       for (const Block& b : blocks[i]) {
         if (!BlockInRound(bounds, b.min_start, b.max_start, rounds, round)) continue;
         buf.resize(b.count);
-        Status st = Reopen(in, cx.decode_threads);
+        Status st = Reopen(in, cx.threads);
         if (st.ok()) st = in.reader->ReadTable(schema, b.first, b.count, buf.data());
         if (!st.ok()) {
           FailRank(in, kKind, st.message(), true);
           blocks[i].clear();
           break;
         }
-        // Counted (bad ids) in the first pass already.
-        const uint64_t bad = in.bad_string_ids;
-        PrepareRecords(in, std::span<T>(buf));
-        in.bad_string_ids = bad;
+        PrepareRecords(in, std::span<T>(buf));  // bad ids: counted in the first pass
         for (const T& r : buf) {
           if (SlabOf(bounds, StartOf(r)) % rounds == round) got.push_back(r);
         }
@@ -454,11 +686,12 @@ Status MergeKind(KindContext& cx) {
 
     size_t n = 0;
     for (const Run<T>& r : runs) n += r.n;
-    AppendMerged<T>(runs, cx.out, batch, cx.batch_records, round + 1 == rounds, cx.phases,
-                    &cx.merged.local);
+    AppendMerged<T>(runs, cx.out, batch, cx.batch_records, round + 1 == rounds, cx.threads,
+                    cx.phases, &cx.merged.local);
     cx.merged.written[k] += n;
     if (keep && round + 1 == rounds) {
-      for (std::vector<T>& v : kept) std::vector<T>().swap(v);
+      kept.clear();
+      std::vector<std::vector<T>>().swap(nccl_kept);
     }
     cx.progress.Set(kind_name,
                     rounds > 1 ? "round " + std::to_string(round + 1) + "/" + std::to_string(rounds)
@@ -487,6 +720,7 @@ StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& in
     for (const RowCount& c : counts) total_records += c.rows;
   }
   Progress progress(options.progress && comm.rank() == 0, total_records);
+  KeptMemory kept_memory;
   KindContext cx{.comm = comm,
                  .inputs = inputs,
                  .out = out,
@@ -494,9 +728,10 @@ StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& in
                  .batch_records = std::max<size_t>(options.batch_records, 1),
                  .progress = progress,
                  .phases = options.phases,
-                 .decode_threads = std::max(1u, options.decode_threads),
+                 .threads = std::max(1u, options.threads),
                  .done_records = 0,
-                 .merged = {}};
+                 .merged = {},
+                 .kept_memory = kept_memory};
   Status garbled;
   ForEachRecordType([&](auto tag) {
     using T = decltype(tag);

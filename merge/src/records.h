@@ -2,7 +2,8 @@
 // bounded memory (sample_sort.h has the arithmetic).
 //
 // Per kind: a first pass reads each rank's table in blocks (strings remapped,
-// clock corrected, NCCL records resolved), notes each block's time range and
+// clock corrected, NCCL records resolved with the kernels and API calls they
+// refer to, gathered as those kinds were read), notes each block's time range and
 // samples start times (StartSamples, messages.h); the samples cut the time axis
 // into slabs, process p owning slabs [p * R, (p + 1) * R); in round j every
 // process sends each record of slab p * R + j to p (RecordSlab, kept from the
@@ -15,12 +16,14 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "aon/linear_clock.h"
 #include "aon/merge/merge.h"
 #include "aon/merge/merge_comm.h"
+#include "aon/merge/nccl_resolve.h"
 #include "aon/status.h"
 #include "aon/trace_file.h"
 #include "candidate.h"
@@ -45,6 +48,14 @@ struct RankInput {
   LinearClock clock;
   // Found while merging this rank; process 0 reports them in rank order.
   std::vector<std::string> problems;
+  // When its NCCL records need resolving by correlation id only
+  // (NcclReferencedRecords): the kernels and API calls they can refer to,
+  // gathered in file order on the rank's own clock while those kinds are read.
+  std::optional<NcclReferencedIds> nccl_ids;
+  std::vector<KernelRecord> nccl_kernels;
+  std::vector<ApiRecord> nccl_apis;
+  bool nccl_kernels_gathered = false;
+  bool nccl_apis_gathered = false;
 };
 
 struct RecordOptions {
@@ -52,7 +63,9 @@ struct RecordOptions {
   size_t batch_records = 1 << 16;             // records per HDF5 append
   bool progress = false;                      // a progress bar (process 0, on a terminal)
   MergePhaseTimes* phases = nullptr;          // kRead .. kWrite are added to, when set
-  unsigned decode_threads = 1;                // TraceReader::SetDecodeThreads of rank files
+  // Threads: TraceReader::SetDecodeThreads of the rank files; above 1, also a
+  // thread that merges while this one appends (records.cc, AppendMerged).
+  unsigned threads = 1;
 };
 
 struct RecordsMerged {

@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   options.write_options.compress_threads = DefaultCompressThreads();
   app.add_option("--threads", options.write_options.compress_threads,
                  "threads per merge process that inflate the rank files' and compress the "
-                 "timeline's record chunks "
+                 "timeline's record chunks; above 1, also one that merges while another writes "
                  "(default: the CPUs this process may run on, shared with the other merge "
                  "processes of its node, at most 4)")
       ->default_val(options.write_options.compress_threads)

@@ -75,11 +75,15 @@ struct RandomCase {
   int empty_every;  // every Nth rank has no records at all (0: none)
   size_t batch;     // MergeOptions::output_batch_records
   uint64_t seed;
+  // WriteOptions::compress_threads; above 1 also a thread that merges while
+  // another appends (records.cc): with small batches, many hand-offs.
+  unsigned threads = 1;
 };
 
 void PrintTo(const RandomCase& c, std::ostream* os) {
   *os << c.ranks << " ranks, <= " << c.max_records << " records/kind, offsets " << c.offsets
-      << ", empty every " << c.empty_every << ", batch " << c.batch << ", seed " << c.seed;
+      << ", empty every " << c.empty_every << ", batch " << c.batch << ", seed " << c.seed
+      << ", threads " << c.threads;
 }
 
 class MergeReference : public ::testing::TestWithParam<RandomCase> {};
@@ -96,6 +100,7 @@ TEST_P(MergeReference, MatchesReferenceMerge) {
   }
   MergeOptions options = Options(dir);
   options.output_batch_records = c.batch;
+  options.write_options.compress_threads = c.threads;
   MergeReport report;
   AON_ASSERT_OK(testing::MergeAndExport(options, {}, &report));
   EXPECT_EQ(report.world_size, static_cast<uint32_t>(c.ranks));
@@ -182,22 +187,21 @@ TEST_P(MergeReference, MatchesReferenceMerge) {
   EXPECT_FALSE(std::filesystem::exists(report.chrome_path + ".partial"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, MergeReference,
-                         ::testing::Values(RandomCase{1, 0, false, 0, 1 << 16, 1},
-                                           RandomCase{1, 1, false, 0, 1 << 16, 2},
-                                           RandomCase{1, 1000, true, 0, 1 << 16, 3},
-                                           RandomCase{2, 100, false, 0, 7, 4},
-                                           RandomCase{3, 1000, true, 0, 1 << 16, 5},
-                                           RandomCase{4, 50, false, 1, 1 << 16, 6},
-                                           RandomCase{5, 300, true, 2, 64, 7},
-                                           RandomCase{8, 200, false, 3, 1 << 16, 8},
-                                           RandomCase{8, 3000, true, 0, 1000, 9}),
-                         [](const ::testing::TestParamInfo<RandomCase>& param_info) {
-                           const RandomCase& c = param_info.param;
-                           return std::to_string(c.ranks) + "ranks_" +
-                                  std::to_string(c.max_records) + "max_" +
-                                  (c.offsets ? "offsets_" : "") + "seed" + std::to_string(c.seed);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, MergeReference,
+    ::testing::Values(
+        RandomCase{1, 0, false, 0, 1 << 16, 1}, RandomCase{1, 1, false, 0, 1 << 16, 2},
+        RandomCase{1, 1000, true, 0, 1 << 16, 3}, RandomCase{2, 100, false, 0, 7, 4},
+        RandomCase{3, 1000, true, 0, 1 << 16, 5}, RandomCase{4, 50, false, 1, 1 << 16, 6},
+        RandomCase{5, 300, true, 2, 64, 7}, RandomCase{8, 200, false, 3, 1 << 16, 8},
+        RandomCase{8, 3000, true, 0, 1000, 9}, RandomCase{2, 100, false, 0, 7, 10, 2},
+        RandomCase{5, 300, true, 2, 64, 11, 3}, RandomCase{8, 3000, true, 0, 1000, 12, 4}),
+    [](const ::testing::TestParamInfo<RandomCase>& param_info) {
+      const RandomCase& c = param_info.param;
+      return std::to_string(c.ranks) + "ranks_" + std::to_string(c.max_records) + "max_" +
+             (c.offsets ? "offsets_" : "") + "seed" + std::to_string(c.seed) +
+             (c.threads > 1 ? "_threads" + std::to_string(c.threads) : "");
+    });
 
 // ---- Ordering, strings, clocks --------------------------------------------------------
 

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include "nccl_legacy_rows.h"
@@ -705,6 +707,113 @@ TEST(NcclResolveGraphs, FormatOneThreeRowsResolveLikeTheirOwnKind) {
   EXPECT_EQ(b.graph_launches_unmatched, a.graph_launches_unmatched);
   EXPECT_EQ(b.note, a.note);
   EXPECT_TRUE(SameBytes(now.nccl, old.nccl));
+}
+
+// The merge resolves with only the kernel and API records NcclReferencedRecords
+// names (gathered while it reads those kinds). Random jobs without CUDA graphs:
+// operations found by external id, by nearest launch or already resolved,
+// external correlations of other kinds and repeated external ids, kernels
+// repeating a correlation id (the first wins), raw and kernel-timed operations,
+// raw channels. Resolving with the named records only gives the same records
+// and the same result as with all of them.
+TEST(NcclResolve, TheReferencedRecordsResolveLikeAllOfThem) {
+  NcclResolveResult seen;  // totals over the seeds
+  size_t all_rows = 0, named_rows = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](uint64_t n) { return rng() % n; };
+    Tables all;
+    all.anchor = {1'000'000, 400};
+    const uint32_t corr_ids = 40 + static_cast<uint32_t>(pick(40));
+    const bool no_nccl_launches = seed % 10 == 0;  // nothing to resolve by
+    for (uint64_t e = 1; e <= 20; ++e) {
+      if (pick(4) == 0) continue;
+      const uint32_t kind = no_nccl_launches || pick(5) == 0 ? 3u : kNcclExternalCorrelationKind;
+      all.ext.push_back(
+          Ext(pick(3) == 0 ? e / 2 + 1 : e, 1 + static_cast<uint32_t>(pick(corr_ids)), kind));
+    }
+    for (int a = 0; a < 60; ++a) {
+      all.apis.push_back(Launch(1 + static_cast<uint32_t>(pick(corr_ids)), 1'000 * pick(100)));
+    }
+    for (int k = 0; k < 80; ++k) {
+      const uint64_t start = 100'000 + 1'000 * pick(100);
+      all.kernels.push_back(Kernel(1 + static_cast<uint32_t>(pick(corr_ids)), start,
+                                   start + 1 + pick(900), static_cast<uint32_t>(pick(4))));
+    }
+    for (int o = 0; o < 30; ++o) {
+      const uint64_t start = 1'000 * pick(100);
+      const uint64_t external = pick(3) == 0 ? 0 : 1 + pick(25);
+      const NcclEventType type = pick(2) == 0 ? NcclEventType::kColl : NcclEventType::kP2p;
+      switch (pick(4)) {
+        case 0:
+          all.nccl.push_back(Op(start, external, type));
+          break;
+        case 1: {
+          const uint64_t gpu = 5'000'000 + 1'000 * pick(100);
+          all.nccl.push_back(RawOp(start, external, gpu, gpu + 1 + pick(900), type));
+          break;
+        }
+        case 2: {
+          NcclRecord r = Op(start, external, type);
+          r.correlation_id = 1 + static_cast<uint32_t>(pick(corr_ids));  // already resolved
+          all.nccl.push_back(r);
+          break;
+        }
+        default: {
+          const uint64_t gpu = 5'000'000 + 1'000 * pick(100);
+          all.nccl.push_back(RawChannel(gpu, gpu + 1 + pick(900)));
+          break;
+        }
+      }
+    }
+    const std::optional<NcclReferencedIds> ids =
+        NcclReferencedRecords(all.nccl, all.graph, all.ext);
+    ASSERT_TRUE(ids.has_value());
+    Tables named = all;
+    std::erase_if(named.kernels,
+                  [&](const KernelRecord& k) { return !ids->kernels.count(k.correlation_id); });
+    std::erase_if(named.apis,
+                  [&](const ApiRecord& a) { return !ids->apis.count(a.correlation_id); });
+    const NcclResolveResult a = all.Resolve();
+    const NcclResolveResult b = named.Resolve();
+    EXPECT_TRUE(SameBytes(all.nccl, named.nccl)) << "seed " << seed;
+    EXPECT_EQ(a.by_external_id, b.by_external_id) << "seed " << seed;
+    EXPECT_EQ(a.by_time, b.by_time) << "seed " << seed;
+    EXPECT_EQ(a.already_resolved, b.already_resolved) << "seed " << seed;
+    EXPECT_EQ(a.unresolved, b.unresolved) << "seed " << seed;
+    EXPECT_EQ(a.without_kernel, b.without_kernel) << "seed " << seed;
+    EXPECT_EQ(a.raw_converted, b.raw_converted) << "seed " << seed;
+    EXPECT_EQ(a.calibration.offset_ns, b.calibration.offset_ns) << "seed " << seed;
+    EXPECT_EQ(a.calibration.pairs, b.calibration.pairs) << "seed " << seed;
+    EXPECT_EQ(a.calibration.spread_ns, b.calibration.spread_ns) << "seed " << seed;
+    EXPECT_EQ(a.note, b.note) << "seed " << seed;
+    seen.by_external_id += a.by_external_id;
+    seen.by_time += a.by_time;
+    seen.already_resolved += a.already_resolved;
+    seen.unresolved += a.unresolved;
+    seen.without_kernel += a.without_kernel;
+    seen.raw_converted += a.raw_converted;
+    seen.calibration.pairs += a.calibration.pairs;
+    all_rows += all.kernels.size() + all.apis.size();
+    named_rows += named.kernels.size() + named.apis.size();
+  }
+  // The seeds took every path, and the named records are fewer.
+  EXPECT_GT(seen.by_external_id, 0u);
+  EXPECT_GT(seen.by_time, 0u);
+  EXPECT_GT(seen.already_resolved, 0u);
+  EXPECT_GT(seen.unresolved, 0u);
+  EXPECT_GT(seen.without_kernel, 0u);
+  EXPECT_GT(seen.raw_converted, 0u);
+  EXPECT_GT(seen.calibration.pairs, 0);
+  EXPECT_LT(named_rows, all_rows);
+}
+
+// With CUDA-graph bookkeeping every kernel may be a replay: no subset is named.
+TEST(NcclResolveGraphs, GraphRowsNeedEveryKernel) {
+  EXPECT_FALSE(NcclReferencedRecords({}, std::vector<NcclGraphRecord>{NodeCloned(2, 1)}, {}));
+  EXPECT_FALSE(
+      NcclReferencedRecords(std::vector<NcclRecord>{Legacy(CapturedCall(1, 0, 2))}, {}, {}));
+  EXPECT_TRUE(NcclReferencedRecords(std::vector<NcclRecord>{Op(5)}, {}, {}));
 }
 
 }  // namespace

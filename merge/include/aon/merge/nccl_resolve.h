@@ -34,8 +34,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "aon/records.h"
@@ -122,6 +124,21 @@ NcclResolveResult ResolveNcclRecords(std::vector<NcclRecord>& nccl,
 // tables when false (files of agents that resolved at exit).
 bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl,
                                std::span<const NcclGraphRecord> graph = {});
+
+// The kernel and API records ResolveNcclRecords(nccl, graph, ext, ...) can use,
+// by correlation id: passing only the kernels whose id is in `kernels` and the
+// API calls whose id is in `apis`, each in their file order, gives the same
+// result as passing all of the rank's. The merge gathers them while it reads
+// those kinds instead of reading a rank's largest tables twice. nullopt with
+// CUDA-graph bookkeeping (`graph` rows, or 1.3 rows in `nccl`): replays are
+// found among all kernels by graph node.
+struct NcclReferencedIds {
+  std::unordered_set<uint32_t> kernels;
+  std::unordered_set<uint32_t> apis;
+};
+std::optional<NcclReferencedIds> NcclReferencedRecords(
+    std::span<const NcclRecord> nccl, std::span<const NcclGraphRecord> graph,
+    std::span<const ExternalCorrelationRecord> ext);
 
 // Takes format 1.3's CUDA-graph bookkeeping rows (nccl event types 6-8) out of
 // `nccl` and returns them as NcclGraphRecords (ResolveNcclRecords does this
