@@ -858,8 +858,10 @@ struct TraceWriter::ChunkScratch {
   };
   ChunkScratch(int level, unsigned threads) {
     for (unsigned i = 0; i < std::max(1u, threads); ++i) workers.emplace_back(level);
+    if (threads > 1) helpers = std::make_unique<HelperThreads>(threads - 1);
   }
   std::deque<Worker> workers;
+  std::unique_ptr<HelperThreads> helpers;  // kept for every append (threads > 1)
   // Output of one round: chunk i of the round in compressed[i].
   std::vector<std::vector<uint8_t>> compressed;
 };
@@ -867,12 +869,14 @@ struct TraceWriter::ChunkScratch {
 void TraceWriter::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }
 
 namespace {
-// Runs share(0) here and share(1 .. n-1) on threads of their own (here too,
-// when a thread cannot be started), and returns when all are done; the
-// threads' CPU time goes to HelperCpuSeconds (aon/thread_cpu.h). False when a share
-// threw (out of memory): the caller's result is then incomplete.
+// Runs share(0) here and share(1 .. n-1) on `helpers` when given, else on
+// threads of their own (here too, when a thread cannot be started), and
+// returns when all are done; the threads' CPU time goes to HelperCpuSeconds
+// (aon/thread_cpu.h). False when a share threw (out of memory): the caller's
+// result is then incomplete.
 template <typename F>
-bool RunShares(unsigned n, F& share) {
+bool RunShares(unsigned n, F& share, HelperThreads* helpers) {
+  if (helpers != nullptr) return helpers->Run(n, std::function<void(unsigned)>(std::ref(share)));
   std::atomic<bool> ok{true};
   auto run = [&](unsigned w) {
     try {
@@ -882,10 +886,10 @@ bool RunShares(unsigned n, F& share) {
     }
   };
   {
-    std::vector<std::jthread> helpers;
+    std::vector<std::jthread> threads;
     for (unsigned w = 1; w < n; ++w) {
       try {
-        helpers.emplace_back([&run, w] {
+        threads.emplace_back([&run, w] {
           run(w);
           AddHelperCpuNs(ThisThreadCpuNs());
         });
@@ -935,7 +939,8 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
     auto share = [&](unsigned w) {
       for (uint64_t c = w; c < in_round; c += used) ok[w] = ok[w] && make(w, c);
     };
-    if (!RunShares(used, share) || std::find(ok.begin(), ok.end(), 0) != ok.end()) {
+    if (!RunShares(used, share, s.helpers.get()) ||
+        std::find(ok.begin(), ok.end(), 0) != ok.end()) {
       return IoError(ctx + ": cannot compress a chunk (out of memory)");
     }
     for (uint64_t c = 0; c < in_round; ++c) {
@@ -1377,7 +1382,9 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
       for (uint64_t i = w; i < in_round; i += used)
         if (!decode(w, i) && bad[w] == UINT64_MAX) bad[w] = i;
     };
-    if (!RunShares(used, share)) return Unavailable(ctx + ": out of memory decoding chunks");
+    if (!RunShares(used, share, helpers_)) {
+      return Unavailable(ctx + ": out of memory decoding chunks");
+    }
     const uint64_t worst = *std::min_element(bad.begin(), bad.end());
     if (worst != UINT64_MAX) {
       return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +

@@ -86,6 +86,7 @@ struct KindContext {
   Progress& progress;
   MergePhaseTimes* phases;
   unsigned threads = 1;       // decoding rank files; above 1, also merging beside appending
+  HelperThreads* helpers;     // threads - 1 of them, for every rank file's reads (or none)
   uint64_t done_records = 0;  // progress: 2 x records of the kinds finished (global)
   RecordsMerged merged;
   // The kept records of the kind being merged, every rank's in one buffer that
@@ -93,10 +94,10 @@ struct KindContext {
   KeptMemory& kept_memory;
 };
 
-Status Reopen(RankInput& in, unsigned decode_threads) {
+Status Reopen(RankInput& in, unsigned decode_threads, HelperThreads* helpers) {
   if (in.reader != nullptr) return Status::Ok();
   AON_ASSIGN_OR_RETURN(in.reader, TraceReader::Open(in.file->path));
-  in.reader->SetDecodeThreads(decode_threads);
+  in.reader->SetDecodeThreads(decode_threads, helpers);
   return Status::Ok();
 }
 
@@ -452,7 +453,7 @@ Status MergeKind(KindContext& cx) {
     RankInput& in = inputs[i];
     T* const rank_kept = kept_records == nullptr ? nullptr : kept_records + kept_rows;
     kept_rows += rows[i];
-    if (Status st = Reopen(in, cx.threads); !st.ok()) {
+    if (Status st = Reopen(in, cx.threads, cx.helpers); !st.ok()) {
       FailRank(in, kKind, st.message(), false);
       continue;
     }
@@ -608,7 +609,7 @@ Status MergeKind(KindContext& cx) {
       for (const Block& b : blocks[i]) {
         if (!BlockInRound(bounds, b.min_start, b.max_start, rounds, round)) continue;
         buf.resize(b.count);
-        Status st = Reopen(in, cx.threads);
+        Status st = Reopen(in, cx.threads, cx.helpers);
         if (st.ok()) st = in.reader->ReadTable(schema, b.first, b.count, buf.data());
         if (!st.ok()) {
           FailRank(in, kKind, st.message(), true);
@@ -721,6 +722,9 @@ StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& in
   }
   Progress progress(options.progress && comm.rank() == 0, total_records);
   KeptMemory kept_memory;
+  const unsigned threads = std::max(1u, options.threads);
+  std::unique_ptr<HelperThreads> helpers;
+  if (threads > 1) helpers = std::make_unique<HelperThreads>(threads - 1);
   KindContext cx{.comm = comm,
                  .inputs = inputs,
                  .out = out,
@@ -728,7 +732,8 @@ StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& in
                  .batch_records = std::max<size_t>(options.batch_records, 1),
                  .progress = progress,
                  .phases = options.phases,
-                 .threads = std::max(1u, options.threads),
+                 .threads = threads,
+                 .helpers = helpers.get(),
                  .done_records = 0,
                  .merged = {},
                  .kept_memory = kept_memory};
@@ -738,6 +743,7 @@ StatusOr<RecordsMerged> MergeRecords(MergeComm& comm, std::vector<RankInput>& in
     if (garbled.ok()) garbled = MergeKind<T>(cx);
   });
   progress.Finish();
+  for (RankInput& in : inputs) in.reader.reset();  // none reads with `helpers` any more
   AON_RETURN_IF_ERROR(garbled);
   return std::move(cx.merged);
 }

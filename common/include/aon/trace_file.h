@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "aon/helper_threads.h"
 #include "aon/records.h"
 #include "aon/status.h"
 #include "aon/string_table.h"
@@ -151,8 +152,13 @@ class TraceReader {
                    std::string_view group = "records", const RowsVisitor* visit = nullptr) const;
 
   // Threads that inflate and unpack the chunks of one read (this one among
-  // them); HDF5 is called from the reading thread only. Default 1: none.
-  void SetDecodeThreads(unsigned threads) { decode_threads_ = std::max(1u, threads); }
+  // them); HDF5 is called from the reading thread only. Default 1: none. With
+  // `helpers` (which must outlive this reader's reads) they are taken from
+  // there instead of started for every read.
+  void SetDecodeThreads(unsigned threads, HelperThreads* helpers = nullptr) {
+    decode_threads_ = std::max(1u, threads);
+    helpers_ = helpers;
+  }
 
   template <typename T>
   StatusOr<std::vector<T>> ReadAll() const {
@@ -199,6 +205,7 @@ class TraceReader {
   int major_ = 0;
   int minor_ = 0;
   unsigned decode_threads_ = 1;
+  HelperThreads* helpers_ = nullptr;
   mutable std::unique_ptr<ChunkScratch, ChunkScratchDeleter> scratch_;  // buffers of ReadChunks
 };
 
