@@ -129,10 +129,12 @@ bool SlurmCluster::Setup(const ClusterOptions& o, std::string* error) {
           "--key-file=" + dir_ + "/munge-key/munge.key", "--pid-file=" + dir_ + "/munge/munged.pid",
           "--seed-file=" + dir_ + "/munge-key/seed", "--log-file=" + dir_ + "/log/munged.log"},
       std::map<std::string, std::string>{}, dir_);
-  for (int i = 0; i < 100 && !fs::exists(socket); ++i)
+  // Up to 30 s: how fast munged starts is not under test, and a loaded
+  // machine may take longer than the 5 s this used to wait.
+  for (int i = 0; i < 600 && !fs::exists(socket); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (!fs::exists(socket)) {
-    *error = "munged did not create " + socket + "\n" + ReadFile(dir_ + "/log/munged.log");
+    *error = "munged did not create " + socket + " in 30 s\n" + ReadFile(dir_ + "/log/munged.log");
     return false;
   }
 
