@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -334,29 +335,42 @@ void AppendMerged(const std::vector<Run<T>>& runs, TraceWriter& out, std::vector
       h.done = true;
       h.cv.notify_all();
     };
+    std::optional<std::jthread> merger;
     try {
-      std::jthread merger(merge);
-      merged = true;
-      for (;;) {
-        {
-          const PhaseClock waiting(phases, MergePhase::kSort);
-          std::unique_lock lock(h.m);
-          h.cv.wait(lock, [&h] { return h.has_ready || h.done; });
-          if (!h.has_ready) break;
-          writing.swap(h.ready);
-          h.has_ready = false;
-          h.cv.notify_all();
-        }
-        if (!append(writing)) {
-          const std::lock_guard lock(h.m);
-          h.stop = true;
-          h.cv.notify_all();
-          break;
-        }
-      }
+      merger.emplace(merge);
     } catch (const std::system_error&) {
-      // No thread (merged stays false): merged here instead.
+      // No thread: merged on this one below.
     }
+    merged = merger.has_value();
+    // Stops the merging thread (before an exception here leaves, joining it).
+    auto stop = [&h] {
+      const std::lock_guard lock(h.m);
+      h.stop = true;
+      h.cv.notify_all();
+    };
+    while (merged) {
+      {
+        const PhaseClock waiting(phases, MergePhase::kSort);
+        std::unique_lock lock(h.m);
+        h.cv.wait(lock, [&h] { return h.has_ready || h.done; });
+        if (!h.has_ready) break;
+        writing.swap(h.ready);
+        h.has_ready = false;
+        h.cv.notify_all();
+      }
+      bool appended = false;
+      try {
+        appended = append(writing);
+      } catch (...) {
+        stop();
+        throw;
+      }
+      if (!appended) {
+        stop();
+        break;
+      }
+    }
+    merger.reset();  // joined
     if (merged && phases != nullptr) {
       phases->cpu_s[static_cast<size_t>(MergePhase::kSort)] +=
           1e-9 * static_cast<double>(merge_cpu_ns);
