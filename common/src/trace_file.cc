@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <climits>
 #include <cstdio>
@@ -17,7 +16,6 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <thread>
 #include <variant>
 
 #include "aon/secure_fs.h"
@@ -870,36 +868,15 @@ void TraceWriter::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delet
 
 namespace {
 // Runs share(0) here and share(1 .. n-1) on `helpers` when given, else on
-// threads of their own (here too, when a thread cannot be started), and
-// returns when all are done; the threads' CPU time goes to HelperCpuSeconds
-// (aon/thread_cpu.h). False when a share threw (out of memory): the caller's
-// result is then incomplete.
+// threads started for this call (aon/helper_threads.h: here too, when a thread
+// cannot be started), and returns when all are done. False when a share threw
+// (out of memory): the caller's result is then incomplete.
 template <typename F>
 bool RunShares(unsigned n, F& share, HelperThreads* helpers) {
-  if (helpers != nullptr) return helpers->Run(n, std::function<void(unsigned)>(std::ref(share)));
-  std::atomic<bool> ok{true};
-  auto run = [&](unsigned w) {
-    try {
-      share(w);
-    } catch (...) {
-      ok = false;
-    }
-  };
-  {
-    std::vector<std::jthread> threads;
-    for (unsigned w = 1; w < n; ++w) {
-      try {
-        threads.emplace_back([&run, w] {
-          run(w);
-          AddHelperCpuNs(ThisThreadCpuNs());
-        });
-      } catch (...) {
-        run(w);
-      }
-    }
-    run(0);
-  }  // joined
-  return ok;
+  const std::function<void(unsigned)> run = std::ref(share);
+  if (helpers != nullptr) return helpers->Run(n, run);
+  HelperThreads started(n > 1 ? n - 1 : 0);
+  return started.Run(n, run);
 }
 }  // namespace
 
