@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "run_deflate.h"
+
 #ifdef AON_HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #else
@@ -134,7 +136,11 @@ Deflater::~Deflater() {
   if (compressor_ != nullptr)
     libdeflate_free_compressor(static_cast<libdeflate_compressor*>(compressor_));
 }
-bool Deflater::Compress(const uint8_t* in, size_t n, std::vector<uint8_t>* out) {
+bool Deflater::Compress(const uint8_t* in, size_t n, ChunkBuffer* out) {
+  if (level_ <= 1) {
+    RunDeflate(in, n, out, &symbols_);
+    return true;
+  }
   if (compressor_ == nullptr) compressor_ = libdeflate_alloc_compressor(std::clamp(level_, 1, 12));
   auto* c = static_cast<libdeflate_compressor*>(compressor_);
   if (c == nullptr) return false;
@@ -163,7 +169,11 @@ bool Inflater::InflateExact(const uint8_t* in, size_t n, uint8_t* out, size_t ou
 
 Deflater::Deflater(int level) : level_(level) {}
 Deflater::~Deflater() = default;
-bool Deflater::Compress(const uint8_t* in, size_t n, std::vector<uint8_t>* out) {
+bool Deflater::Compress(const uint8_t* in, size_t n, ChunkBuffer* out) {
+  if (level_ <= 1) {
+    RunDeflate(in, n, out, &symbols_);
+    return true;
+  }
   uLongf size = compressBound(static_cast<uLong>(n));
   out->resize(size);
   if (compress2(out->data(), &size, in, static_cast<uLong>(n), std::clamp(level_, 1, 9)) != Z_OK) {

@@ -22,11 +22,34 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "aon/schema.h"
 
 namespace aon::chunk_codec {
+
+// Bytes that resize() leaves as they are instead of zero-filling: for buffers
+// written in full after they grow, such as a compressor's output, sized to its
+// bound for every chunk (zeroing a chunk's worth each time showed in profiles).
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  using std::allocator<T>::allocator;
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+using ChunkBuffer = std::vector<uint8_t, UninitializedAllocator<uint8_t>>;
 
 // Where each stored field of a row lies, in the struct and on disk.
 struct RowLayout {
@@ -52,7 +75,9 @@ void PackChunk(const RowLayout& layout, const void* rows, size_t n, size_t chunk
 void UnpackChunk(const RowLayout& layout, const uint8_t* chunk, size_t chunk_rows, size_t first,
                  size_t n, bool shuffle, void* rows);
 
-// zlib streams (RFC 1950), as HDF5's deflate filter writes them.
+// zlib streams (RFC 1950), as HDF5's deflate filter writes them. Level 1 is
+// AON's run-length encoder (run_deflate.h), the fastest; 2-9 (up to 12 with
+// libdeflate) the library's levels.
 class Deflater {
  public:
   explicit Deflater(int level);
@@ -62,11 +87,12 @@ class Deflater {
   int level() const { return level_; }
   // Compresses `n` bytes into *out (resized to the stream's size). False only
   // when the compressor could not be made (out of memory).
-  bool Compress(const uint8_t* in, size_t n, std::vector<uint8_t>* out);
+  bool Compress(const uint8_t* in, size_t n, ChunkBuffer* out);
 
  private:
   int level_;
-  void* compressor_ = nullptr;  // libdeflate's, when built with it
+  std::vector<uint16_t> symbols_;  // the run-length encoder's scratch
+  void* compressor_ = nullptr;     // libdeflate's, when built with it
 };
 
 class Inflater {

@@ -851,7 +851,7 @@ Status TraceWriter::AppendTable(const TableSchema& schema, const void* records, 
 struct TraceWriter::ChunkScratch {
   struct Worker {
     explicit Worker(int level) : deflater(level) {}
-    std::vector<uint8_t> packed;
+    chunk_codec::ChunkBuffer packed;
     chunk_codec::Deflater deflater;
   };
   ChunkScratch(int level, unsigned threads) {
@@ -861,7 +861,7 @@ struct TraceWriter::ChunkScratch {
   std::deque<Worker> workers;
   std::unique_ptr<HelperThreads> helpers;  // kept for every append (threads > 1)
   // Output of one round: chunk i of the round in compressed[i].
-  std::vector<std::vector<uint8_t>> compressed;
+  std::vector<chunk_codec::ChunkBuffer> compressed;
 };
 
 void TraceWriter::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }
@@ -905,7 +905,7 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
       ChunkScratch::Worker& worker = s.workers[w];
       const uint64_t done = (round + c) * chunk_rows;
       const uint64_t n = std::min(chunk_rows, count - done);
-      std::vector<uint8_t>& packed = deflate ? worker.packed : s.compressed[c];
+      chunk_codec::ChunkBuffer& packed = deflate ? worker.packed : s.compressed[c];
       packed.resize(chunk_rows * layout.packed_bytes);
       chunk_codec::PackChunk(layout, rows + done * schema.record_size, n, chunk_rows, deflate,
                              packed.data());
@@ -922,7 +922,7 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
     }
     for (uint64_t c = 0; c < in_round; ++c) {
       hsize_t offset[1] = {first + (round + c) * chunk_rows};
-      const std::vector<uint8_t>& chunk = s.compressed[c];
+      const chunk_codec::ChunkBuffer& chunk = s.compressed[c];
       if (H5Dwrite_chunk(ds, H5P_DEFAULT, 0, offset, chunk.size(), chunk.data()) < 0) {
         return IoError(ctx + ": " + Hdf5Error());
       }
@@ -1285,11 +1285,11 @@ StatusOr<uint64_t> TraceReader::TableSize(const TableSchema& schema, std::string
 // chunk as stored.
 struct TraceReader::ChunkScratch {
   struct Worker {
-    std::vector<uint8_t> inflated;
+    chunk_codec::ChunkBuffer inflated;
     chunk_codec::Inflater inflater;
   };
   std::deque<Worker> workers;
-  std::vector<std::vector<uint8_t>> stored;
+  std::vector<chunk_codec::ChunkBuffer> stored;
 };
 
 void TraceReader::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-progress", no_progress, "no progress bar (it is drawn only on a terminal)");
   app.add_option("--compression", options.write_options.deflate_level,
                  "deflate level of the timeline's (and shards') record tables: 0 = none "
-                 "(fastest, largest), 9 = smallest")
+                 "(7x the bytes), 1 = AON's run-length encoder (fast), 2-9 = smaller, slower")
       ->default_val(options.write_options.deflate_level)
       ->check(CLI::Range(0, 9));
   options.write_options.compress_threads = DefaultCompressThreads();
