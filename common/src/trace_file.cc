@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <climits>
 #include <cstdio>
@@ -1294,83 +1295,122 @@ struct TraceReader::ChunkScratch {
 
 void TraceReader::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delete s; }
 
-// In rounds of (threads x 2) chunks: this thread reads the round's stored
-// chunks through HDF5, then each thread inflates and unpacks its share of them
-// into `out` (disjoint rows).
+// This thread reads the stored chunks through HDF5, one after another, while
+// the other threads inflate and unpack the chunks already read into `out`
+// (disjoint rows), taking the next one as they finish the last; once every
+// chunk is read, this thread decodes too. One thread: read all, then decode.
 Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows,
                                bool deflated, const std::vector<uint64_t>& stored, uint64_t first,
                                uint64_t count, void* out, const std::string& ctx,
                                const RowsVisitor* visit) const {
-  constexpr uint64_t kChunksPerThread = 2;
   const hid_t ds = static_cast<hid_t>(dataset);
-  const unsigned threads = deflated ? decode_threads_ : 1;
+  const uint64_t first_chunk = first / chunk_rows, last_chunk = (first + count - 1) / chunk_rows;
+  const uint64_t chunks = last_chunk + 1 - first_chunk;
+  // At most kWindow chunks in hand: a long read goes in windows of them.
+  constexpr uint64_t kWindow = 64;
+  if (chunks > kWindow) {
+    for (uint64_t c = 0; c < chunks; c += kWindow) {
+      const uint64_t lo = std::max(first, (first_chunk + c) * chunk_rows);
+      const uint64_t hi = std::min(first + count, (first_chunk + c + kWindow) * chunk_rows);
+      const std::vector<uint64_t> sizes(
+          stored.begin() + static_cast<ptrdiff_t>(c),
+          stored.begin() + static_cast<ptrdiff_t>(std::min(chunks, c + kWindow)));
+      AON_RETURN_IF_ERROR(ReadChunks(dataset, schema, chunk_rows, deflated, sizes, lo, hi - lo,
+                                     static_cast<uint8_t*>(out) + (lo - first) * schema.record_size,
+                                     ctx, visit));
+    }
+    return Status::Ok();
+  }
+  const unsigned threads =
+      deflated ? static_cast<unsigned>(std::clamp<uint64_t>(chunks, 1, decode_threads_)) : 1;
   if (scratch_ == nullptr) scratch_.reset(new ChunkScratch());
   ChunkScratch& s = *scratch_;
   while (s.workers.size() < threads) s.workers.emplace_back();
+  if (s.stored.size() < chunks) s.stored.resize(chunks);
   const chunk_codec::RowLayout layout = chunk_codec::LayoutOf(schema);
   const uint64_t chunk_bytes = chunk_rows * layout.packed_bytes;
   auto* dst = static_cast<uint8_t*>(out);
-  const uint64_t first_chunk = first / chunk_rows, last_chunk = (first + count - 1) / chunk_rows;
-  const uint64_t per_round = threads * kChunksPerThread;
-  if (s.stored.size() < per_round) s.stored.resize(per_round);
-  for (uint64_t round = first_chunk; round <= last_chunk; round += per_round) {
-    uint64_t in_round = std::min(per_round, last_chunk + 1 - round);
-    // A chunk HDF5 cannot read ends the round there; the chunks before it are
-    // decoded first, so that the error named is the first chunk's, as when
-    // each chunk is read and decoded in turn.
-    Status unreadable;
-    for (uint64_t i = 0; i < in_round; ++i) {
-      const uint64_t c = round + i;
-      hsize_t offset[1] = {c * chunk_rows};
+
+  // `state`: how many chunks of this read are in s.stored (the first ones),
+  // plus kDone once reading has ended: every chunk read, or one that cannot be
+  // (`unreadable` then says why). Only this thread changes it.
+  constexpr uint64_t kDone = uint64_t{1} << 63;
+  std::atomic<uint64_t> state{0};
+  std::atomic<uint64_t> next{0};  // the next chunk a decoding thread takes
+  Status unreadable;
+  auto read_all = [&] {
+    uint64_t have = 0;
+    struct End {  // also when a resize throws: the decoding threads must not wait on
+      std::atomic<uint64_t>& state;
+      const uint64_t& have;
+      bool notify;
+      ~End() {
+        state.store(have | kDone, std::memory_order_release);
+        if (notify) state.notify_all();
+      }
+    } end{state, have, threads > 1};
+    for (; have < chunks; ++have) {
+      hsize_t offset[1] = {(first_chunk + have) * chunk_rows};
       // Checked by CheckChunksToRead: stored, inside the file, no filter skipped.
-      s.stored[i].resize(stored.at(c - first_chunk));
+      s.stored[have].resize(stored.at(have));
       uint32_t mask = 0;
-      if (H5Dread_chunk(ds, H5P_DEFAULT, offset, &mask, s.stored[i].data()) < 0 || mask != 0) {
+      if (H5Dread_chunk(ds, H5P_DEFAULT, offset, &mask, s.stored[have].data()) < 0 || mask != 0) {
         unreadable = DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
                               std::to_string(offset[0]) + ": " + Hdf5Error());
-        in_round = i;
-        break;
+        return;
       }
+      state.store(have + 1, std::memory_order_release);
+      if (threads > 1) state.notify_all();
     }
-    // Chunk i of the round by worker w; false when it does not inflate.
-    auto decode = [&](unsigned w, uint64_t i) {
-      const uint64_t c = round + i;
-      const uint8_t* chunk = s.stored[i].data();
-      if (deflated) {
-        ChunkScratch::Worker& worker = s.workers[w];
-        worker.inflated.resize(chunk_bytes);
-        if (!worker.inflater.InflateExact(s.stored[i].data(), s.stored[i].size(),
-                                          worker.inflated.data(), chunk_bytes)) {
-          return false;
-        }
-        chunk = worker.inflated.data();
+  };
+  // Chunk i by worker w; false when it does not inflate.
+  auto decode = [&](unsigned w, uint64_t i) {
+    const uint64_t c = first_chunk + i;
+    const uint8_t* chunk = s.stored[i].data();
+    if (deflated) {
+      ChunkScratch::Worker& worker = s.workers[w];
+      worker.inflated.resize(chunk_bytes);
+      if (!worker.inflater.InflateExact(s.stored[i].data(), s.stored[i].size(),
+                                        worker.inflated.data(), chunk_bytes)) {
+        return false;
       }
-      const uint64_t lo = std::max(first, c * chunk_rows);
-      const uint64_t hi = std::min(first + count, (c + 1) * chunk_rows);
-      uint8_t* rows = dst + (lo - first) * schema.record_size;
-      chunk_codec::UnpackChunk(layout, chunk, chunk_rows, lo - c * chunk_rows, hi - lo, deflated,
-                               rows);
-      if (visit != nullptr) (*visit)(rows, hi - lo);
-      return true;
-    };
-    const unsigned used = static_cast<unsigned>(std::clamp<uint64_t>(in_round, 1, threads));
-    std::vector<uint64_t> bad(used, UINT64_MAX);  // per worker: its first chunk that failed
-    auto share = [&](unsigned w) {
-      for (uint64_t i = w; i < in_round; i += used)
-        if (!decode(w, i) && bad[w] == UINT64_MAX) bad[w] = i;
-    };
-    if (!RunShares(used, share, helpers_)) {
-      return Unavailable(ctx + ": out of memory decoding chunks");
+      chunk = worker.inflated.data();
     }
-    const uint64_t worst = *std::min_element(bad.begin(), bad.end());
-    if (worst != UINT64_MAX) {
-      return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
-                      std::to_string((round + worst) * chunk_rows) + " does not inflate to " +
-                      Bytes(chunk_bytes));
+    const uint64_t lo = std::max(first, c * chunk_rows);
+    const uint64_t hi = std::min(first + count, (c + 1) * chunk_rows);
+    uint8_t* rows = dst + (lo - first) * schema.record_size;
+    chunk_codec::UnpackChunk(layout, chunk, chunk_rows, lo - c * chunk_rows, hi - lo, deflated,
+                             rows);
+    if (visit != nullptr) (*visit)(rows, hi - lo);
+    return true;
+  };
+  std::vector<uint64_t> bad(threads, UINT64_MAX);  // per worker: its first chunk that failed
+  auto share = [&](unsigned w) {
+    if (w == 0) read_all();
+    for (;;) {
+      const uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= chunks) return;
+      // Wait until chunk i is read, or reading has ended before it.
+      for (uint64_t st = state.load(std::memory_order_acquire); (st & ~kDone) <= i;
+           st = state.load(std::memory_order_acquire)) {
+        if ((st & kDone) != 0) return;
+        state.wait(st, std::memory_order_acquire);
+      }
+      if (!decode(w, i) && bad[w] == UINT64_MAX) bad[w] = i;
     }
-    AON_RETURN_IF_ERROR(unreadable);
+  };
+  if (!RunShares(threads, share, helpers_)) {
+    return Unavailable(ctx + ": out of memory decoding chunks");
   }
-  return Status::Ok();
+  // The first chunk that went wrong names the error, as when each chunk is
+  // read and decoded in turn.
+  const uint64_t worst = *std::min_element(bad.begin(), bad.end());
+  if (worst != UINT64_MAX && worst < (state.load() & ~kDone)) {
+    return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
+                    std::to_string((first_chunk + worst) * chunk_rows) + " does not inflate to " +
+                    Bytes(chunk_bytes));
+  }
+  return unreadable;
 }
 
 Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_t count, void* out,

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "aon/helper_threads.h"
 #include "aon/trace_file.h"
 #include "hostile_file_util.h"
 #include "trace_test_util.h"
@@ -258,6 +259,53 @@ TEST(HostileFile, AChunkThatDoesNotInflateIsNamedWhateverThreadDecodesIt) {
     std::vector<KernelRecord> before(104);
     const Status ok = r->ReadTable(RecordTraits<KernelRecord>::Schema(), 0, 104, before.data());
     EXPECT_TRUE(ok.ok()) << "the chunks before it read as usual: " << ok.ToString();
+  }
+}
+
+// A read of more chunks than a reader keeps in hand (64) goes in windows, each
+// read by this thread while the others decode the chunks already read: the
+// rows come back the same for any number of threads, with or without a kept
+// pool, and a damaged chunk in a later window is the one named.
+TEST(HostileFile, LongReadsInWindowsNameTheFirstDamagedChunk) {
+  TempDir dir;
+  const std::string path =
+      WriteRank(dir, "rank-00000.h5", 1000, {.deflate_level = 4, .chunk_records = 8});
+  std::vector<KernelRecord> expected;
+  {
+    auto r = OpenOk(path);
+    ASSERT_NE(r, nullptr);
+    auto all = r->ReadAll<KernelRecord>();
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    expected = *all;
+  }
+  ASSERT_EQ(expected.size(), 1000u);  // 125 chunks: two windows
+  const TableSchema& schema = RecordTraits<KernelRecord>::Schema();
+  HelperThreads pool(3);
+  for (unsigned threads : {2u, 4u, 8u}) {
+    for (HelperThreads* helpers : {static_cast<HelperThreads*>(nullptr), &pool}) {
+      SCOPED_TRACE(std::to_string(threads) + " decoding threads" + (helpers ? ", pool" : ""));
+      auto r = OpenOk(path);
+      ASSERT_NE(r, nullptr);
+      r->SetDecodeThreads(threads, helpers);
+      std::vector<KernelRecord> back(997);
+      AON_ASSERT_OK(r->ReadTable(schema, 3, 997, back.data()));
+      for (size_t i = 0; i < back.size(); ++i) {
+        ASSERT_TRUE(testing::FieldsEqual(schema, &expected[3 + i], &back[i])) << "record " << 3 + i;
+      }
+    }
+  }
+  testing::RewriteChunk(path, "/records/kernels", 8 * 100, std::vector<char>(100, 'x'));
+  testing::RewriteChunk(path, "/records/kernels", 8 * 110, std::vector<char>(100, 'y'));
+  for (unsigned threads : {1u, 3u, 8u}) {
+    SCOPED_TRACE(std::to_string(threads) + " decoding threads");
+    auto r = OpenOk(path);
+    ASSERT_NE(r, nullptr);
+    r->SetDecodeThreads(threads, &pool);
+    ExpectRefused(r->ReadAll<KernelRecord>().status(), path,
+                  {"/records/kernels", "the chunk of rows from 800 does not inflate"});
+    std::vector<KernelRecord> before(800);
+    AON_ASSERT_OK(r->ReadTable(schema, 0, 800, before.data()));
+    EXPECT_TRUE(testing::FieldsEqual(schema, &expected[799], &before[799]));
   }
 }
 
