@@ -515,6 +515,14 @@ Status MergeKind(KindContext& cx) {
         gather_ids = std::is_same_v<T, KernelRecord> ? &in.nccl_ids->kernels : &in.nccl_ids->apis;
       }
     }
+    // Most rows are not gathered: a bitmap of the ids' low 16 bits turns nearly
+    // all of them away before the set is asked (a few hundred ids per rank).
+    std::vector<uint64_t> maybe_gathered;
+    if (gather_ids != nullptr) {
+      maybe_gathered.assign(1024, 0);
+      for (uint32_t id : *gather_ids)
+        maybe_gathered[(id & 0xffffu) >> 6] |= uint64_t{1} << (id & 63);
+    }
     std::mutex gather_mutex;
     std::vector<std::pair<uint64_t, T>> gathered;  // (row, record), in any order
     const T* block_rows = nullptr;                 // the block being read: its rows
@@ -525,7 +533,11 @@ Status MergeKind(KindContext& cx) {
       if (gather_ids != nullptr) {
         if constexpr (kNcclSource) {
           for (const T& r : v) {
-            if (!gather_ids->contains(r.correlation_id)) continue;
+            const uint32_t low = r.correlation_id & 0xffffu;
+            if (((maybe_gathered[low >> 6] >> (low & 63)) & 1) == 0 ||
+                !gather_ids->contains(r.correlation_id)) {
+              continue;
+            }
             const std::lock_guard lock(gather_mutex);
             gathered.emplace_back(block_first + static_cast<uint64_t>(&r - block_rows), r);
           }
