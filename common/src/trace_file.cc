@@ -881,10 +881,10 @@ bool RunShares(unsigned n, F& share, HelperThreads* helpers) {
 }
 }  // namespace
 
-// Whole chunks go in rounds of (threads x kChunksPerThread) chunks: each thread
-// packs and compresses its share of the round, then this thread hands the
-// round's chunks to HDF5 in order. Memory: a round's compressed chunks (at most
-// its packed size) and one packed chunk per thread.
+// Whole chunks go in rounds of (threads x kChunksPerThread) chunks: the threads
+// pack and compress the round's chunks, each taking the next one left, then
+// this thread hands the round's chunks to HDF5 in order. Memory: a round's
+// compressed chunks (at most its packed size) and one packed chunk per thread.
 Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, const uint8_t* rows,
                                 uint64_t first, uint64_t count, const std::string& ctx) {
   constexpr uint64_t kChunksPerThread = 2;
@@ -914,8 +914,14 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
     };
     const unsigned used = static_cast<unsigned>(std::min<uint64_t>(threads, in_round));
     std::vector<char> ok(used, 1);
+    // Each thread takes the next chunk when done with its last: a thread that
+    // starts late (two CPUs, three busy threads) leaves its chunks to the others.
+    std::atomic<uint64_t> next{0};
     auto share = [&](unsigned w) {
-      for (uint64_t c = w; c < in_round; c += used) ok[w] = ok[w] && make(w, c);
+      for (uint64_t c = next.fetch_add(1, std::memory_order_relaxed); c < in_round;
+           c = next.fetch_add(1, std::memory_order_relaxed)) {
+        ok[w] = ok[w] && make(w, c);
+      }
     };
     if (!RunShares(used, share, s.helpers.get()) ||
         std::find(ok.begin(), ok.end(), 0) != ok.end()) {

@@ -95,8 +95,11 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   // 1, 2. Scan, open.
   PhaseClock opening(&report->phases, MergePhase::kOpen);
   AON_ASSIGN_OR_RETURN(const JobListing listing, ScanJob(comm, options.job_dir));
-  AON_ASSIGN_OR_RETURN(OpenedJob job, OpenJob(comm, listing,
-              OpenSettings{options.open_in_child, std::chrono::seconds(options.open_timeout_s)}));
+  AON_ASSIGN_OR_RETURN(
+      OpenedJob job,
+      OpenJob(comm, listing,
+              OpenSettings{options.open_in_child, std::chrono::seconds(options.open_timeout_s),
+                           std::max(1u, options.write_options.compress_threads)}));
 
   // 3. Reconcile.
   Reconciliation decided = Reconcile(options.job_dir, job.candidates);

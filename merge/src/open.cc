@@ -7,13 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "exchange.h"
@@ -133,22 +136,40 @@ bool FaultSignal(int status) {
 // got its result; else *stop says where and how the opener ended. Opens in this
 // process when no child can be made.
 bool OpenInOpener(std::vector<ToOpen>& files, size_t first, std::chrono::seconds timeout,
-                  OpenerStop* stop) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) fds[0] = fds[1] = -1;
-  const pid_t pid = fds[0] >= 0 ? fork() : -1;
+                  std::mutex& in_process, OpenerStop* stop) {
+  int fds[2] = {-1, -1};
+  pid_t pid = -1;
+  {
+    // Not while another thread of this process is inside libhdf5 (below): the
+    // child would inherit its half-changed state. Nor between another
+    // opener's pipe and its fork: no child gets another's write end.
+    const std::lock_guard lock(in_process);
+    if (pipe2(fds, O_CLOEXEC) != 0) fds[0] = fds[1] = -1;
+    if (fds[0] >= 0) pid = fork();
+    if (pid > 0) close(fds[1]);
+  }
   if (pid < 0) {
     if (fds[0] >= 0) {
       close(fds[0]);
       close(fds[1]);
     }
+    const std::lock_guard lock(in_process);
     for (size_t i = first; i < files.size(); ++i) {
       *files[i].found = OpenRankFile(*files[i].path, files[i].partial, files[i].strings);
     }
     return true;
   }
   if (pid == 0) {
-    close(fds[0]);
+    // Only this opener's end of its pipe stays open: another opener's pipe
+    // (other threads open at once) must see its end of file when that opener
+    // dies, and its writer a broken pipe when its reader gives up.
+    if (fds[1] != 3) {
+      if (dup2(fds[1], 3) < 0) _exit(1);
+      fds[1] = 3;
+    }
+    if (close_range(4, ~0u, 0) != 0) {
+      for (int fd = 4; fd < 4096; ++fd) close(fd);
+    }
     // Fault injection for the tests (tests/unit/merge/merge_test.cc): the opener
     // dies on the file of this name as libhdf5's crashes kill it.
     // The same for AON_MERGE_TEST_HANG_OPENING: it never finishes that file.
@@ -177,7 +198,6 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, std::chrono::seconds
     }
     _exit(0);
   }
-  close(fds[1]);
   std::string bytes;
   size_t at = 0, next = first;
   bool late = false;
@@ -223,10 +243,11 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, std::chrono::seconds
 // when one ends otherwise (killed from outside, a message this process could
 // not read), that file is opened here, as without openers, and a new opener
 // goes on after it.
-void OpenIsolated(std::vector<ToOpen>& files, std::chrono::seconds timeout) {
+void OpenIsolated(std::vector<ToOpen>& files, std::chrono::seconds timeout,
+                  std::mutex& in_process) {
   size_t next = 0;
   OpenerStop stop;
-  while (next < files.size() && !OpenInOpener(files, next, timeout, &stop)) {
+  while (next < files.size() && !OpenInOpener(files, next, timeout, in_process, &stop)) {
     ToOpen& f = files[stop.file];
     if (stop.late) {
       *f.found = OpenResult{};
@@ -242,10 +263,34 @@ void OpenIsolated(std::vector<ToOpen>& files, std::chrono::seconds timeout) {
                         " in the merge's child process that opens rank files); left out "
                         "(crafted or damaged HDF5 structures, docs/fuzzing.md)";
     } else {
+      const std::lock_guard lock(in_process);
       *f.found = OpenRankFile(*f.path, f.partial, f.strings);
     }
     next = stop.file + 1;
   }
+}
+
+// OpenIsolated with `openers` children at once, each given one contiguous
+// share of the files (at least 8 each): opening is mostly libhdf5 walking each
+// file's structures, and a 64-rank job spends ~0.1 s there on one CPU.
+void OpenIsolatedShares(std::vector<ToOpen>& files, std::chrono::seconds timeout,
+                        unsigned openers) {
+  std::mutex in_process;  // libhdf5 in this process: one thread at a time
+  const size_t n = std::clamp<size_t>(files.size() / 8, 1, std::max(1u, openers));
+  std::vector<std::vector<ToOpen>> shares(n);
+  for (size_t s = 0; s < n; ++s) {
+    shares[s].assign(files.begin() + static_cast<ptrdiff_t>(files.size() * s / n),
+                     files.begin() + static_cast<ptrdiff_t>(files.size() * (s + 1) / n));
+  }
+  std::vector<std::jthread> threads;
+  for (size_t s = 1; s < n; ++s) {
+    try {
+      threads.emplace_back([&, s] { OpenIsolated(shares[s], timeout, in_process); });
+    } catch (const std::system_error&) {
+      OpenIsolated(shares[s], timeout, in_process);  // no thread: here, after the others start
+    }
+  }
+  OpenIsolated(shares[0], timeout, in_process);
 }
 
 // Opens candidates [first, first + who.size()) that `who` gives this process,
@@ -262,7 +307,7 @@ Status OpenShared(MergeComm& comm, OpenedJob& job, size_t first, const std::vect
     }
   }
   if (how.in_child) {
-    OpenIsolated(files, how.timeout);
+    OpenIsolatedShares(files, how.timeout, how.openers);
   } else {
     for (ToOpen& f : files) *f.found = OpenRankFile(*f.path, f.partial, f.strings);
   }

@@ -37,6 +37,9 @@ OpenResult OpenRankFile(const std::string& path, bool partial, StringTable* stri
 struct OpenSettings {
   bool in_child = true;
   std::chrono::seconds timeout{300};
+  // Children opening at once (each a share of the files, in order): at most
+  // one per 8 files.
+  unsigned openers = 1;
 };
 
 // Collective.

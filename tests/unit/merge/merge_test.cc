@@ -691,6 +691,52 @@ TEST(MergeJobBadInput, FileThatNeverOpensCostsOnlyItsRankAfterTheTimeout) {
                                                 testing::ReferenceMerge<KernelRecord>(good));
 }
 
+// With --threads 3 and 24 rank files, three openers open eight files each at
+// once. One dies on rank 12's file (the second share) and one never finishes
+// rank 20's (the third): each costs only its rank, the death is seen as a
+// death at once (no opener keeps another's pipe open), the stuck one after
+// the time a file may take, and the 22 other ranks merge exactly.
+TEST(MergeJobBadInput, OpenersAtOnceEachCostOnlyTheirBadFile) {
+  TempDir dir;
+  std::mt19937_64 rng(61);
+  std::vector<RankTrace> traces;
+  for (int r = 0; r < 24; ++r) traces.push_back(testing::RandomRankTrace(rng, r, 24, {}));
+  testing::WriteJob(dir.path(), traces);
+  const std::string crash = testing::RankPath(dir.path(), 12);
+  const std::string stuck = testing::RankPath(dir.path(), 20);
+  ASSERT_EQ(setenv("AON_MERGE_TEST_CRASH_OPENING",
+                   std::filesystem::path(crash).filename().string().c_str(), 1),
+            0);
+  ASSERT_EQ(setenv("AON_MERGE_TEST_HANG_OPENING",
+                   std::filesystem::path(stuck).filename().string().c_str(), 1),
+            0);
+  MergeOptions options = Options(dir);
+  options.open_timeout_s = 6;
+  options.write_options.compress_threads = 3;
+  MergeReport report;
+  const Status merged = MergeJob(options, &report);
+  unsetenv("AON_MERGE_TEST_CRASH_OPENING");
+  unsetenv("AON_MERGE_TEST_HANG_OPENING");
+  AON_ASSERT_OK(merged);
+  ASSERT_EQ(report.ranks.size(), 24u);
+  EXPECT_EQ(report.ranks[12].status, RankStatus::kCorrupt);
+  EXPECT_TRUE(Contains(report.ranks[12].message, "libhdf5 crashed opening it (signal 11 SIGSEGV"))
+      << report.ranks[12].message;
+  EXPECT_EQ(report.ranks[20].status, RankStatus::kCorrupt);
+  EXPECT_TRUE(Contains(report.ranks[20].message, "took more than 6 s")) << report.ranks[20].message;
+  std::map<uint32_t, const RankTrace*> good;
+  for (int r = 0; r < 24; ++r) {
+    if (r == 12 || r == 20) continue;
+    EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << r << ": " << report.ranks[r].message;
+    good[static_cast<uint32_t>(r)] = &traces[r];
+  }
+  Timeline t = OpenTimeline(report.timeline_path);
+  testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<KernelRecord>(good));
+  testing::ExpectMatchesReference<ApiRecord>(*t.reader, t.strings,
+                                             testing::ReferenceMerge<ApiRecord>(good));
+}
+
 // Rank files with large string tables cross the opener's pipe in many reads
 // (60,000 names of ~110 bytes: 6.6 MB a rank): every name arrives, every rank
 // is ok, the kernels keep their names.
