@@ -135,6 +135,17 @@ Deflater::Deflater(int level) : level_(level) {}
 Deflater::~Deflater() {
   if (compressor_ != nullptr)
     libdeflate_free_compressor(static_cast<libdeflate_compressor*>(compressor_));
+  if (matching_ != nullptr)
+    libdeflate_free_compressor(static_cast<libdeflate_compressor*>(matching_));
+}
+bool Deflater::CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out) {
+  if (matching_ == nullptr) matching_ = libdeflate_alloc_compressor(1);
+  auto* c = static_cast<libdeflate_compressor*>(matching_);
+  if (c == nullptr) return false;
+  out->resize(libdeflate_zlib_compress_bound(c, n));
+  const size_t size = libdeflate_zlib_compress(c, in, n, out->data(), out->size());
+  out->resize(size);
+  return size > 0;
 }
 bool Deflater::Compress(const uint8_t* in, size_t n, ChunkBuffer* out) {
   if (level_ <= 1) {
@@ -169,6 +180,13 @@ bool Inflater::InflateExact(const uint8_t* in, size_t n, uint8_t* out, size_t ou
 
 Deflater::Deflater(int level) : level_(level) {}
 Deflater::~Deflater() = default;
+bool Deflater::CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out) {
+  uLongf size = compressBound(static_cast<uLong>(n));
+  out->resize(size);
+  if (compress2(out->data(), &size, in, static_cast<uLong>(n), 1) != Z_OK) return false;
+  out->resize(size);
+  return true;
+}
 bool Deflater::Compress(const uint8_t* in, size_t n, ChunkBuffer* out) {
   if (level_ <= 1) {
     RunDeflate(in, n, out, &symbols_);

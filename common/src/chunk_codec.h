@@ -88,10 +88,15 @@ class Deflater {
   // Compresses `n` bytes into *out (resized to the stream's size). False only
   // when the compressor could not be made (out of memory).
   bool Compress(const uint8_t* in, size_t n, ChunkBuffer* out);
+  // The library's level 1 (an LZ77 match finder), whatever `level`: what a
+  // writer at level 1 tries now and then against the run-length encoder, for
+  // tables whose chunks repeat at longer distances than runs (trace_file.cc).
+  bool CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out);
 
  private:
   int level_;
   std::vector<uint16_t> symbols_;  // the run-length encoder's scratch
+  void* matching_ = nullptr;       // libdeflate's level-1 compressor, when built with it
   void* compressor_ = nullptr;     // libdeflate's, when built with it
 };
 

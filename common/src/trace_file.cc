@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 #include <variant>
 
 #include "aon/secure_fs.h"
@@ -853,8 +854,21 @@ struct TraceWriter::ChunkScratch {
   struct Worker {
     explicit Worker(int level) : deflater(level) {}
     chunk_codec::ChunkBuffer packed;
+    chunk_codec::ChunkBuffer trial;  // a trial chunk's other stream
     chunk_codec::Deflater deflater;
   };
+  // At level 1, per table: the run-length encoder, or the library's match
+  // finder where that was found clearly smaller (counter tables, whose rows
+  // cycle through a few counters: runs miss those repeats). The first chunk of
+  // a table and every kTrialEvery-th after it go through both, and the smaller
+  // stream is written.
+  static constexpr uint64_t kTrialEvery = 64;
+  struct Trial {
+    bool decided = false;  // a trial has been made
+    bool matching = false;
+    uint64_t until_trial = 0;  // chunks before the next trial
+  };
+  std::unordered_map<std::string, Trial> trials;  // by table (its context string)
   ChunkScratch(int level, unsigned threads) {
     for (unsigned i = 0; i < std::max(1u, threads); ++i) workers.emplace_back(level);
     if (threads > 1) helpers = std::make_unique<HelperThreads>(threads - 1);
@@ -898,8 +912,23 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
   const uint64_t chunks = (count + chunk_rows - 1) / chunk_rows;
   const uint64_t per_round = deflate ? threads * kChunksPerThread : 1;
   s.compressed.resize(per_round);
-  for (uint64_t round = 0; round < chunks; round += per_round) {
-    const uint64_t in_round = std::min(per_round, chunks - round);
+  // How each chunk of a round is compressed: by the level's deflater, the
+  // match finder, or both (a trial: the smaller one is kept).
+  enum class How : uint8_t { kLevel, kMatching, kTrial };
+  std::vector<How> how(per_round, How::kLevel);
+  std::vector<char> matching_won(per_round, 0);
+  ChunkScratch::Trial* trial =
+      options_.deflate_level == 1 ? &s.trials[ctx] : nullptr;  // the run-length level only
+  for (uint64_t round = 0, in_round = 0; round < chunks; round += in_round) {
+    // A table's first trial goes alone, so that the chunks after it follow it.
+    in_round = std::min(trial != nullptr && !trial->decided ? 1 : per_round, chunks - round);
+    for (uint64_t c = 0; c < in_round && trial != nullptr; ++c) {
+      how[c] = trial->until_trial == 0 ? How::kTrial
+               : trial->matching       ? How::kMatching
+                                       : How::kLevel;
+      trial->until_trial =
+          trial->until_trial == 0 ? ChunkScratch::kTrialEvery - 1 : trial->until_trial - 1;
+    }
     // Chunk `c` of the round by worker `w`: packed (and compressed) into
     // compressed[c]; false when a compressor could not be made.
     auto make = [&](unsigned w, uint64_t c) {
@@ -910,7 +939,24 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
       packed.resize(chunk_rows * layout.packed_bytes);
       chunk_codec::PackChunk(layout, rows + done * schema.record_size, n, chunk_rows, deflate,
                              packed.data());
-      return !deflate || worker.deflater.Compress(packed.data(), packed.size(), &s.compressed[c]);
+      if (!deflate) return true;
+      chunk_codec::Deflater& d = worker.deflater;
+      switch (how[c]) {
+        case How::kLevel:
+          return d.Compress(packed.data(), packed.size(), &s.compressed[c]);
+        case How::kMatching:
+          return d.CompressMatching(packed.data(), packed.size(), &s.compressed[c]);
+        case How::kTrial:
+          if (!d.Compress(packed.data(), packed.size(), &s.compressed[c]) ||
+              !d.CompressMatching(packed.data(), packed.size(), &worker.trial)) {
+            return false;
+          }
+          // The match finder only when clearly smaller (it costs ~3x the time).
+          matching_won[c] = worker.trial.size() < s.compressed[c].size() * 15 / 16;
+          if (matching_won[c]) std::swap(s.compressed[c], worker.trial);
+          return true;
+      }
+      return false;
     };
     const unsigned used = static_cast<unsigned>(std::min<uint64_t>(threads, in_round));
     std::vector<char> ok(used, 1);
@@ -926,6 +972,11 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
     if (!RunShares(used, share, s.helpers.get()) ||
         std::find(ok.begin(), ok.end(), 0) != ok.end()) {
       return IoError(ctx + ": cannot compress a chunk (out of memory)");
+    }
+    for (uint64_t c = 0; c < in_round && trial != nullptr; ++c) {
+      if (how[c] != How::kTrial) continue;
+      trial->matching = matching_won[c] != 0;
+      trial->decided = true;
     }
     for (uint64_t c = 0; c < in_round; ++c) {
       hsize_t offset[1] = {first + (round + c) * chunk_rows};
