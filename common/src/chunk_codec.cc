@@ -138,27 +138,26 @@ Deflater::~Deflater() {
   if (matching_ != nullptr)
     libdeflate_free_compressor(static_cast<libdeflate_compressor*>(matching_));
 }
-bool Deflater::CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out) {
-  if (matching_ == nullptr) matching_ = libdeflate_alloc_compressor(1);
-  auto* c = static_cast<libdeflate_compressor*>(matching_);
+// Deflates with libdeflate at `level`, through the compressor kept in *slot.
+bool Deflater::LibraryCompress(int level, void** slot, const uint8_t* in, size_t n,
+                               ChunkBuffer* out) {
+  if (*slot == nullptr) *slot = libdeflate_alloc_compressor(std::clamp(level, 1, 12));
+  auto* c = static_cast<libdeflate_compressor*>(*slot);
   if (c == nullptr) return false;
   out->resize(libdeflate_zlib_compress_bound(c, n));
   const size_t size = libdeflate_zlib_compress(c, in, n, out->data(), out->size());
   out->resize(size);
-  return size > 0;
+  return size > 0;  // the bound always fits
+}
+bool Deflater::CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out) {
+  return LibraryCompress(1, &matching_, in, n, out);
 }
 bool Deflater::Compress(const uint8_t* in, size_t n, ChunkBuffer* out) {
   if (level_ <= 1) {
     RunDeflate(in, n, out, &symbols_);
     return true;
   }
-  if (compressor_ == nullptr) compressor_ = libdeflate_alloc_compressor(std::clamp(level_, 1, 12));
-  auto* c = static_cast<libdeflate_compressor*>(compressor_);
-  if (c == nullptr) return false;
-  out->resize(libdeflate_zlib_compress_bound(c, n));
-  const size_t size = libdeflate_zlib_compress(c, in, n, out->data(), out->size());
-  out->resize(size);
-  return size > 0;  // the bound always fits
+  return LibraryCompress(level_, &compressor_, in, n, out);
 }
 
 Inflater::Inflater() = default;
@@ -180,25 +179,26 @@ bool Inflater::InflateExact(const uint8_t* in, size_t n, uint8_t* out, size_t ou
 
 Deflater::Deflater(int level) : level_(level) {}
 Deflater::~Deflater() = default;
-bool Deflater::CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out) {
+// Deflates with zlib at `level` (no compressor is kept: *slot stays null).
+bool Deflater::LibraryCompress(int level, void** /*slot*/, const uint8_t* in, size_t n,
+                               ChunkBuffer* out) {
   uLongf size = compressBound(static_cast<uLong>(n));
   out->resize(size);
-  if (compress2(out->data(), &size, in, static_cast<uLong>(n), 1) != Z_OK) return false;
+  if (compress2(out->data(), &size, in, static_cast<uLong>(n), std::clamp(level, 1, 9)) != Z_OK) {
+    return false;
+  }
   out->resize(size);
   return true;
+}
+bool Deflater::CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out) {
+  return LibraryCompress(1, &matching_, in, n, out);
 }
 bool Deflater::Compress(const uint8_t* in, size_t n, ChunkBuffer* out) {
   if (level_ <= 1) {
     RunDeflate(in, n, out, &symbols_);
     return true;
   }
-  uLongf size = compressBound(static_cast<uLong>(n));
-  out->resize(size);
-  if (compress2(out->data(), &size, in, static_cast<uLong>(n), std::clamp(level_, 1, 9)) != Z_OK) {
-    return false;
-  }
-  out->resize(size);
-  return true;
+  return LibraryCompress(level_, &compressor_, in, n, out);
 }
 
 Inflater::Inflater() = default;

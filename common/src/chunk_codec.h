@@ -94,6 +94,9 @@ class Deflater {
   bool CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out);
 
  private:
+  static bool LibraryCompress(int level, void** slot, const uint8_t* in, size_t n,
+                              ChunkBuffer* out);
+
   int level_;
   std::vector<uint16_t> symbols_;  // the run-length encoder's scratch
   void* matching_ = nullptr;       // libdeflate's level-1 compressor, when built with it
