@@ -468,9 +468,11 @@ StatusOr<std::vector<std::string>> MakePrivateDirectories(const std::string& pat
   return warnings;
 }
 
-Status MakeFilesPrivate(const std::string& dir) {
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) return ErrnoStatus("cannot open " + dir, errno);
+namespace {
+
+// MakeFilesPrivate's loop over the directory open at `dfd` (taken: closed
+// here), named `dir` in messages; into subdirectories while depth > 1.
+Status MakeEntriesPrivate(int dfd, const std::string& dir, int depth) {
   DIR* d = fdopendir(dfd);
   if (d == nullptr) {
     int e = errno;
@@ -482,18 +484,38 @@ Status MakeFilesPrivate(const std::string& dir) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
     int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;  // a symlink or something we cannot open: leave it alone
+    const std::string name = dir + "/" + e->d_name;
     struct stat st {};
     if (fstat(fd, &st) == 0 && st.st_uid == geteuid()) {
       const mode_t want = S_ISDIR(st.st_mode)   ? 0700
                           : S_ISREG(st.st_mode) ? 0600
                                                 : (st.st_mode & 07777);
       if ((st.st_mode & 07777) != want && fchmod(fd, want) != 0 && result.ok())
-        result = ErrnoStatus(std::string("chmod ") + dir + "/" + e->d_name, errno);
+        result = ErrnoStatus("chmod " + name, errno);
+      if (S_ISDIR(st.st_mode) && depth > 1) {
+        Status below = MakeEntriesPrivate(fd, name, depth - 1);  // takes fd
+        fd = -1;
+        if (result.ok()) result = below;
+      }
     }
-    close(fd);
+    if (fd >= 0) close(fd);
   }
   closedir(d);
   return result;
+}
+
+}  // namespace
+
+Status MakeFilesPrivate(const std::string& dir) {
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return ErrnoStatus("cannot open " + dir, errno);
+  return MakeEntriesPrivate(dfd, dir, 1);
+}
+
+Status MakeTreePrivate(int dir_fd, const std::string& name) {
+  int dfd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return ErrnoStatus("cannot open " + name, errno);
+  return MakeEntriesPrivate(dfd, name, kMaxPrivateTreeDepth);
 }
 
 }  // namespace aon

@@ -18,6 +18,7 @@
 #if AON_HAVE_OTF2
 #include "otf2_writer.h"
 #endif
+#include "aon/secure_fs.h"
 #include "timeline_meta.h"
 #include "trace_builder.h"
 
@@ -116,7 +117,12 @@ Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir_
     std::error_code ec;
     fs::remove_all(partial, ec);
   }
-  if (mkdir(partial.c_str(), 0755) != 0) {
+  // The archive is written into a directory only this user may enter, made
+  // here (mkdir fails on anything already there) and held open. libotf2 opens
+  // its files by path: it gets /proc/self/fd/N, which leads into this
+  // directory even if its name in the parent is moved and replaced by a link
+  // meanwhile. The name is checked again before the final rename.
+  if (mkdir(partial.c_str(), 0700) != 0) {
     return Internal("creating '" + partial + "': " + std::strerror(errno));
   }
   auto discard = [&](Status s) {
@@ -124,6 +130,22 @@ Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir_
     fs::remove_all(partial, ec);
     return s;
   };
+  struct Held {
+    int fd;
+    ~Held() {
+      if (fd >= 0) close(fd);
+    }
+  } const held{open(partial.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+  if (held.fd < 0) return discard(Internal("opening '" + partial + "': " + std::strerror(errno)));
+  struct stat made {};
+  if (fstat(held.fd, &made) != 0 || made.st_uid != geteuid()) {
+    return discard(Internal("'" + partial + "' is not the directory just made"));
+  }
+  std::string write_at = "/proc/self/fd/" + std::to_string(held.fd);
+  if (struct stat via {}; stat(write_at.c_str(), &via) != 0 || via.st_dev != made.st_dev ||
+                          via.st_ino != made.st_ino) {
+    write_at = partial;  // no /proc: by name, in a directory mode 0700 of ours
+  }
 
   // The ranks to export, in passes whose locations fit the chunk pool: a
   // location holds one chunk from its first event to the end of its pass. The
@@ -166,7 +188,7 @@ Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir_
   Otf2WriterLimits limits;
   limits.chunk_bytes = chunk;
   limits.memory_bytes = options.memory_bytes;
-  Otf2Writer out(partial, limits);
+  Otf2Writer out(write_at, limits, partial);
   if (Status s = out.Open(); !s.ok()) return discard(s);
   uint64_t records = 0;
   for (const std::vector<uint32_t>& pass : passes) {
@@ -197,6 +219,13 @@ Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir_
   };
   if (!options.filter.empty()) properties.emplace_back("FILTER", options.filter.Describe());
   if (Status s = out.Finish(timeline.t0, properties); !s.ok()) return discard(s);
+  // libotf2 made its files and traces/ with the umask's modes: 0600 and 0700.
+  if (Status s = MakeTreePrivate(held.fd, partial); !s.ok()) return discard(s);
+  if (struct stat now {}; lstat(partial.c_str(), &now) != 0 || now.st_dev != made.st_dev ||
+                          now.st_ino != made.st_ino) {
+    return Internal("'" + partial + "' was moved or replaced while the archive was written: " +
+                    "not renamed to '" + dir + "'");
+  }
 
   // Replace an older archive only now that the new one is whole: it moves to a
   // fresh directory of its own (nothing else is touched) and is removed once the

@@ -118,8 +118,11 @@ uint8_t CollectiveOpOf(std::string_view f) {
 
 }  // namespace
 
-Otf2Writer::Otf2Writer(std::string dir, Otf2WriterLimits limits)
-    : dir_(std::move(dir)), limits_(limits), pool_(std::make_unique<Pool>()) {
+Otf2Writer::Otf2Writer(std::string dir, Otf2WriterLimits limits, std::string name)
+    : dir_(std::move(dir)),
+      name_(name.empty() ? dir_ : std::move(name)),
+      limits_(limits),
+      pool_(std::make_unique<Pool>()) {
   static_assert(kOtf2MinChunkBytes == OTF2_CHUNK_SIZE_MIN);
   static_assert(kOtf2MaxChunkBytes == OTF2_CHUNK_SIZE_MAX);
   limits_.chunk_bytes =
@@ -145,7 +148,7 @@ void Otf2Writer::Fail(const std::string& what, int code) {
   std::string detail = last_otf2_error.empty()
                            ? std::string(OTF2_Error_GetDescription(static_cast<OTF2_ErrorCode>(code)))
                            : last_otf2_error;
-  status_ = Internal("writing the OTF2 archive '" + dir_ + "': " + what + ": " + detail);
+  status_ = Internal("writing the OTF2 archive '" + name_ + "': " + what + ": " + detail);
 }
 
 Status Otf2Writer::Open() {

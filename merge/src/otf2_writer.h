@@ -73,9 +73,10 @@ struct Otf2WriterCounts {
 
 class Otf2Writer final : public trace::TraceSink {
  public:
-  // `dir` is created (it must not exist); the archive's anchor is
-  // <dir>/traces.otf2.
-  Otf2Writer(std::string dir, Otf2WriterLimits limits);
+  // The archive is written into the directory `dir` (made if missing); its
+  // anchor is <dir>/traces.otf2. Messages name the archive `name` (`dir` if
+  // empty): the exporter passes its held directory as /proc/self/fd/N.
+  Otf2Writer(std::string dir, Otf2WriterLimits limits, std::string name = {});
   ~Otf2Writer() override;
 
   Status Open();
@@ -155,6 +156,7 @@ class Otf2Writer final : public trace::TraceSink {
   void Seen(uint64_t ts);
 
   std::string dir_;
+  std::string name_;
   Otf2WriterLimits limits_;
   Status status_;
   OTF2_Archive_struct* archive_ = nullptr;

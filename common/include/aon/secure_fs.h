@@ -150,4 +150,11 @@ StatusOr<std::vector<std::string>> MakePrivateDirectories(const std::string& pat
 // `dir` that the caller owns (no link followed, nothing else touched).
 Status MakeFilesPrivate(const std::string& dir);
 
+// The same for everything below the directory open at `dir_fd` (not the
+// directory itself), down to kMaxPrivateTreeDepth levels; `name` names it in
+// messages. For a tree another library wrote into a directory AON created and
+// holds open (the OTF2 archive).
+inline constexpr int kMaxPrivateTreeDepth = 8;
+Status MakeTreePrivate(int dir_fd, const std::string& name);
+
 }  // namespace aon

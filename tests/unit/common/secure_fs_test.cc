@@ -6,6 +6,7 @@
 // second user (`nobody`) need root and are skipped otherwise.
 #include "aon/secure_fs.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -282,6 +283,49 @@ TEST_F(SecureFsTest, AnotherUsersLinkOrDirectoryIsRefused) {
   ASSERT_EQ(below->size(), 1u);
   EXPECT_TRUE(Contains(below->front(), theirs + " belongs to uid " + std::to_string(*nobody)))
       << below->front();
+}
+
+// MakeTreePrivate (a tree another library wrote, the OTF2 archive): every file
+// below becomes 0600 and every directory 0700, however deep within the limit;
+// a link is neither followed nor chmod-ed, its target untouched; another
+// user's file is left as it is.
+TEST_F(SecureFsTest, TreeBelowAHeldDirectoryBecomesPrivate) {
+  const std::string top = root_ + "/archive";
+  std::string deep = top;
+  for (int level = 1; level < kMaxPrivateTreeDepth; ++level) deep += "/d";
+  fs::create_directories(deep);
+  std::ofstream(top + "/anchor") << "a";
+  std::ofstream(deep + "/leaf") << "b";
+  const std::string outside = root_ + "/outside";
+  std::ofstream(outside) << "c";
+  ASSERT_EQ(chmod(outside.c_str(), 0644), 0);
+  fs::create_symlink(outside, top + "/link");
+  for (std::string d = deep; d.size() >= top.size(); d = fs::path(d).parent_path().string()) {
+    ASSERT_EQ(chmod(d.c_str(), 0777), 0);
+  }
+  ASSERT_EQ(chmod((top + "/anchor").c_str(), 0666), 0);
+  ASSERT_EQ(chmod((deep + "/leaf").c_str(), 0644), 0);
+  const auto nobody = NobodyUid();
+  const std::string theirs = top + "/theirs";
+  std::ofstream(theirs) << "d";
+  ASSERT_EQ(chmod(theirs.c_str(), 0644), 0);
+  if (nobody) {
+    ASSERT_EQ(chown(theirs.c_str(), *nobody, static_cast<gid_t>(-1)), 0);
+  }
+
+  const int fd = open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const Status s = MakeTreePrivate(fd, top);
+  close(fd);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(ModeOf(top), 0777u) << "the held directory itself is the caller's to set";
+  for (std::string d = deep; d.size() > top.size(); d = fs::path(d).parent_path().string()) {
+    EXPECT_EQ(ModeOf(d), 0700u) << d;
+  }
+  EXPECT_EQ(ModeOf(top + "/anchor"), 0600u);
+  EXPECT_EQ(ModeOf(deep + "/leaf"), 0600u);
+  EXPECT_EQ(ModeOf(outside), 0644u) << "a link's target is not touched";
+  EXPECT_EQ(ModeOf(theirs), nobody ? 0644u : 0600u) << "another user's file is left alone";
 }
 
 TEST_F(SecureFsTest, PathsThatAreNotJobDirectories) {

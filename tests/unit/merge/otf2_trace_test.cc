@@ -357,6 +357,32 @@ TEST_F(Otf2Trace, ReplacesOnlyAnOlderArchive) {
   EXPECT_TRUE(std::filesystem::is_empty(target));
 }
 
+// The archive is the user's alone, whatever the umask: libotf2 makes its files
+// and traces/ with the umask's modes, and the export makes them 0600 and 0700,
+// every level of the tree, like every other file AON writes.
+TEST_F(Otf2Trace, ArchiveIsPrivateWhateverTheUmask) {
+  const std::string timeline = MergeRandomJob(3, 80, 5);
+  const std::string out = dir_.File("otf2");
+  const mode_t before = umask(0);
+  Otf2TraceStats stats;
+  const Status s = ExportOtf2Trace(timeline, out, {}, &stats);
+  umask(before);
+  AON_ASSERT_OK(s);
+  struct stat st {};
+  ASSERT_EQ(lstat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u) << out;
+  size_t files = 0, dirs = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(out)) {
+    ASSERT_EQ(lstat(e.path().c_str(), &st), 0) << e.path();
+    ASSERT_TRUE(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) << e.path();
+    EXPECT_EQ(st.st_mode & 07777, S_ISDIR(st.st_mode) ? 0700u : 0600u) << e.path();
+    ++(S_ISDIR(st.st_mode) ? dirs : files);
+  }
+  EXPECT_GE(dirs, 1u) << "traces/";
+  EXPECT_GE(files, 2u + stats.locations) << "traces.otf2, traces.def and each location's files";
+  EXPECT_EQ(ReadArchive(dir_, stats.anchor)["ranks"], "0,1,2");
+}
+
 // aon-export --format otf2 writes <timeline dir>/otf2 by default.
 TEST_F(Otf2Trace, AonExportWritesTheArchiveNextToTheTimeline) {
   const std::string timeline = MergeRandomJob(2, 100, 4);
