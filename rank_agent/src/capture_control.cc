@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 
@@ -99,12 +100,16 @@ void CaptureControl::Start(ActivityCapture* capture) {
 
 // Boundaries every AON_TIME_SLOT seconds of CLOCK_REALTIME (NTP keeps hosts'
 // realtime clocks within milliseconds; slot k is [k, k + 1) x slot): the same
-// slot number on every rank. Ends once a preferred source marks steps.
+// slot number on every rank. Ends once a preferred source marks steps. The
+// first boundary comes a whole slot after the start at the earliest: a program
+// that marks its own steps within a slot of starting (NVTX ranges, the PyTorch
+// hook) gets no partial time-slot step before its first one.
 void CaptureControl::TimeSlots() {
   const auto slot_ns = static_cast<uint64_t>(config_.time_slot_s * 1e9);
+  const uint64_t not_before = RealtimeNowNs() + slot_ns;
   std::unique_lock<std::mutex> lock(mu_);
   while (!time_stop_) {
-    const uint64_t now = RealtimeNowNs();
+    const uint64_t now = std::max(RealtimeNowNs(), not_before);
     const uint64_t next = (now / slot_ns + 1) * slot_ns;
     const auto deadline = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(

@@ -189,6 +189,9 @@ StepDecision WindowPolicy::Restart(uint64_t t_ns) {
   // short measuring window at its step kFirstWindowStep.
   current_cost_ = 0;
   current_steps_ = 0;
+  steps_before_ = steps_;
+  captured_before_ = captured_steps_;
+  windows_before_ = windows_;
   base_.clear();
   window_cost_.clear();
   first_window_done_ = false;
@@ -318,14 +321,14 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
 
 WindowSummary WindowPolicy::Summary() const {
   WindowSummary s;
-  s.steps = steps_;
-  s.captured_steps = captured_steps_;
-  s.windows = windows_;
+  s.steps = steps_ - steps_before_;
+  s.captured_steps = captured_steps_ - captured_before_;
+  s.windows = windows_ - windows_before_;
   s.period = period_;
   const double base = Median(base_all_);
   if (base > 0 && !captured_.empty()) s.window_step_ratio = Median(captured_) / base;
   s.duty_cycle =
-      steps_ > 0 ? static_cast<double>(captured_steps_) / static_cast<double>(steps_) : 0;
+      s.steps > 0 ? static_cast<double>(s.captured_steps) / static_cast<double>(s.steps) : 0;
   if (windows_ == 0) {
     s.amortized_cost = 0;
   } else if (total_ns_ > extra_ns_ && base > 0) {

@@ -110,7 +110,9 @@ class WindowPolicy {
   // The step numbering restarted (another source took over): a window in
   // progress ends here (the decision says how to switch CUPTI off); the
   // measurements made on the old source's steps are dropped (its time stays in
-  // the totals) and the new source starts with a measuring window again.
+  // the totals) and the new source starts with a measuring window again. The
+  // summary's step, captured-step and window counts start again too: they
+  // describe the active source's steps (window numbers go on, unique per rank).
   StepDecision Restart(uint64_t t_ns);
   // An on-demand window of `steps` steps from the next boundary at or after
   // `not_before_ns` (on the clock OnStep is given).
@@ -172,6 +174,11 @@ class WindowPolicy {
   double total_ns_ = 0;             // all steps
   uint64_t steps_ = 0;
   uint64_t captured_steps_ = 0;
+  // The counts when the active source took over (Restart): the summary's are
+  // the active source's.
+  uint64_t steps_before_ = 0;
+  uint64_t captured_before_ = 0;
+  uint32_t windows_before_ = 0;
 };
 
 }  // namespace aon::agent

@@ -44,6 +44,10 @@ class AgentTest : public ::testing::Test {
       setenv("AON_JOB_ID", "agent-test", 1);
       // These tests check full capture; budgeted mode sets AON_MODE itself.
       setenv("AON_MODE", "full", 1);
+      // Steps of the time source come an hour after the start at the earliest:
+      // a slow machine never makes them mark a step before the source a test
+      // is about. The tests of the time source set AON_TIME_SLOT themselves.
+      setenv("AON_TIME_SLOT", "3600", 1);
       for (const char* v : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", "PMIX_RANK"}) unsetenv(v);
       for (const auto& [k, v] : extra_env) setenv(k.c_str(), v.c_str(), 1);
       execl(kChildProgram.c_str(), kChildProgram.c_str(), mode.c_str(), nullptr);

@@ -316,6 +316,53 @@ TEST_F(AgentTest, TimeSlotsMarkStepsWhenNothingElseDoes) {
   EXPECT_GT(meta->windows, 0);
 }
 
+// A program that marks its own steps only after a while (loading its model):
+// the time source marks steps until then, the program's steps take over from
+// its first one. The time steps come first, in slot order, tiling the time up
+// to that first step; from there on the windows, the GPU records and the
+// summary are the NVTX steps' alone (the windows opened on time steps are not
+// counted in the summary of the NVTX steps).
+TEST_F(AgentTest, TimeSlotsMarkStepsUntilTheProgramDoes) {
+  int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
+                              {"AON_MODE", "budgeted"},
+                              {"AON_TIME_SLOT", "0.02"},
+                              {"AON_CAPTURE_PERIOD", "4"},
+                              {"AON_CAPTURE_STEPS", "1"},
+                              {"START_US", "1000000"},
+                              {"STEPS", "60"},
+                              {"STEP_MARK", "nvtx"}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  StepsFile f = ReadSteps(*r);
+  size_t lead = 0;
+  while (lead < f.steps.size() && f.steps[lead].source == static_cast<uint8_t>(StepSource::kTime))
+    ++lead;
+  // The first slot boundary comes 20-40 ms after the start; the program's first
+  // step 1 s after it.
+  ASSERT_GE(lead, 1u);
+  size_t time_captured = 0;
+  for (size_t i = 0; i < lead; ++i) {
+    if (f.steps[i].flags & kStepCaptured) ++time_captured;
+    if (i == 0) continue;
+    EXPECT_GT(f.steps[i].step, f.steps[i - 1].step) << "slot numbers increase";
+    EXPECT_EQ(f.steps[i].start_ns, f.steps[i - 1].end_ns) << "time steps tile the time";
+  }
+  ASSERT_LT(lead, f.steps.size());
+  EXPECT_EQ(f.steps[lead].start_ns, f.steps[lead - 1].end_ns)
+      << "the program's first step begins where the last time step ends";
+  f.steps.erase(f.steps.begin(), f.steps.begin() + static_cast<std::ptrdiff_t>(lead));
+  ExpectWindowsHoldExactlyTheirSteps(f, 60, StepSource::kNvtx);
+  EXPECT_EQ(f.meta.step_source, "nvtx");
+  std::set<uint32_t> windows;
+  for (const StepRecord& s : f.steps) {
+    if (s.flags & kStepCaptured) windows.insert(s.window);
+  }
+  EXPECT_EQ(f.meta.windows, static_cast<int64_t>(windows.size()));
+  // Not vacuous: ~45 slots, a window every 4th.
+  EXPECT_GT(time_captured, 0u) << "no window opened on the time steps";
+}
+
 TEST_F(AgentTest, FullModeMarksEveryStepCaptured) {
   int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
                               {"AON_MODE", "full"},

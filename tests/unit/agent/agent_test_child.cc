@@ -327,9 +327,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "steps") {
-    // STEPS steps (default 100), each marked by STEP_MARK: "nvtx" (a range
-    // "step <i>"), "api" (aon_step()) or "none" (for the time source: each step
-    // lasts STEP_US microseconds). Each step launches two kernels named
+    // STEPS steps (default 100), after START_US, each marked by STEP_MARK:
+    // "nvtx" (a range "step <i>"), "api" (aon_step()) or "none" (for the time
+    // source: each step lasts STEP_US microseconds). Each step launches two kernels named
     // "k_step<i>", one copy and one memset, then synchronizes: a test can tell
     // which step every GPU record belongs to.
     const AonSyntheticDeviceV1* gpu = FakeDriver();
@@ -337,6 +337,11 @@ int main(int argc, char** argv) {
     const int steps = std::getenv("STEPS") ? std::atoi(std::getenv("STEPS")) : 100;
     const std::string mark = std::getenv("STEP_MARK") ? std::getenv("STEP_MARK") : "nvtx";
     const int step_us = std::getenv("STEP_US") ? std::atoi(std::getenv("STEP_US")) : 0;
+    // START_US: microseconds between the agent's start and the first step (a
+    // program that loads its model first).
+    if (const char* start_us = std::getenv("START_US"); start_us != nullptr) {
+      usleep(static_cast<useconds_t>(std::atoi(start_us)));
+    }
     using StepFn = void (*)();
     // As an application would find it (aon/capture_api.h): the agent is loaded.
     void* agent = dlopen(std::getenv("CUDA_INJECTION64_PATH"), RTLD_NOW | RTLD_NOLOAD);

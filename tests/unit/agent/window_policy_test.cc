@@ -328,7 +328,23 @@ TEST(WindowPolicy, ARestartEndsTheWindowInProgress) {
   const StepDecision d = p.Restart(t);
   EXPECT_TRUE(d.quiesce);
   EXPECT_TRUE(d.detach);
+  // The summary is the new source's: the old source's steps and window are not in it.
+  EXPECT_EQ(p.Summary().steps, 0u);
+  EXPECT_EQ(p.Summary().captured_steps, 0u);
+  EXPECT_EQ(p.Summary().windows, 0u);
   EXPECT_EQ(p.OnStep(0, t + 100).flags, 0);
+  // Its own measuring window, numbered after the old source's.
+  t += 200;
+  for (uint64_t step = 1; step <= WindowPolicy::kFirstWindowStep + 1; ++step, t += 100) {
+    const StepDecision again = p.OnStep(step, t);
+    EXPECT_EQ(again.open, step == WindowPolicy::kFirstWindowStep);
+    if (again.open) {
+      EXPECT_EQ(again.window, 2u);
+    }
+  }
+  EXPECT_EQ(p.Summary().steps, WindowPolicy::kFirstWindowStep + 1);
+  EXPECT_EQ(p.Summary().captured_steps, 1u);
+  EXPECT_EQ(p.Summary().windows, 1u);
 }
 
 // aon-ctl capture: exactly the requested steps; the rest of them when another
