@@ -1165,7 +1165,16 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path
     return DataLoss(ctx + " is not an HDF5 file (corrupt, truncated or another format)");
   }
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file < 0) return DataLoss("cannot open " + ctx + " (corrupt or truncated): " + Hdf5Error());
+  if (file < 0) {
+    const std::string why = Hdf5Error();
+    // A file a live writer holds (a running collector's .partial): not damage.
+    if (why.find("unable to lock file") != std::string::npos) {
+      return Unavailable("cannot open " + ctx +
+                         ": another process has it open for writing (HDF5's file lock; with "
+                         "HDF5_USE_FILE_LOCKING=FALSE it is read as last flushed): " + why);
+    }
+    return DataLoss("cannot open " + ctx + " (corrupt or truncated): " + why);
+  }
   std::unique_ptr<TraceReader> r(new TraceReader(path, file));
   r->file_bytes_ = static_cast<uint64_t>(st.st_size);
 

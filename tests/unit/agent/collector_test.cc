@@ -37,6 +37,11 @@ namespace aon {
 
 const std::string kChildProgram = std::string(AON_BUILD_BIN_DIR) + "/../tests-bin/agent_test_child";
 
+// Reads of a .partial file the collector still writes need HDF5's file lock
+// off. libhdf5 reads HDF5_USE_FILE_LOCKING once, when this process first opens
+// a file (whichever test does that first), so it is set before any test runs.
+const int kNoHdf5FileLocks = setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+
 namespace {
 
 // A child with the agent injected whose stdout we read line by line.
@@ -377,8 +382,8 @@ TEST_F(CollectorTest, KilledCollectorLeavesAReadableFileAndTheAppRuns) {
   // Until the collector has appended records once (its first flush, due after
   // 1 s; later on a loaded machine: the collector runs at nice +5). The file is
   // flushed after every append, so a read between appends sees the last one;
-  // HDF5's lock on a file open for writing would refuse the read.
-  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  // HDF5's lock on a file open for writing would refuse the read
+  // (kNoHdf5FileLocks).
   const std::string partial_path = dir_ + "/rank-00000.h5.partial";
   long seen = 0;
   bool appended = false;

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -235,6 +238,48 @@ TEST(TracePartial, AbandonedWriterLeavesOnlyThePartialFile) {
   EXPECT_TRUE(std::filesystem::exists(path + ".partial"));
   auto r = TraceReader::Open(path);
   EXPECT_FALSE(r.ok());
+}
+
+// A .partial file another process still writes (a running collector's) is
+// refused by HDF5's file lock: the reader says so, and does not call it corrupt.
+TEST(TracePartial, AFileAnotherProcessWritesIsNamedAsSuch) {
+  const char* locking = std::getenv("HDF5_USE_FILE_LOCKING");
+  if (locking != nullptr && std::string(locking) != "TRUE" && std::string(locking) != "1") {
+    GTEST_SKIP() << "HDF5_USE_FILE_LOCKING=" << locking << ": no file locks to meet";
+  }
+  TempDir dir;
+  const std::string path = dir.File("rank-00000.h5");
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t writer = fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    close(ready[0]);
+    close(done[1]);
+    auto w = TraceWriter::Create(path, FileKind::kRank);
+    const char ok = w.ok() && (*w)->WriteRankMetadata(testing::BasicMetadata(0, 1)).ok() ? 1 : 0;
+    (void)!write(ready[1], &ok, 1);
+    char c;
+    (void)!read(done[0], &c, 1);  // holds the file open until the parent has read
+    _exit(0);
+  }
+  close(ready[1]);
+  close(done[0]);
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  close(ready[0]);
+  auto r = TraceReader::Open(path + ".partial");
+  close(done[1]);
+  int st = 0;
+  waitpid(writer, &st, 0);
+  ASSERT_EQ(ok, 1) << "the writer could not write";
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("another process has it open for writing"),
+            std::string::npos)
+      << r.status().message();
+  ExpectNamesFile(r.status(), path + ".partial");
 }
 
 TEST(TracePartial, RerunReplacesStalePartialAndFinalFiles) {
