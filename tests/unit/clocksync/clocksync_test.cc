@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -100,6 +102,19 @@ TEST(ClockEstimator, FiftyPpmDriftOverTenMinutesWithJitteryLinks) {
   RecordProperty("bound_ns", std::to_string(model->bound_ns));
 }
 
+// The bound is the best exchange's half round trip (rounded up, plus the
+// midpoint's rounding): what the samples give, however slow the machine. How
+// small it is on loopback is measured in bench/RESULTS.md ("Clock
+// synchronization: start-up time and accuracy vs rounds"), not asserted here.
+void ExpectBoundOfTheBestExchange(const std::vector<PingSample>& samples,
+                                  const OffsetMeasurement& m) {
+  uint64_t best = UINT64_MAX;
+  for (const PingSample& s : samples) best = std::min(best, s.client_recv_ns - s.client_send_ns);
+  EXPECT_EQ(m.rtt_ns, best);
+  EXPECT_EQ(m.bound_ns, (best + 1) / 2 + 1);
+  EXPECT_EQ(m.samples, samples.size());
+}
+
 TEST(ClockPingPong, LoopbackWithAnInjectedOffset) {
   const int64_t injected = 1'234'567'890;
   auto server = PingServer::Start("127.0.0.1", 0, [&] { return TimebaseNowNs() + injected; });
@@ -109,7 +124,7 @@ TEST(ClockPingPong, LoopbackWithAnInjectedOffset) {
   auto m = EstimateOffset(*samples);
   ASSERT_TRUE(m.ok());
   EXPECT_LE(static_cast<uint64_t>(std::llabs(m->offset_ns - injected)), m->bound_ns);
-  EXPECT_LT(m->bound_ns, 1'000'000u) << "loopback round trips should be far below 2 ms";
+  ExpectBoundOfTheBestExchange(*samples, *m);
   RecordProperty("residual_ns", std::to_string(std::llabs(m->offset_ns - injected)));
 }
 
@@ -138,7 +153,7 @@ TEST(ClockPingPong, SecondProcessInAnotherTimeNamespace) {
   const int64_t truth = 7'000'000'000;
   EXPECT_LE(static_cast<uint64_t>(std::llabs(m->offset_ns - truth)), m->bound_ns)
       << "estimated " << m->offset_ns << " bound " << m->bound_ns;
-  EXPECT_LT(m->bound_ns, 1'000'000u);
+  ExpectBoundOfTheBestExchange(*samples, *m);
   RecordProperty("residual_ns", std::to_string(std::llabs(m->offset_ns - truth)));
   // The server exits once its one client is done.
   EXPECT_EQ(pclose(p), 0);
