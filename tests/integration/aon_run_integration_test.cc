@@ -275,7 +275,7 @@ TEST_F(AonRunTest, ForwardsSigtermToTheApplication) {
                            "trap 'exit 42' TERM; touch " + ready +
                                "; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"},
                           {{"AON_AGENT_PATH", fake_agent_}}, tmp_);
-  for (int i = 0; i < 1000 && !fs::exists(ready); ++i)
+  for (int i = 0; i < 3000 && !fs::exists(ready); ++i)  // up to 30 s
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(fs::exists(ready));
   ASSERT_EQ(::kill(p.pid(), SIGTERM), 0);
