@@ -95,6 +95,14 @@ bool LaunchedAsMpiJob() {
 }
 
 std::unique_ptr<MergeComm> InitMpiComm(int* argc, char*** argv) {
+  // The merge forks its openers (children that open rank files, so that a
+  // crash inside libhdf5 costs one file) after MPI_Init, while its other
+  // threads run. Over InfiniBand, memory MPI registered with the NIC stays
+  // right in the parent across a fork only when libibverbs was told before its
+  // first registration (ibv_fork_init(3): these variables do the same), so
+  // they are set unless the user set them.
+  setenv("RDMAV_FORK_SAFE", "1", 0);
+  setenv("IBV_FORK_SAFE", "1", 0);
   MPI_Init(argc, argv);
   return std::make_unique<MpiComm>();
 }
