@@ -143,15 +143,23 @@ Status Unpack(std::string_view bytes, CandidateSummaries* m) {
 
 // ---- StringUnion ----------------------------------------------------------------------
 
-std::string Pack(const StringUnion& m) {
+std::string Pack(const StringUnion& m) { return PackStrings(m.strings); }
+
+std::string PackStrings(std::span<const std::string> strings) {
   Packer p;
-  p.Strs(m.strings);
+  p.Strs(strings);
   return p.Take();
 }
 
 Status Unpack(std::string_view bytes, StringUnion* m) {
   Unpacker u(bytes);
   m->strings = u.Strs();
+  return Finish(u, bytes, "string union");
+}
+
+Status UnpackInto(std::string_view bytes, StringTable* table) {
+  Unpacker u(bytes);
+  u.EachStr([](uint64_t) {}, [table](std::string_view s) { table->Intern(s); });
   return Finish(u, bytes, "string union");
 }
 

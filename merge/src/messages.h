@@ -30,6 +30,7 @@
 
 #include "aon/records.h"
 #include "aon/status.h"
+#include "aon/string_table.h"
 #include "aon/trace_format.h"
 #include "candidate.h"
 
@@ -80,6 +81,11 @@ struct StringUnion {
 };
 std::string Pack(const StringUnion& m);
 Status Unpack(std::string_view bytes, StringUnion* m);
+// The same message without a StringUnion copy of the strings: packed from a
+// table's strings, and interned into a table as read (an opener hands a rank's
+// string table over this way, up to 4 GiB of it).
+std::string PackStrings(std::span<const std::string> strings);
+Status UnpackInto(std::string_view bytes, StringTable* table);
 
 // ---- 4. Records: sizes, samples, slabs ---------------------------------------------
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <span>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -184,11 +185,9 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, std::chrono::seconds
       StringTable table;
       CandidateSummaries found;
       found.opened.push_back({i, OpenRankFile(*files[i].path, files[i].partial, &table)});
-      StringUnion names;
-      names.strings.assign(table.strings().begin() + 1, table.strings().end());
+      // Id 0 (the empty string) is every table's own.
+      const std::string packed = PackStrings(std::span(table.strings()).subspan(1));
       table = StringTable();
-      const std::string packed = Pack(names);
-      names = StringUnion();
       const uint64_t n = packed.size();
       if (!WriteAll(fds[1], Framed(Pack(found))) ||
           !WriteAll(fds[1], std::string_view(reinterpret_cast<const char*>(&n), sizeof n)) ||
@@ -210,15 +209,14 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, std::chrono::seconds
     }
     const std::string_view view(bytes);
     CandidateSummaries found;
-    StringUnion names;
+    StringTable names;
     if (!Unpack(view.substr(found_at, found_len), &found).ok() ||
-        !Unpack(view.substr(names_at, names_len), &names).ok() || found.opened.size() != 1 ||
-        found.opened[0].index != next) {
+        !UnpackInto(view.substr(names_at, names_len), &names).ok() ||
+        found.opened.size() != 1 || found.opened[0].index != next) {
       break;
     }
     *files[next].found = std::move(found.opened[0].found);
-    *files[next].strings = StringTable();
-    for (const std::string& name : names.strings) files[next].strings->Intern(name);
+    *files[next].strings = std::move(names);
     if (at > (1 << 20)) {  // keep the buffer small
       bytes.erase(0, at);
       at = 0;

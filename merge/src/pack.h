@@ -23,7 +23,7 @@ class Packer {
     U64(s.size());
     out_.append(s);
   }
-  void Strs(const std::vector<std::string>& v) {
+  void Strs(std::span<const std::string> v) {
     U64(v.size());
     for (const std::string& s : v) Str(s);
   }
@@ -63,22 +63,33 @@ class Unpacker {
     if (ok_ && min_item_bytes > 0 && n > remaining() / min_item_bytes) ok_ = false;
     return ok_ ? n : 0;
   }
-  std::string Str() {
+  std::string Str() { return std::string(StrView()); }
+  // The next string where it lies in the input (no copy).
+  std::string_view StrView() {
     const uint64_t n = U64();
     if (!ok_ || n > remaining()) {
       ok_ = false;
       return {};
     }
-    std::string s(in_.substr(pos_, n));
+    const std::string_view s = in_.substr(pos_, n);
     pos_ += n;
     return s;
   }
   std::vector<std::string> Strs() {
-    const uint64_t n = Count(sizeof(uint64_t));
     std::vector<std::string> v;
-    v.reserve(n);
-    for (uint64_t i = 0; i < n && ok_; ++i) v.push_back(Str());
+    EachStr([&v](uint64_t n) { v.reserve(n); }, [&v](std::string_view s) { v.emplace_back(s); });
     return v;
+  }
+  // Strs without the vector: `count` gets the number of strings, then `each`
+  // each string where it lies in the input.
+  template <class Count, class Each>
+  void EachStr(Count&& count, Each&& each) {
+    const uint64_t n = this->Count(sizeof(uint64_t));
+    count(n);
+    for (uint64_t i = 0; i < n && ok_; ++i) {
+      const std::string_view s = StrView();
+      if (ok_) each(s);
+    }
   }
   std::vector<uint64_t> U64s() {
     const uint64_t n = Count(sizeof(uint64_t));

@@ -291,6 +291,31 @@ TEST(MergeMessages, StringUnionRoundTripsAndRejectsGarbage) {
   CheckMessage(StringUnion{}, "string union");
 }
 
+// An opener's string table goes over without a StringUnion copy: the same
+// bytes from a span, interned into a table as read; a short message fails,
+// naming it.
+TEST(MergeMessages, StringsPackFromASpanAndUnpackIntoATable) {
+  const StringUnion full = FullStringUnion();
+  const std::string bytes = Pack(full);
+  EXPECT_EQ(PackStrings(full.strings), bytes);
+  StringTable table;
+  AON_ASSERT_OK(UnpackInto(bytes, &table));
+  std::vector<std::string> back(table.strings().begin(), table.strings().end());
+  EXPECT_EQ(back, full.strings) << "\"\" first: id 0, then the others in order";
+  StringTable tail;
+  AON_ASSERT_OK(UnpackInto(PackStrings(std::span(full.strings).subspan(2)), &tail));
+  ASSERT_EQ(tail.strings().size(), full.strings.size() - 1);
+  EXPECT_EQ(tail.strings()[1], full.strings[2]);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    StringTable t;
+    const Status s = UnpackInto(std::string_view(bytes).substr(0, n), &t);
+    ASSERT_FALSE(s.ok()) << n;
+    EXPECT_TRUE(Contains(s.message(), "string union")) << s.message();
+  }
+  StringTable t;
+  EXPECT_FALSE(UnpackInto(bytes + "x", &t).ok());
+}
+
 TEST(MergeMessages, RowCountRoundTripsAndRejectsGarbage) {
   CheckMessage(RowCount{1234567890123}, "row count");
 }
