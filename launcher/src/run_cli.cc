@@ -1,5 +1,8 @@
 #include "aon/launcher/run_cli.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "aon/session/options.h"
 
 namespace aon::launcher {
@@ -79,12 +82,16 @@ void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
       case SessionOption::kMergeProcs:
         option = app.add_option(entry.run, o.merge_procs, help)->check(CLI::Range(1, 4096));
         break;
-      case SessionOption::kFlight:
-      case SessionOption::kProfile:
-        break;  // srun only (the table says why)
       default:  // the passthrough options but --mode (aon-run reads it): their text, checked later
         if (entry.passthrough) option = app.add_option(entry.run, o.passthrough[entry.id], help);
         break;
+    }
+    // An entry aon-run names but nothing here defines: an option added to the
+    // table without its case (a passthrough one needs none). Every aon-run
+    // start, and so every test of it, fails on it at once.
+    if (option == nullptr) {
+      throw std::logic_error(std::string("aon-run: the option table's ") + entry.run +
+                             " has no definition (launcher/src/run_cli.cc)");
     }
     if (option != nullptr && entry.value != nullptr && entry.run_arg != session::OptionArg::kFlag)
       option->type_name(entry.value);

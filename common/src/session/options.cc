@@ -192,8 +192,12 @@ StatusOr<std::string> CheckOptionValue(SessionOption option, std::string_view va
     case O::kWindow:
     case O::kFlight:
       return CheckAsAgent(AgentVar::kWindow, value);
-    default:  // the passthrough options (the table's `passthrough`), checked above
-      break;
+    default:
+      // Only the passthrough options (the table's `passthrough`, checked above)
+      // have no case: another one here is an option added without its check.
+      return Internal(RunName(option) + SpankName(option) +
+                      ": an option without a passthrough variable and without a check "
+                      "(session/options.cc, CheckOptionValue)");
     case O::kVerbose: {
       char* end = nullptr;
       const std::string v(value);

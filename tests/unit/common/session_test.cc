@@ -173,6 +173,19 @@ TEST(FrontEndOptions, EveryOptionHasOneEntryAndEachSideSaysWhyItDiffers) {
   EXPECT_EQ(session::RunName(SessionOption::kFlight), "");
 }
 
+// Every option's value is checked somewhere: as its passthrough variable, or
+// by its own case. An option added without either fails here (the check then
+// answers Internal, naming it), whatever value it is given.
+TEST(FrontEndOptions, EveryOptionHasAValueCheck) {
+  for (const session::FrontEndOption& o : session::FrontEndOptions()) {
+    for (std::string_view value : {"", "1", "on", "x"}) {
+      auto v = CheckOptionValue(o.id, value);
+      EXPECT_TRUE(v.ok() || v.status().code() != StatusCode::kInternal)
+          << (o.run ? o.run : o.spank) << " '" << value << "': " << v.status().ToString();
+    }
+  }
+}
+
 TEST(FrontEndOptions, NcclTakesTheFiveModesAndOnOffAliases) {
   for (std::string_view mode : kNcclModes) {
     auto v = CheckOptionValue(SessionOption::kNccl, mode);
