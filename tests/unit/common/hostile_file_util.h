@@ -16,87 +16,107 @@
 
 namespace aon::testing {
 
+// What the helpers that replace a dataset share: `path` open for writing and
+// its dataset `name` open, with its type. Unlink() closes the dataset and
+// removes its name (the helper then creates the replacement in `file` with
+// `type`); Close() closes the rest and says whether the file closed cleanly.
+// Whatever is still open when it goes (a failed assertion) is closed then.
+class DatasetToReplace {
+ public:
+  DatasetToReplace(const std::string& path, const std::string& name) : name_(name) {
+    file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    if (file >= 0) ds = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+    if (ds >= 0) type = H5Dget_type(ds);
+  }
+  ~DatasetToReplace() { Close(); }
+  DatasetToReplace(const DatasetToReplace&) = delete;
+  DatasetToReplace& operator=(const DatasetToReplace&) = delete;
+  bool ok() const { return type >= 0; }
+  bool Unlink() {
+    if (ds >= 0) H5Dclose(ds);
+    ds = -1;
+    return file >= 0 && H5Ldelete(file, name_.c_str(), H5P_DEFAULT) >= 0;
+  }
+  bool Close() {
+    if (ds >= 0) H5Dclose(ds);
+    if (type >= 0) H5Tclose(type);
+    const bool closed = file >= 0 && H5Fclose(file) >= 0;
+    ds = type = file = -1;
+    return closed;
+  }
+
+  hid_t file = -1, ds = -1, type = -1;
+
+ private:
+  std::string name_;
+};
+
 // Replaces dataset `name` by one of the same type and storage settings (layout,
 // chunks, filters) that declares `rows` rows but holds only the original rows:
 // the rest of the extent is backed by nothing in the file.
 inline void RedeclareRows(const std::string& path, const std::string& name, hsize_t rows) {
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(f, 0) << path;
-  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
-  ASSERT_GE(ds, 0) << name;
-  hid_t type = H5Dget_type(ds);
-  hid_t dcpl = H5Dget_create_plist(ds);
-  hid_t space = H5Dget_space(ds);
+  DatasetToReplace d(path, name);
+  ASSERT_TRUE(d.ok()) << path << ": " << name;
+  hid_t dcpl = H5Dget_create_plist(d.ds);
+  hid_t space = H5Dget_space(d.ds);
   hsize_t old_rows = 0;
   H5Sget_simple_extent_dims(space, &old_rows, nullptr);
-  std::vector<char> data(old_rows * H5Tget_size(type) + 1);
+  std::vector<char> data(old_rows * H5Tget_size(d.type) + 1);
   if (old_rows > 0) {
-    ASSERT_GE(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), 0);
+    ASSERT_GE(H5Dread(d.ds, d.type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), 0);
   }
   H5Sclose(space);
-  H5Dclose(ds);
-  ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+  ASSERT_TRUE(d.Unlink()) << name;
   hsize_t dims[1] = {rows}, maxdims[1] = {H5S_UNLIMITED};
   const bool chunked = H5Pget_layout(dcpl) == H5D_CHUNKED;
   space = H5Screate_simple(1, dims, chunked ? maxdims : nullptr);
-  ds = H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  hid_t ds = H5Dcreate2(d.file, name.c_str(), d.type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   ASSERT_GE(ds, 0) << name;
   if (old_rows > 0) {
     hsize_t start[1] = {0}, count[1] = {old_rows};
     H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
     hid_t mem = H5Screate_simple(1, count, nullptr);
-    ASSERT_GE(H5Dwrite(ds, type, mem, space, H5P_DEFAULT, data.data()), 0);
+    ASSERT_GE(H5Dwrite(ds, d.type, mem, space, H5P_DEFAULT, data.data()), 0);
     H5Sclose(mem);
   }
   H5Sclose(space);
   H5Dclose(ds);
   H5Pclose(dcpl);
-  H5Tclose(type);
-  ASSERT_GE(H5Fclose(f), 0);
+  ASSERT_TRUE(d.Close()) << path;
 }
 
 // Replaces dataset `name` by a contiguous one of the same type that declares
 // `rows` rows and was never written: HDF5 allocates nothing for it.
 inline void RedeclareContiguous(const std::string& path, const std::string& name, hsize_t rows) {
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(f, 0) << path;
-  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
-  ASSERT_GE(ds, 0) << name;
-  hid_t type = H5Dget_type(ds);
-  H5Dclose(ds);
-  ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+  DatasetToReplace d(path, name);
+  ASSERT_TRUE(d.ok()) << path << ": " << name;
+  ASSERT_TRUE(d.Unlink()) << name;
   hsize_t dims[1] = {rows};
   hid_t space = H5Screate_simple(1, dims, nullptr);
-  ds = H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t ds = H5Dcreate2(d.file, name.c_str(), d.type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(ds, 0) << name;
   H5Dclose(ds);
   H5Sclose(space);
-  H5Tclose(type);
-  ASSERT_GE(H5Fclose(f), 0);
+  ASSERT_TRUE(d.Close()) << path;
 }
 
 // Replaces dataset `name` by one of the same type whose `rows` rows are raw
 // bytes of the file `outside` (HDF5 external storage, H5Pset_external).
 inline void MakeExternalStorage(const std::string& path, const std::string& name,
                                 const std::string& outside, hsize_t rows) {
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(f, 0) << path;
-  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
-  ASSERT_GE(ds, 0) << name;
-  hid_t type = H5Dget_type(ds);
-  H5Dclose(ds);
-  ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+  DatasetToReplace d(path, name);
+  ASSERT_TRUE(d.ok()) << path << ": " << name;
+  ASSERT_TRUE(d.Unlink()) << name;
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  ASSERT_GE(H5Pset_external(dcpl, outside.c_str(), 0, rows * H5Tget_size(type)), 0);
+  ASSERT_GE(H5Pset_external(dcpl, outside.c_str(), 0, rows * H5Tget_size(d.type)), 0);
   hsize_t dims[1] = {rows};
   hid_t space = H5Screate_simple(1, dims, nullptr);
-  ds = H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  hid_t ds = H5Dcreate2(d.file, name.c_str(), d.type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   ASSERT_GE(ds, 0) << name;
   H5Dclose(ds);
   H5Sclose(space);
   H5Pclose(dcpl);
-  H5Tclose(type);
-  ASSERT_GE(H5Fclose(f), 0);
+  ASSERT_TRUE(d.Close()) << path;
 }
 
 // Replaces the object at `name` (a dataset or a group) by an external link to
