@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -1168,7 +1169,8 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path
   if (file < 0) {
     const std::string why = Hdf5Error();
     // A file a live writer holds (a running collector's .partial): not damage.
-    if (why.find("unable to lock file") != std::string::npos) {
+    // (EAGAIN only: a file system without locks fails with another errno.)
+    if (why.find("unable to lock file, errno = " + std::to_string(EAGAIN)) != std::string::npos) {
       return Unavailable("cannot open " + ctx +
                          ": another process has it open for writing (HDF5's file lock; with "
                          "HDF5_USE_FILE_LOCKING=FALSE it is read as last flushed): " + why);

@@ -192,6 +192,8 @@ StepDecision WindowPolicy::Restart(uint64_t t_ns) {
   steps_before_ = steps_;
   captured_before_ = captured_steps_;
   windows_before_ = windows_;
+  captured_.clear();  // the summary's step times, too, are the new source's
+  base_all_.clear();
   base_.clear();
   window_cost_.clear();
   first_window_done_ = false;

@@ -111,8 +111,9 @@ class WindowPolicy {
   // progress ends here (the decision says how to switch CUPTI off); the
   // measurements made on the old source's steps are dropped (its time stays in
   // the totals) and the new source starts with a measuring window again. The
-  // summary's step, captured-step and window counts start again too: they
-  // describe the active source's steps (window numbers go on, unique per rank).
+  // summary's step, captured-step and window counts and its in-window step
+  // ratio start again too: they describe the active source's steps (window
+  // numbers go on, unique per rank).
   StepDecision Restart(uint64_t t_ns);
   // An on-demand window of `steps` steps from the next boundary at or after
   // `not_before_ns` (on the clock OnStep is given).

@@ -332,6 +332,7 @@ TEST(WindowPolicy, ARestartEndsTheWindowInProgress) {
   EXPECT_EQ(p.Summary().steps, 0u);
   EXPECT_EQ(p.Summary().captured_steps, 0u);
   EXPECT_EQ(p.Summary().windows, 0u);
+  EXPECT_EQ(p.Summary().window_step_ratio, 0.0) << "no step of the new source measured yet";
   EXPECT_EQ(p.OnStep(0, t + 100).flags, 0);
   // Its own measuring window, numbered after the old source's.
   t += 200;

@@ -102,16 +102,17 @@ TEST(ClockEstimator, FiftyPpmDriftOverTenMinutesWithJitteryLinks) {
   RecordProperty("bound_ns", std::to_string(model->bound_ns));
 }
 
-// The bound is the best exchange's half round trip (rounded up, plus the
-// midpoint's rounding): what the samples give, however slow the machine. How
-// small it is on loopback is measured in bench/RESULTS.md ("Clock
-// synchronization: start-up time and accuracy vs rounds"), not asserted here.
+// The estimate comes from the fastest exchange of all that were made, and its
+// bound covers half that round trip (the most the reply's time can be off):
+// what the samples give, however slow the machine. How small the bound is on
+// loopback is measured in bench/RESULTS.md ("Clock synchronization: start-up
+// time and accuracy vs rounds"), not asserted here.
 void ExpectBoundOfTheBestExchange(const std::vector<PingSample>& samples,
                                   const OffsetMeasurement& m) {
   uint64_t best = UINT64_MAX;
   for (const PingSample& s : samples) best = std::min(best, s.client_recv_ns - s.client_send_ns);
   EXPECT_EQ(m.rtt_ns, best);
-  EXPECT_EQ(m.bound_ns, (best + 1) / 2 + 1);
+  EXPECT_GE(2 * m.bound_ns, best);
   EXPECT_EQ(m.samples, samples.size());
 }
 
