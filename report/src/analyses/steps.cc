@@ -38,13 +38,32 @@ namespace {
 
 // 0. AON's own step markers. A budgeted job's GPU records exist only inside
 // windows: `captured` then holds the captured steps and `windowed` is set.
+// Each rank's steps are those of the source that marked its last step: a more
+// preferred source takes over for good, so steps of another source came before
+// it (one-second time slots while a program loaded its model, say). Those are
+// start-up, not steps: left out of step times and per-step GPU figures, and
+// counted in `method`.
 bool FromStepRecords(const Timeline& t, Steps* s) {
   if (t.steps.empty()) return false;
-  std::map<std::string, size_t> sources;
+  std::vector<int> last_source(t.world_size, -1);
+  std::vector<uint64_t> last_start(t.world_size, 0);
+  for (const auto& m : t.steps) {
+    if (m.rank >= t.world_size) continue;
+    if (last_source[m.rank] < 0 || m.record.start_ns >= last_start[m.rank]) {
+      last_source[m.rank] = m.record.source;
+      last_start[m.rank] = m.record.start_ns;
+    }
+  }
+  std::map<std::string, size_t> sources, earlier;
   bool all_captured = true;
   s->captured.assign(t.world_size, {});
   for (const auto& m : t.steps) {
     if (m.rank >= t.world_size || m.record.end_ns <= m.record.start_ns) continue;
+    const char* source = EnumValueName(kStepSourceValues, m.record.source);
+    if (m.record.source != last_source[m.rank]) {
+      ++earlier[source ? source : "unknown"];
+      continue;
+    }
     const Interval w{m.record.start_ns, m.record.end_ns};
     s->per_rank[m.rank].push_back(w);
     if (m.record.flags & kStepCaptured) {
@@ -52,12 +71,16 @@ bool FromStepRecords(const Timeline& t, Steps* s) {
     } else {
       all_captured = false;
     }
-    const char* source = EnumValueName(kStepSourceValues, m.record.source);
     ++sources[source ? source : "unknown"];
   }
   std::string names;
   for (const auto& [name, count] : sources) names += (names.empty() ? "" : ", ") + name;
+  std::string before;
+  for (const auto& [name, count] : earlier) {
+    before += (before.empty() ? "" : ", ") + std::to_string(count) + " " + name;
+  }
   s->method = "AON step markers (" + names + ")";
+  if (!before.empty()) s->method += "; start-up left out: " + before + " steps before them";
   s->windowed = !all_captured;
   return true;
 }

@@ -26,13 +26,14 @@ bool Captured(uint64_t s) {
   return false;
 }
 
-// One rank, 100 steps of 10 ms; in each captured step a 6 ms kernel from 1 ms to
-// 7 ms into the step (the GPU records of a budgeted job exist only there).
-TimelineBuilder WindowedJob() {
+// One rank, 100 steps of 10 ms from `from_ns`; in each captured step a 6 ms
+// kernel from 1 ms to 7 ms into the step (the GPU records of a budgeted job
+// exist only there).
+TimelineBuilder WindowedJob(uint64_t from_ns = 0) {
   TimelineBuilder b;
   b.Rank(0);
   for (uint64_t s = 0; s < kSteps; ++s) {
-    const uint64_t start = s * kStep + kMs;
+    const uint64_t start = from_ns + s * kStep + kMs;
     b.Step(0, s, start, start + kStep, Captured(s) ? kStepCaptured : 0);
     if (Captured(s)) b.Kernel(0, "sgemm_kernel", start + kMs, start + 7 * kMs, 100 + 0);
   }
@@ -58,6 +59,33 @@ TEST(Windows, StepsComeFromAonMarkersAndGpuStepsFromTheWindows) {
   ASSERT_EQ(s.GpuSteps(0).size(), std::size(kCaptured));
   EXPECT_EQ(s.GpuSteps(0)[1].start, 40 * kStep + kMs);
   EXPECT_TRUE(s.GpuSteps(7).empty()) << "a rank out of range has no steps";
+}
+
+// A program that marks its steps only after loading its model: the time source
+// marked one-second steps until then (two of them captured, with GPU work).
+// Those are start-up: the steps, the step time and the per-step GPU figures are
+// the program's steps alone, and the method says what was left out.
+TEST(Windows, TimeSlotStepsBeforeTheProgramsStepsAreStartUp) {
+  TempDir dir;
+  const uint64_t second = 1000 * kMs;
+  TimelineBuilder b = WindowedJob(5 * second);
+  for (uint64_t slot = 0; slot < 5; ++slot) {
+    const uint64_t start = slot * second;
+    const bool captured = slot == 1 || slot == 2;
+    b.Step(0, 1'700'000'000 + slot, start, start + second, captured ? kStepCaptured : 0,
+           StepSource::kTime);
+    if (captured) b.Kernel(0, "init_kernel", start + kMs, start + 900 * kMs, 100);
+  }
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const Steps s = DetectSteps(t);
+  EXPECT_EQ(s.method, "AON step markers (nvtx); start-up left out: 5 time slot steps before them");
+  EXPECT_EQ(s.typical_count, kSteps);
+  ASSERT_EQ(s.GpuSteps(0).size(), std::size(kCaptured)) << "the time slots' windows are not steps";
+  const std::vector<RankBreakdown> br = ComputeBreakdown(t, s);
+  ASSERT_EQ(br.size(), 1u);
+  EXPECT_EQ(br[0].steps, kSteps);
+  EXPECT_DOUBLE_EQ(br[0].step_mean_ns, static_cast<double>(kStep));
+  EXPECT_DOUBLE_EQ(br[0].step_busy_ns, 6.0 * kMs);
 }
 
 TEST(Windows, BreakdownIsOverTheCapturedStepsScaledToTheRun) {
