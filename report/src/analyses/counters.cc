@@ -285,6 +285,9 @@ std::string TooShort(double intervals, uint64_t interval_ns) {
   return buf;
 }
 
+// The NVTX domain NCCL names its API calls' ranges with.
+constexpr std::string_view kNcclNvtxDomain = "NCCL";
+
 void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied,
                  const std::vector<GpuRows>& rows, CounterAnalysis* a) {
   std::map<std::string, size_t> index;
@@ -301,6 +304,10 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
     std::string name = NormalizeRangeName(t.strings.Get(n.name_id));
     if (IsStepRangeName(name)) continue;
     const std::string& domain = t.strings.Get(n.domain_id);
+    // NCCL's own ranges are its API calls (the communication analysis has
+    // them): a communicator's set-up or teardown leaving the GPU idle is not a
+    // phase of the program to judge.
+    if (domain == kNcclNvtxDomain) continue;
     if (!domain.empty()) name = domain + ":" + name;
     auto [it, added] = index.try_emplace(name, a->phases.size());
     if (added) {

@@ -107,9 +107,13 @@ TEST(CounterPhases, RowsAreWeightedByTheirOverlapAtThePhaseEdges) {
   Sample(&b, kGpuA, 0, 300 * kMs, 400 * kMs, 10, 70, 5, 20);
   b.Nvtx(0, "optimizer", 150 * kMs, 375 * kMs, 1, 0);
   b.Nvtx(0, "zero_grad", 150 * kMs, 325 * kMs, 1, 1);  // 1.75 intervals: too short
+  // NCCL's own range of an API call (here a communicator's teardown): not a phase.
+  b.Nvtx(0, "ncclCommDestroy", 0, 400 * kMs, 2, 0, "NCCL");
   const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
   const CounterAnalysis a = AnalyzeCounters(t, {});
   ASSERT_TRUE(a.present);
+  EXPECT_EQ(Phase(a, "NCCL:ncclCommDestroy"), nullptr);
+  EXPECT_EQ(a.phases.size(), 2u);
   const CounterPhase* p = Phase(a, "optimizer");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->intervals, 2.25);
