@@ -29,9 +29,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "aon/clock_estimator.h"
-#include "aon/ping_pong.h"
-#include "aon/timebase.h"
+#include "aon/clocksync/clock_estimator.h"
+#include "aon/clocksync/ping_pong.h"
+#include "aon/base/timebase.h"
 
 namespace {
 

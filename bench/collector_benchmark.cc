@@ -1,7 +1,7 @@
-// The node collector's drain + HDF5 append path (rank_agent/collector): a
-// producer thread fills a shared-memory ring (aon/shm_ring.h) with a realistic
+// The node collector's drain + HDF5 append path (collector): a
+// producer thread fills a shared-memory ring (aon/ipc/shm_ring.h) with a realistic
 // record mix generated up front, while the consumer (this thread, as the
-// collector's one thread) drains it into RecordBatches (common/include/aon/record_batches.h) and,
+// collector's one thread) drains it into RecordBatches (ipc/include/aon/ipc/record_batches.h) and,
 // every `flush` records (standing for the collector's 1 s flush interval),
 // appends them to a real TraceWriter rank file in /tmp, appends new strings,
 // rewrites the two /meta attributes and calls Flush(), exactly as
@@ -66,11 +66,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/shm_ring.h"
-#include "aon/trace_file.h"
-#include "aon/trace_format.h"
-#include "aon/record_batches.h"
+#include "aon/format/records.h"
+#include "aon/ipc/shm_ring.h"
+#include "aon/format/trace_file.h"
+#include "aon/format/trace_format.h"
+#include "aon/ipc/record_batches.h"
 #include "synthetic_step.h"
 
 namespace {

@@ -7,7 +7,7 @@
 //
 // Generate: writes DIR/rank-NNNNN.h5 for ranks 0..N-1, exactly R records each,
 // through TraceWriter as the node collector writes a rank file
-// (rank_agent/collector/collector.cc): created with 4096-record chunks and
+// (collector/src/collector.cc): created with 4096-record chunks and
 // deflate 4; metadata first written as "running" (truncated = 1) and flushed;
 // then at every flush (1 s of trace time, or 8 MiB of records pending, as the
 // collector does with a 32 MiB ring) each kind's records appended in completion
@@ -88,10 +88,10 @@
 #include <vector>
 
 #include "aon/merge/nccl_resolve.h"
-#include "aon/records.h"
-#include "aon/status.h"
-#include "aon/trace_file.h"
-#include "aon/trace_format.h"
+#include "aon/format/records.h"
+#include "aon/base/status.h"
+#include "aon/format/trace_file.h"
+#include "aon/format/trace_format.h"
 #include "synthetic_step.h"
 
 namespace {

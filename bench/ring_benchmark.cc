@@ -1,4 +1,4 @@
-// Cost of one record on the shared-memory record ring (aon/shm_ring.h), the
+// Cost of one record on the shared-memory record ring (aon/ipc/shm_ring.h), the
 // agent's hot path: Producer::Push of a KernelRecord (88 bytes) and of an
 // NvtxRecord (40 bytes) and PushString of 32 bytes, from 1 and 8 producer
 // threads while a consumer thread drains in the background (drops reported as
@@ -17,8 +17,8 @@
 #include <string_view>
 #include <thread>
 
-#include "aon/records.h"
-#include "aon/shm_ring.h"
+#include "aon/format/records.h"
+#include "aon/ipc/shm_ring.h"
 
 namespace {
 

@@ -31,7 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "aon/records.h"
+#include "aon/format/records.h"
 
 namespace aon::bench {
 

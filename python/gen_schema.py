@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the aon package's generated schema module from `aon-inspect --schema`
 (stdin): for each table, its string-id fields and its enum value names, so aon.reader follows the
-format's field tables (common/include/aon/records.h) without a copy of them."""
+format's field tables (format/include/aon/format/records.h) without a copy of them."""
 import pprint
 import re
 import sys

@@ -1,4 +1,4 @@
-#include "aon/clock_estimator.h"
+#include "aon/clocksync/clock_estimator.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "aon/ping_pong.h"
+#include "aon/clocksync/ping_pong.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "aon/rank_sync.h"
+#include "aon/clocksync/rank_sync.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "aon/timebase.h"
+#include "aon/base/timebase.h"
 
 namespace aon::clocksync {
 namespace {

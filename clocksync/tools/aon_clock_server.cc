@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "aon/ping_pong.h"
-#include "aon/timebase.h"
+#include "aon/clocksync/ping_pong.h"
+#include "aon/base/timebase.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

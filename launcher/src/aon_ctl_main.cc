@@ -6,7 +6,7 @@
 //   aon-ctl steps JOB_DIR
 //       where each node of the job is: its latest step, step source and length
 //
-// It talks to the job through files in its job directory (aon/capture_request.h):
+// It talks to the job through files in its job directory (aon/ipc/capture_request.h):
 // each node's collector publishes its steps there and picks requests up from
 // there, so a directory the nodes share reaches all of them. Only the job's
 // user can steer it: the files are written and read as that user's own.
@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "aon/capture_request.h"
-#include "aon/timebase.h"
-#include "aon/secure_fs.h"
-#include "aon/terminal_text.h"
+#include "aon/ipc/capture_request.h"
+#include "aon/base/timebase.h"
+#include "aon/base/secure_fs.h"
+#include "aon/base/terminal_text.h"
 
 namespace {
 

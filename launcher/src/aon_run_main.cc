@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "aon/collector_protocol.h"
-#include "aon/config.h"
+#include "aon/ipc/collector_protocol.h"
+#include "aon/config/agent_config.h"
 #include "aon/launcher/child_process.h"
 #include "aon/launcher/launch_plan.h"
 #include "aon/launcher/run_cli.h"
-#include "aon/session/merge_report.h"
-#include "aon/session/tool_paths.h"
+#include "aon/config/merge_report.h"
+#include "aon/config/tool_paths.h"
 
 extern char** environ;
 
@@ -90,7 +90,7 @@ aon::StatusOr<int> RunChild(const std::vector<std::string>& argv) {
   return aon::launcher::ExitStatusFromWaitStatus(wait_status);
 }
 
-// Merge, then report (aon/session/merge_report.h); a failure is a warning,
+// Merge, then report (aon/config/merge_report.h); a failure is a warning,
 // never the exit status.
 void MergeAndReport(const LaunchPlan& plan, bool report) {
   aon::MergePlan merge;
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
     return aon::launcher::kExitAonError;
   }
   for (const std::string& w : dir_warnings) Say("warning: " + w);
-  // A fresh key for this run's collector socket name (aon/collector_protocol.h):
+  // A fresh key for this run's collector socket name (aon/ipc/collector_protocol.h):
   // nobody else can know the name before the collector holds it.
   if (auto key = aon::CollectorKey(plan.job_dir, aon::KeyMode::kRenew); !key.ok()) {
     Say("error: -o/--output: " + key.status().message());

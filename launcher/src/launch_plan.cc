@@ -19,9 +19,9 @@
 #include <system_error>
 #include <utility>
 
-#include "aon/secure_fs.h"
-#include "aon/session/options.h"
-#include "aon/session/tool_paths.h"
+#include "aon/base/secure_fs.h"
+#include "aon/config/options.h"
+#include "aon/config/tool_paths.h"
 
 namespace aon::launcher {
 namespace {
@@ -328,7 +328,7 @@ LauncherKind ClassifyLauncher(std::string_view command, std::string_view resolve
 }
 
 Status ValidateOptions(const RunOptions& options) {
-  // The values every front end checks alike (aon/session/options.h).
+  // The values every front end checks alike (aon/config/options.h).
   const std::pair<session::SessionOption, const std::string*> values[] = {
       {session::SessionOption::kKinds, &options.kinds},
       {session::SessionOption::kMode, &options.mode},
@@ -612,7 +612,7 @@ int PlanErrorExitStatus(const Status& status) {
 Status PrepareOutputDir(const std::string& dir, std::vector<std::string>* warnings) {
   if (dir.empty() || dir[0] != '/')
     return InvalidArgument("-o/--output: '" + dir + "' must be an absolute path here");
-  // Walk down from the root as the SPANK plugin does (aon/secure_fs.h), creating
+  // Walk down from the root as the SPANK plugin does (aon/base/secure_fs.h), creating
   // what is missing with mode 0700: the trace files say what the user's job ran,
   // and nobody else should read, move or replace them. Unlike the plugin, links
   // that root or the user made are followed (/home -> /export/home).

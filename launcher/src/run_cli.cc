@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "aon/session/options.h"
+#include "aon/config/options.h"
 
 namespace aon::launcher {
 namespace {

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/trace_format.h"
+#include "aon/format/records.h"
+#include "aon/format/trace_format.h"
 
 namespace aon::merge {
 

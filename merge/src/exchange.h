@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "aon/merge/merge_comm.h"
-#include "aon/status.h"
+#include "aon/base/status.h"
 #include "messages.h"
 
 namespace aon::merge {

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <sstream>
 
-#include "aon/json_writer.h"
+#include "aon/base/json_writer.h"
 #include "aon/merge/merge.h"
-#include "aon/string_table.h"
-#include "aon/trace_file.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
 
 namespace aon::merge {
 namespace {

@@ -14,7 +14,7 @@
 //  3. Reconcile (reconcile.h): a pure function of the candidates decides which
 //     file gives each rank (missing, duplicate, salvaged .partial, superseded,
 //     truncated, corrupt ...); every process takes the same decisions. Then
-//     followers get their node leader's clock (aon/clock_leaders.h).
+//     followers get their node leader's clock (aon/format/clock_leaders.h).
 //  4. Strings (unify_strings.h): each process unites its ranks' string tables; the
 //     unions are exchanged and interned in process order: one table, the same
 //     everywhere.
@@ -45,7 +45,7 @@
 #include <optional>
 #include <utility>
 
-#include "aon/clock_leaders.h"
+#include "aon/format/clock_leaders.h"
 #include "open.h"
 #include "outcomes.h"
 #include "phase_clock.h"

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "aon/merge/chrome_trace.h"
+#include "aon/export/chrome_trace.h"
 
 namespace aon::merge {
 

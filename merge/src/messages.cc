@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "aon/metadata_wire.h"
+#include "aon/format/metadata_wire.h"
 #include "pack.h"
 
 namespace aon::merge {

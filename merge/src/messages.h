@@ -28,10 +28,10 @@
 #include <string_view>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/status.h"
-#include "aon/string_table.h"
-#include "aon/trace_format.h"
+#include "aon/format/records.h"
+#include "aon/base/status.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_format.h"
 #include "candidate.h"
 
 namespace aon::merge {

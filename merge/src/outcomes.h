@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "aon/merge/merge.h"
+#include "aon/merge/merge_types.h"
 #include "aon/merge/merge_comm.h"
-#include "aon/records.h"
-#include "aon/status.h"
+#include "aon/format/records.h"
+#include "aon/base/status.h"
 #include "candidate.h"
 #include "messages.h"
 #include "records.h"

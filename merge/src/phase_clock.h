@@ -6,14 +6,14 @@
 
 #include <time.h>
 
-#include "aon/merge/merge.h"
-#include "aon/thread_cpu.h"
+#include "aon/merge/merge_types.h"
+#include "aon/base/thread_cpu.h"
 
 namespace aon::merge {
 
 // Adds the time between its construction (or Start) and Stop / its end to
 // one phase. CPU time is this thread's and that of the helper threads
-// (aon/thread_cpu.h: compressing and inflating chunks, the k-way merge): an MPI
+// (aon/base/thread_cpu.h: compressing and inflating chunks, the k-way merge): an MPI
 // library's progress thread is not the merge's work.
 class PhaseClock {
  public:

@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "aon/merge/merge.h"
+#include "aon/merge/merge_types.h"
 #include "candidate.h"
 
 namespace aon::merge {

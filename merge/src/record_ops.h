@@ -1,19 +1,19 @@
 // Per-record operations of the merge: a rank's clock correction applied to
 // every time field of a record. Which fields are times and which are string ids
-// is declared once in each kind's field table (common/include/aon/records.h);
-// ShiftTimes and ForEachStringId (common/include/aon/schema.h) act on those roles.
+// is declared once in each kind's field table (format/include/aon/format/records.h);
+// ShiftTimes and ForEachStringId (format/include/aon/format/schema.h) act on those roles.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#include "aon/linear_clock.h"
-#include "aon/records.h"
-#include "aon/trace_format.h"
+#include "aon/base/linear_clock.h"
+#include "aon/format/records.h"
+#include "aon/format/trace_format.h"
 
 namespace aon::merge {
 
-// A rank's records onto the reference clock (aon/linear_clock.h).
+// A rank's records onto the reference clock (aon/base/linear_clock.h).
 template <typename T>
 void ShiftRecordClock(T& r, const LinearClock& c) {
   ShiftTimes(r, [&](uint64_t t) { return c.Apply(t); });

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "aon/merge/nccl_resolve.h"
-#include "aon/thread_cpu.h"
+#include "aon/base/thread_cpu.h"
 #include "exchange.h"
 #include "phase_clock.h"
 #include "progress.h"
@@ -282,7 +282,7 @@ void MergeRuns(const std::vector<Run<T>>& runs, std::vector<Merged<T>>& batch, s
 // after the last round only: rounds of a small memory budget then still append
 // whole chunks, which HDF5 would otherwise inflate and deflate again for every
 // round. With threads > 1 and at least two batches to append, a thread of its
-// own merges while this one appends (and compresses, aon/trace_file.h) the
+// own merges while this one appends (and compresses, aon/format/trace_file.h) the
 // batch before: three batches, one filled, one waiting, one appended. Its CPU
 // time is the sort phase's, as is this thread's wait for a full batch.
 template <typename T>

@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "aon/linear_clock.h"
-#include "aon/merge/merge.h"
+#include "aon/base/linear_clock.h"
+#include "aon/merge/merge_types.h"
 #include "aon/merge/merge_comm.h"
 #include "aon/merge/nccl_resolve.h"
-#include "aon/status.h"
-#include "aon/trace_file.h"
+#include "aon/base/status.h"
+#include "aon/format/trace_file.h"
 #include "candidate.h"
 
 namespace aon::merge {

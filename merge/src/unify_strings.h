@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "aon/merge/merge_comm.h"
-#include "aon/status.h"
-#include "aon/string_table.h"
+#include "aon/base/status.h"
+#include "aon/format/string_table.h"
 
 namespace aon::merge {
 

@@ -15,11 +15,11 @@
 #include <memory>
 #include <string>
 
-#include "aon/merge/merge.h"
+#include "aon/merge/merge_types.h"
 #include "aon/merge/merge_comm.h"
-#include "aon/status.h"
-#include "aon/string_table.h"
-#include "aon/trace_file.h"
+#include "aon/base/status.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
 #include "candidate.h"
 #include "outcomes.h"
 

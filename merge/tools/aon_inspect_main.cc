@@ -7,8 +7,8 @@
 #include <string>
 
 #include "aon/merge/inspect.h"
-#include "aon/terminal_text.h"
-#include "aon/trace_format.h"
+#include "aon/base/terminal_text.h"
+#include "aon/format/trace_format.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"aon-inspect: show what an AON rank trace or merged timeline holds"};

@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "aon/merge/export_filter.h"
+#include "aon/export/export_filter.h"
 #include "aon/merge/merge.h"
 #include "aon/merge/merge_exports.h"
-#include "aon/terminal_text.h"
+#include "aon/base/terminal_text.h"
 #include "mpi_comm.h"
 
 namespace {
@@ -41,7 +41,7 @@ CLI::Validator NotEmpty(const std::string& what) {
 }
 
 // A failed merge leaves no half-written timeline behind (the JSON outputs
-// remove their own, aon/secure_fs.h).
+// remove their own, aon/base/secure_fs.h).
 void RemovePartialTimeline(const aon::merge::MergeOptions& options) {
   const std::string timeline =
       options.timeline_path.empty() ? options.job_dir + "/timeline.h5" : options.timeline_path;

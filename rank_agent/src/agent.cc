@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "aon/trace_file.h"
+#include "aon/format/trace_file.h"
 #include "nccl_plugin.h"
 #include "op_ranges.h"
 

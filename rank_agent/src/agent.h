@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "aon/config.h"
-#include "aon/rank_identity.h"
-#include "aon/rank_sync.h"
-#include "aon/timebase.h"
-#include "aon/trace_format.h"
+#include "aon/config/agent_config.h"
+#include "aon/config/rank_identity.h"
+#include "aon/clocksync/rank_sync.h"
+#include "aon/base/timebase.h"
+#include "aon/format/trace_format.h"
 #include "capture_control.h"
 #include "collector_link.h"
 #include "record_sink.h"

@@ -2,7 +2,7 @@
 #include "aon/capture_api.h"
 
 #include "agent.h"
-#include "aon/timebase.h"
+#include "aon/base/timebase.h"
 #include "op_ranges.h"
 
 extern "C" __attribute__((visibility("default"))) void aon_step(void) {

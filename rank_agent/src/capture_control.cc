@@ -7,8 +7,8 @@
 #include <chrono>
 
 #include "agent.h"
-#include "aon/shm_ring.h"
-#include "aon/timebase.h"
+#include "aon/ipc/shm_ring.h"
+#include "aon/base/timebase.h"
 #include "op_ranges.h"
 
 namespace aon::agent {

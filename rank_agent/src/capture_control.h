@@ -19,9 +19,9 @@
 #include <string>
 #include <thread>
 
-#include "aon/config.h"
-#include "aon/records.h"
-#include "aon/trace_format.h"
+#include "aon/config/agent_config.h"
+#include "aon/format/records.h"
+#include "aon/format/trace_format.h"
 #include "window_policy.h"
 
 namespace aon::agent {

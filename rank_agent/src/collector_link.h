@@ -1,5 +1,5 @@
 // The agent's connection to its node's collector (protocol:
-// common/include/aon/collector_protocol.h).
+// ipc/include/aon/ipc/collector_protocol.h).
 //
 // Connect() finds the job's collector on this node or starts one: the
 // aon-collector binary is spawned detached (its own session, reaped at once
@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "aon/config.h"
-#include "aon/status.h"
-#include "aon/trace_format.h"
+#include "aon/config/agent_config.h"
+#include "aon/base/status.h"
+#include "aon/format/trace_format.h"
 
 namespace aon::agent {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <string_view>
 
-#include "aon/gpu_uuid.h"
-#include "aon/records.h"
+#include "aon/base/gpu_uuid.h"
+#include "aon/format/records.h"
 
 namespace aon::agent {
 

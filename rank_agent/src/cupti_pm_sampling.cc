@@ -41,9 +41,9 @@
 #include <vector>
 
 #include "agent.h"
-#include "aon/thread_cpu.h"
-#include "aon/timebase.h"
-#include "cupti_source.h"
+#include "aon/base/gpu_uuid.h"
+#include "aon/base/thread_cpu.h"
+#include "aon/base/timebase.h"
 
 namespace aon::agent {
 namespace {

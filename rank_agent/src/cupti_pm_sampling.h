@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "aon/config.h"
+#include "aon/config/agent_config.h"
 #include "counter_sampler.h"
 
 namespace aon::agent {

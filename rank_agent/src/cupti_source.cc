@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "agent.h"
-#include "aon/timebase.h"
+#include "aon/base/gpu_uuid.h"
+#include "aon/base/timebase.h"
 #include "correlation_ids.h"
 #include "cupti_api_filter.h"
 #include "cupti_pm_sampling.h"
@@ -513,17 +514,6 @@ void FlushAtFinish() {
 }
 
 }  // namespace
-
-std::string GpuUuidText(const unsigned char bytes[16]) {
-  static const char* hex = "0123456789abcdef";
-  std::string s = "GPU-";
-  for (int i = 0; i < 16; ++i) {
-    s += hex[bytes[i] >> 4];
-    s += hex[bytes[i] & 15];
-    if (i == 3 || i == 5 || i == 7 || i == 9) s += '-';
-  }
-  return s;
-}
 
 bool StartCuptiSource() {
   Agent& agent = Agent::Get();

@@ -1,12 +1,7 @@
 // The real GPU activity source: CUPTI's activity API inside the rank process.
 #pragma once
 
-#include <string>
-
 namespace aon::agent {
-
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" of a CUuuid's 16 bytes.
-std::string GpuUuidText(const unsigned char bytes[16]);
 
 // Claims CUPTI's single subscriber slot, sets CLOCK_MONOTONIC as CUPTI's
 // timestamp source and enables the configured activity kinds. On any failure

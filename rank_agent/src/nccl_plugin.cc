@@ -81,7 +81,7 @@
 
 #include "agent.h"
 #include "aon/nccl_profiler_abi.h"
-#include "aon/timebase.h"
+#include "aon/base/timebase.h"
 
 namespace aon::agent {
 namespace {

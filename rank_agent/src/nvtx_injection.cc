@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "agent.h"
-#include "aon/timebase.h"
+#include "aon/base/timebase.h"
 
 namespace aon::agent {
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "agent.h"
-#include "aon/records.h"
-#include "aon/timebase.h"
+#include "aon/format/records.h"
+#include "aon/base/timebase.h"
 
 namespace aon::agent {
 namespace {

@@ -1,6 +1,6 @@
 #include "record_sink.h"
 
-#include "aon/record_batches.h"
+#include "aon/ipc/record_batches.h"
 
 namespace aon::agent {
 

@@ -1,5 +1,5 @@
 // RecordSink: where the agent's producers put records. A shared-memory ring
-// (common/include/aon/shm_ring.h) that the node collector drains; in degraded
+// (ipc/include/aon/ipc/shm_ring.h) that the node collector drains; in degraded
 // mode (no collector) the agent drains it itself at exit.
 //
 // Producers: CUPTI's buffer-completion thread, NCCL's threads, application
@@ -24,11 +24,11 @@
 #include <string_view>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/shm_ring.h"
-#include "aon/status.h"
-#include "aon/string_table.h"
-#include "aon/trace_file.h"
+#include "aon/format/records.h"
+#include "aon/ipc/shm_ring.h"
+#include "aon/base/status.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
 
 namespace aon::agent {
 

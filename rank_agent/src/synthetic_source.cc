@@ -22,7 +22,7 @@
 
 #include "agent.h"
 #include "aon/synthetic_device.h"
-#include "aon/timebase.h"
+#include "aon/base/timebase.h"
 #include "correlation_ids.h"
 #include "counter_sampler.h"
 #include "op_ranges.h"

@@ -33,7 +33,7 @@
 #include <deque>
 #include <vector>
 
-#include "aon/records.h"
+#include "aon/format/records.h"
 
 namespace aon::agent {
 

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "aon/report/report.h"
-#include "aon/trace_file.h"
+#include "aon/format/trace_file.h"
 
 namespace aon::report {
 

@@ -1,10 +1,10 @@
 // aon-report --json: the Report as one JSON object (fields in report/README.md),
-// written with the one JSON writer (aon/json_writer.h).
+// written with the one JSON writer (aon/base/json_writer.h).
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#include "aon/json_writer.h"
+#include "aon/base/json_writer.h"
 #include "aon/report/report.h"
 
 namespace aon::report {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "aon/report/report.h"
-#include "aon/secure_fs.h"
-#include "aon/terminal_text.h"
+#include "aon/base/secure_fs.h"
+#include "aon/base/terminal_text.h"
 
 namespace {
 
@@ -25,7 +25,7 @@ std::string DirName(const std::string& p) {
   return slash == 0 ? "/" : p.substr(0, slash);
 }
 
-// Through the one O_EXCL | O_NOFOLLOW writer (aon/secure_fs.h): "<path>.partial",
+// Through the one O_EXCL | O_NOFOLLOW writer (aon/base/secure_fs.h): "<path>.partial",
 // mode 0600, renamed when complete; a link or another user's file in the way
 // is refused, never written through.
 bool WriteFile(const std::string& path, const std::string& text, std::string* error) {

@@ -1,4 +1,4 @@
-// The node collector of a step (rank_agent/collector): one per job step per
+// The node collector of a step (collector): one per job step per
 // node, running as the job's user.
 //
 // Start: the first rank's agent on the node starts it (as the user, with no
@@ -11,8 +11,8 @@
 // logged, nothing waited for).
 #include <unistd.h>
 
-#include "aon/collector_protocol.h"
-#include "aon/session/tool_paths.h"
+#include "aon/ipc/collector_protocol.h"
+#include "aon/config/tool_paths.h"
 #include "secure_fs.h"
 #include "state.h"
 

@@ -13,8 +13,8 @@
 #include <climits>
 #include <cstdlib>
 
-#include "aon/session/merge_report.h"
-#include "aon/session/tool_paths.h"
+#include "aon/config/merge_report.h"
+#include "aon/config/tool_paths.h"
 #include "secure_fs.h"
 #include "state.h"
 

@@ -1,5 +1,5 @@
 // The --aon* options of srun, sbatch and salloc: registered from the option
-// table that aon-run reads too (aon/session/options.h, via SpankOptionSpecs),
+// table that aon-run reads too (aon/config/options.h, via SpankOptionSpecs),
 // with its help text. Every callback checks its value and the site policy right
 // away, so a bad value makes srun/sbatch fail before anything runs, with a
 // message that names the option. Slurm may call a callback twice with the same

@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "aon/collector_protocol.h"
-#include "aon/session/tool_paths.h"
+#include "aon/ipc/collector_protocol.h"
+#include "aon/config/tool_paths.h"
 
 namespace aon::spank {
 

@@ -1,7 +1,7 @@
 // File-system and process helpers of the SPANK plugin. Everything that touches a
 // user-controlled path runs as the job's user: in srun (which is the user) or in
 // a forked child of slurmstepd that dropped its privileges first. Directories are
-// walked with O_NOFOLLOW from "/" by the common walker (aon/secure_fs.h), so no
+// walked with O_NOFOLLOW from "/" by the common walker (aon/base/secure_fs.h), so no
 // symlink is ever followed.
 #pragma once
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "aon/secure_fs.h"
-#include "aon/status.h"
+#include "aon/base/secure_fs.h"
+#include "aon/base/status.h"
 
 namespace aon::spank {
 
@@ -21,7 +21,7 @@ struct JobUser {
   std::vector<gid_t> groups;  // supplementary groups
 };
 
-// The job directory as aon/secure_fs.h makes it (WalkPrivateDirectory): mode
+// The job directory as aon/base/secure_fs.h makes it (WalkPrivateDirectory): mode
 // 0700, the caller's, no symbolic link followed at all (PathPolicy::kNoSymlinks).
 // Runs as the caller: call it only as the job's user. Warnings (a directory on
 // the way its group may write, ...) are appended to *warnings.
@@ -31,7 +31,7 @@ Status MakePrivateDirectories(const std::string& path,
 // What slurmstepd learns from making a step's directory as the user.
 struct PreparedJobDir {
   std::vector<std::string> warnings;
-  std::string collector_key;  // the step's collector key (aon/collector_protocol.h)
+  std::string collector_key;  // the step's collector key (aon/ipc/collector_protocol.h)
 };
 
 // The same, in a forked child that first becomes `user` (setgroups, setresgid,
@@ -52,7 +52,7 @@ StatusOr<int> RunProgram(const std::vector<std::string>& argv);
 std::string PluginDirectory();
 
 // Where libaon_agent.so and the aon-merge directory are, relative to the plugin
-// (<lib>/aon.so or <lib>/aon/aon.so; aon/session/tool_paths.h): the first
+// (<lib>/aon.so or <lib>/aon/aon.so; aon/config/tool_paths.h): the first
 // usable candidate, resolved, else "".
 std::string FindAgent(const std::string& plugin_dir);
 std::string FindBinDir(const std::string& plugin_dir);

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "aon/config.h"
+#include "aon/config/agent_config.h"
 
 namespace aon::spank {
 namespace {
@@ -123,7 +123,7 @@ StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args) {
     } else if (key == "max_memory_cap" || key == "memory_cap") {
       auto size = ParseSize(value);
       if (!size.ok()) return bad(size.status().message());
-      // The agent's bounds (aon/config.h): a default it would refuse disables capture.
+      // The agent's bounds (aon/config/agent_config.h): a default it would refuse disables capture.
       if (key == "memory_cap" && (*size < kMinMemoryCapBytes || *size > kMaxMemoryCapBytes))
         return bad("'" + value + "' is outside the agent's range, 1M to 32G");
       (key == "memory_cap" ? c.default_memory_cap : c.max_memory_cap) = *size;

@@ -5,8 +5,8 @@
 // Parsing is strict: an unknown plugstack.conf key or a bad option value is an
 // error whose message names it (the plugin then fails closed). Option names,
 // help and value checks come from the table aon-run reads too
-// (aon/session/options.h); the agent's environment is built by the same code as
-// aon-run's (aon/session/agent_env.h).
+// (aon/config/options.h); the agent's environment is built by the same code as
+// aon-run's (aon/config/agent_env.h).
 #pragma once
 
 #include <cstdint>
@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "aon/session/agent_env.h"
-#include "aon/session/options.h"
-#include "aon/status.h"
+#include "aon/config/agent_env.h"
+#include "aon/config/options.h"
+#include "aon/base/status.h"
 
 namespace aon::spank {
 

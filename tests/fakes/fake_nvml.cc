@@ -1,5 +1,5 @@
 // FAKE NVML, for tests only: libaon_fake_nvml.so implements the NVML functions
-// the collector's GPM counters use (rank_agent/collector/nvml_abi.h), so CI,
+// the collector's GPM counters use (collector/src/nvml_abi.h), so CI,
 // which has no GPU and no driver, runs the collector's real loading, sampling
 // and error paths (AON_NVML_LIBRARY=<this library>). The collector sees the
 // exported `aonFakeNvml` and labels every row it reads here "synthetic".
@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "aon/timebase.h"
+#include "aon/base/timebase.h"
 #include "nvml_abi.h"
 
 namespace {

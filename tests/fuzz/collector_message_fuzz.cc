@@ -1,7 +1,7 @@
 // Fuzz target: the input is one datagram on the node collector's socket
-// (aon/collector_protocol.h), as a client could send it: the collector parses
+// (aon/ipc/collector_protocol.h), as a client could send it: the collector parses
 // the request, and a HELLO's or FINISH's body as RankMetadata
-// (aon/metadata_wire.h); an agent parses the collector's replies the same way.
+// (aon/format/metadata_wire.h); an agent parses the collector's replies the same way.
 // Besides never crashing, what was parsed must survive its own encoding: the
 // request encoded and parsed again is the same request, and the metadata
 // encoded, decoded and encoded again is the same text.
@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "aon/collector_protocol.h"
-#include "aon/metadata_wire.h"
+#include "aon/ipc/collector_protocol.h"
+#include "aon/format/metadata_wire.h"
 
 namespace {
 

@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "aon/collector_protocol.h"
+#include "aon/ipc/collector_protocol.h"
 #include "aon/merge/nccl_resolve.h"
-#include "aon/metadata_wire.h"
-#include "aon/shm_ring.h"
-#include "aon/trace_file.h"
+#include "aon/format/metadata_wire.h"
+#include "aon/ipc/shm_ring.h"
+#include "aon/format/trace_file.h"
 #include "merge_test_util.h"
 #include "nccl_legacy_rows.h"
 #include "trace_test_util.h"

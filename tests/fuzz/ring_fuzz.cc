@@ -1,4 +1,4 @@
-// Fuzz target: the input is a rank's ring (header + ring, aon/shm_ring.h) as a
+// Fuzz target: the input is a rank's ring (header + ring, aon/ipc/shm_ring.h) as a
 // hostile process sharing the memory could have written it, and the node
 // collector consumes it.
 //
@@ -22,8 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "aon/record_batches.h"
-#include "aon/shm_ring.h"
+#include "aon/ipc/record_batches.h"
+#include "aon/ipc/shm_ring.h"
 #include "flight_watch.h"
 #include "ring_intake.h"
 

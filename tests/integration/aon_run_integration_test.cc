@@ -24,10 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "aon/clock_leaders.h"
-#include "aon/records.h"
-#include "aon/trace_file.h"
-#include "aon/trace_format.h"
+#include "aon/format/clock_leaders.h"
+#include "aon/format/records.h"
+#include "aon/format/trace_file.h"
+#include "aon/format/trace_format.h"
 #include "process_runner.h"
 
 namespace {

@@ -17,11 +17,11 @@
 #include <tuple>
 #include <vector>
 
-#include "aon/gpu_uuid.h"
-#include "aon/records.h"
-#include "aon/string_table.h"
-#include "aon/trace_file.h"
-#include "aon/trace_format.h"
+#include "aon/base/gpu_uuid.h"
+#include "aon/format/records.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
+#include "aon/format/trace_format.h"
 #include "process_runner.h"
 
 namespace {

@@ -11,12 +11,12 @@
 # (# and docstrings), *.sh, *.cmake and CMakeLists.txt (#), and the whole text of
 # every *.md; tracked files and untracked ones that git does not ignore, except
 # this folder (its self-test plants dead citations). What is checked:
-#   1. rooted paths: a token that starts with a top-level folder (common/,
+#   1. rooted paths: a token that starts with a top-level folder (format/,
 #      merge/, docs/, notes/, ...) and ends in a source, doc or build file name,
 #      or a folder ("tests/gpu/"), must exist from the repository root: the rule
 #      the team's before-stop hook uses, for more file kinds and for folders, and,
 #      as there, for file paths in code and strings too, not only in comments;
-#   2. other relative paths ("src/findings.cc", "aon/records.h") must exist from
+#   2. other relative paths ("src/findings.cc", "aon/format/records.h") must exist from
 #      the citing file's folder, from a component's include/ folder, or from the root;
 #   3. bare file names ("allocator.cc", "GPU.md") must be the name of a file in
 #      the repository.
@@ -30,7 +30,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # The top-level folders of the design (ARCHITECTURE's table), the ones the hook
 # knows, and the team's notes folder, which must never be cited.
-kTopFolders='common|rank_agent|clocksync|merge|launcher|slurm|report|bench|docs|tests|examples|scripts|notes|python|cmake'
+kTopFolders='base|format|ipc|config|collector|export|rank_agent|clocksync|merge|launcher|slurm|report|bench|docs|tests|examples|scripts|notes|python|cmake'
 kExt='cc|h|hpp|cu|c|py|sh|md|cmake|txt|map|conf'
 # A token may not start right after one of these (URLs, $VAR/x, ~/x, /abs/x, a.b/c),
 # and must end at the end of the name (a '.' may end the sentence).
@@ -73,7 +73,7 @@ check() {
   fi
   files=$(grep -E '(^|/)CMakeLists\.txt$|\.(cc|h|hpp|cu|c|py|sh|md|cmake)$' <<<"$files" |
     grep -v '^tests/repo/' || true)
-  # Folders that hold public headers: "aon/records.h" resolves from there.
+  # Folders that hold public headers: "aon/format/records.h" resolves from there.
   local include_dirs
   include_dirs=$(grep -oE '^(.*/)?include/' <<<"$files" | sort -u || true)
   local -A basenames=() allowed=()

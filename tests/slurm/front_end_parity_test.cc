@@ -1,7 +1,7 @@
 // aon-run and srun --aon side by side: the real aon-run command line (CLI11,
 // launcher/src/run_cli.cc) and the real SPANK option list and setters
 // (slurm/src/settings.cc), both built from the table in
-// common/src/session/options.cc.
+// config/src/options.cc.
 //  - every aon-run option has its srun twin, or the table says why not, and the
 //    other way round;
 //  - twins accept and refuse the same values;
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "aon/config.h"
+#include "aon/config/agent_config.h"
 #include "aon/launcher/run_cli.h"
-#include "aon/session/options.h"
+#include "aon/config/options.h"
 #include "settings.h"
 
 namespace aon {
@@ -136,7 +136,7 @@ TEST(OptionParity, EveryAonRunOptionHasItsSrunTwinOrAReason) {
       if (o.run != nullptr && option->get_name(false, true) == o.run) entry = &o;
     }
     ASSERT_NE(entry, nullptr) << "aon-run " << option->get_name(false, true)
-                              << " is not in the option table (common/src/session/options.cc)";
+                              << " is not in the option table (config/src/options.cc)";
     ++checked;
     const SpankOptionSpec* twin = SpankSpecOf(entry->id);
     if (entry->differs != nullptr) {

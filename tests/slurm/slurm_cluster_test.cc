@@ -18,10 +18,10 @@
 #include <regex>
 #include <sstream>
 
-#include "aon/clock_leaders.h"
-#include "aon/merge/export_filter.h"
-#include "aon/records.h"
-#include "aon/trace_file.h"
+#include "aon/format/clock_leaders.h"
+#include "aon/export/export_filter.h"
+#include "aon/format/records.h"
+#include "aon/format/trace_file.h"
 #include "process_runner.h"
 
 namespace {
@@ -662,7 +662,7 @@ TEST_F(SlurmTwoNodesTwoClocks, OneLeaderPerNodeMeasuresAndTheOthersFollowIt) {
   EXPECT_EQ(meta[3].clock_leader_rank, 2);
   EXPECT_FALSE(meta[3].clock_synchronized);
 
-  // What the merge does with them (aon/clock_leaders.h)...
+  // What the merge does with them (aon/format/clock_leaders.h)...
   std::vector<aon::RankMetadata> applied = meta;
   std::vector<aon::RankMetadata*> pointers;
   for (aon::RankMetadata& m : applied) pointers.push_back(&m);
@@ -691,7 +691,7 @@ TEST_F(SlurmTwoNodesTwoClocks, MergedTimelineHasEveryRankSynchronized) {
     EXPECT_TRUE(Contains(columns, row))
         << "want '" << row << "' in:\n"
         << columns << "(rank 3 follows rank 2: aon-merge must give it rank 2's correction with "
-        << "aon::ApplyClockLeaders, common/include/aon/clock_leaders.h)";
+        << "aon::ApplyClockLeaders, format/include/aon/format/clock_leaders.h)";
   }
 }
 

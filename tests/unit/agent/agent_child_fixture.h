@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "aon/trace_file.h"
+#include "aon/format/trace_file.h"
 
 namespace aon {
 

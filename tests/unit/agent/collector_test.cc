@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "agent_child_fixture.h"
-#include "aon/collector_protocol.h"
-#include "aon/metadata_wire.h"
-#include "aon/shm_ring.h"
+#include "aon/ipc/collector_protocol.h"
+#include "aon/format/metadata_wire.h"
+#include "aon/ipc/shm_ring.h"
 
 namespace aon {
 

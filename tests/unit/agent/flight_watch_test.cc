@@ -1,4 +1,4 @@
-// Flight-recorder triggers derived from a rank's records (rank_agent/collector/
+// Flight-recorder triggers derived from a rank's records (collector/src/
 // flight_watch.h): NCCL stalls and step-time spikes, each firing once per episode.
 #include "flight_watch.h"
 

@@ -1,5 +1,5 @@
 // What the node collector takes out of a rank's ring, entry by entry
-// (rank_agent/collector/ring_intake.h): names by id with placeholders for the
+// (collector/src/ring_intake.h): names by id with placeholders for the
 // ones a full ring lost, names sent again later, ids a producer makes up,
 // the latest record time and the steps.
 #include "ring_intake.h"

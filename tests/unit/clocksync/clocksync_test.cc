@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "aon/clock_estimator.h"
-#include "aon/ping_pong.h"
-#include "aon/timebase.h"
+#include "aon/clocksync/clock_estimator.h"
+#include "aon/clocksync/ping_pong.h"
+#include "aon/base/timebase.h"
 
 namespace aon::clocksync {
 namespace {

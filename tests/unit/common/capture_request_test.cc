@@ -1,7 +1,7 @@
-// The control files of on-demand capture (aon/capture_request.h): what aon-ctl
+// The control files of on-demand capture (aon/ipc/capture_request.h): what aon-ctl
 // writes is what the collectors read, malformed files are refused naming the
 // file, and the first step chosen lies past every node's projected step.
-#include "aon/capture_request.h"
+#include "aon/ipc/capture_request.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// ApplyClockLeaders (aon/clock_leaders.h): followers get their node leader's
+// ApplyClockLeaders (aon/format/clock_leaders.h): followers get their node leader's
 // clock correction only when the leader's file is there, measured for itself
 // and names the same clock; every other case leaves the follower
 // unsynchronized and says why, naming the rank.
-#include "aon/clock_leaders.h"
+#include "aon/format/clock_leaders.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-// The collector protocol (aon/collector_protocol.h): every request and reply
+// The collector protocol (aon/ipc/collector_protocol.h): every request and reply
 // survives encode -> parse unchanged, malformed messages are rejected with the
 // code that says why, and the client calls (CallCollector) return codes for a
 // missing collector, a refusal, a wrong answer, a hang-up and silence, against a
 // real listening socket served by a thread of this test. A listener of another
 // uid than the one expected is refused before anything is sent; the job's
 // collector key is made, read and refused as collector_protocol.h says.
-#include "aon/collector_protocol.h"
+#include "aon/ipc/collector_protocol.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // ParseKinds, ParseSize and LoadAgentConfig: strict parsing, errors that name the
 // variable and the value.
-#include "aon/config.h"
+#include "aon/config/agent_config.h"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/trace_file.h"
+#include "aon/format/records.h"
+#include "aon/format/trace_file.h"
 #include "trace_test_util.h"
 
 namespace aon {

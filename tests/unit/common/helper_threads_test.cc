@@ -1,8 +1,8 @@
-// HelperThreads (aon/helper_threads.h): every share of every piece of work runs
+// HelperThreads (aon/base/helper_threads.h): every share of every piece of work runs
 // exactly once, on its own thread when there is a helper for it; a share that
 // throws fails only its piece; helpers' CPU time is counted; the pool is
 // joined when destroyed with work done and with none.
-#include "aon/helper_threads.h"
+#include "aon/base/helper_threads.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "aon/thread_cpu.h"
+#include "aon/base/thread_cpu.h"
 
 namespace aon {
 namespace {

@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "aon/helper_threads.h"
-#include "aon/trace_file.h"
+#include "aon/base/helper_threads.h"
+#include "aon/format/trace_file.h"
 #include "hostile_file_util.h"
 #include "trace_test_util.h"
 

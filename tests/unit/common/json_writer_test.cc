@@ -1,8 +1,8 @@
-// aon/json_writer.h: escaping (every control character, quotes, backslash, every
+// aon/base/json_writer.h: escaping (every control character, quotes, backslash, every
 // kind of invalid UTF-8), structure (commas, keys, layouts, streaming through a
 // cleared buffer), numbers, and a round trip through python3's strict json module
 // against an independent oracle (Python's own UTF-8 decoder).
-#include "aon/json_writer.h"
+#include "aon/base/json_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// Merge-then-report (aon/session/merge_report.h) with real programs: small
+// Merge-then-report (aon/config/merge_report.h) with real programs: small
 // shell scripts stand in for aon-merge and aon-report, write what they were
 // asked into a log and exit as each test wants; the runner is a plain
 // fork/exec, as a front end's would be.
-#include "aon/session/merge_report.h"
+#include "aon/config/merge_report.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "aon/metadata_wire.h"
-#include "aon/string_table.h"
-#include "aon/trace_file.h"
+#include "aon/format/metadata_wire.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
 #include "trace_test_util.h"
 
 namespace aon {

@@ -1,5 +1,5 @@
 // DetectRankIdentity for each launcher's environment.
-#include "aon/rank_identity.h"
+#include "aon/config/rank_identity.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <random>
 
-#include "aon/trace_file.h"
+#include "aon/format/trace_file.h"
 #include "hostile_file_util.h"
 #include "trace_test_util.h"
 

@@ -1,4 +1,4 @@
-// AON's run-length deflate encoder (common/src/run_deflate.h): every stream it
+// AON's run-length deflate encoder (format/src/run_deflate.h): every stream it
 // writes must inflate, through zlib (what HDF5's deflate filter and h5py use)
 // and through AON's own inflater, to exactly the input, whatever the input:
 // runs at every length around deflate's limits and block boundaries, noise
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/trace_file.h"
+#include "aon/format/records.h"
+#include "aon/format/trace_file.h"
 #include "chunk_codec.h"
 #include "trace_test_util.h"
 

@@ -1,5 +1,5 @@
 // The field tables are the one description of every stored table
-// (common/include/aon/schema.h): these tests make them complete and consistent,
+// (format/include/aon/format/schema.h): these tests make them complete and consistent,
 // so that a field added to a struct without its entry, or with an entry whose
 // role its type cannot have, fails here instead of being merged wrong.
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 #include <variant>
 #include <vector>
 
-#include "aon/metadata_wire.h"
-#include "aon/records.h"
-#include "aon/trace_file.h"
-#include "aon/trace_format.h"
+#include "aon/format/metadata_wire.h"
+#include "aon/format/records.h"
+#include "aon/format/trace_file.h"
+#include "aon/format/trace_format.h"
 #include "trace_test_util.h"
 
 namespace aon {

@@ -1,10 +1,10 @@
-// How AON writes files and makes directories (aon/secure_fs.h), on real files:
+// How AON writes files and makes directories (aon/base/secure_fs.h), on real files:
 // a planted link is never written through, chmod-ed or followed unless root or
 // the caller owns it; a failed write leaves no .partial; a job directory ends up
 // the caller's with mode 0700; a directory every user may write is refused on
 // the way, a group-writable or foreign one named in a warning. The cases with a
 // second user (`nobody`) need root and are skipped otherwise.
-#include "aon/secure_fs.h"
+#include "aon/base/secure_fs.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "aon/config.h"
-#include "aon/session/agent_env.h"
-#include "aon/session/options.h"
-#include "aon/session/tool_paths.h"
+#include "aon/config/agent_config.h"
+#include "aon/config/agent_env.h"
+#include "aon/config/options.h"
+#include "aon/config/tool_paths.h"
 
 namespace aon {
 namespace {

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "aon/shm_ring.h"
+#include "aon/ipc/shm_ring.h"
 #include "shm_ring_test_util.h"
 
 namespace {

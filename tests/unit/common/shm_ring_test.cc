@@ -1,10 +1,10 @@
-// The shared-memory record ring (aon/shm_ring.h): content and per-producer
+// The shared-memory record ring (aon/ipc/shm_ring.h): content and per-producer
 // order under 1, 2 and 8 concurrent producers, exact drop accounting
 // (received + dropped == produced, per thread and per slot), wrap-around with
 // padding entries, string cuts, a consumer or producer in a real second
 // process (shm_ring_child), the errors on corrupt regions and entries, and
 // producers that never wait on a consumer's nonsensical tail.
-#include "aon/shm_ring.h"
+#include "aon/ipc/shm_ring.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/shm_ring.h"
+#include "aon/format/records.h"
+#include "aon/ipc/shm_ring.h"
 
 namespace aon::ring::ringtest {
 

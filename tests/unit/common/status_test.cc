@@ -1,5 +1,5 @@
 // Status / StatusOr and the helper macros.
-#include "aon/status.h"
+#include "aon/base/status.h"
 
 #include <gtest/gtest.h>
 

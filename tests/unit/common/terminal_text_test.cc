@@ -1,6 +1,6 @@
-// EscapeForTerminal (aon/terminal_text.h): what a trace file says (a name, a
+// EscapeForTerminal (aon/base/terminal_text.h): what a trace file says (a name, a
 // host) reaches a terminal as text, never as a control sequence.
-#include "aon/terminal_text.h"
+#include "aon/base/terminal_text.h"
 
 #include <gtest/gtest.h>
 

@@ -18,11 +18,11 @@
 #include <tuple>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/status.h"
-#include "aon/string_table.h"
-#include "aon/trace_file.h"
-#include "aon/trace_format.h"
+#include "aon/format/records.h"
+#include "aon/base/status.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
+#include "aon/format/trace_format.h"
 
 namespace aon::testing {
 

@@ -1,6 +1,6 @@
 // The Chrome trace-event JSON: parsed with Python's strict json module, then
 // checked against what the merged job holds.
-#include "aon/merge/chrome_trace.h"
+#include "aon/export/chrome_trace.h"
 
 #include <gtest/gtest.h>
 
@@ -379,7 +379,7 @@ TEST(MergeChromeTrace, HostileNamesStayValidJson) {
   EXPECT_EQ(Value(c, "async_unbalanced"), "0");
 }
 
-// The escaper's own test moved with it to common/: tests/unit/common/json_writer_test.cc.
+// The escaper's own test moved with it to base/: tests/unit/common/json_writer_test.cc.
 
 TEST(MergeChromeTrace, RankFileIsRefused) {
   TempDir dir;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "aon/merge/export_filter.h"
+#include "aon/export/export_filter.h"
 #include "aon/merge/inspect.h"
 #include "aon/merge/merge.h"
 #include "merge_test_util.h"

@@ -17,9 +17,9 @@
 
 #include "aon/merge/merge.h"
 #include "aon/merge/merge_exports.h"
-#include "aon/records.h"
-#include "aon/string_table.h"
-#include "aon/trace_file.h"
+#include "aon/format/records.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
 #include "trace_test_util.h"
 
 namespace aon::testing {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "aon/metadata_wire.h"
+#include "aon/format/metadata_wire.h"
 #include "exchange.h"
 #include "merge_test_util.h"
 

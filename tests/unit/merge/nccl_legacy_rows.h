@@ -2,7 +2,7 @@
 // files: shared by nccl_resolve_test.cc and the fuzzers' seeds (tests/fuzz/).
 #pragma once
 
-#include "aon/records.h"
+#include "aon/format/records.h"
 
 namespace aon::testing {
 

@@ -1,9 +1,9 @@
-// The OTF2 export (aon/merge/otf2_trace.h): every archive it writes is read by
+// The OTF2 export (aon/export/otf2_trace.h): every archive it writes is read by
 // otf2-print (Debian's otf2-tools) through tests/data/otf2/otf2_counts.py, which
 // fails on anything otf2-print does not accept, on unbalanced or unordered
 // events and on event counts that differ from the definitions; the ENTER events,
 // counted per rank and record kind, must be exactly the timeline's records.
-#include "aon/merge/otf2_trace.h"
+#include "aon/export/otf2_trace.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,8 +1,8 @@
-// The Perfetto protobuf export (aon/merge/perfetto_trace.h): every file it
+// The Perfetto protobuf export (aon/export/perfetto_trace.h): every file it
 // writes is decoded by protoc against Perfetto's published schema
 // (tests/data/perfetto/perfetto_trace.proto), and the decoded events, counted per
 // rank and record kind, must be exactly the timeline's records.
-#include "aon/merge/perfetto_trace.h"
+#include "aon/export/perfetto_trace.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

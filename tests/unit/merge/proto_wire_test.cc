@@ -1,4 +1,4 @@
-// The protobuf wire-format encoder of the Perfetto export (merge/src/proto_wire.h):
+// The protobuf wire-format encoder of the Perfetto export (export/src/proto_wire.h):
 // bytes checked against the encoding spec's own examples, and every value read
 // back by an independent decoder written here from the spec.
 #include "proto_wire.h"

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <random>
 
-#include "aon/merge/chrome_trace.h"
-#include "aon/merge/export_filter.h"
+#include "aon/export/chrome_trace.h"
+#include "aon/export/export_filter.h"
 #include "aon/merge/merge.h"
-#include "aon/merge/overview.h"
+#include "aon/export/overview.h"
 #include "merge_test_util.h"
 
 namespace aon::merge {

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "aon/gpu_uuid.h"
-#include "aon/records.h"
+#include "aon/base/gpu_uuid.h"
+#include "aon/format/records.h"
 #include "aon/report/report.h"
-#include "aon/string_table.h"
-#include "aon/trace_file.h"
-#include "aon/trace_format.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
+#include "aon/format/trace_format.h"
 
 namespace aon::report::testing {
 

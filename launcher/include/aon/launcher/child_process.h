@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "aon/launcher/launch_plan.h"
-#include "aon/status.h"
+#include "aon/base/status.h"
 
 namespace aon::launcher {
 

@@ -9,10 +9,10 @@
 //              * the launcher program, found in PATH, and its kind
 //                (Open MPI / Slurm / torchrun / plain program);
 //              * the agent library (AON_AGENT_PATH, else <exe dir>/../lib:
-//                aon/session/tool_paths.h);
+//                aon/config/tool_paths.h);
 //              * the job directory (absolute; default ./aon-<job id or time>);
 //              * the variables the agent reads (AgentEnvironment, built as the
-//                SPANK plugin builds them: aon/session/agent_env.h);
+//                SPANK plugin builds them: aon/config/agent_env.h);
 //              * the argv, rewritten so those variables reach every rank
 //                (RewriteCommand: `-x VAR` for Open MPI, `--export` for srun),
 //                and what the launcher's own environment gets (LauncherEnvironment).
@@ -28,12 +28,12 @@
 #include <string_view>
 #include <vector>
 
-#include "aon/session/options.h"
+#include "aon/config/options.h"
 
-#include "aon/config.h"
-#include "aon/session/agent_env.h"
-#include "aon/session/merge_report.h"
-#include "aon/status.h"
+#include "aon/config/agent_config.h"
+#include "aon/config/agent_env.h"
+#include "aon/config/merge_report.h"
+#include "aon/base/status.h"
 
 namespace aon::launcher {
 
@@ -53,7 +53,7 @@ const char* LauncherKindName(LauncherKind kind);  // "openmpi", "slurm", "torchr
 LauncherKind ClassifyLauncher(std::string_view command, std::string_view resolved_path = {});
 
 // What the user asked for, as typed on the command line (options and their
-// help: the table in aon/session/options.h, shared with the SPANK plugin).
+// help: the table in aon/config/options.h, shared with the SPANK plugin).
 struct RunOptions {
   std::string output_dir;            // -o; "" = DefaultJobDirName() in the current directory
   std::string kinds = "default";     // --kinds
@@ -176,7 +176,7 @@ StatusOr<LaunchPlan> PlanLaunch(const RunOptions& options, const HostContext& ho
 int PlanErrorExitStatus(const Status& status);
 
 // mkdir -p with mode 0700 for every directory it creates, checked as the SPANK
-// plugin checks its job directories (aon/secure_fs.h, WalkPrivateDirectory):
+// plugin checks its job directories (aon/base/secure_fs.h, WalkPrivateDirectory):
 // `dir` must end up a directory of the caller, mode 0700 (tightened if it had
 // group/other bits); a symbolic link on the way is followed only when root or
 // the caller owns it; a directory on the way that every user may write (not

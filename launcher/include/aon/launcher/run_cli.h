@@ -1,5 +1,5 @@
 // aon-run's command line, registered from the option table that the SPANK
-// plugin reads too (aon/session/options.h): names, value names and help text
+// plugin reads too (aon/config/options.h): names, value names and help text
 // come from there, so tests/slurm/front_end_parity_test.cc can hold every
 // option of the real aon-run next to its srun twin.
 #pragma once

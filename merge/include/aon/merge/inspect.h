@@ -11,9 +11,9 @@
 #include <variant>
 #include <vector>
 
-#include "aon/records.h"
-#include "aon/status.h"
-#include "aon/trace_format.h"
+#include "aon/format/records.h"
+#include "aon/base/status.h"
+#include "aon/format/trace_format.h"
 
 namespace aon::merge {
 

@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <string>
 
-#include "aon/merge/export_filter.h"
+#include "aon/export/export_filter.h"
 #include "aon/merge/merge.h"
-#include "aon/merge/overview.h"
-#include "aon/merge/perfetto_trace.h"
-#include "aon/status.h"
+#include "aon/export/overview.h"
+#include "aon/export/perfetto_trace.h"
+#include "aon/base/status.h"
 
 namespace aon::merge {
 

@@ -40,7 +40,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "aon/records.h"
+#include "aon/format/records.h"
 
 namespace aon {
 

@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "aon/gpu_uuid.h"
-#include "aon/records.h"
-#include "aon/status.h"
-#include "aon/string_table.h"
-#include "aon/trace_format.h"
+#include "aon/base/gpu_uuid.h"
+#include "aon/format/records.h"
+#include "aon/base/status.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_format.h"
 
 namespace aon::report {
 

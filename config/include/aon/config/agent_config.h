@@ -1,0 +1,152 @@
+// Agent configuration: every setting is one environment variable, described in
+// one self-describing table (variable, type, default, description, parser), so
+// the agent's parsing, `aon-run --help`, the SPANK plugin, the front ends' own
+// checks of what a user typed (aon/config/options.h) and docs/ all read the
+// same entries. Parsing is strict: an unknown kind or a malformed size is an
+// error that names the variable and the value.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "aon/format/records.h"
+#include "aon/base/status.h"
+
+namespace aon {
+
+// One per AON_* variable, in the order of AgentConfigVariables().
+enum class AgentVar : uint8_t {
+  kOutputDir,
+  kKinds,
+  kMemoryCap,
+  kSource,
+  kVerbose,
+  kJobId,
+  kLauncherParentPid,
+  kNccl,
+  kMode,
+  kWindow,
+  kFlushInterval,
+  kCollector,
+  kFlightNcclStall,
+  kFlightStepRange,
+  kFlightStepFactor,
+  kOverheadBudget,
+  kCaptureSteps,
+  kCapturePeriod,
+  kStepSource,
+  kStepRange,
+  kTimeSlot,
+  kCounters,
+  kCountersInterval,
+  kCountersSampleInterval,
+  kPythonHook,
+};
+inline constexpr size_t kAgentConfigVariableCount = 25;
+
+// AON_MODE (aon-run --mode, srun --aon-mode).
+inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "full", "flight"};
+// AON_STEP_SOURCE: where step boundaries come from; auto takes the first of
+// api, pytorch, nvtx, nccl, time that marks steps (docs/always-on.md).
+inline constexpr std::array<std::string_view, 6> kStepSources = {"auto", "api",  "pytorch",
+                                                                 "nvtx", "nccl", "time"};
+
+// AON_COUNTERS: which GPU counters are read (docs/counters.md). auto: every
+// tier the node allows (today NVML GPM, read by the node collector); gpm: the
+// same, named; off: none. The order is also a site's ceiling (SPANK counters=).
+inline constexpr std::array<std::string_view, 3> kCounterModes = {"off", "gpm", "auto"};
+// AON_PYTHON_HOOK (aon-run --python-hook, srun --aon-python-hook).
+inline constexpr std::array<std::string_view, 2> kOnOff = {"on", "off"};
+
+// The NCCL capture modes of AON_NCCL (aon-run --nccl, srun --aon-nccl).
+inline constexpr std::array<std::string_view, 5> kNcclModes = {"default", "channels", "coll",
+                                                               "proxy", "off"};
+
+// AON_MEMORY_CAP's bounds: the agent needs 1M; the ring (half the cap, a power
+// of two) holds at most 16G (aon/ipc/shm_ring.h, kMaxRingBytes).
+inline constexpr uint64_t kMinMemoryCapBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxMemoryCapBytes = uint64_t{32} << 30;
+
+struct AgentConfig {
+  std::string output_dir;  // AON_OUTPUT_DIR: where rank files go ("" = don't write)
+  std::array<bool, kRecordKindCount> kinds{};  // AON_KINDS
+  uint64_t memory_cap_bytes = 64ull << 20;     // AON_MEMORY_CAP
+  std::string source = "cupti";                // AON_SOURCE: cupti | synthetic
+  int verbose = 0;                             // AON_VERBOSE
+  std::string job_id;                          // AON_JOB_ID
+  long launcher_parent_pid = 0;                // AON_LAUNCHER_PARENT_PID
+  std::string nccl = "default";                // AON_NCCL: one of kNcclModes
+  std::string mode = "budgeted";               // AON_MODE: one of kCaptureModes
+  double window_s = 60;                        // AON_WINDOW (flight)
+  int64_t flush_interval_ms = 1000;            // AON_FLUSH_INTERVAL
+  std::string collector;                       // AON_COLLECTOR: path, "off", "" (next to agent)
+  double flight_nccl_stall_s = 60;             // AON_FLIGHT_NCCL_STALL (0: off)
+  std::string flight_step_range = "step";      // AON_FLIGHT_STEP_RANGE ("" : off)
+  double flight_step_factor = 3;               // AON_FLIGHT_STEP_FACTOR
+  double overhead_budget = 0.01;               // AON_OVERHEAD_BUDGET (percent on the wire)
+  int64_t capture_steps = 3;                   // AON_CAPTURE_STEPS: steps per window
+  int64_t capture_period = 0;                  // AON_CAPTURE_PERIOD: 0 = set by the budget
+  std::string step_source = "auto";            // AON_STEP_SOURCE: one of kStepSources
+  // AON_STEP_RANGE: NVTX range names that mark steps (comma-separated prefixes,
+  // case-insensitive, followed by the end, a digit or one of " _-:#").
+  std::string step_range = "step,iteration,iter,train_step,train";
+  double time_slot_s = 1;                      // AON_TIME_SLOT: steps of the time source
+  std::string counters = "auto";               // AON_COUNTERS: one of kCounterModes
+  int64_t counters_interval_ms = 100;          // AON_COUNTERS_INTERVAL: GPM sampling interval
+  int64_t counters_sample_us = 100;            // AON_COUNTERS_SAMPLE_INTERVAL: PM sampling, GPU time
+  bool python_hook = true;                     // AON_PYTHON_HOOK: the PyTorch hook (docs/pytorch.md)
+
+  bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
+  // "kernels,memcpy,..." of the enabled kinds.
+  std::string KindsString() const;
+  bool operator==(const AgentConfig&) const = default;
+};
+
+// What a variable's value is, for help text and docs.
+enum class ConfigType : uint8_t {
+  kPath,
+  kText,
+  kKinds,
+  kSize,
+  kInteger,
+  kChoice,
+  kSeconds,
+  kNumber
+};
+const char* ConfigTypeName(ConfigType type);  // "path", "text", "kinds", "size", ...
+
+struct ConfigVariable {
+  AgentVar id;
+  const char* env;
+  ConfigType type;
+  const char* default_value;
+  const char* description;
+  // Parses `value` into its field of `config`. The error names the variable and
+  // the value. Called for a set, non-empty value (and for an empty one where
+  // empty_is_value: "" means "off" there).
+  Status (*parse)(std::string_view value, AgentConfig* config);
+  bool empty_is_value;
+};
+
+// The table of AON_* variables read by the agent.
+const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariables();
+const ConfigVariable& AgentConfigVariable(AgentVar var);
+
+// Checks `value` with the parser the agent runs on it; the error names the
+// variable ("AON_MEMORY_CAP: ..."). An empty value is accepted where the agent
+// takes it as unset or off.
+Status CheckAgentVariable(AgentVar var, std::string_view value);
+
+// Parses "all", "default" or a comma-separated list of RecordKindName()s (plus
+// the aliases "kernel", "runtime"/"driver" = api).
+StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list);
+// "64M", "1G", "4096", "512K" -> bytes.
+StatusOr<uint64_t> ParseSize(std::string_view text);
+
+using EnvLookupFn = std::function<const char*(const char*)>;
+StatusOr<AgentConfig> LoadAgentConfig(const EnvLookupFn& env = nullptr);
+
+}  // namespace aon

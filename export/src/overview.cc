@@ -1,0 +1,399 @@
+// Timeline -> overview.json (overview.h): fixed-width bins per rank, read with
+// a few columns at a time; memory and output are O(ranks x bins). The bins and
+// ranges become trace events (trace_events.h) written by the JSON trace writer.
+#include "aon/export/overview.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "aon/format/records.h"
+#include "aon/format/string_table.h"
+#include "aon/format/trace_file.h"
+#include "aon/format/trace_format.h"
+#include "json_trace_writer.h"
+#include "output_file.h"
+#include "timeline_meta.h"
+
+namespace aon::merge {
+namespace {
+
+constexpr uint64_t kChunkRecords = 1 << 16;
+
+// The columns the counters need; the reader matches members by name.
+struct Span {
+  uint32_t rank;
+  uint8_t event_type;  // NCCL only
+  uint64_t start_ns;
+  uint64_t end_ns;
+};
+
+TableSchema SpanSchema(RecordKind kind) {
+  TableSchema s{RecordKindName(kind),
+                sizeof(Span),
+                {Field{"rank", offsetof(Span, rank), FieldType::kU32},
+                 Field{"start_ns", offsetof(Span, start_ns), FieldType::kU64},
+                 Field{"end_ns", offsetof(Span, end_ns), FieldType::kU64}}};
+  if (kind == RecordKind::kNccl) {
+    s.fields.push_back(Field{"event_type", offsetof(Span, event_type), FieldType::kU8});
+  }
+  return s;
+}
+
+// Reads one table's spans in order (the timeline sorts each table by start).
+class SpanCursor {
+ public:
+  SpanCursor(const TraceReader& reader, RecordKind kind)
+      : reader_(reader), schema_(SpanSchema(kind)) {}
+
+  Status Open() {
+    AON_ASSIGN_OR_RETURN(n_, reader_.TableSize(schema_));
+    return Fill();
+  }
+  bool done() const { return next_ >= n_; }
+  const Span& peek() const { return chunk_[next_ - first_]; }
+  Status Advance() {
+    ++next_;
+    return Fill();
+  }
+
+ private:
+  Status Fill() {
+    if (next_ < n_ && next_ >= first_ + chunk_.size()) {
+      first_ = next_;
+      chunk_.resize(static_cast<size_t>(std::min(kChunkRecords, n_ - first_)));
+      for (Span& s : chunk_) s = Span{};
+      AON_RETURN_IF_ERROR(reader_.ReadTable(schema_, first_, chunk_.size(), chunk_.data()));
+    }
+    return Status::Ok();
+  }
+
+  const TraceReader& reader_;
+  TableSchema schema_;
+  uint64_t n_ = 0, first_ = 0, next_ = 0;
+  std::vector<Span> chunk_;
+};
+
+// Union of intervals per rank, added bin by bin into busy[rank * bins + bin].
+// Intervals must arrive in start order per rank.
+class BusyUnion {
+ public:
+  BusyUnion(uint64_t t0, uint64_t width, uint32_t bins, size_t ranks)
+      : t0_(t0), width_(width), bins_(bins), busy_(ranks * bins, 0), open_(ranks) {}
+
+  void Add(size_t rank, uint64_t start, uint64_t end) {
+    end = std::max(start, end);
+    Interval& cur = open_[rank];
+    if (cur.valid && start <= cur.end) {
+      cur.end = std::max(cur.end, end);
+      return;
+    }
+    if (cur.valid) Flush(rank, cur);
+    cur = Interval{true, start, end};
+  }
+  void Finish() {
+    for (size_t r = 0; r < open_.size(); ++r) {
+      if (open_[r].valid) Flush(r, open_[r]);
+      open_[r].valid = false;
+    }
+  }
+  uint64_t busy(size_t rank, uint32_t bin) const { return busy_[rank * bins_ + bin]; }
+
+ private:
+  struct Interval {
+    bool valid = false;
+    uint64_t start = 0, end = 0;
+  };
+  void Flush(size_t rank, const Interval& iv) {
+    // Clamp to the run; the last bin may reach past its end.
+    const uint64_t limit = t0_ + width_ * bins_;
+    const uint64_t a = std::max(iv.start, t0_), b = std::min(iv.end, limit);
+    if (a >= b) return;
+    for (uint64_t bin = (a - t0_) / width_; bin < bins_; ++bin) {
+      const uint64_t lo = t0_ + bin * width_, hi = lo + width_;
+      if (lo >= b) break;
+      busy_[rank * bins_ + bin] += std::min(b, hi) - std::max(a, lo);
+    }
+  }
+
+  uint64_t t0_, width_;
+  uint32_t bins_;
+  std::vector<uint64_t> busy_;
+  std::vector<Interval> open_;
+};
+
+// The smallest 1, 2 or 5 x 10^k that is >= v (v >= 1).
+uint64_t NiceCeil(uint64_t v) {
+  for (uint64_t p = 1;; p *= 10) {
+    for (uint64_t m : {1, 2, 5}) {
+      if (m * p >= v) return m * p;
+    }
+    if (p > UINT64_MAX / 100) return v;
+  }
+}
+
+struct NvtxKept {
+  uint64_t duration;
+  NvtxRecord record;
+};
+bool LongerFirst(const NvtxKept& a, const NvtxKept& b) { return a.duration > b.duration; }
+
+// A counter's value in the bin: a fraction with 4 significant digits, or a
+// count. Equal values (as written) make no new sample.
+struct CounterValue {
+  double fraction = 0;
+  uint64_t count = 0;
+  bool is_count = false;
+  bool operator==(const CounterValue&) const = default;
+  std::variant<double, uint64_t> value() const {
+    if (is_count) return count;
+    return fraction;
+  }
+};
+
+// The fraction as it will be written ("%.4g"), so that two bins compare equal
+// exactly when their text would.
+CounterValue Fraction(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4g", v);
+  return CounterValue{std::strtod(text, nullptr), 0, false};
+}
+CounterValue Count(uint64_t n) { return CounterValue{0, n, true}; }
+
+}  // namespace
+
+Status WriteOverview(const std::string& timeline_path, const std::string& json_path,
+                     const OverviewOptions& options, OverviewStats* stats) {
+  if (stats != nullptr) *stats = OverviewStats{};
+  AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
+  if (reader->kind() != FileKind::kTimeline) {
+    return InvalidArgument("'" + timeline_path + "' is a rank trace, not a merged timeline");
+  }
+  AON_ASSIGN_OR_RETURN(StringTable strings, reader->ReadStrings());
+  AON_ASSIGN_OR_RETURN(int64_t start_meta, reader->GetMetaInt("start_ns"));
+  AON_ASSIGN_OR_RETURN(int64_t end_meta, reader->GetMetaInt("end_ns"));
+  AON_ASSIGN_OR_RETURN(std::vector<RankSummary> rows,
+                       reader->ReadAllOf<RankSummary>(RankSummarySchema(), "meta"));
+  const uint64_t t0 = static_cast<uint64_t>(start_meta);
+  const uint64_t t_end = std::max(t0, static_cast<uint64_t>(end_meta));
+
+  // Ranks that were merged, densely numbered.
+  std::vector<const RankSummary*> ok;
+  uint32_t max_rank = 0;
+  for (const RankSummary& row : rows) {
+    if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
+    ok.push_back(&row);
+    max_rank = std::max(max_rank, row.rank);
+  }
+  std::vector<int64_t> dense(ok.empty() ? 0 : size_t{max_rank} + 1, -1);
+  for (size_t i = 0; i < ok.size(); ++i) dense[ok[i]->rank] = static_cast<int64_t>(i);
+  auto index = [&](uint32_t rank) -> int64_t { return rank < dense.size() ? dense[rank] : -1; };
+  const std::set<uint32_t> synthetic = SyntheticRanks(*reader);
+
+  // Bins.
+  uint64_t max_bins = std::max<uint32_t>(1, options.max_bins);
+  if (!ok.empty() && ok.size() * max_bins > options.max_total_bins) {
+    max_bins =
+        std::max<uint64_t>(std::max<uint32_t>(1, std::min(options.min_bins, options.max_bins)),
+                           options.max_total_bins / ok.size());
+  }
+  const uint64_t span = t_end - t0;
+  const uint64_t width = NiceCeil(std::max<uint64_t>(1, (span + max_bins - 1) / max_bins));
+  const auto bins = static_cast<uint32_t>(std::max<uint64_t>(1, (span + width - 1) / width));
+  const size_t nranks = ok.size();
+
+  // GPU busy (kernels, memcpy, memset merged in start order) and kernels per bin.
+  BusyUnion gpu(t0, width, bins, nranks);
+  std::vector<uint64_t> kernels(nranks * bins, 0);
+  {
+    SpanCursor cursors[] = {SpanCursor(*reader, RecordKind::kKernel),
+                            SpanCursor(*reader, RecordKind::kMemcpy),
+                            SpanCursor(*reader, RecordKind::kMemset)};
+    for (SpanCursor& c : cursors) AON_RETURN_IF_ERROR(c.Open());
+    for (;;) {
+      SpanCursor* next = nullptr;
+      for (SpanCursor& c : cursors) {
+        if (!c.done() && (next == nullptr || c.peek().start_ns < next->peek().start_ns)) next = &c;
+      }
+      if (next == nullptr) break;
+      const Span& s = next->peek();
+      if (const int64_t r = index(s.rank); r >= 0) {
+        gpu.Add(static_cast<size_t>(r), s.start_ns, s.end_ns);
+        if (next == &cursors[0] && s.start_ns >= t0) {
+          const uint64_t bin = std::min<uint64_t>((s.start_ns - t0) / width, bins - 1);
+          ++kernels[static_cast<size_t>(r) * bins + bin];
+        }
+      }
+      AON_RETURN_IF_ERROR(next->Advance());
+    }
+    gpu.Finish();
+  }
+  // NCCL busy: operations only (channels are parts of them, comms span the job).
+  BusyUnion nccl(t0, width, bins, nranks);
+  {
+    SpanCursor c(*reader, RecordKind::kNccl);
+    AON_RETURN_IF_ERROR(c.Open());
+    while (!c.done()) {
+      const Span& s = c.peek();
+      const bool op = s.event_type == static_cast<uint8_t>(NcclEventType::kColl) ||
+                      s.event_type == static_cast<uint8_t>(NcclEventType::kP2p);
+      if (const int64_t r = index(s.rank); op && r >= 0) {
+        nccl.Add(static_cast<size_t>(r), s.start_ns, s.end_ns);
+      }
+      AON_RETURN_IF_ERROR(c.Advance());
+    }
+    nccl.Finish();
+  }
+  // NVTX top-level ranges longer than a bin: the longest 2 x bins per rank.
+  const size_t nvtx_cap = size_t{2} * bins;
+  std::vector<std::vector<NvtxKept>> nvtx(nranks);
+  uint64_t nvtx_omitted = 0;
+  {
+    const TableSchema& schema = MergedSchemaOf<NvtxRecord>();
+    AON_ASSIGN_OR_RETURN(uint64_t n, reader->TableSize(schema));
+    std::vector<Merged<NvtxRecord>> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
+    for (uint64_t first = 0; first < n; first += kChunkRecords) {
+      const uint64_t count = std::min(kChunkRecords, n - first);
+      AON_RETURN_IF_ERROR(reader->ReadTable(schema, first, count, chunk.data()));
+      for (uint64_t i = 0; i < count; ++i) {
+        const NvtxRecord& r = chunk[i].record;
+        const int64_t rank = index(chunk[i].rank);
+        if (rank < 0 || r.depth != 0 || r.type == static_cast<uint8_t>(NvtxType::kMark) ||
+            r.end_ns <= r.start_ns || r.end_ns - r.start_ns <= width) {
+          continue;
+        }
+        std::vector<NvtxKept>& heap = nvtx[static_cast<size_t>(rank)];
+        NvtxKept kept{r.end_ns - r.start_ns, r};
+        if (heap.size() < nvtx_cap) {
+          heap.push_back(kept);
+          std::push_heap(heap.begin(), heap.end(), LongerFirst);
+          continue;
+        }
+        ++nvtx_omitted;
+        if (kept.duration > heap.front().duration) {
+          std::pop_heap(heap.begin(), heap.end(), LongerFirst);
+          heap.back() = kept;
+          std::push_heap(heap.begin(), heap.end(), LongerFirst);
+        }
+      }
+    }
+  }
+
+  AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(json_path));
+  JsonTraceWriter out(file.get(), t0);
+  uint64_t nvtx_written = 0, async_id = 0;
+  uint32_t next_track = 0;
+  for (size_t r = 0; r < nranks; ++r) {
+    const RankSummary& row = *ok[r];
+    std::string name = "rank " + std::to_string(row.rank);
+    if (!strings.Get(row.host_id).empty()) name += " @ " + strings.Get(row.host_id);
+    if (synthetic.count(row.rank) > 0) name += " [SYNTHETIC]";
+    out.OnProcess(trace::ProcessInfo{row.rank, name, row.rank, strings.Get(row.host_id)});
+
+    // Counters: a sample per change, 0 at the end of the run.
+    auto counter = [&](std::string_view track, std::string_view series, CounterValue zero,
+                       auto value_of) {
+      trace::TrackInfo info;
+      info.pid = row.rank;
+      info.kind = trace::TrackKind::kCounter;
+      info.name = track;
+      info.series = series;
+      const uint32_t id = next_track++;
+      out.OnTrack(id, info);
+      std::optional<CounterValue> last;
+      for (uint32_t b = 0; b <= bins; ++b) {
+        const CounterValue v = b < bins ? value_of(b) : zero;
+        if (v == last) continue;
+        out.OnCounter(trace::CounterSample{id, t0 + uint64_t{b} * width, v.value()});
+        last = v;
+      }
+    };
+    const double w = static_cast<double>(width);
+    counter("GPU busy", "fraction", Fraction(0),
+            [&](uint32_t b) { return Fraction(static_cast<double>(gpu.busy(r, b)) / w); });
+    counter("NCCL busy", "fraction", Fraction(0),
+            [&](uint32_t b) { return Fraction(static_cast<double>(nccl.busy(r, b)) / w); });
+    counter("kernels", "per bin", Count(0),
+            [&](uint32_t b) { return Count(kernels[r * bins + b]); });
+
+    // NVTX ranges, in time order, on their threads.
+    std::vector<NvtxKept>& kept = nvtx[r];
+    std::sort(kept.begin(), kept.end(), [](const NvtxKept& a, const NvtxKept& b) {
+      return a.record.start_ns != b.record.start_ns ? a.record.start_ns < b.record.start_ns
+                                                    : a.duration > b.duration;
+    });
+    std::map<uint32_t, uint32_t> threads;  // OS thread id -> track id
+    for (const NvtxKept& k : kept) {
+      const NvtxRecord& n = k.record;
+      auto thread = threads.find(n.thread_id);
+      if (thread == threads.end()) {
+        const bool main = row.pid == static_cast<int64_t>(n.thread_id);
+        trace::TrackInfo info;
+        info.pid = row.rank;
+        info.tid = n.thread_id;
+        info.kind = trace::TrackKind::kThread;
+        info.name = (main ? "main thread " : "thread ") + std::to_string(n.thread_id);
+        thread = threads.emplace(n.thread_id, next_track++).first;
+        out.OnTrack(thread->second, info);
+      }
+      const std::string& domain = strings.Get(n.domain_id);
+      const std::string cat = "nvtx:" + (domain.empty() ? std::string("default") : domain);
+      const std::string& label = strings.Get(n.name_id);
+      trace::Slice slice;
+      slice.track = thread->second;
+      slice.name = label.empty() ? std::string_view("nvtx range") : label;
+      slice.category = cat;
+      slice.start_ns = n.start_ns;
+      slice.end_ns = n.end_ns;
+      if (n.type == static_cast<uint8_t>(NvtxType::kStartEnd)) {
+        slice.shape = trace::SliceShape::kAsync;
+        slice.async_id = ++async_id;
+      }
+      out.OnSlice(slice);
+      ++nvtx_written;
+    }
+  }
+
+  TraceMetadata meta;
+  auto add = [&](const char* key, JsonTraceWriter::MetaValue value) {
+    meta.emplace_back(key, std::move(value));
+  };
+  add("generator", "aon-merge");
+  add("kind", "overview");
+  add("timeline", timeline_path);
+  add("job_id", MetaStringOr(*reader, "job_id"));
+  add("source", MetaStringOr(*reader, "source"));
+  add("start_ns", std::to_string(t0));
+  add("end_ns", std::to_string(t_end));
+  add("bin_ns", width);
+  add("bins", uint64_t{bins});
+  add("ranks", uint64_t{nranks});
+  add("nvtx_ranges", nvtx_written);
+  add("nvtx_ranges_omitted", nvtx_omitted);
+  add("time_origin", "ts 0 = start_ns on the timeline clock; ts and dur in microseconds");
+  add("counters",
+      "GPU busy: fraction of the bin during which any kernel, memcpy or memset of the rank ran; "
+      "NCCL busy: the same for NCCL collective and p2p operations; kernels: kernels started in "
+      "the bin");
+  out.Finish(meta);
+  if (stats != nullptr) {
+    stats->bin_ns = width;
+    stats->bins = bins;
+    stats->ranks = static_cast<uint32_t>(nranks);
+    stats->events = out.events();
+    stats->nvtx_ranges = nvtx_written;
+    stats->nvtx_ranges_omitted = nvtx_omitted;
+  }
+  return file->Commit();
+}
+
+}  // namespace aon::merge

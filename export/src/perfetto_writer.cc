@@ -1,0 +1,615 @@
+#include "perfetto_writer.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "aon/base/json_writer.h"
+#include "json_trace_writer.h"
+#include "proto_wire.h"
+
+namespace aon::merge {
+
+namespace {
+
+// Field numbers of protos/perfetto/trace/perfetto_trace.proto.
+namespace f {
+constexpr uint32_t kTracePacket = 1;  // Trace.packet
+// TracePacket
+constexpr uint32_t kTimestamp = 8;
+constexpr uint32_t kSequenceId = 10;  // trusted_packet_sequence_id
+constexpr uint32_t kTrackEvent = 11;
+constexpr uint32_t kInternedData = 12;
+constexpr uint32_t kSequenceFlags = 13;
+constexpr uint32_t kTrackDescriptor = 60;
+// TrackDescriptor
+constexpr uint32_t kUuid = 1;
+constexpr uint32_t kName = 2;
+constexpr uint32_t kProcess = 3;
+constexpr uint32_t kThread = 4;
+constexpr uint32_t kParentUuid = 5;
+constexpr uint32_t kCounter = 8;
+constexpr uint32_t kChildOrdering = 11;
+constexpr uint32_t kSiblingOrderRank = 12;
+// ProcessDescriptor
+constexpr uint32_t kPid = 1;
+constexpr uint32_t kProcessName = 6;
+// ThreadDescriptor
+constexpr uint32_t kThreadPid = 1;
+constexpr uint32_t kTid = 2;
+constexpr uint32_t kThreadName = 5;
+// TrackEvent
+constexpr uint32_t kCategoryIids = 3;
+constexpr uint32_t kDebugAnnotations = 4;
+constexpr uint32_t kType = 9;
+constexpr uint32_t kNameIid = 10;
+constexpr uint32_t kTrackUuid = 11;
+constexpr uint32_t kCounterValue = 30;
+constexpr uint32_t kDoubleCounterValue = 44;
+constexpr uint32_t kFlowIds = 47;
+constexpr uint32_t kTerminatingFlowIds = 48;
+// DebugAnnotation
+constexpr uint32_t kArgNameIid = 1;
+constexpr uint32_t kUintValue = 3;
+constexpr uint32_t kIntValue = 4;
+constexpr uint32_t kDoubleValue = 5;
+constexpr uint32_t kStringValue = 6;
+constexpr uint32_t kArrayValues = 12;
+// InternedData
+constexpr uint32_t kEventCategories = 1;
+constexpr uint32_t kEventNames = 2;
+constexpr uint32_t kDebugAnnotationNames = 3;
+// EventName / EventCategory / DebugAnnotationName
+constexpr uint32_t kIid = 1;
+constexpr uint32_t kInternedName = 2;
+}  // namespace f
+
+constexpr uint32_t kSequence = 1;
+constexpr uint64_t kSeqIncrementalStateCleared = 1;
+constexpr uint64_t kSeqNeedsIncrementalState = 2;
+constexpr int kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounterEvent = 4;
+constexpr uint64_t kChildOrderingExplicit = 3;
+constexpr size_t kOutChunk = 256 << 10;
+
+std::string PartNumber(size_t part) {
+  char digits[24];
+  std::snprintf(digits, sizeof(digits), "%05zu", part);
+  return digits;
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
+}
+
+constexpr std::string_view kSuffix = ".pftrace.gz";
+
+}  // namespace
+
+std::string PerfettoPartPath(const std::string& path, size_t part) {
+  if (part == 0) return path;
+  if (EndsWith(path, kSuffix)) {
+    return path.substr(0, path.size() - kSuffix.size()) + "." + PartNumber(part) +
+           std::string(kSuffix);
+  }
+  return path + "." + PartNumber(part);
+}
+
+std::string PerfettoIndexPath(const std::string& path) {
+  if (EndsWith(path, kSuffix)) return path.substr(0, path.size() - kSuffix.size()) + ".index.json";
+  return path + ".index.json";
+}
+
+// One gzip file being written through AtomicFile, with a bound on the size it
+// will have when finished now (see perfetto_writer.h, "Splitting").
+//
+// zlib's deflate is most of an export's CPU time (level 6: ~65 % of it), so it
+// runs on a thread of its own beside the encoding: Write() fills a batch of
+// kBatch bytes and hands it over (one batch in flight, one filling: memory
+// stays bounded and the encoder waits when the compressor falls behind). The
+// compressor ends a batch with Z_SYNC_FLUSH every sync_interval bytes of input
+// and publishes (compressed bytes, input bytes) at that point. The bound is
+// taken from the sync point before the last one asked for: the encoder waits
+// for it to be published before asking for the next, so the bound (and where
+// files split) depends on the input alone, never on the threads' timing. It is
+// those compressed bytes plus deflateBound of all input given since plus
+// kFlushSlack for the one sync flush in between (deflateBound does not count
+// flushes).
+class GzipFile {
+ public:
+  static StatusOr<std::unique_ptr<GzipFile>> Create(const std::string& path, int level,
+                                                    uint64_t sync_interval) {
+    AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(path));
+    auto gz = std::unique_ptr<GzipFile>(new GzipFile(std::move(file), sync_interval));
+    // windowBits 15 + 16: a gzip wrapper; memLevel 8, zlib's default. A second
+    // stream with the same parameters, never fed, answers deflateBound on the
+    // encoding thread while the compressor owns the first.
+    if (deflateInit2(&gz->zs_, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+      return Internal("'" + path + "': zlib could not start a gzip stream");
+    }
+    gz->open_ = true;
+    if (deflateInit2(&gz->bound_, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+      return Internal("'" + path + "': zlib could not start a gzip stream");
+    }
+    gz->bound_open_ = true;
+    try {
+      gz->worker_ = std::thread([g = gz.get()] { g->CompressOrFail(); });
+    } catch (const std::exception& e) {
+      return Internal("'" + path + "': cannot start the compressing thread: " + e.what());
+    }
+    return gz;
+  }
+  ~GzipFile() {
+    Stop();
+    if (open_) deflateEnd(&zs_);
+    if (bound_open_) deflateEnd(&bound_);
+  }
+
+  // The file's size if `more` bytes were added and the stream finished.
+  uint64_t BoundWith(size_t more) {
+    return base_out_ + kFlushSlack +
+           deflateBound(&bound_, static_cast<uLong>(given_ - base_in_ + more));
+  }
+  Status Write(std::string_view data) {
+    batch_.append(data);
+    given_ += data.size();
+    since_sync_ += data.size();
+    if (since_sync_ >= sync_interval_) {
+      since_sync_ = 0;
+      return HandOver(/*sync=*/true);
+    }
+    if (batch_.size() >= kBatch) return HandOver(/*sync=*/false);
+    return Status::Ok();
+  }
+  // Finishes the stream and renames the file into place; returns its size.
+  StatusOr<uint64_t> Commit() {
+    AON_RETURN_IF_ERROR(HandOver(/*sync=*/false));
+    Stop();
+    AON_RETURN_IF_ERROR(error_);
+    AON_RETURN_IF_ERROR(Deflate({}, Z_FINISH));
+    const uint64_t bytes = zs_.total_out;
+    deflateEnd(&zs_);
+    open_ = false;
+    AON_RETURN_IF_ERROR(file_->Commit());
+    return bytes;
+  }
+
+ private:
+  static constexpr size_t kBatch = 1 << 20;
+  static constexpr uint64_t kFlushSlack = 16;
+
+  GzipFile(std::unique_ptr<AtomicTextFile> file, uint64_t sync_interval)
+      : file_(std::move(file)), sync_interval_(sync_interval) {
+    std::memset(&zs_, 0, sizeof zs_);
+    std::memset(&bound_, 0, sizeof bound_);
+    out_.resize(kOutChunk);
+    batch_.reserve(kBatch + (64 << 10));
+  }
+  // Waits for the slot, puts the batch in it; returns the compressor's error.
+  // A sync request first waits for the previous one to be published and makes
+  // it the bound's base.
+  Status HandOver(bool sync) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock,
+             [&] { return (!full_ && (!sync || syncs_done_ == syncs_asked_)) || !error_.ok(); });
+    if (!error_.ok()) return error_;
+    if (sync) {
+      base_out_ = synced_out_;
+      base_in_ = synced_in_;
+      ++syncs_asked_;
+    }
+    if (batch_.empty() && !sync) return Status::Ok();
+    slot_.swap(batch_);
+    batch_.clear();
+    slot_sync_ = sync;
+    full_ = true;
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  void Stop() {
+    if (!worker_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  // The compressor thread's body: an exception (out of memory) is its error.
+  void CompressOrFail() {
+    try {
+      Compress();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      error_ = Internal("'" + file_->path() + "': compressing: " + e.what());
+      cv_.notify_all();
+    }
+  }
+  // Takes each batch from the slot and deflates it.
+  void Compress() {
+    std::string work;
+    work.reserve(kBatch + (64 << 10));
+    for (;;) {
+      bool sync = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return full_ || done_; });
+        if (!full_) return;  // done, nothing left
+        work.swap(slot_);
+        sync = slot_sync_;
+        full_ = false;
+        cv_.notify_all();
+      }
+      Status s = Deflate(work, Z_NO_FLUSH);
+      if (s.ok() && sync) s = Deflate({}, Z_SYNC_FLUSH);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!s.ok()) {
+        error_ = s;
+        cv_.notify_all();
+        return;
+      }
+      if (sync) {
+        synced_out_ = zs_.total_out;
+        synced_in_ = zs_.total_in;
+        ++syncs_done_;
+        cv_.notify_all();
+      }
+    }
+  }
+  Status Deflate(std::string_view data, int flush) {
+    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    zs_.avail_in = static_cast<uInt>(data.size());
+    for (;;) {
+      zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
+      zs_.avail_out = static_cast<uInt>(out_.size());
+      const int rc = deflate(&zs_, flush);
+      if (rc == Z_STREAM_ERROR) return Internal("'" + file_->path() + "': zlib stream error");
+      const size_t produced = out_.size() - zs_.avail_out;
+      if (produced > 0) file_->Write(std::string_view(out_.data(), produced));
+      if (flush == Z_FINISH ? rc == Z_STREAM_END : (zs_.avail_in == 0 && zs_.avail_out != 0)) {
+        return Status::Ok();
+      }
+    }
+  }
+
+  std::unique_ptr<AtomicTextFile> file_;
+  z_stream zs_;     // the compressor's; the encoding thread's again after Stop()
+  z_stream bound_;  // deflateBound only
+  bool open_ = false, bound_open_ = false;
+  uint64_t sync_interval_;
+  std::string out_;  // compressor's output chunk
+
+  // Encoding thread.
+  std::string batch_;
+  uint64_t given_ = 0;                   // bytes given to Write
+  uint64_t since_sync_ = 0;              // of which since the last sync request
+  uint64_t base_out_ = 0, base_in_ = 0;  // the bound's sync point (see above)
+  uint64_t syncs_asked_ = 0;
+
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Under mu_.
+  std::string slot_;
+  bool slot_sync_ = false, full_ = false, done_ = false;
+  Status error_;
+  uint64_t synced_out_ = 0;  // compressed bytes at the last completed sync flush
+  uint64_t synced_in_ = 0;   // input bytes at that point
+  uint64_t syncs_done_ = 0;
+};
+
+PerfettoWriter::PerfettoWriter(std::string path, uint64_t max_file_bytes, int gzip_level)
+    : path_(std::move(path)),
+      max_file_bytes_(std::max(max_file_bytes, kMinPerfettoFileBytes)),
+      gzip_level_(gzip_level) {
+  names_.field = f::kEventNames;
+  categories_.field = f::kEventCategories;
+  arg_names_.field = f::kDebugAnnotationNames;
+}
+
+PerfettoWriter::~PerfettoWriter() = default;
+
+uint32_t PerfettoWriter::AddTrack(TrackEntry entry) {
+  entry.uuid = next_uuid_++;
+  tracks_.push_back(std::move(entry));
+  described_.push_back(0);
+  return static_cast<uint32_t>(tracks_.size() - 1);
+}
+
+void PerfettoWriter::OnProcess(const trace::ProcessInfo& process) {
+  TrackEntry e;
+  e.process = true;
+  e.pid = process.pid;
+  e.name = process.name;
+  process_[process.pid] = AddTrack(std::move(e));
+}
+
+void PerfettoWriter::OnTrack(uint32_t id, const trace::TrackInfo& track) {
+  TrackEntry e;
+  e.pid = track.pid;
+  e.tid = track.tid;
+  e.kind = track.kind;
+  e.name = track.name;
+  if (track.kind != trace::TrackKind::kThread) {
+    auto p = process_.find(track.pid);
+    if (p != process_.end()) e.parent_uuid = tracks_[p->second].uuid;
+  }
+  if (track.sort_index >= 0) e.order = track.sort_index - trace::kFirstNamedTid;
+  if (id >= by_id_.size()) by_id_.resize(id + 1, 0);
+  by_id_[id] = AddTrack(std::move(e));
+}
+
+// Async slices of a process on "NVTX start/end" lanes: the first lane free at
+// `start` (slices come in start order), else a new one.
+uint32_t PerfettoWriter::LaneFor(uint32_t pid, uint64_t start, uint64_t end) {
+  std::vector<Lane>& lanes = lanes_[pid];
+  for (Lane& lane : lanes) {
+    if (lane.busy_until <= start) {
+      lane.busy_until = end;
+      return lane.track;
+    }
+  }
+  TrackEntry e;
+  e.pid = pid;
+  e.name = "NVTX start/end";
+  e.order = int64_t{1} << 30;  // after the process's other rows
+  auto p = process_.find(pid);
+  if (p != process_.end()) e.parent_uuid = tracks_[p->second].uuid;
+  const uint32_t track = AddTrack(std::move(e));
+  lanes.push_back(Lane{track, end});
+  return track;
+}
+
+void PerfettoWriter::ResetSequence() {
+  for (Interned* t : {&names_, &categories_, &arg_names_}) t->ids.clear();
+  interned_count_ = 0;
+  clear_pending_ = true;
+}
+
+Status PerfettoWriter::OpenFile() {
+  const std::string path = PerfettoPartPath(path_, files_.size());
+  const uint64_t sync = std::clamp<uint64_t>(max_file_bytes_ / 8, 4 << 10, 4 << 20);
+  AON_ASSIGN_OR_RETURN(file_, GzipFile::Create(path, gzip_level_, sync));
+  current_ = PerfettoFileInfo{};
+  current_.path = path;
+  std::fill(described_.begin(), described_.end(), 0);
+  ResetSequence();
+  return Status::Ok();
+}
+
+Status PerfettoWriter::CloseFile() {
+  AON_ASSIGN_OR_RETURN(current_.bytes, file_->Commit());
+  file_.reset();
+  files_.push_back(current_);
+  return Status::Ok();
+}
+
+uint64_t PerfettoWriter::Intern(Interned& table, std::string_view s) {
+  auto it = table.ids.find(s);
+  if (it != table.ids.end()) return it->second;
+  const uint64_t iid = table.ids.size() + 1;
+  table.ids.emplace(std::string(s), iid);
+  ++interned_count_;
+  proto::Writer w(&interned_);
+  w.BeginMessage(table.field);
+  w.Varint(f::kIid, iid);
+  w.Bytes(f::kInternedName, s);
+  w.EndMessage();
+  return iid;
+}
+
+void PerfettoWriter::Describe(uint32_t track) {
+  if (described_[track]) return;
+  const TrackEntry& t = tracks_[track];
+  if (t.parent_uuid != 0 || t.kind == trace::TrackKind::kThread) {
+    auto p = process_.find(t.pid);
+    if (p != process_.end()) Describe(p->second);
+  }
+  described_[track] = 1;
+  std::string body;
+  proto::Writer d(&body);
+  d.Varint(f::kUuid, t.uuid);
+  if (t.process) {
+    d.BeginMessage(f::kProcess);
+    d.Int(f::kPid, t.pid);
+    d.Bytes(f::kProcessName, t.name);
+    d.EndMessage();
+    d.Varint(f::kChildOrdering, kChildOrderingExplicit);
+  } else if (t.kind == trace::TrackKind::kThread) {
+    d.BeginMessage(f::kThread);
+    d.Int(f::kThreadPid, t.pid);
+    d.Int(f::kTid, t.tid);
+    d.Bytes(f::kThreadName, t.name);
+    d.EndMessage();
+  } else {
+    if (t.parent_uuid != 0) d.Varint(f::kParentUuid, t.parent_uuid);
+    d.Bytes(f::kName, t.name);
+    if (t.kind == trace::TrackKind::kCounter) d.Bytes(f::kCounter, "");
+    if (t.order >= 0) d.Int(f::kSiblingOrderRank, std::min<int64_t>(t.order, INT32_MAX));
+  }
+  proto::Writer w(&unit_);
+  w.BeginMessage(f::kTracePacket);
+  w.Varint(f::kSequenceId, kSequence);
+  if (clear_pending_) {
+    w.Varint(f::kSequenceFlags, kSeqIncrementalStateCleared | kSeqNeedsIncrementalState);
+    clear_pending_ = false;
+  }
+  w.Bytes(f::kTrackDescriptor, body);
+  w.EndMessage();
+}
+
+// A TrackEvent packet: interned strings it introduces go in the same packet.
+void PerfettoWriter::EncodeBegin(uint32_t track, const trace::Slice& s, int type) {
+  event_.clear();
+  interned_.clear();
+  proto::Writer e(&event_);
+  e.Varint(f::kType, static_cast<uint64_t>(type));
+  e.Varint(f::kTrackUuid, tracks_[track].uuid);
+  if (!s.category.empty()) e.Varint(f::kCategoryIids, Intern(categories_, s.category));
+  e.Varint(f::kNameIid, Intern(names_, s.name));
+  for (const trace::Arg& a : s.args) {
+    e.BeginMessage(f::kDebugAnnotations);
+    e.Varint(f::kArgNameIid, Intern(arg_names_, a.key));
+    if (const auto* u = std::get_if<uint64_t>(&a.value)) {
+      e.Varint(f::kUintValue, *u);
+    } else if (const auto* i = std::get_if<int64_t>(&a.value)) {
+      e.Int(f::kIntValue, *i);
+    } else if (const auto* d = std::get_if<double>(&a.value)) {
+      e.Double(f::kDoubleValue, *d);
+    } else if (const auto* str = std::get_if<std::string_view>(&a.value)) {
+      e.Bytes(f::kStringValue, *str);
+    } else if (const auto* v = std::get_if<trace::Dim3>(&a.value)) {
+      for (int32_t x : {v->x, v->y, v->z}) {
+        e.BeginMessage(f::kArrayValues);
+        e.Int(f::kIntValue, x);
+        e.EndMessage();
+      }
+    }
+    e.EndMessage();
+  }
+  if (s.flow_begin != 0) e.Fixed64(f::kFlowIds, s.flow_begin);
+  if (s.flow_chain != 0) e.Fixed64(f::kFlowIds, s.flow_chain);
+  if (s.flow_end != 0) e.Fixed64(f::kTerminatingFlowIds, s.flow_end);
+
+  proto::Writer w(&unit_);
+  w.BeginMessage(f::kTracePacket);
+  w.Varint(f::kTimestamp, s.start_ns);
+  w.Varint(f::kSequenceId, kSequence);
+  w.Varint(f::kSequenceFlags,
+           kSeqNeedsIncrementalState | (clear_pending_ ? kSeqIncrementalStateCleared : 0));
+  clear_pending_ = false;
+  if (!interned_.empty()) w.Bytes(f::kInternedData, interned_);
+  w.Bytes(f::kTrackEvent, event_);
+  w.EndMessage();
+}
+
+void PerfettoWriter::EncodeEnd(uint32_t track, uint64_t ts) {
+  event_.clear();
+  proto::Writer e(&event_);
+  e.Varint(f::kType, kSliceEnd);
+  e.Varint(f::kTrackUuid, tracks_[track].uuid);
+  proto::Writer w(&unit_);
+  w.BeginMessage(f::kTracePacket);
+  w.Varint(f::kTimestamp, ts);
+  w.Varint(f::kSequenceId, kSequence);
+  w.Bytes(f::kTrackEvent, event_);
+  w.EndMessage();
+}
+
+template <typename F>
+void PerfettoWriter::WriteUnit(uint64_t ts, F&& encode) {
+  if (!status_.ok()) return;
+  if (file_ == nullptr) {
+    if (status_ = OpenFile(); !status_.ok()) return;
+  }
+  if (interned_count_ > kMaxInterned) ResetSequence();
+  unit_.clear();
+  encode();
+  if (current_.events > 0 && file_->BoundWith(unit_.size()) > max_file_bytes_) {
+    // Full: this event starts the next file, encoded afresh for its new sequence.
+    if (status_ = CloseFile(); !status_.ok()) return;
+    if (status_ = OpenFile(); !status_.ok()) return;
+    unit_.clear();
+    encode();
+  }
+  if (status_ = file_->Write(unit_); !status_.ok()) return;
+  if (current_.events == 0) current_.first_ns = ts;
+  current_.first_ns = std::min(current_.first_ns, ts);
+  current_.last_ns = std::max(current_.last_ns, ts);
+  ++current_.events;
+  ++events_;
+}
+
+void PerfettoWriter::OnSlice(const trace::Slice& s) {
+  uint32_t track = by_id_[s.track];
+  if (s.shape == trace::SliceShape::kAsync)
+    track = LaneFor(tracks_[track].pid, s.start_ns, s.end_ns);
+  WriteUnit(s.start_ns, [&] {
+    Describe(track);
+    if (s.shape == trace::SliceShape::kInstant) {
+      EncodeBegin(track, s, kInstant);
+      return;
+    }
+    EncodeBegin(track, s, kSliceBegin);
+    EncodeEnd(track, s.end_ns);
+  });
+}
+
+void PerfettoWriter::OnCounter(const trace::CounterSample& c) {
+  const uint32_t track = by_id_[c.track];
+  WriteUnit(c.ts, [&] {
+    Describe(track);
+    event_.clear();
+    interned_.clear();
+    proto::Writer e(&event_);
+    e.Varint(f::kType, kCounterEvent);
+    e.Varint(f::kTrackUuid, tracks_[track].uuid);
+    if (const auto* d = std::get_if<double>(&c.value)) {
+      e.Double(f::kDoubleCounterValue, *d);
+    } else {
+      e.Int(f::kCounterValue, static_cast<int64_t>(std::get<uint64_t>(c.value)));
+    }
+    proto::Writer w(&unit_);
+    w.BeginMessage(f::kTracePacket);
+    w.Varint(f::kTimestamp, c.ts);
+    w.Varint(f::kSequenceId, kSequence);
+    w.Bytes(f::kTrackEvent, event_);
+    w.EndMessage();
+  });
+}
+
+Status PerfettoWriter::Finish(const TraceMetadata& metadata) {
+  if (status_.ok() && file_ == nullptr) status_ = OpenFile();
+  if (status_.ok()) status_ = CloseFile();
+  AON_RETURN_IF_ERROR(status_);
+  // Parts of an older export that had more files.
+  for (size_t part = files_.size();; ++part) {
+    const std::string stale = PerfettoPartPath(path_, part);
+    if (unlink(stale.c_str()) != 0) {
+      if (errno == ENOENT) break;
+      return Internal("cannot remove '" + stale + "': " + std::strerror(errno));
+    }
+  }
+  std::string text;
+  JsonWriter json(&text);
+  json.BeginObject();
+  json.Key("format");
+  json.String("perfetto protobuf trace (perfetto.protos.Trace), gzip");
+  json.Key("max_file_bytes");
+  json.Uint(max_file_bytes_);
+  json.Key("events");
+  json.Uint(events_);
+  json.Key("files");
+  json.BeginArray(JsonWriter::Layout::kOnePerLine);
+  for (const PerfettoFileInfo& file : files_) {
+    json.BeginObject();
+    json.Key("file");
+    const size_t slash = file.path.rfind('/');
+    json.String(slash == std::string::npos ? file.path : file.path.substr(slash + 1));
+    json.Key("bytes");
+    json.Uint(file.bytes);
+    json.Key("events");
+    json.Uint(file.events);
+    json.Key("first_ns");
+    json.Uint(file.first_ns);
+    json.Key("last_ns");
+    json.Uint(file.last_ns);
+    json.EndObject();
+  }
+  json.EndArray();
+  json.Key("metadata");
+  WriteTraceMetadata(json, metadata);
+  json.EndObject();
+  json.Newline();
+  return WriteFileAtomically(PerfettoIndexPath(path_), text);
+}
+
+}  // namespace aon::merge
