@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "aon/report/finding_rules.h"
-#include "findings/detectors.h"
+#include "findings/rule.h"
 
 namespace aon::report {
 

@@ -1,13 +1,14 @@
-// Idle causes: the GPU gaps of one cause (host synchronization, host launched
+// Idle causes, shared by the rules idle-host-sync, launch-bound and pageable-copies
+// (rules/): the GPU gaps of one cause (host synchronization, host launched
 // late, synchronous/pageable copies) on the rank where they cost the most, in
 // steady state (median per step x steps). Pageable copies add half the pageable
 // copy time (pinned memory roughly doubles PCIe throughput). The straggler's
 // claimed gaps are left out: its "host launched late" gaps, and its gaps of any
 // cause inside its slow range.
+#include "findings/idle_causes.h"
+
 #include <map>
 #include <string>
-
-#include "findings/detectors.h"
 
 namespace aon::report {
 
@@ -21,6 +22,8 @@ std::string TopNvtx(const std::map<std::string, uint64_t>& m) {
   }
   return best;
 }
+
+}  // namespace
 
 std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
   const Report& r = in.report;
@@ -65,18 +68,6 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
   }
   d.numbers = {{"idle_ns", worst_ns}, {"gaps", static_cast<double>(count)}, {"all_ranks_ns", all}};
   return d;
-}
-
-}  // namespace
-
-std::optional<Detection> DetectHostSync(const RuleInput& in, Claims* /*claims*/) {
-  return DetectIdleCause(in, GapCause::kHostSync);
-}
-std::optional<Detection> DetectLaunchBound(const RuleInput& in, Claims* /*claims*/) {
-  return DetectIdleCause(in, GapCause::kHostLate);
-}
-std::optional<Detection> DetectPageableCopies(const RuleInput& in, Claims* /*claims*/) {
-  return DetectIdleCause(in, GapCause::kSyncCopy);
 }
 
 }  // namespace aon::report

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
@@ -49,10 +50,28 @@ TEST(FindingRules, DefaultPrecedenceIsPinned) {
   std::vector<std::string> ids;
   for (const FindingRule& r : rules) ids.emplace_back(r.id);
   // Changing this order changes which finding wins a tie and what the straggler
-  // claims before the idle rules count: say why in rule_table.cc.
+  // claims before the idle rules count: say why in aon/report/finding_rules.h.
   EXPECT_EQ(ids, (std::vector<std::string>{"straggler", "exposed-communication", "idle-host-sync",
                                            "launch-bound", "pageable-copies", "load-imbalance",
                                            "phase-bottleneck"}));
+}
+
+// Every file of report/src/findings/rules/ is the rule of its name (launch_bound.cc is
+// launch-bound), and the default rules are those files: the list is generated from the
+// folder, so a rule cannot be written and left out, or listed without its file.
+TEST(FindingRules, EachRuleFileIsTheRuleOfItsName) {
+  std::set<std::string> from_files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(AON_SOURCE_DIR) +
+                                                           "/report/src/findings/rules")) {
+    if (e.path().extension() != ".cc") continue;
+    std::string id = e.path().stem().string();
+    std::replace(id.begin(), id.end(), '_', '-');
+    from_files.insert(id);
+  }
+  std::set<std::string> from_rules;
+  for (const FindingRule& r : DefaultFindingRules()) from_rules.emplace(r.id);
+  EXPECT_EQ(from_rules, from_files);
+  EXPECT_EQ(from_rules.size(), DefaultFindingRules().size()) << "two rules share an id";
 }
 
 // Rules with fixed answers, to see the engine alone.

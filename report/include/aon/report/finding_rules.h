@@ -1,5 +1,5 @@
-// Findings as rules: what aon-report tells the user to fix, one table row per
-// kind of finding (DefaultFindingRules(), report/src/findings/rule_table.cc).
+// Findings as rules: what aon-report tells the user to fix, one rule per kind of
+// finding, one file per rule (report/src/findings/rules/; DefaultFindingRules()).
 //
 // A rule has an id (Finding::kind), a precedence, a detector (predicate and
 // producer in one: it decides whether the rule fires and computes the numbers),
@@ -22,6 +22,30 @@
 // parts do not nest; '{', '}', '[' and ']' are not literal text in a template.
 // A placeholder outside optional parts without a value stays as "{name}" so
 // that tests see it.
+//
+// The default rules (src/findings/rules/, one file each; DefaultFindingRules()). Gains
+// are wall-time estimates over the whole run, deliberately simple; each rule's file
+// says how it computes its gain:
+//   straggler        sum over the collectives where the rank arrived last of
+//                    (its arrival - the second-last arrival): the step would end
+//                    that much earlier if it kept pace (straggler.cc);
+//   exposed comm     communication not overlapped by compute, minus the time the
+//                    rank only waited for late ranks (exposed_communication.cc);
+//   idle causes      (idle-host-sync, launch-bound, pageable-copies) the GPU gaps
+//                    of that cause on the worst rank, median per step x steps so
+//                    warm-up steps don't dominate; pageable
+//                    copies add half the pageable copy time (idle_causes.cc);
+//   imbalance        the slowest rank's compute minus the mean (load_imbalance.cc);
+//   phase bottleneck none stated (0): GPU counters say why a phase is slow, not
+//                    how much faster it could run (phase_bottleneck.cc).
+//
+// Why this precedence: the straggler comes first because it explains time the
+// other rules would otherwise count again (the others' waiting is exposed
+// communication on their side; its own late launches are idle time on its side);
+// then what every rank pays (exposed communication), then the idle causes from
+// the most direct fix (remove a sync) to the broadest (feed the GPU faster,
+// pinned memory), then imbalance, since the rules above often explain it; the
+// phase bottleneck last: it says why, where the others say where time is lost.
 #pragma once
 
 #include <cstdint>

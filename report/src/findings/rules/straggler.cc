@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "findings/detectors.h"
+#include "findings/rule.h"
 
 namespace aon::report {
 
@@ -52,8 +52,6 @@ std::string RangeEvidence(const Report& r, uint32_t rank, double* extra_per_step
   }
   return best;
 }
-
-}  // namespace
 
 std::optional<Detection> DetectStraggler(const RuleInput& in, Claims* claims) {
   const Report& r = in.report;
@@ -108,6 +106,26 @@ std::optional<Detection> DetectStraggler(const RuleInput& in, Claims* claims) {
   claims->straggler_rank = d.rank;
   claims->straggler_range = range;
   return d;
+}
+
+}  // namespace
+
+AON_FINDING_RULE(straggler) {
+  static constexpr FindingRule kRule{
+      .id = "straggler",
+      .precedence = 10,
+      .detects = "one rank arrives last at >= 50 % of collectives (or twice its share)",
+      .action =
+          "Make rank {rank} keep pace: it arrives last at {last_share} of {collectives} "
+          "collectives, costing the other ranks {lost} of waiting",
+      .evidence =
+          "[its \"{range}\" range takes {range_extra} more per step than on the other "
+          "ranks][mean lateness when last: {mean_lateness}][; its GPU waits "
+          "{host_waits} for its host][{unsynchronized_clocks} (clocks not "
+          "synchronized across hosts: skews approximate)]",
+      .detect = DetectStraggler,
+  };
+  return kRule;
 }
 
 }  // namespace aon::report

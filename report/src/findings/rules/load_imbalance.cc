@@ -2,9 +2,11 @@
 // mean rank by at least 2 %; the gain is its excess over the mean.
 #include <string>
 
-#include "findings/detectors.h"
+#include "findings/rule.h"
 
 namespace aon::report {
+
+namespace {
 
 std::optional<Detection> DetectLoadImbalance(const RuleInput& in, Claims* /*claims*/) {
   double sum = 0, max = 0;
@@ -28,6 +30,20 @@ std::optional<Detection> DetectLoadImbalance(const RuleInput& in, Claims* /*clai
   d.values["mean"] = in.PerStepText(mean);
   d.numbers = {{"max_compute_ns", max}, {"mean_compute_ns", mean}};
   return d;
+}
+
+}  // namespace
+
+AON_FINDING_RULE(load_imbalance) {
+  static constexpr FindingRule kRule{
+      .id = "load-imbalance",
+      .precedence = 60,
+      .detects = "one rank's compute-kernel time exceeds the mean rank's by >= 2 %",
+      .action = "Rebalance work: rank {rank} computes {excess} more than the mean rank",
+      .evidence = "compute kernels {max} on rank {rank} vs {mean} mean",
+      .detect = DetectLoadImbalance,
+  };
+  return kRule;
 }
 
 }  // namespace aon::report

@@ -3,9 +3,11 @@
 // straggler); the gain is the mean over ranks with communication.
 #include <string>
 
-#include "findings/detectors.h"
+#include "findings/rule.h"
 
 namespace aon::report {
+
+namespace {
 
 std::optional<Detection> DetectExposedCommunication(const RuleInput& in, Claims* /*claims*/) {
   const Report& r = in.report;
@@ -39,6 +41,23 @@ std::optional<Detection> DetectExposedCommunication(const RuleInput& in, Claims*
                {"comm_ns", comm / n},
                {"overlap_fraction", comm > 0 ? 1 - exposed / comm : 0}};
   return d;
+}
+
+}  // namespace
+
+AON_FINDING_RULE(exposed_communication) {
+  static constexpr FindingRule kRule{
+      .id = "exposed-communication",
+      .precedence = 20,
+      .detects = "NCCL kernel time not overlapped by compute, beyond waiting for stragglers",
+      .action =
+          "Overlap communication with compute: {exposed_share} of communication time is "
+          "exposed ({exposed} per rank); overlap gradients' all-reduce with backward "
+          "(DDP buckets), prefetch, or shrink messages",
+      .evidence = "communication kernels {comm} per rank, overlapped {overlap}[; {groups}]",
+      .detect = DetectExposedCommunication,
+  };
+  return kRule;
 }
 
 }  // namespace aon::report

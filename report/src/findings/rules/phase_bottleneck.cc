@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <string>
 
-#include "findings/detectors.h"
+#include "findings/rule.h"
 
 namespace aon::report {
+
+namespace {
 
 std::optional<Detection> DetectPhaseBottleneck(const RuleInput& in, Claims* /*claims*/) {
   const CounterAnalysis& c = in.report.counters;
@@ -35,6 +37,22 @@ std::optional<Detection> DetectPhaseBottleneck(const RuleInput& in, Claims* /*cl
                {"sm_active_pct", v.sm_active_pct}, {"occupancy_pct", v.occupancy_pct},
                {"intervals", worst->intervals}};
   return d;
+}
+
+}  // namespace
+
+AON_FINDING_RULE(phase_bottleneck) {
+  static constexpr FindingRule kRule{
+      .id = "phase-bottleneck",
+      .precedence = 70,
+      .detects =
+          "the longest NVTX phase whose GPU counters say launch-, memory- or "
+          "latency-bound (docs/counters.md)",
+      .action = "Phase \"{phase}\" is {verdict} for {time} of the run: {what}",
+      .evidence = "GPU counters over {intervals} sample intervals: {numbers}[ ({synthetic})]",
+      .detect = DetectPhaseBottleneck,
+  };
+  return kRule;
 }
 
 }  // namespace aon::report
