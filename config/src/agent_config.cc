@@ -299,45 +299,123 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        ParseStepRange, true},
       {V::kFlightStepFactor, "AON_FLIGHT_STEP_FACTOR", T::kNumber, "3",
        "flight mode: step-time spike factor (see AON_FLIGHT_STEP_RANGE)", ParseStepFactor, false},
-      {V::kOverheadBudget, "AON_OVERHEAD_BUDGET", T::kNumber, "1",
+      {V::kOverheadBudget,
+       "AON_OVERHEAD_BUDGET",
+       T::kNumber,
+       "1",
        "budgeted mode: percent of step time capture windows may cost; the agent measures the "
        "cost and spaces the windows to stay inside it",
-       ParseOverheadBudget, false},
-      {V::kCaptureSteps, "AON_CAPTURE_STEPS", T::kInteger, "3",
-       "budgeted mode: steps per capture window", ParseCaptureSteps, false},
-      {V::kCapturePeriod, "AON_CAPTURE_PERIOD", T::kInteger, "0",
+       ParseOverheadBudget,
+       false,
+       {"--overhead-budget", "aon-overhead-budget", "PCT",
+        "budgeted mode: percent of step time AON may cost (default 1); the agent measures what "
+        "its windows cost and spaces them to stay inside it"}},
+      {V::kCaptureSteps,
+       "AON_CAPTURE_STEPS",
+       T::kInteger,
+       "3",
+       "budgeted mode: steps per capture window",
+       ParseCaptureSteps,
+       false,
+       {"--capture-steps", "aon-capture-steps", "N",
+        "budgeted mode: steps per capture window (default 3)"}},
+      {V::kCapturePeriod,
+       "AON_CAPTURE_PERIOD",
+       T::kInteger,
+       "0",
        "budgeted mode: a window every N steps (a power of two); 0 lets the budget choose",
-       ParseCapturePeriod, false},
-      {V::kStepSource, "AON_STEP_SOURCE", T::kChoice, "auto",
+       ParseCapturePeriod,
+       false,
+       {"--capture-period", "aon-capture-period", "N",
+        "budgeted mode: a capture window every N steps (a power of two); default 0: as often as "
+        "the overhead budget allows"}},
+      {V::kStepSource,
+       "AON_STEP_SOURCE",
+       T::kChoice,
+       "auto",
        "what marks steps: auto (the first of api, pytorch, nvtx, nccl, time that does), api "
        "(aon_step()), pytorch (aon_framework_step(): AON's PyTorch optimizer hook), nvtx "
        "(AON_STEP_RANGE), nccl (collectives of the first communicator), time (AON_TIME_SLOT "
        "slots on the synchronized clock)",
-       ParseStepSource, false},
-      {V::kStepRange, "AON_STEP_RANGE", T::kText, "step,iteration,iter,train_step,train",
+       ParseStepSource,
+       false,
+       {"--step-source", "aon-step-source", "auto|api|pytorch|nvtx|nccl|time",
+        "what marks the steps capture windows align on: auto (default: the first of api, "
+        "pytorch, nvtx, nccl, time that does), api (aon_step()), pytorch (AON's PyTorch "
+        "optimizer hook: aon_framework_step()), nvtx (ranges named by "
+        "--step-range), nccl (collectives of the first communicator), time (one-second slots on "
+        "the synchronized clock)"}},
+      {V::kStepRange,
+       "AON_STEP_RANGE",
+       T::kText,
+       "step,iteration,iter,train_step,train",
        "NVTX ranges that mark steps: comma-separated name prefixes (case-insensitive), each "
        "followed by the end of the name, a digit or one of ' _-:#'",
-       ParseStepRangeNames, false},
+       ParseStepRangeNames,
+       false,
+       {"--step-range", "aon-step-range", "NAMES",
+        "NVTX ranges that mark steps: comma-separated name prefixes (default "
+        "step,iteration,iter,train_step,train), matched case-insensitively before a digit, a "
+        "space or the end"}},
       {V::kTimeSlot, "AON_TIME_SLOT", T::kSeconds, "1",
        "step length of the time source (seconds on the synchronized clock)", ParseTimeSlot, false},
-      {V::kCounters, "AON_COUNTERS", T::kChoice, "auto",
+      {V::kCounters,
+       "AON_COUNTERS",
+       T::kChoice,
+       "auto",
        "GPU counters: auto (every tier the node allows: NVML GPM metrics of every GPU, read by "
        "the node collector outside the application, and CUPTI PM sampling inside capture "
        "windows), gpm (GPM only), off",
-       ParseCounters, false},
-      {V::kCountersInterval, "AON_COUNTERS_INTERVAL", T::kNumber, "100",
-       "milliseconds between two GPM samples of each GPU (10 to 60000)", ParseCountersInterval,
-       false},
-      {V::kCountersSampleInterval, "AON_COUNTERS_SAMPLE_INTERVAL", T::kNumber, "100",
+       ParseCounters,
+       false,
+       {"--counters", "aon-counters", "auto|gpm|off",
+        "GPU counters: auto (default: every tier the node allows: NVML GPM metrics of every GPU "
+        "of the node, read outside the application, and CUPTI PM sampling in capture windows), "
+        "gpm (GPM only), off"}},
+      {V::kCountersInterval,
+       "AON_COUNTERS_INTERVAL",
+       T::kNumber,
+       "100",
+       "milliseconds between two GPM samples of each GPU (10 to 60000)",
+       ParseCountersInterval,
+       false,
+       {"--counters-interval", "aon-counters-interval", "MS",
+        "milliseconds between two GPM samples of each GPU (default 100)"}},
+      {V::kCountersSampleInterval,
+       "AON_COUNTERS_SAMPLE_INTERVAL",
+       T::kNumber,
+       "100",
        "microseconds of GPU time between two PM samples inside capture windows (20 to 100000)",
-       ParseCountersSampleInterval, false},
-      {V::kPythonHook, "AON_PYTHON_HOOK", T::kChoice, "on",
+       ParseCountersSampleInterval,
+       false,
+       {"--counters-sample-interval", "aon-counters-sample-interval", "US",
+        "microseconds of GPU time between two PM samples in capture windows (default 100)"}},
+      {V::kPythonHook,
+       "AON_PYTHON_HOOK",
+       T::kChoice,
+       "on",
        "on: Python processes load AON's hook (PYTHONPATH gets AON's aon-python directory): "
        "PyTorch steps from the optimizer, operator and module ranges in capture windows, "
        "import aon; off: Python is left as it is",
-       ParsePythonHook, false},
+       ParsePythonHook,
+       false,
+       {"--python-hook", "aon-python-hook", "on|off",
+        "Python processes load AON's PyTorch hook (steps from the optimizer, operator and module "
+        "ranges in capture windows; docs/pytorch.md): on (default) or off"}},
   }};
   return vars;
+}
+
+AgentConfig::AgentConfig() {
+  for (const ConfigVariable& var : AgentConfigVariables()) {
+    // A row left out of the table (all zero) is found by
+    // AgentVariables.TableIsIndexedByItsIdsAndSelfDescribing; skip it here.
+    if (var.parse == nullptr || var.default_value == nullptr) continue;
+    if (var.default_value[0] == '\0') continue;  // the field's zero value is the default
+    // A default its own parser refuses is a bug of the table, caught by
+    // CommonConfig.EveryDefaultIsWhatItsParserMakesOfIt; the field keeps its zero.
+    (void)var.parse(var.default_value, this);
+  }
 }
 
 const ConfigVariable& AgentConfigVariable(AgentVar var) {
@@ -440,9 +518,7 @@ StatusOr<uint64_t> ParseSize(std::string_view text) {
 
 StatusOr<AgentConfig> LoadAgentConfig(const EnvLookupFn& lookup) {
   EnvLookupFn env = lookup ? lookup : EnvLookupFn([](const char* n) { return std::getenv(n); });
-  AgentConfig c;
-  // Unset AON_KINDS means the default kinds.
-  AON_ASSIGN_OR_RETURN(c.kinds, ParseKinds(""));
+  AgentConfig c;  // the defaults
   for (const ConfigVariable& var : AgentConfigVariables()) {
     const char* value = env(var.env);
     if (value == nullptr || (*value == '\0' && !var.empty_is_value)) continue;

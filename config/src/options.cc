@@ -23,6 +23,23 @@ StatusOr<std::string> CheckAsAgent(AgentVar var, std::string_view value) {
   return std::string(value);
 }
 
+// The named options, with the agent variables' pass-through options (their rows'
+// FrontEndNames) placed before --merge-procs, the last named one.
+std::vector<FrontEndOption> WithPassthroughOptions(std::vector<FrontEndOption> named) {
+  std::vector<FrontEndOption> passthrough;
+  for (const ConfigVariable& var : AgentConfigVariables()) {
+    const FrontEndNames& fe = var.front_end;
+    if (fe.run == nullptr && fe.spank == nullptr) continue;
+    passthrough.push_back({PassthroughOption(var.id), fe.run, fe.run ? A::kRequired : A::kAbsent,
+                           fe.spank, fe.spank ? A::kRequired : A::kAbsent, fe.value, fe.help,
+                           nullptr, nullptr, true, var.id});
+  }
+  auto last = named.end();
+  if (!named.empty() && named.back().id == O::kMergeProcs) --last;
+  named.insert(last, passthrough.begin(), passthrough.end());
+  return named;
+}
+
 }  // namespace
 
 bool ParseOnOff(std::string_view v, bool* on) {
@@ -39,7 +56,7 @@ bool ParseOnOff(std::string_view v, bool* on) {
 
 const std::vector<FrontEndOption>& FrontEndOptions() {
   // {id, aon-run, its arg, srun, its arg, value, help, aon-run's help, differs}
-  static const std::vector<FrontEndOption> options = {
+  static const std::vector<FrontEndOption> options = WithPassthroughOptions({
       {O::kOutput, "-o,--output", A::kRequired, "aon-output", A::kRequired, "DIR",
        "put each step's trace in DIR/aon-<job>.<step> (%u %U %j %s expanded; default: the site's "
        "output root, else the submit directory)",
@@ -101,61 +118,23 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "don't run aon-report after the merge", nullptr,
        "srun runs aon-report after every merge where it is installed; --aon-merge=off skips "
        "both"},
-      {O::kOverheadBudget, "--overhead-budget", A::kRequired, "aon-overhead-budget", A::kRequired,
-       "PCT",
-       "budgeted mode: percent of step time AON may cost (default 1); the agent measures what "
-       "its windows cost and spaces them to stay inside it",
-       nullptr, nullptr, true, AgentVar::kOverheadBudget},
-      {O::kCaptureSteps, "--capture-steps", A::kRequired, "aon-capture-steps", A::kRequired, "N",
-       "budgeted mode: steps per capture window (default 3)", nullptr, nullptr, true,
-       AgentVar::kCaptureSteps},
-      {O::kCapturePeriod, "--capture-period", A::kRequired, "aon-capture-period", A::kRequired, "N",
-       "budgeted mode: a capture window every N steps (a power of two); default 0: as often as "
-       "the overhead budget allows",
-       nullptr, nullptr, true, AgentVar::kCapturePeriod},
-      {O::kStepSource, "--step-source", A::kRequired, "aon-step-source", A::kRequired,
-       "auto|api|pytorch|nvtx|nccl|time",
-       "what marks the steps capture windows align on: auto (default: the first of api, "
-       "pytorch, nvtx, nccl, time that does), api (aon_step()), pytorch (AON's PyTorch "
-       "optimizer hook: aon_framework_step()), nvtx (ranges named by "
-       "--step-range), nccl (collectives of the first communicator), time (one-second slots on "
-       "the synchronized clock)",
-       nullptr, nullptr, true, AgentVar::kStepSource},
-      {O::kStepRange, "--step-range", A::kRequired, "aon-step-range", A::kRequired, "NAMES",
-       "NVTX ranges that mark steps: comma-separated name prefixes (default "
-       "step,iteration,iter,train_step,train), matched case-insensitively before a digit, a "
-       "space or the end",
-       nullptr, nullptr, true, AgentVar::kStepRange},
-      {O::kCounters, "--counters", A::kRequired, "aon-counters", A::kRequired, "auto|gpm|off",
-       "GPU counters: auto (default: every tier the node allows: NVML GPM metrics of every GPU "
-       "of the node, read outside the application, and CUPTI PM sampling in capture windows), "
-       "gpm (GPM only), off",
-       nullptr, nullptr, true, AgentVar::kCounters},
-      {O::kCountersInterval, "--counters-interval", A::kRequired, "aon-counters-interval",
-       A::kRequired, "MS", "milliseconds between two GPM samples of each GPU (default 100)",
-       nullptr, nullptr, true, AgentVar::kCountersInterval},
-      {O::kCountersSampleInterval, "--counters-sample-interval", A::kRequired,
-       "aon-counters-sample-interval", A::kRequired, "US",
-       "microseconds of GPU time between two PM samples in capture windows (default 100)", nullptr,
-       nullptr, true, AgentVar::kCountersSampleInterval},
-      {O::kPythonHook, "--python-hook", A::kRequired, "aon-python-hook", A::kRequired, "on|off",
-       "Python processes load AON's PyTorch hook (steps from the optimizer, operator and module "
-       "ranges in capture windows; docs/pytorch.md): on (default) or off",
-       nullptr, nullptr, true, AgentVar::kPythonHook},
       {O::kMergeProcs, "--merge-procs", A::kRequired, nullptr, A::kAbsent, "N",
        "merge with N processes on this host (aon-merge --procs N); default: one per host an Open "
        "MPI job names (-H/--hostfile), else 1",
        nullptr,
        "srun merges a step of several nodes inside an allocation with one aon-merge per node of "
        "the step, else with one process: the step already says where its files are"},
-  };
+  });
   return options;
 }
 
 const FrontEndOption& FrontEndOptionOf(SessionOption option) {
   for (const FrontEndOption& o : FrontEndOptions())
     if (o.id == option) return o;
-  return FrontEndOptions().front();  // unreachable: every SessionOption has an entry (tested)
+  // Unreachable for a named option (each has an entry: tested) or a variable's row that
+  // names front-end options; another value is a caller's bug: answer the first entry,
+  // whose checks then refuse it, rather than crash inside a front end.
+  return FrontEndOptions().front();
 }
 
 std::string RunName(SessionOption option) {

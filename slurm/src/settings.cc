@@ -10,6 +10,7 @@ namespace aon::spank {
 namespace {
 
 using session::ParseOnOff;
+using session::PassthroughOption;
 using session::SessionOption;
 
 std::vector<std::string_view> SplitCommas(std::string_view s) {
@@ -103,7 +104,7 @@ StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args) {
       if (!mode.ok()) return bad(mode.status().message());
       c.nccl = *mode;
     } else if (key == "counters") {
-      auto mode = session::CheckOptionValue(SessionOption::kCounters, value);
+      auto mode = session::CheckOptionValue(PassthroughOption(AgentVar::kCounters), value);
       if (!mode.ok()) return bad(mode.status().message());
       c.counters = *mode;
     } else if (key == "output_root") {
@@ -315,9 +316,9 @@ StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user)
     auto rank = [](std::string_view m) {
       return std::find(kCounterModes.begin(), kCounterModes.end(), m) - kCounterModes.begin();
     };
-    auto asked = p.passthrough.find(SessionOption::kCounters);
+    auto asked = p.passthrough.find(PassthroughOption(AgentVar::kCounters));
     if (asked == p.passthrough.end()) {
-      p.passthrough[SessionOption::kCounters] = site.counters;
+      p.passthrough[PassthroughOption(AgentVar::kCounters)] = site.counters;
     } else if (rank(asked->second) > rank(site.counters)) {
       return InvalidArgument("--aon-counters=" + asked->second +
                              ": this cluster allows GPU counters up to '" + site.counters +

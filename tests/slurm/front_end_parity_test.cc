@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "aon/config/agent_config.h"
-#include "aon/launcher/run_cli.h"
 #include "aon/config/options.h"
+#include "aon/launcher/run_cli.h"
 #include "settings.h"
 
 namespace aon {
@@ -27,6 +27,7 @@ namespace {
 
 using launcher::RunCommandLine;
 using session::FrontEndOption;
+using session::PassthroughOption;
 using session::SessionOption;
 using spank::SpankOptionSpec;
 
@@ -111,7 +112,8 @@ ParsedSrun ParseSrun(const std::vector<std::pair<SessionOption, std::string>>& o
 std::vector<EnvVar> AonRunEnvironment(RunCommandLine values) {
   values.options.collector = kCollector;
   auto env =
-      launcher::AgentEnvironment(values.options, kAgent, kJobDir, Lookup({{"AON_JOB_ID", kJobId}, {"PYTHONPATH", kJobPythonPath}}));
+      launcher::AgentEnvironment(values.options, kAgent, kJobDir,
+                                 Lookup({{"AON_JOB_ID", kJobId}, {"PYTHONPATH", kJobPythonPath}}));
   EXPECT_TRUE(env.ok()) << env.status().ToString();
   return env.ok() ? *env : std::vector<EnvVar>();
 }
@@ -119,7 +121,8 @@ std::vector<EnvVar> AonRunEnvironment(RunCommandLine values) {
 std::vector<EnvVar> SrunEnvironment(const ParsedSrun& srun) {
   EXPECT_TRUE(srun.plan.ok()) << srun.plan.status().ToString();
   if (!srun.plan.ok()) return {};
-  auto env = spank::StepEnvironment(*srun.plan, {kAgent, kJobDir, kJobId, kCollector, kJobPythonPath});
+  auto env =
+      spank::StepEnvironment(*srun.plan, {kAgent, kJobDir, kJobId, kCollector, kJobPythonPath});
   EXPECT_TRUE(env.ok()) << env.status().ToString();
   return env.ok() ? *env : std::vector<EnvVar>();
 }
@@ -170,31 +173,38 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
     EXPECT_NE(app.get_option_no_throw(session::RunName(spec.id)), nullptr)
         << "aon-run lacks " << session::RunName(spec.id) << ", the twin of --" << spec.name;
   }
-  // The options srun users rely on are all there, with their value names.
+  // The options srun users rely on are all there, with their value names: scripts and
+  // batch files use them. New options may join (each has its table entry, checked above);
+  // none of these may go or change its value text.
   std::map<std::string, std::string> registered;
   for (const SpankOptionSpec& spec : spank::SpankOptionSpecs())
     registered[spec.name] = spec.arginfo;
-  EXPECT_EQ(registered, (std::map<std::string, std::string>{
-                            {"aon", "[MODE]"},
-                            {"aon-output", "DIR"},
-                            {"aon-kinds", "LIST"},
-                            {"aon-memory-cap", "SIZE"},
-                            {"aon-source", "cupti|synthetic"},
-                            {"aon-nccl", "default|channels|coll|proxy|off"},
-                            {"aon-flight", "SECONDS"},
-                            {"aon-verbose", ""},
-                            {"aon-merge", "on|off"},
-                            {"aon-mode", "budgeted|full|flight"},
-                            {"aon-overhead-budget", "PCT"},
-                            {"aon-capture-steps", "N"},
-                            {"aon-capture-period", "N"},
-                            {"aon-step-source", "auto|api|pytorch|nvtx|nccl|time"},
-                            {"aon-step-range", "NAMES"},
-                            {"aon-counters", "auto|gpm|off"},
-                            {"aon-counters-interval", "MS"},
-                            {"aon-counters-sample-interval", "US"},
-                            {"aon-python-hook", "on|off"},
-                        }));
+  const std::map<std::string, std::string> relied_on = {
+      {"aon", "[MODE]"},
+      {"aon-output", "DIR"},
+      {"aon-kinds", "LIST"},
+      {"aon-memory-cap", "SIZE"},
+      {"aon-source", "cupti|synthetic"},
+      {"aon-nccl", "default|channels|coll|proxy|off"},
+      {"aon-flight", "SECONDS"},
+      {"aon-verbose", ""},
+      {"aon-merge", "on|off"},
+      {"aon-mode", "budgeted|full|flight"},
+      {"aon-overhead-budget", "PCT"},
+      {"aon-capture-steps", "N"},
+      {"aon-capture-period", "N"},
+      {"aon-step-source", "auto|api|pytorch|nvtx|nccl|time"},
+      {"aon-step-range", "NAMES"},
+      {"aon-counters", "auto|gpm|off"},
+      {"aon-counters-interval", "MS"},
+      {"aon-counters-sample-interval", "US"},
+      {"aon-python-hook", "on|off"},
+  };
+  for (const auto& [name, arginfo] : relied_on) {
+    auto it = registered.find(name);
+    ASSERT_NE(it, registered.end()) << "srun --" << name << " is gone";
+    EXPECT_EQ(it->second, arginfo) << "srun --" << name;
+  }
 }
 
 TEST(OptionParity, TwinsAcceptAndRefuseTheSameValues) {
@@ -216,9 +226,11 @@ TEST(OptionParity, TwinsAcceptAndRefuseTheSameValues) {
       {SessionOption::kNccl,
        SessionOption::kNccl,
        {"default", "channels", "coll", "proxy", "off", "on", "maybe", "ON", "1", ""}},
-      {SessionOption::kPythonHook, SessionOption::kPythonHook, {"on", "off", "ON", "1", "", "no"}},
-      {SessionOption::kStepSource,
-       SessionOption::kStepSource,
+      {PassthroughOption(AgentVar::kPythonHook),
+       PassthroughOption(AgentVar::kPythonHook),
+       {"on", "off", "ON", "1", "", "no"}},
+      {PassthroughOption(AgentVar::kStepSource),
+       PassthroughOption(AgentVar::kStepSource),
        {"auto", "api", "pytorch", "nvtx", "nccl", "time", "torch", "PYTORCH", ""}},
       // aon-run's --window is srun's --aon-flight (the table says why they differ).
       {SessionOption::kWindow,
@@ -277,8 +289,8 @@ TEST(OptionParity, TheSameOptionsGiveTheAgentTheSameEnvironment) {
 TEST(OptionParity, PythonHookOffLeavesPythonPathAlone) {
   const ParsedRun run = ParseAonRun({"--python-hook=off"});
   ASSERT_TRUE(run.status.ok()) << run.status.ToString();
-  const ParsedSrun srun =
-      ParseSrun({{SessionOption::kProfile, "on"}, {SessionOption::kPythonHook, "off"}});
+  const ParsedSrun srun = ParseSrun(
+      {{SessionOption::kProfile, "on"}, {PassthroughOption(AgentVar::kPythonHook), "off"}});
   ASSERT_TRUE(srun.status.ok()) << srun.status.ToString();
   // aon-run sets every variable it has a default for, srun only those chosen:
   // compare what this option decides.

@@ -96,25 +96,25 @@ TEST(StepPlan, SiteCountersAreTheDefaultAndTheCeiling) {
   EXPECT_FALSE(ParseSiteArgs({"counters=some"}).ok());
   SiteConfig gpm = *ParseSiteArgs({"counters=gpm"});
   auto counters = [](const StepPlan& p) {
-    auto it = p.passthrough.find(session::SessionOption::kCounters);
+    auto it = p.passthrough.find(session::PassthroughOption(AgentVar::kCounters));
     return it == p.passthrough.end() ? std::string("(agent default)") : it->second;
   };
   UserOptions o;
   ASSERT_TRUE(SetModeOption(o, "on").ok());
   EXPECT_EQ(counters(*MakeStepPlan(gpm, o)), "gpm");
-  ASSERT_TRUE(SetUserOption(o, session::SessionOption::kCounters, "auto").ok());
+  ASSERT_TRUE(SetUserOption(o, session::PassthroughOption(AgentVar::kCounters), "auto").ok());
   auto refused = MakeStepPlan(gpm, o);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("plugstack.conf counters=gpm"), std::string::npos)
       << refused.status().message();
-  ASSERT_TRUE(SetUserOption(o, session::SessionOption::kCounters, "off").ok());
+  ASSERT_TRUE(SetUserOption(o, session::PassthroughOption(AgentVar::kCounters), "off").ok());
   EXPECT_EQ(counters(*MakeStepPlan(gpm, o)), "off");
   SiteConfig none = *ParseSiteArgs({"counters=off"});
-  ASSERT_TRUE(SetUserOption(o, session::SessionOption::kCounters, "gpm").ok());
+  ASSERT_TRUE(SetUserOption(o, session::PassthroughOption(AgentVar::kCounters), "gpm").ok());
   EXPECT_FALSE(MakeStepPlan(none, o).ok());
   // No key: the user's choice, or the agent's default.
   EXPECT_EQ(counters(*MakeStepPlan(SiteConfig{}, o)), "gpm");
-  EXPECT_FALSE(SetUserOption(o, session::SessionOption::kCounters, "maybe").ok());
+  EXPECT_FALSE(SetUserOption(o, session::PassthroughOption(AgentVar::kCounters), "maybe").ok());
 }
 
 TEST(JobDirectory, TemplatesAndRelativePaths) {

@@ -1,11 +1,11 @@
 // ParseKinds, ParseSize and LoadAgentConfig: strict parsing, errors that name the
 // variable and the value.
-#include "aon/config/agent_config.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
+
+#include "aon/config/agent_config.h"
 
 namespace aon {
 namespace {
@@ -198,6 +198,29 @@ TEST(CommonConfig, VariablesTableIsComplete) {
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   EXPECT_EQ(defaults->memory_cap_bytes, 64ull << 20);
   EXPECT_EQ(defaults->source, "cupti");
+}
+
+// A default is written once, in its row: AgentConfig() applies each row's default through
+// the row's own parser, so every default must parse, and an unset variable, an empty one
+// (where empty is not a value) and its documented default all give the same settings.
+TEST(CommonConfig, EveryDefaultIsWhatItsParserMakesOfIt) {
+  const AgentConfig defaults;
+  for (const ConfigVariable& v : AgentConfigVariables()) {
+    if (v.default_value[0] == '\0') continue;
+    AgentConfig parsed;
+    EXPECT_TRUE(v.parse(v.default_value, &parsed).ok()) << v.env << "='" << v.default_value << "'";
+    EXPECT_TRUE(parsed == defaults) << v.env << ": its default is not what AgentConfig() holds";
+  }
+  auto unset = LoadAgentConfig(Env({}));
+  ASSERT_TRUE(unset.ok()) << unset.status().ToString();
+  EXPECT_TRUE(*unset == defaults);
+  // Spot checks against the documented values (docs and help say these).
+  EXPECT_EQ(defaults.memory_cap_bytes, 64ull << 20);
+  EXPECT_DOUBLE_EQ(defaults.overhead_budget, 0.01);
+  EXPECT_EQ(defaults.capture_steps, 3);
+  EXPECT_EQ(defaults.mode, "budgeted");
+  EXPECT_TRUE(defaults.python_hook);
+  EXPECT_TRUE(defaults.kinds == *ParseKinds("default"));
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ TEST(AgentEnvironment, TheAgentReadsBackWhatWasSet) {
   for (const auto& [var, value] : values) ASSERT_TRUE(s.Set(var, value).ok());
   auto loaded = LoadAgentConfig(Lookup(AsMap(AgentEnvironment(s, "/a.so"))));
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  AgentConfig want;
+  AgentConfig want;  // the defaults, and then what was set
   want.output_dir = "/scratch/job";
   want.kinds = *ParseKinds("kernels,nvtx");
   want.memory_cap_bytes = 128ull << 20;
@@ -167,7 +167,21 @@ TEST(FrontEndOptions, EveryOptionHasOneEntryAndEachSideSaysWhyItDiffers) {
       EXPECT_TRUE(std::string(o.spank).starts_with("aon")) << o.spank;
     }
   }
-  EXPECT_EQ(ids.size(), static_cast<size_t>(SessionOption::kPythonHook) + 1);
+  // Every named option has its entry, and the others are exactly the agent variables
+  // whose rows name front-end options, each passing its value to that variable.
+  for (int named = 0; named < static_cast<int>(SessionOption::kNamedCount); ++named)
+    EXPECT_EQ(ids.count(named), 1u) << "SessionOption " << named << " has no entry";
+  size_t passthrough_rows = 0;
+  for (const ConfigVariable& var : AgentConfigVariables()) {
+    if (var.front_end.run == nullptr && var.front_end.spank == nullptr) continue;
+    ++passthrough_rows;
+    const session::FrontEndOption& o =
+        session::FrontEndOptionOf(session::PassthroughOption(var.id));
+    EXPECT_EQ(o.id, session::PassthroughOption(var.id)) << var.env;
+    EXPECT_TRUE(o.passthrough) << var.env;
+    EXPECT_EQ(o.var, var.id) << var.env;
+  }
+  EXPECT_EQ(ids.size(), static_cast<size_t>(SessionOption::kNamedCount) + passthrough_rows);
   EXPECT_EQ(session::RunName(SessionOption::kOutput), "--output");
   EXPECT_EQ(session::SpankName(SessionOption::kKinds), "--aon-kinds");
   EXPECT_EQ(session::RunName(SessionOption::kFlight), "");

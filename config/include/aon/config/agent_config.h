@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "aon/format/records.h"
 #include "aon/base/status.h"
+#include "aon/format/records.h"
 
 namespace aon {
 
@@ -44,8 +44,9 @@ enum class AgentVar : uint8_t {
   kCountersInterval,
   kCountersSampleInterval,
   kPythonHook,
+  kCount,  // not a variable: the number of them
 };
-inline constexpr size_t kAgentConfigVariableCount = 25;
+inline constexpr size_t kAgentConfigVariableCount = static_cast<size_t>(AgentVar::kCount);
 
 // AON_MODE (aon-run --mode, srun --aon-mode).
 inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "full", "flight"};
@@ -70,34 +71,39 @@ inline constexpr std::array<std::string_view, 5> kNcclModes = {"default", "chann
 inline constexpr uint64_t kMinMemoryCapBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxMemoryCapBytes = uint64_t{32} << 30;
 
+// The agent's settings. A default-constructed AgentConfig holds every variable's
+// default: its row's default_value in AgentConfigVariables(), applied by the row's own
+// parser, so a default is written once, in the table.
 struct AgentConfig {
+  AgentConfig();
+
   std::string output_dir;  // AON_OUTPUT_DIR: where rank files go ("" = don't write)
   std::array<bool, kRecordKindCount> kinds{};  // AON_KINDS
-  uint64_t memory_cap_bytes = 64ull << 20;     // AON_MEMORY_CAP
-  std::string source = "cupti";                // AON_SOURCE: cupti | synthetic
-  int verbose = 0;                             // AON_VERBOSE
+  uint64_t memory_cap_bytes{};                 // AON_MEMORY_CAP
+  std::string source;                          // AON_SOURCE: cupti | synthetic
+  int verbose{};                               // AON_VERBOSE
   std::string job_id;                          // AON_JOB_ID
-  long launcher_parent_pid = 0;                // AON_LAUNCHER_PARENT_PID
-  std::string nccl = "default";                // AON_NCCL: one of kNcclModes
-  std::string mode = "budgeted";               // AON_MODE: one of kCaptureModes
-  double window_s = 60;                        // AON_WINDOW (flight)
-  int64_t flush_interval_ms = 1000;            // AON_FLUSH_INTERVAL
+  long launcher_parent_pid{};                  // AON_LAUNCHER_PARENT_PID
+  std::string nccl;                            // AON_NCCL: one of kNcclModes
+  std::string mode;                            // AON_MODE: one of kCaptureModes
+  double window_s{};                           // AON_WINDOW (flight)
+  int64_t flush_interval_ms{};                 // AON_FLUSH_INTERVAL
   std::string collector;                       // AON_COLLECTOR: path, "off", "" (next to agent)
-  double flight_nccl_stall_s = 60;             // AON_FLIGHT_NCCL_STALL (0: off)
-  std::string flight_step_range = "step";      // AON_FLIGHT_STEP_RANGE ("" : off)
-  double flight_step_factor = 3;               // AON_FLIGHT_STEP_FACTOR
-  double overhead_budget = 0.01;               // AON_OVERHEAD_BUDGET (percent on the wire)
-  int64_t capture_steps = 3;                   // AON_CAPTURE_STEPS: steps per window
-  int64_t capture_period = 0;                  // AON_CAPTURE_PERIOD: 0 = set by the budget
-  std::string step_source = "auto";            // AON_STEP_SOURCE: one of kStepSources
+  double flight_nccl_stall_s{};                // AON_FLIGHT_NCCL_STALL (0: off)
+  std::string flight_step_range;               // AON_FLIGHT_STEP_RANGE ("" : off)
+  double flight_step_factor{};                 // AON_FLIGHT_STEP_FACTOR
+  double overhead_budget{};  // AON_OVERHEAD_BUDGET (a fraction; percent on the wire)
+  int64_t capture_steps{};   // AON_CAPTURE_STEPS: steps per window
+  int64_t capture_period{};  // AON_CAPTURE_PERIOD: 0 = set by the budget
+  std::string step_source;   // AON_STEP_SOURCE: one of kStepSources
   // AON_STEP_RANGE: NVTX range names that mark steps (comma-separated prefixes,
   // case-insensitive, followed by the end, a digit or one of " _-:#").
-  std::string step_range = "step,iteration,iter,train_step,train";
-  double time_slot_s = 1;                      // AON_TIME_SLOT: steps of the time source
-  std::string counters = "auto";               // AON_COUNTERS: one of kCounterModes
-  int64_t counters_interval_ms = 100;          // AON_COUNTERS_INTERVAL: GPM sampling interval
-  int64_t counters_sample_us = 100;            // AON_COUNTERS_SAMPLE_INTERVAL: PM sampling, GPU time
-  bool python_hook = true;                     // AON_PYTHON_HOOK: the PyTorch hook (docs/pytorch.md)
+  std::string step_range;
+  double time_slot_s{};            // AON_TIME_SLOT: steps of the time source
+  std::string counters;            // AON_COUNTERS: one of kCounterModes
+  int64_t counters_interval_ms{};  // AON_COUNTERS_INTERVAL: GPM sampling interval
+  int64_t counters_sample_us{};    // AON_COUNTERS_SAMPLE_INTERVAL: PM sampling, GPU time
+  bool python_hook{};              // AON_PYTHON_HOOK: the PyTorch hook (docs/pytorch.md)
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.
@@ -118,17 +124,28 @@ enum class ConfigType : uint8_t {
 };
 const char* ConfigTypeName(ConfigType type);  // "path", "text", "kinds", "size", ...
 
+// How both front ends (aon-run, srun --aon) offer a variable that only passes its value
+// on: a row that names them is an option of both, checked by the row's parser and set as
+// typed (aon/config/options.h); nothing else declares it.
+struct FrontEndNames {
+  const char* run = nullptr;    // aon-run's option ("--capture-steps")
+  const char* spank = nullptr;  // srun's, without "--" ("aon-capture-steps")
+  const char* value = nullptr;  // what the value is, for help ("N", "auto|gpm|off")
+  const char* help = nullptr;   // the option's help, for both front ends
+};
+
 struct ConfigVariable {
   AgentVar id;
   const char* env;
   ConfigType type;
-  const char* default_value;
+  const char* default_value;  // applied by AgentConfig() through `parse` ("" = none)
   const char* description;
   // Parses `value` into its field of `config`. The error names the variable and
   // the value. Called for a set, non-empty value (and for an empty one where
   // empty_is_value: "" means "off" there).
   Status (*parse)(std::string_view value, AgentConfig* config);
   bool empty_is_value;
+  FrontEndNames front_end = {};  // set: an option of both front ends (above)
 };
 
 // The table of AON_* variables read by the agent.

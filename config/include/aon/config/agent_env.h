@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "aon/config/agent_config.h"
 #include "aon/base/status.h"
+#include "aon/config/agent_config.h"
 
 namespace aon {
 

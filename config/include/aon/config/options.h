@@ -17,18 +17,20 @@
 #include <string_view>
 #include <vector>
 
-#include "aon/config/agent_env.h"
 #include "aon/base/status.h"
+#include "aon/config/agent_env.h"
 
 namespace aon::session {
 
+// The options that are more than a value passed to one agent variable: each has its
+// entry in FrontEndOptions() and its case in CheckOptionValue / ApplyOption.
 enum class SessionOption : uint8_t {
   kOutput,      // where the trace goes
   kKinds,       // AON_KINDS
   kMemoryCap,   // AON_MEMORY_CAP
   kSource,      // AON_SOURCE
   kNccl,        // AON_NCCL
-  kMode,        // AON_MODE
+  kMode,        // AON_MODE (aon-run reads it too)
   kWindow,      // AON_WINDOW
   kFlight,      // AON_MODE=flight + AON_WINDOW
   kVerbose,     // AON_VERBOSE
@@ -36,18 +38,19 @@ enum class SessionOption : uint8_t {
   kMerge,       // merge when the job (step) ends
   kReport,      // aon-report after the merge
   kMergeProcs,  // processes of the merge
-  // Capture windows (budgeted mode): each sets its AON_* variable as typed.
-  kOverheadBudget,  // AON_OVERHEAD_BUDGET
-  kCaptureSteps,    // AON_CAPTURE_STEPS
-  kCapturePeriod,   // AON_CAPTURE_PERIOD
-  kStepSource,      // AON_STEP_SOURCE
-  kStepRange,       // AON_STEP_RANGE
-  // GPU counters.
-  kCounters,          // AON_COUNTERS
-  kCountersInterval,  // AON_COUNTERS_INTERVAL
-  kCountersSampleInterval,  // AON_COUNTERS_SAMPLE_INTERVAL
-  kPythonHook,              // AON_PYTHON_HOOK
+  kNamedCount,  // not an option: the named ones are below this
 };
+
+// The options that only pass their value to one agent variable are declared once, in that
+// variable's row of AgentConfigVariables() (its FrontEndNames): their identity is the
+// variable. Both front ends handle them generically: checked by the agent's parser, set as
+// typed.
+inline constexpr uint8_t kFirstPassthroughOption = 64;
+static_assert(static_cast<size_t>(SessionOption::kNamedCount) <= kFirstPassthroughOption);
+static_assert(kFirstPassthroughOption + kAgentConfigVariableCount <= 256);
+constexpr SessionOption PassthroughOption(AgentVar var) {
+  return static_cast<SessionOption>(kFirstPassthroughOption + static_cast<uint8_t>(var));
+}
 
 // How an option takes its value on one front end.
 enum class OptionArg : uint8_t { kAbsent, kFlag, kRequired, kOptional };

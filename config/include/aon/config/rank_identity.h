@@ -18,7 +18,7 @@ struct RankIdentity {
   int32_t local_rank = 0;
   int32_t world_size = 1;
   int32_t local_size = 1;
-  std::string job_id;    // AON_JOB_ID, else SLURM_JOB_ID[.step], else OMPI's jobid, else ""
+  std::string job_id;  // AON_JOB_ID, else SLURM_JOB_ID[.step], else OMPI's jobid, else ""
   std::string host;
   std::string launcher;  // "openmpi", "slurm", "torchrun", "pmix", "none"
 };
