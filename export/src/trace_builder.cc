@@ -9,6 +9,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -175,6 +177,94 @@ class ArgList {
 // The order of made-up tracks inside a process.
 enum class TrackClass : int64_t { kGpu, kSync, kNccl, kNcclApi, kNcclProxy, kSteps, kOther };
 
+// The fields a kind's own exporter below takes care of itself: shown under its own
+// argument names, folded into the slice's name, track, times or flows, or left out on
+// purpose. Every other field of the kind's table (records.h) becomes an argument by its
+// role (Builder::FieldArgs), so a field added to a record kind reaches the Chrome JSON,
+// Perfetto and OTF2 exports without an edit here. Kinds without an exporter of their own
+// show every field that way (Builder::Generic).
+template <typename T>
+std::span<const std::string_view> HandledFields() {
+  using std::string_view_literals::operator""sv;
+  if constexpr (std::is_same_v<T, KernelRecord>) {
+    static constexpr std::string_view kFields[] = {"start_ns"sv,
+                                                   "end_ns"sv,
+                                                   "graph_node_id"sv,
+                                                   "correlation_id"sv,
+                                                   "device_id"sv,
+                                                   "context_id"sv,
+                                                   "stream_id"sv,
+                                                   "name_id"sv,
+                                                   "graph_id"sv,
+                                                   "grid_x"sv,
+                                                   "grid_y"sv,
+                                                   "grid_z"sv,
+                                                   "block_x"sv,
+                                                   "block_y"sv,
+                                                   "block_z"sv,
+                                                   "registers_per_thread"sv,
+                                                   "static_shared_bytes"sv,
+                                                   "dynamic_shared_bytes"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, MemcpyRecord>) {
+    static constexpr std::string_view kFields[] = {
+        "start_ns"sv,   "end_ns"sv,    "bytes"sv,         "correlation_id"sv, "device_id"sv,
+        "context_id"sv, "stream_id"sv, "src_device_id"sv, "dst_device_id"sv,  "copy_kind"sv,
+        "src_kind"sv,   "dst_kind"sv,  "flags"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, MemsetRecord>) {
+    static constexpr std::string_view kFields[] = {
+        "start_ns"sv,   "end_ns"sv,    "bytes"sv, "correlation_id"sv, "device_id"sv,
+        "context_id"sv, "stream_id"sv, "value"sv, "memory_kind"sv,    "flags"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, SyncRecord>) {
+    static constexpr std::string_view kFields[] = {
+        "start_ns"sv,  "end_ns"sv,   "correlation_id"sv, "context_id"sv,
+        "stream_id"sv, "event_id"sv, "sync_type"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, ApiRecord>) {
+    static constexpr std::string_view kFields[] = {
+        "start_ns"sv,  "end_ns"sv,       "correlation_id"sv, "callback_id"sv,
+        "thread_id"sv, "return_value"sv, "name_id"sv,        "domain"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, NvtxRecord>) {
+    static constexpr std::string_view kFields[] = {"start_ns"sv,  "end_ns"sv,  "thread_id"sv,
+                                                   "domain_id"sv, "name_id"sv, "category"sv,
+                                                   "color"sv,     "depth"sv,   "type"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, NcclRecord>) {
+    // external_id is left out: it ties the record to its ExternalCorrelation row, which the
+    // merge has already resolved (nccl_resolve.cc).
+    static constexpr std::string_view kFields[] = {
+        "start_ns"sv,    "end_ns"sv,      "gpu_start_ns"sv, "comm_hash"sv,      "seq_number"sv,
+        "count"sv,       "bytes"sv,       "external_id"sv,  "correlation_id"sv, "func_id"sv,
+        "algo_id"sv,     "proto_id"sv,    "datatype_id"sv,  "root"sv,           "peer"sv,
+        "n_channels"sv,  "n_warps"sv,     "stream_id"sv,    "channel_id"sv,     "comm_rank"sv,
+        "comm_nranks"sv, "comm_nnodes"sv, "graph_replay"sv, "event_type"sv,     "gpu_timing"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, StepRecord>) {
+    static constexpr std::string_view kFields[] = {
+        "start_ns"sv, "end_ns"sv, "step"sv,   "window_first_step"sv,
+        "window"sv,   "period"sv, "source"sv, "flags"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, CounterRecord>) {
+    // A counter sample has a value and a track, no arguments: the GPU's UUID names the
+    // device the track is for.
+    static constexpr std::string_view kFields[] = {"start_ns"sv,    "end_ns"sv,      "value"sv,
+                                                   "gpu_uuid_hi"sv, "gpu_uuid_lo"sv, "device"sv,
+                                                   "metric"sv,      "source"sv};
+    return kFields;
+  } else if constexpr (std::is_same_v<T, OpRecord>) {
+    static constexpr std::string_view kFields[] = {
+        "start_ns"sv,       "end_ns"sv,  "op_id"sv,     "parent_id"sv,
+        "sequence_nr"sv,    "name_id"sv, "thread_id"sv, "framework_thread"sv,
+        "forward_thread"sv, "kind"sv};
+    return kFields;
+  } else {
+    return {};
+  }
+}
+
 class Builder;
 
 // One table read in chunks, in start order, skipping what the selection drops.
@@ -290,6 +380,7 @@ class Builder {
   template <typename T>
   void Export(const Merged<T>& m) {
     args_.Clear();
+    FieldArgs(m, HandledFields<T>());  // the fields its exporter does not take (none today)
     if constexpr (std::is_same_v<T, KernelRecord>) {
       Kernel(m);
     } else if constexpr (std::is_same_v<T, MemcpyRecord>) {
@@ -337,18 +428,17 @@ class Builder {
     out_.OnSlice(s);
   }
 
-  // A record of a kind with no mapping of its own: a slice on the rank's track
-  // named after the kind; its fields as arguments by role (strings resolved,
-  // enum values and flag bits named, times left to the slice itself).
+  // The fields of `m` not in `handled` as arguments by role: strings resolved, enum
+  // values and flag bits named, times left to the slice itself.
   template <typename T>
-  void Generic(const Merged<T>& m) {
-    const char* kind = RecordTraits<T>::kName;
-    const uint32_t track = NamedTrack(m.rank, kind, TrackClass::kOther);
+  void FieldArgs(const Merged<T>& m, std::span<const std::string_view> handled) {
     for (const Field& f : TableTraits<T>::kFields) {
       if (f.role == FieldRole::kPadding || f.role == FieldRole::kStart ||
           f.role == FieldRole::kEnd) {
         continue;
       }
+      if (std::find(handled.begin(), handled.end(), std::string_view(f.name)) != handled.end())
+        continue;
       uint64_t raw = 0;
       std::memcpy(&raw, reinterpret_cast<const char*>(&m.record) + f.offset, f.size);
       const bool is_signed = f.type == FieldType::kI32 || f.type == FieldType::kI64;
@@ -375,6 +465,14 @@ class Builder {
         args_.U(f.name, raw);
       }
     }
+  }
+
+  // A record of a kind with no mapping of its own: a slice on the rank's track
+  // named after the kind, every field an argument (Export has added them).
+  template <typename T>
+  void Generic(const Merged<T>& m) {
+    const char* kind = RecordTraits<T>::kName;
+    const uint32_t track = NamedTrack(m.rank, kind, TrackClass::kOther);
     Emit(track, SliceShape::kComplete, kind, kind, StartOf(m.record), EndOf(m.record));
   }
 
@@ -831,6 +929,15 @@ Status BuildTraceEvents(const TraceReader& reader, const TimelineView& timeline,
   const Selection sel(options.filter, timeline.t0, world);
   Builder builder(reader, timeline, sel, options, sink);
   return builder.Run(stats);
+}
+
+std::span<const std::string_view> HandledFieldNames(RecordKind kind) {
+  std::span<const std::string_view> out;
+  ForEachRecordType([&](auto record) {
+    using T = decltype(record);
+    if (TableTraits<T>::kKind == kind) out = HandledFields<T>();
+  });
+  return out;
 }
 
 }  // namespace aon::merge

@@ -28,11 +28,13 @@
 
 #include <cstdint>
 #include <set>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "aon/export/export_filter.h"
 #include "aon/base/status.h"
+#include "aon/export/export_filter.h"
 #include "aon/format/string_table.h"
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
@@ -73,6 +75,11 @@ struct TimelineView {
 
 // Sends the processes of the kept ranks, then every kept record's events, to
 // *sink. Past options.max_records: stats->over_limit, Unavailable.
+// The fields of `kind` that its own exporter shows (under its own names, or as the slice's
+// name, track, times or flows) or leaves out on purpose; every other field becomes an
+// argument by its role, in every format.
+std::span<const std::string_view> HandledFieldNames(RecordKind kind);
+
 Status BuildTraceEvents(const TraceReader& reader, const TimelineView& timeline,
                         const TraceBuildOptions& options, trace::TraceSink* sink,
                         TraceBuildStats* stats);
