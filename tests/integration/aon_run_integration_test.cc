@@ -29,6 +29,7 @@
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
 #include "process_runner.h"
+#include "skip_or_fail.h"
 
 namespace {
 
@@ -152,7 +153,7 @@ TEST_F(AonRunTest, MeaninglessValuesAreRefusedBeforeLaunching) {
 // user planted was accepted. Both are refused, naming the owner; nothing runs.
 TEST_F(AonRunTest, AnOutputDirectoryAnotherUserControlsIsRefused) {
   const passwd* nobody = ::geteuid() == 0 ? ::getpwnam("nobody") : nullptr;
-  if (nobody == nullptr || nobody->pw_uid == 0) GTEST_SKIP() << "needs root and 'nobody'";
+  if (nobody == nullptr || nobody->pw_uid == 0) AON_SKIP_OR_FAIL(<< "needs root and 'nobody'");
   ::chmod(tmp_.c_str(), 0755);
   const std::string theirs = tmp_ + "/theirs";
   fs::create_directory(theirs);
@@ -349,8 +350,8 @@ void ExpectCountsMatch(const Timeline& timeline, int rank, const Counts& want) {
 class SyntheticMpirunTest : public AonRunTest {
  protected:
   void SetUp() override {
-    if (!fs::exists(kSyntheticApp)) GTEST_SKIP() << kSyntheticApp << " is not built";
-    if (!fs::exists(kAgent)) GTEST_SKIP() << kAgent << " is not built";
+    if (!fs::exists(kSyntheticApp)) AON_SKIP_OR_FAIL(<< kSyntheticApp << " is not built");
+    if (!fs::exists(kAgent)) AON_SKIP_OR_FAIL(<< kAgent << " is not built");
     AonRunTest::SetUp();
   }
   // aon-run with the real agent, found by aon-run itself next to its bin/.
@@ -423,7 +424,7 @@ TEST_F(SyntheticMpirunTest, CaptureWindowsLandOnTheSameStepsOfEveryRank) {
   auto copies = (*reader)->ReadAllMerged<aon::MemcpyRecord>();
   auto sets = (*reader)->ReadAllMerged<aon::MemsetRecord>();
   ASSERT_TRUE(steps.ok() && kernels.ok() && copies.ok() && sets.ok());
-  std::map<uint32_t, std::set<uint64_t>> captured;     // rank -> steps
+  std::map<uint32_t, std::set<uint64_t>> captured;      // rank -> steps
   std::map<uint32_t, std::vector<aon::StepRecord>> of;  // rank -> its steps in time order
   for (const auto& m : *steps) {
     of[m.rank].push_back(m.record);
@@ -461,8 +462,8 @@ TEST_F(SyntheticMpirunTest, CaptureWindowsLandOnTheSameStepsOfEveryRank) {
   ASSERT_TRUE(apis.ok());
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> call_at;  // (rank, correlation) -> time
   for (const auto& a : *apis) {
-    EXPECT_TRUE(call_at.emplace(std::make_pair(a.rank, a.record.correlation_id), a.record.start_ns)
-                    .second)
+    EXPECT_TRUE(
+        call_at.emplace(std::make_pair(a.rank, a.record.correlation_id), a.record.start_ns).second)
         << "rank " << a.rank << ": correlation id " << a.record.correlation_id << " twice";
   }
   for (const auto& k : *kernels) {
@@ -629,14 +630,15 @@ TEST_F(SyntheticMpirunTest, OnDemandCaptureReachesEveryRankOnTheSameSteps) {
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count()) -
       3600'000'000'000ull;
-  plant("aon-steps-ghost", "aon-steps v1\nhost ghost\nstep 1000000000\nsource nvtx\nstep_ns "
-                           "1000000\nat_realtime_ns " +
-                               std::to_string(hour_ago) + "\nranks 4\n");
+  plant("aon-steps-ghost",
+        "aon-steps v1\nhost ghost\nstep 1000000000\nsource nvtx\nstep_ns "
+        "1000000\nat_realtime_ns " +
+            std::to_string(hour_ago) + "\nranks 4\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // mtimes before the run
-  aon::testing::Process run({kAonRun, "-o", job, "--source", "synthetic", "--capture-period",
-                             "16777216", "mpirun", "-np", "4", "--oversubscribe", kSyntheticApp,
-                             "--iterations", "2000", "--host-us", "4000"},
-                            kMpiEnv, tmp_);
+  aon::testing::Process run(
+      {kAonRun, "-o", job, "--source", "synthetic", "--capture-period", "16777216", "mpirun", "-np",
+       "4", "--oversubscribe", kSyntheticApp, "--iterations", "2000", "--host-us", "4000"},
+      kMpiEnv, tmp_);
   // The node's collector publishes its steps about once a second.
   bool published = false;
   for (int i = 0; i < 300 && !published; ++i) {
@@ -644,15 +646,15 @@ TEST_F(SyntheticMpirunTest, OnDemandCaptureReachesEveryRankOnTheSameSteps) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(job, ec))
       published = published || (e.path().filename().string().rfind("aon-steps-", 0) == 0 &&
-                                 e.path().filename() != "aon-steps-ghost");
+                                e.path().filename() != "aon-steps-ghost");
   }
   ASSERT_TRUE(published) << "no aon-steps-<host> in " << job << "\n" << run.Wait().Describe();
-  ProcessResult ctl = RunProcess({kBinDir + "/aon-ctl", "capture", "--steps", "5", "--lead", "3",
-                                  job},
-                                 {}, tmp_);
+  ProcessResult ctl =
+      RunProcess({kBinDir + "/aon-ctl", "capture", "--steps", "5", "--lead", "3", job}, {}, tmp_);
   ASSERT_EQ(ctl.exit_status, 0) << ctl.Describe();
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(ctl.out, m, std::regex("capture 2: steps (\\d+)\\.\\.(\\d+) \\(nvtx\\)")))
+  ASSERT_TRUE(
+      std::regex_search(ctl.out, m, std::regex("capture 2: steps (\\d+)\\.\\.(\\d+) \\(nvtx\\)")))
       << ctl.Describe();
   EXPECT_TRUE(Contains(ctl.err, "skipped ghost")) << ctl.Describe();
   const uint64_t first = std::stoull(m[1]), last = std::stoull(m[2]);
@@ -725,8 +727,9 @@ TEST_F(SyntheticMpirunTest, ShardedMergeWithTwoProcessesKeepsCountsExact) {
 // through the same mpirun host options.
 TEST_F(SyntheticMpirunTest, JobThatNamesItsHostsIsMergedOnThoseHosts) {
   const std::string job = tmp_ + "/job";
-  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun", "-H",
-                                "localhost:4", "-np", "4", kSyntheticApp, "--iterations", "5"});
+  ProcessResult r =
+      AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun", "-H",
+                  "localhost:4", "-np", "4", kSyntheticApp, "--iterations", "5"});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "merging on the job's hosts:")) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "-H localhost:4 --map-by ppr:1:node")) << r.Describe();
@@ -744,8 +747,8 @@ TEST_F(SyntheticMpirunTest, MergeRunsWhenARankFileIsMissing) {
   const std::string app =
       "if [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then export AON_OUTPUT_DIR=" + elsewhere +
       "; fi; exec " + kSyntheticApp + " --iterations 5";
-  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun", "-np", "4",
-                                "--oversubscribe", "sh", "-c", app});
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun",
+                                "-np", "4", "--oversubscribe", "sh", "-c", app});
   ASSERT_EQ(r.exit_status, 0) << r.Describe();
   EXPECT_FALSE(fs::exists(job + "/rank-00002.h5"));
   ASSERT_TRUE(fs::exists(job + "/timeline.h5")) << "merge must still run\n" << r.Describe();
@@ -800,9 +803,9 @@ TEST_F(SyntheticMpirunTest, FlightModeWritesTheWindowWhenTheJobFails) {
                           "; touch " + done + "/rank.$OMPI_COMM_WORLD_RANK; i=0; while [ $(ls " +
                           done + " | wc -l) -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; " +
                           "i=$((i + 1)); done; exit 7";
-  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "flight",
-                                "--window", "60", "--capture-period", "8", "--capture-steps", "2",
-                                "mpirun", "-np", "2", "--oversubscribe", "sh", "-c", app});
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "flight", "--window",
+                                "60", "--capture-period", "8", "--capture-steps", "2", "mpirun",
+                                "-np", "2", "--oversubscribe", "sh", "-c", app});
   EXPECT_EQ(r.exit_status, 7) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "flight recorder: the job failed")) << r.Describe();
   const std::map<int, Counts> expected = ParseExpectations(r.out);

@@ -23,6 +23,7 @@
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
 #include "process_runner.h"
+#include "skip_or_fail.h"
 
 namespace {
 
@@ -51,7 +52,7 @@ class CountersTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const std::string& p : {kAonRun, kApp, kFakeNvml})
-      if (!fs::exists(p)) GTEST_SKIP() << p << " is not built";
+      if (!fs::exists(p)) AON_SKIP_OR_FAIL(<< p << " is not built");
     tmp_ = aon::testing::MakeScratchDir("aon-counters");
     ASSERT_FALSE(tmp_.empty());
     gpus_ = tmp_ + "/gpus";
@@ -262,7 +263,7 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
   // >= 20 % DRAM; memory 92 % DRAM with the busiest pipe fp32 = 70 x 0.6 = 42 %;
   // launch: the GPU busy <= 2.5 % of each interval, and still under 50 % with
   // up to 100 ms of the previous phase's GPU work inside the 700 ms range.
-  if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
+  if (!fs::exists(kReport)) AON_SKIP_OR_FAIL(<< kReport << " is not built");
   ProcessResult py;
   ASSERT_NO_FATAL_FAILURE(ReportCounters(
       "print('gpus', len(c['gpus']), sorted(r for g in c['gpus'] for r in g['ranks']), "
@@ -303,7 +304,7 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
 // synthetic_app.cc: one kernel name per phase), so aon-report judges each kernel
 // from those intervals alone: the same verdicts as its phase.
 TEST_F(CountersTest, EachPlantedKernelGetsTheVerdictOfItsProfile) {
-  if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
+  if (!fs::exists(kReport)) AON_SKIP_OR_FAIL(<< kReport << " is not built");
   ProcessResult r =
       Run(FakeEnv(),
           {"--mode", "full", "--no-report", "--counters", "gpm", "--counters-interval", "50"},
@@ -444,7 +445,7 @@ TEST_F(CountersTest, PmSamplesGiveEachKernelItsPlantedFigures) {
     EXPECT_GE(checked, 100u) << "rank " << rank;
   }
 
-  if (!fs::exists(kReport)) GTEST_SKIP() << kReport << " is not built";
+  if (!fs::exists(kReport)) AON_SKIP_OR_FAIL(<< kReport << " is not built");
   ProcessResult py;
   ASSERT_NO_FATAL_FAILURE(
       ReportCounters("for k in c['kernels']:\n"

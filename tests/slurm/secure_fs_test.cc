@@ -10,6 +10,8 @@
 
 #include <filesystem>
 
+#include "skip_or_fail.h"
+
 namespace aon::spank {
 namespace {
 namespace fs = std::filesystem;
@@ -17,7 +19,7 @@ namespace fs = std::filesystem;
 class SecureFsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root (it drops to nobody)";
+    if (geteuid() != 0) AON_SKIP_OR_FAIL(<< "needs root (it drops to nobody)");
     const passwd* pw = getpwnam("nobody");
     ASSERT_NE(pw, nullptr);
     user_.uid = pw->pw_uid;

@@ -29,9 +29,10 @@
 #include <vector>
 
 #include "agent_child_fixture.h"
-#include "aon/ipc/collector_protocol.h"
 #include "aon/format/metadata_wire.h"
+#include "aon/ipc/collector_protocol.h"
 #include "aon/ipc/shm_ring.h"
+#include "skip_or_fail.h"
 
 namespace aon {
 
@@ -483,11 +484,11 @@ TEST_F(CollectorTest, OneCollectorServesEveryRankOfTheNode) {
 }
 
 TEST_F(CollectorTest, FullDiskLeavesTheAppRunningAndCountsWhatWasLost) {
-  if (geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  if (geteuid() != 0) AON_SKIP_OR_FAIL(<< "mounting a small tmpfs needs root");
   const std::string disk = dir_ + "/small";
   fs::create_directory(disk);
   if (mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=256k") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << strerror(errno);
+    AON_SKIP_OR_FAIL(<< "cannot mount a tmpfs here: " << strerror(errno));
   }
   const std::string saved = dir_;
   dir_ = disk + "/job";
@@ -580,7 +581,7 @@ TEST_F(CollectorTest, FlightRecorderDumpsOnRequestAndWhenARankDies) {
 // writes its own file; the application runs to its end.
 TEST_F(CollectorTest, AnotherUsersSquatterGetsNothingAndTheRankWritesItsOwnFile) {
   const auto nobody = Nobody();
-  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user (a second user)";
+  if (!nobody) AON_SKIP_OR_FAIL(<< "needs root and a 'nobody' user (a second user)");
   // The name is the real one (the test, root, can read the key; the squatter
   // could not: see the next test).
   auto endpoint = JobCollector("collector-test", dir_, KeyMode::kCreate);
@@ -615,7 +616,7 @@ TEST_F(CollectorTest, AnotherUsersSquatterGetsNothingAndTheRankWritesItsOwnFile)
 // through its own collector as usual.
 TEST_F(CollectorTest, AGuessedNameHeldByAnotherUserDoesNotStopTheCollector) {
   const auto nobody = Nobody();
-  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user (a second user)";
+  if (!nobody) AON_SKIP_OR_FAIL(<< "needs root and a 'nobody' user (a second user)");
   const std::string key(kCollectorKeyChars, '0');
   const std::string real_shape = CollectorSocketName(geteuid(), "collector-test", dir_, key);
   // The old name had no key; a guess at the key is as good as any other.
@@ -644,7 +645,7 @@ TEST_F(CollectorTest, AGuessedNameHeldByAnotherUserDoesNotStopTheCollector) {
 // runs as the other user and root knocks.
 TEST_F(CollectorTest, ACollectorTakesRingsOnlyFromItsOwnUserAndControlFromRoot) {
   const auto nobody = Nobody();
-  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user (a second user)";
+  if (!nobody) AON_SKIP_OR_FAIL(<< "needs root and a 'nobody' user (a second user)");
   const std::string job_dir = dir_ + "/nobody-job";
   fs::create_directory(job_dir);
   ASSERT_EQ(chown(job_dir.c_str(), nobody->uid, nobody->gid), 0);

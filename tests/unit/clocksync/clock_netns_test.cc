@@ -40,9 +40,10 @@
 #include <string>
 #include <vector>
 
+#include "aon/base/timebase.h"
 #include "aon/clocksync/clock_estimator.h"
 #include "aon/clocksync/ping_pong.h"
-#include "aon/base/timebase.h"
+#include "skip_or_fail.h"
 
 namespace aon::clocksync {
 namespace {
@@ -339,7 +340,8 @@ struct Row {
 
 void PrintTable(const std::string& title, const std::vector<Row>& rows) {
   std::printf("\n%s\n", title.c_str());
-  std::printf("| node | true offset (ns) | estimated (ns) | error (ns) | bound (ns) | min rtt (ns) |\n");
+  std::printf(
+      "| node | true offset (ns) | estimated (ns) | error (ns) | bound (ns) | min rtt (ns) |\n");
   std::printf("|---|---:|---:|---:|---:|---:|\n");
   for (const auto& r : rows) {
     std::printf("| %s | %lld | %lld | %lld | %llu | %llu |\n", r.node.c_str(),
@@ -353,26 +355,29 @@ void PrintTable(const std::string& title, const std::vector<Row>& rows) {
 class ClockNetns : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root: network + time namespaces and veth links";
+    if (geteuid() != 0) AON_SKIP_OR_FAIL(<< "needs root: network + time namespaces and veth links");
     if (access("/proc/self/timens_offsets", F_OK) != 0) {
-      GTEST_SKIP() << "time namespaces unavailable (no /proc/self/timens_offsets; Linux >= 5.6)";
+      AON_SKIP_OR_FAIL(
+          << "time namespaces unavailable (no /proc/self/timens_offsets; Linux >= 5.6)");
     }
     if (Sh("ip -V") != 0 || Sh("nsenter --version") != 0) {
-      GTEST_SKIP() << "needs the ip (iproute2) and nsenter (util-linux) commands";
+      AON_SKIP_OR_FAIL(<< "needs the ip (iproute2) and nsenter (util-linux) commands");
     }
     for (size_t i = 0; i < std::size(kNodes); ++i) {
       std::string error;
       auto node = Node::Start(static_cast<int>(i), kNodes[i].offset_ns, &error);
       if (node == nullptr) {
         nodes_.clear();
-        GTEST_SKIP() << "cannot make node " << i << " (network + time namespace, veth): " << error;
+        AON_SKIP_OR_FAIL(<< "cannot make node " << i
+                         << " (network + time namespace, veth): " << error);
       }
       // The namespace really shifted the clock: the node's reading, against ours
       // around it, is off by the offset (to within the pipe round trip).
       const uint64_t before = TimebaseNowNs();
       const uint64_t there = node->Now();
       const uint64_t after = TimebaseNowNs();
-      const int64_t seen = static_cast<int64_t>(there) - static_cast<int64_t>(before / 2 + after / 2);
+      const int64_t seen =
+          static_cast<int64_t>(there) - static_cast<int64_t>(before / 2 + after / 2);
       ASSERT_LT(std::llabs(seen - kNodes[i].offset_ns), 50'000'000)
           << kNodes[i].name << ": CLOCK_MONOTONIC shifted by " << seen << " ns";
       nodes_.push_back(std::move(node));
@@ -390,8 +395,8 @@ class ClockNetns : public ::testing::Test {
       EXPECT_TRUE(m.ok()) << m.status().ToString();
       if (!m.ok()) continue;
       const int64_t truth = -nodes_[i]->offset_ns();
-      rows.push_back(Row{kNodes[i].name, truth, m->offset_ns, m->offset_ns - truth, m->bound_ns,
-                         m->rtt_ns});
+      rows.push_back(
+          Row{kNodes[i].name, truth, m->offset_ns, m->offset_ns - truth, m->bound_ns, m->rtt_ns});
     }
     return rows;
   }
@@ -448,10 +453,12 @@ TEST_F(ClockNetns, FiftyPpmDriftOverASimulatedTenMinutesThroughTheRelay) {
   ASSERT_NE(relay, nullptr) << error;
 
   std::vector<Row> rows;
-  std::printf("\n(c) 50 ppm drift, simulated 10 minutes (21 measurements 30 s apart, 300 rounds "
-              "each) through the relay, 200 us +- 50 us\n");
-  std::printf("| node | drift | true offset at start (ns) | fitted drift | worst error (ns) | "
-              "bound (ns) |\n|---|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "\n(c) 50 ppm drift, simulated 10 minutes (21 measurements 30 s apart, 300 rounds "
+      "each) through the relay, 200 us +- 50 us\n");
+  std::printf(
+      "| node | drift | true offset at start (ns) | fitted drift | worst error (ns) | "
+      "bound (ns) |\n|---|---:|---:|---:|---:|---:|\n");
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const double drift = i % 2 == 0 ? 50e-6 : -50e-6;
     const int64_t off = nodes_[i]->offset_ns();
@@ -482,7 +489,8 @@ TEST_F(ClockNetns, FiftyPpmDriftOverASimulatedTenMinutesThroughTheRelay) {
       const int64_t err = model->OffsetAt(c) - truth(c);
       if (std::llabs(err) > std::llabs(worst)) worst = err;
       EXPECT_LE(static_cast<uint64_t>(std::llabs(err)), model->bound_ns)
-          << kNodes[i].name << " at +" << static_cast<double>(c - model->span_begin_ns) / 1e9 << " s";
+          << kNodes[i].name << " at +" << static_cast<double>(c - model->span_begin_ns) / 1e9
+          << " s";
     }
     // If the offset is within the bound at both ends of the span, the fitted
     // slope cannot be off by more than 2 * bound / span (about 0.4 ppm here, a
@@ -491,9 +499,10 @@ TEST_F(ClockNetns, FiftyPpmDriftOverASimulatedTenMinutesThroughTheRelay) {
     EXPECT_NEAR(model->drift, -drift / (1.0 + drift),
                 2.0 * static_cast<double>(model->bound_ns) / static_cast<double>(span))
         << kNodes[i].name;
-    std::printf("| %s | %+.0f ppm | %lld | %+.3f ppm | %lld | %llu |\n", kNodes[i].name, drift * 1e6,
-                static_cast<long long>(truth(model->span_begin_ns)), model->drift * 1e6,
-                static_cast<long long>(worst), static_cast<unsigned long long>(model->bound_ns));
+    std::printf("| %s | %+.0f ppm | %lld | %+.3f ppm | %lld | %llu |\n", kNodes[i].name,
+                drift * 1e6, static_cast<long long>(truth(model->span_begin_ns)),
+                model->drift * 1e6, static_cast<long long>(worst),
+                static_cast<unsigned long long>(model->bound_ns));
     RecordProperty(std::string(kNodes[i].name) + " worst_error_ns", std::to_string(worst));
   }
   std::fflush(stdout);

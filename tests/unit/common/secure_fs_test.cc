@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "skip_or_fail.h"
+
 namespace aon {
 namespace {
 
@@ -156,7 +158,7 @@ TEST_F(SecureFsTest, AFailedCommitLeavesNoPartial) {
 
 TEST_F(SecureFsTest, AnotherUsersStaleFileIsNotRemovedOrOpened) {
   const auto nobody = NobodyUid();
-  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user";
+  if (!nobody) AON_SKIP_OR_FAIL(<< "needs root and a 'nobody' user");
   const std::string stale = root_ + "/timeline.h5.partial";
   std::ofstream(stale) << "theirs";
   ASSERT_EQ(chown(stale.c_str(), *nobody, static_cast<gid_t>(-1)), 0);
@@ -245,7 +247,7 @@ TEST_F(SecureFsTest, OwnLinksAreFollowedOnlyWhenAllowed) {
 
 TEST_F(SecureFsTest, AnotherUsersLinkOrDirectoryIsRefused) {
   const auto nobody = NobodyUid();
-  if (!nobody) GTEST_SKIP() << "needs root and a 'nobody' user";
+  if (!nobody) AON_SKIP_OR_FAIL(<< "needs root and a 'nobody' user");
   chmod(root_.c_str(), 0755);
   const std::string real = root_ + "/real";
   fs::create_directory(real);

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "skip_or_fail.h"
+
 namespace aon::launcher {
 namespace {
 
@@ -406,9 +408,8 @@ TEST(OpenMpiHostOptions, TakesHostOptionsUpToTheApplication) {
 
 TEST_F(TempDir, MergeRunsOnTheJobsHostsOrWithTheProcessesAsked) {
   HostContext host = Host();
-  auto plan = PlanLaunch(Options({"mpirun", "--allow-run-as-root", "-np", "4", "-H", "n1,n2",
-                                  "./train"}),
-                         host);
+  auto plan = PlanLaunch(
+      Options({"mpirun", "--allow-run-as-root", "-np", "4", "-H", "n1,n2", "./train"}), host);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->merge_argv,
             (Args{dir_ + "/path/mpirun", "-H", "n1,n2", "--allow-run-as-root", "--map-by",
@@ -559,7 +560,7 @@ TEST_F(TempDir, PrepareOutputDirRefusesWhatAnotherUserCouldReplace) {
 
 TEST_F(TempDir, PrepareOutputDirRefusesAnotherUsersLinkOrDirectory) {
   const passwd* nobody = geteuid() == 0 ? ::getpwnam("nobody") : nullptr;
-  if (nobody == nullptr || nobody->pw_uid == 0) GTEST_SKIP() << "needs root and 'nobody'";
+  if (nobody == nullptr || nobody->pw_uid == 0) AON_SKIP_OR_FAIL(<< "needs root and 'nobody'");
   ::chmod(dir_.c_str(), 0755);
   fs::create_directory(dir_ + "/real");
   const std::string planted = dir_ + "/out";

@@ -3,12 +3,11 @@
 #include "aon/merge/merge.h"
 
 #include <gtest/gtest.h>
-
-#include <chrono>
 #include <hdf5.h>
 #include <pwd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,16 +16,17 @@
 
 #include "hostile_file_util.h"
 #include "merge_test_util.h"
+#include "skip_or_fail.h"
 
 namespace aon::merge {
 namespace {
 
+using testing::AnyProblemContains;
+using testing::Contains;
 using testing::MakeKernel;
+using testing::Problems;
 using testing::RankTrace;
 using testing::TempDir;
-using testing::Contains;
-using testing::AnyProblemContains;
-using testing::Problems;
 
 struct Timeline {
   std::unique_ptr<TraceReader> reader;
@@ -553,9 +553,9 @@ TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
   testing::MakeExternalLink(path(4), "/records/kernels", path(0), "/records/kernels");
   testing::RedeclareRows(path(5), "/records/kernels", hsize_t{1} << 34);
   SetRootMajor(path(6), (int64_t{1} << 32) + 1);
-  const std::map<int, const char*> reasons = {{1, "/strings/data"},      {2, "/records/kernels"},
-                                              {3, "external file"},      {4, "external link"},
-                                              {5, "/records/kernels"},   {6, "4294967297"}};
+  const std::map<int, const char*> reasons = {{1, "/strings/data"},    {2, "/records/kernels"},
+                                              {3, "external file"},    {4, "external link"},
+                                              {5, "/records/kernels"}, {6, "4294967297"}};
 
   MergeReport report;
   AON_ASSERT_OK(MergeJob(Options(dir), &report));
@@ -577,8 +577,8 @@ TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
   Timeline t = OpenTimeline(report.timeline_path);
   ASSERT_EQ(t.ranks.size(), static_cast<size_t>(kRanks));
   for (const auto& [r, reason] : reasons) {
-    EXPECT_EQ(t.ranks[r].status, static_cast<uint8_t>(r == 6 ? RankStatus::kUnsupported
-                                                             : RankStatus::kCorrupt));
+    EXPECT_EQ(t.ranks[r].status,
+              static_cast<uint8_t>(r == 6 ? RankStatus::kUnsupported : RankStatus::kCorrupt));
   }
   EXPECT_EQ(*t.reader->GetMetaInt("ranks_ok"), 2);
   for (uint32_t id = 0; id < t.strings.size(); ++id) {
@@ -614,7 +614,8 @@ TEST(MergeJobBadInput, FilesThatCrashLibhdf5CostOnlyTheirRanks) {
   ASSERT_EQ(merged.exit_code, 0) << merged.out << merged.err;
   for (const auto& [r, name] : bad) {
     EXPECT_TRUE(Contains(merged.err + merged.out, testing::RankPath(dir.path(), r)))
-        << name << ": the file is named\n" << merged.err;
+        << name << ": the file is named\n"
+        << merged.err;
   }
   Timeline t = OpenTimeline(dir.File("timeline.h5"));
   ASSERT_EQ(t.ranks.size(), 4u);
@@ -648,7 +649,8 @@ TEST(MergeJobBadInput, ChildThatDiesOpeningAFileCostsOnlyItsRank) {
   EXPECT_TRUE(Contains(report.ranks[1].message, "libhdf5 crashed opening it (signal 11 SIGSEGV"))
       << report.ranks[1].message;
   EXPECT_TRUE(AnyProblemContains(report, bad)) << Problems(report);
-  for (int r : {0, 2}) EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << report.ranks[r].message;
+  for (int r : {0, 2})
+    EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << report.ranks[r].message;
   Timeline t = OpenTimeline(report.timeline_path);
   std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}, {2, &traces[2]}};
   testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
@@ -683,7 +685,8 @@ TEST(MergeJobBadInput, FileThatNeverOpensCostsOnlyItsRankAfterTheTimeout) {
   EXPECT_EQ(report.ranks[1].status, RankStatus::kCorrupt);
   EXPECT_TRUE(Contains(report.ranks[1].message, stuck)) << report.ranks[1].message;
   EXPECT_TRUE(Contains(report.ranks[1].message, "took more than 6 s")) << report.ranks[1].message;
-  for (int r : {0, 2}) EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << report.ranks[r].message;
+  for (int r : {0, 2})
+    EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << report.ranks[r].message;
   EXPECT_GE(took, std::chrono::seconds(6));  // it did wait for the file
   Timeline t = OpenTimeline(report.timeline_path);
   std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}, {2, &traces[2]}};
@@ -751,9 +754,9 @@ TEST(MergeJobOpener, LargeStringTablesArriveWhole) {
       t.strings.Intern("rank " + std::to_string(r) + " name " + std::to_string(i) + " " +
                        std::string(90, static_cast<char>('a' + i % 26)));
     }
-    const uint32_t last = t.strings.Intern("rank " + std::to_string(r) + " name " +
-                                           std::to_string(kNames - 1) + " " +
-                                           std::string(90, static_cast<char>('a' + (kNames - 1) % 26)));
+    const uint32_t last =
+        t.strings.Intern("rank " + std::to_string(r) + " name " + std::to_string(kNames - 1) + " " +
+                         std::string(90, static_cast<char>('a' + (kNames - 1) % 26)));
     for (KernelRecord& k : t.Get<KernelRecord>()) k.name_id = last;
     traces.push_back(std::move(t));
   }
@@ -797,7 +800,7 @@ TEST(MergeJobBadInput, DuplicateRankKeepsTheFirstFile) {
 // by the job's user is named and not merged.
 TEST(MergeJobBadInput, ARankFileOfAnotherUserIsNamedAndNotMerged) {
   const passwd* nobody = geteuid() == 0 ? getpwnam("nobody") : nullptr;
-  if (nobody == nullptr || nobody->pw_uid == 0) GTEST_SKIP() << "needs root and 'nobody'";
+  if (nobody == nullptr || nobody->pw_uid == 0) AON_SKIP_OR_FAIL(<< "needs root and 'nobody'");
   TempDir dir;
   std::mt19937_64 rng(26);
   RankTrace r0 = testing::RandomRankTrace(rng, 0, 2, {});

@@ -19,6 +19,7 @@
 #include "aon/merge/merge.h"
 #include "export_test_util.h"
 #include "merge_test_util.h"
+#include "skip_or_fail.h"
 
 namespace aon::merge {
 namespace {
@@ -31,8 +32,9 @@ using testing_export::TimelineCounts;
 const std::string kCounter = std::string(AON_SOURCE_DIR) + "/tests/data/otf2/otf2_counts.py";
 
 std::map<std::string, std::string> ReadArchive(const TempDir& dir, const std::string& anchor) {
-  return testing::RunPython(dir, "import runpy, sys\nsys.argv = sys.argv[1:]\n"
-                                 "runpy.run_path(sys.argv[0], run_name='__main__')\n",
+  return testing::RunPython(dir,
+                            "import runpy, sys\nsys.argv = sys.argv[1:]\n"
+                            "runpy.run_path(sys.argv[0], run_name='__main__')\n",
                             {kCounter, anchor, AON_OTF2_PRINT});
 }
 
@@ -76,8 +78,8 @@ class Otf2Trace : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!AON_HAVE_OTF2 || std::string(AON_OTF2_PRINT).empty()) {
-      GTEST_SKIP() << "libotf2 or otf2-print is not installed (scripts/install-deps.sh --test "
-                      "installs libotf2-trace-dev and otf2-tools)";
+      AON_SKIP_OR_FAIL(<< "libotf2 or otf2-print is not installed (scripts/install-deps.sh --test "
+                          "installs libotf2-trace-dev and otf2-tools)");
     }
   }
   std::string MergeRandomJob(int ranks, size_t max_records, uint64_t seed) {
@@ -120,8 +122,8 @@ TEST_F(Otf2Trace, NcclCollectiveIsACollectiveOnItsCommunicator) {
     t.meta = testing::BasicMetadata(r, 3);
     const uint32_t func = t.strings.Intern("AllReduce");
     t.Get<KernelRecord>().push_back(testing::MakeKernel(kBase + 300, 7));
-    t.Get<NcclRecord>().push_back(AllReduce(func, kBase + 400 + 10 * static_cast<uint64_t>(r),
-                                            kBase + 900, 5, r));
+    t.Get<NcclRecord>().push_back(
+        AllReduce(func, kBase + 400 + 10 * static_cast<uint64_t>(r), kBase + 900, 5, r));
     traces.push_back(std::move(t));
   }
   testing::WriteJob(dir_.path(), traces);

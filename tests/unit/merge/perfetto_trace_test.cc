@@ -18,6 +18,7 @@
 #include "aon/merge/merge.h"
 #include "export_test_util.h"
 #include "merge_test_util.h"
+#include "skip_or_fail.h"
 
 namespace aon::merge {
 namespace {
@@ -139,8 +140,8 @@ class PerfettoTrace : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::string(AON_PROTOC).empty()) {
-      GTEST_SKIP() << "protoc is not installed (scripts/install-deps.sh --test installs "
-                      "protobuf-compiler)";
+      AON_SKIP_OR_FAIL(<< "protoc is not installed (scripts/install-deps.sh --test installs "
+                          "protobuf-compiler)");
     }
   }
   // A random job of `ranks` ranks, merged; returns the timeline's path.

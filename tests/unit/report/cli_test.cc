@@ -12,6 +12,7 @@
 #include <string>
 
 #include "aon/report/report.h"
+#include "skip_or_fail.h"
 #include "timeline_builder.h"
 
 namespace aon::report {
@@ -194,7 +195,8 @@ std::string ChromiumFlags(const std::string& profile) {
 
 TEST(Html, RendersInHeadlessChromiumWithEverySection) {
   if (::access(kChromium, X_OK) != 0) {
-    GTEST_SKIP() << kChromium << " is not installed (scripts/install-deps.sh --test installs it)";
+    AON_SKIP_OR_FAIL(<< kChromium
+                     << " is not installed (scripts/install-deps.sh --test installs it)");
   }
   TempDir dir;
   WriteStragglerJob(dir.path(), 2);
