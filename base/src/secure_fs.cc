@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "aon/base/fd_io.h"
+
 namespace aon {
 
 // ---- files ---------------------------------------------------------------------
@@ -18,7 +20,8 @@ StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes,
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return NotFound(path + ": no such file");
-    if (err == ELOOP) return Status(StatusCode::kPermissionDenied, path + ": is a symbolic link; not read");
+    if (err == ELOOP)
+      return Status(StatusCode::kPermissionDenied, path + ": is a symbolic link; not read");
     return ErrnoStatus(path, err);
   }
   struct stat st {};
@@ -29,9 +32,9 @@ StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes,
   } else if (!S_ISREG(st.st_mode)) {
     status = Status(StatusCode::kPermissionDenied, path + ": not a regular file; not read");
   } else if (st.st_uid != geteuid()) {
-    status = Status(StatusCode::kPermissionDenied, path + ": owned by uid " +
-                                                       std::to_string(st.st_uid) +
-                                                       ", not by this user; not read");
+    status =
+        Status(StatusCode::kPermissionDenied, path + ": owned by uid " + std::to_string(st.st_uid) +
+                                                  ", not by this user; not read");
   } else if ((st.st_mode & 022) != 0) {
     status = Status(StatusCode::kPermissionDenied, path + ": writable by other users; not read");
   } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
@@ -39,14 +42,7 @@ StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes,
                              std::to_string(max_bytes) + " expected");
   } else {
     content.resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < content.size()) {
-      const ssize_t n = read(fd, content.data() + got, content.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    content.resize(got);
+    content.resize(ReadUpTo(fd, content.data(), content.size()));
   }
   close(fd);
   if (!status.ok()) return status;

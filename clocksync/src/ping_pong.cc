@@ -11,6 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "aon/base/fd_io.h"
+
 namespace aon::clocksync {
 namespace {
 
@@ -19,12 +21,14 @@ std::string Where(const std::string& address, uint16_t port) {
 }
 
 // Reads exactly n bytes, waiting at most timeout_ms for each chunk.
-Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, const std::string& where) {
+Status ReadReply(int fd, void* buf, size_t n, int timeout_ms, const std::string& where) {
   auto* p = static_cast<uint8_t*>(buf);
   while (n > 0) {
     pollfd pfd{fd, POLLIN, 0};
     int r = poll(&pfd, 1, timeout_ms);
-    if (r == 0) return Unavailable("clock ping to " + where + ": no reply within " + std::to_string(timeout_ms) + " ms");
+    if (r == 0)
+      return Unavailable("clock ping to " + where + ": no reply within " +
+                         std::to_string(timeout_ms) + " ms");
     if (r < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("clock ping to " + where + ": poll", errno);
@@ -41,18 +45,6 @@ Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, const std::string& 
   return Status::Ok();
 }
 
-bool WriteFull(int fd, const void* buf, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(buf);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 void NoDelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -61,7 +53,7 @@ void NoDelay(int fd) {
 }  // namespace
 
 StatusOr<std::unique_ptr<PingServer>> PingServer::Start(const std::string& address, uint16_t port,
-                                                       ClockFn clock) {
+                                                        ClockFn clock) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus("clock server: socket", errno);
   int one = 1;
@@ -181,7 +173,7 @@ StatusOr<std::vector<PingSample>> Ping(const std::string& address, uint16_t port
       close(fd);
       return Unavailable("clock ping: cannot send to " + where);
     }
-    Status st = ReadFull(fd, msg, sizeof(msg), timeout_ms, where);
+    Status st = ReadReply(fd, msg, sizeof(msg), timeout_ms, where);
     s.client_recv_ns = clock();
     if (!st.ok()) {
       close(fd);

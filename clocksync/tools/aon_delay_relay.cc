@@ -38,7 +38,11 @@
 #include <thread>
 #include <vector>
 
+#include "aon/base/fd_io.h"
+
 namespace {
+
+using aon::WriteFull;
 
 struct Options {
   std::string listen_addr, target_addr;
@@ -62,17 +66,6 @@ timespec ToTimespec(uint64_t ns) {
   ts.tv_sec = static_cast<time_t>(ns / 1000000000ull);
   ts.tv_nsec = static_cast<long>(ns % 1000000000ull);
   return ts;
-}
-
-bool WriteFull(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 struct Chunk {
@@ -114,8 +107,8 @@ void Pump(int src, int dst, double base_us, const Options& o, uint64_t seed) {
       readable = src_open && poll(&pfd, 1, 0) > 0;
     } else {
       // Sleep until the next release (less the spin), or for new input.
-      timespec ts = ToTimespec(queue.empty() ? 100'000'000ull
-                                             : queue.front().release_ns - spin_ns - now);
+      timespec ts =
+          ToTimespec(queue.empty() ? 100'000'000ull : queue.front().release_ns - spin_ns - now);
       pollfd pfd{src, static_cast<short>(src_open ? POLLIN : 0), 0};
       readable = ppoll(&pfd, src_open ? 1 : 0, &ts, nullptr) > 0;
     }
@@ -163,7 +156,8 @@ void Connection(int client, const Options& o, uint64_t index) {
     return;
   }
   NoDelay(client);
-  std::thread up([&] { Pump(client, server, o.delay_us + o.asym_us, o, o.seed * 1000003 + 2 * index); });
+  std::thread up(
+      [&] { Pump(client, server, o.delay_us + o.asym_us, o, o.seed * 1000003 + 2 * index); });
   Pump(server, client, o.delay_us, o, o.seed * 1000003 + 2 * index + 1);
   up.join();
   close(server);
@@ -191,15 +185,23 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return Usage();
     const char* v = argv[++i];
-    if (a == "--delay-us") o.delay_us = std::atof(v);
-    else if (a == "--jitter-us") o.jitter_us = std::atof(v);
-    else if (a == "--asym-us") o.asym_us = std::atof(v);
-    else if (a == "--spin-us") o.spin_us = std::atof(v);
-    else if (a == "--seed") o.seed = std::strtoull(v, nullptr, 10);
-    else if (a == "--seconds") o.seconds = std::atoi(v);
+    if (a == "--delay-us")
+      o.delay_us = std::atof(v);
+    else if (a == "--jitter-us")
+      o.jitter_us = std::atof(v);
+    else if (a == "--asym-us")
+      o.asym_us = std::atof(v);
+    else if (a == "--spin-us")
+      o.spin_us = std::atof(v);
+    else if (a == "--seed")
+      o.seed = std::strtoull(v, nullptr, 10);
+    else if (a == "--seconds")
+      o.seconds = std::atoi(v);
     else if (a == "--dist") {
-      if (std::string(v) == "normal") o.normal = true;
-      else if (std::string(v) != "uniform") return Usage();
+      if (std::string(v) == "normal")
+        o.normal = true;
+      else if (std::string(v) != "uniform")
+        return Usage();
     } else {
       return Usage();
     }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "aon/base/fd_io.h"
 #include "exchange.h"
 #include "messages.h"
 #include "reconcile.h"
@@ -56,16 +57,6 @@ std::string DeathOf(int status) {
   return "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
-bool WriteAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 std::string Framed(const std::string& message) {
   const uint64_t n = message.size();
   return std::string(reinterpret_cast<const char*>(&n), sizeof n) + message;
@@ -89,7 +80,8 @@ bool Fill(int fd, std::string* bytes, size_t at, size_t want, Clock::time_point 
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd p{fd, POLLIN, 0};
-    const int ready = left > 0 ? poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30))) : 0;
+    const int ready =
+        left > 0 ? poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30))) : 0;
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       *late = true;
@@ -189,9 +181,9 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, std::chrono::seconds
       const std::string packed = PackStrings(std::span(table.strings()).subspan(1));
       table = StringTable();
       const uint64_t n = packed.size();
-      if (!WriteAll(fds[1], Framed(Pack(found))) ||
-          !WriteAll(fds[1], std::string_view(reinterpret_cast<const char*>(&n), sizeof n)) ||
-          !WriteAll(fds[1], packed)) {
+      if (!WriteFull(fds[1], Framed(Pack(found))) ||
+          !WriteFull(fds[1], std::string_view(reinterpret_cast<const char*>(&n), sizeof n)) ||
+          !WriteFull(fds[1], packed)) {
         _exit(1);
       }
     }
@@ -211,8 +203,8 @@ bool OpenInOpener(std::vector<ToOpen>& files, size_t first, std::chrono::seconds
     CandidateSummaries found;
     StringTable names;
     if (!Unpack(view.substr(found_at, found_len), &found).ok() ||
-        !UnpackInto(view.substr(names_at, names_len), &names).ok() ||
-        found.opened.size() != 1 || found.opened[0].index != next) {
+        !UnpackInto(view.substr(names_at, names_len), &names).ok() || found.opened.size() != 1 ||
+        found.opened[0].index != next) {
       break;
     }
     *files[next].found = std::move(found.opened[0].found);
@@ -250,8 +242,7 @@ void OpenIsolated(std::vector<ToOpen>& files, std::chrono::seconds timeout,
     if (stop.late) {
       *f.found = OpenResult{};
       f.found->status = RankStatus::kCorrupt;
-      f.found->reason = *f.path + ": opening it took more than " +
-                        std::to_string(timeout.count()) +
+      f.found->reason = *f.path + ": opening it took more than " + std::to_string(timeout.count()) +
                         " s (libhdf5 stuck in its structures?); the merge's child process that "
                         "opened it was stopped and the file left out";
     } else if (stop.crashed) {

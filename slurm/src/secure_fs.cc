@@ -13,8 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "aon/ipc/collector_protocol.h"
+#include "aon/base/fd_io.h"
 #include "aon/config/tool_paths.h"
+#include "aon/ipc/collector_protocol.h"
 
 namespace aon::spank {
 
@@ -84,26 +85,10 @@ Status MakePrivateDirectoriesAs(const JobUser& user, const std::string& path,
         close(dir);
       }
     }
-    const char* p = reinterpret_cast<const char*>(&a);
-    size_t left = sizeof(a);
-    while (left > 0) {
-      const ssize_t w = write(pipefd[1], p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) _exit(1);
-      p += w;
-      left -= static_cast<size_t>(w);
-    }
-    _exit(0);
+    _exit(WriteFull(pipefd[1], &a, sizeof(a)) ? 0 : 1);
   }
   close(pipefd[1]);
-  char* p = reinterpret_cast<char*>(answer.get());
-  size_t got = 0;
-  while (got < sizeof(ChildAnswer)) {
-    const ssize_t n = read(pipefd[0], p + got, sizeof(ChildAnswer) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
+  const size_t got = ReadUpTo(pipefd[0], answer.get(), sizeof(ChildAnswer));
   close(pipefd[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "aon/base/fd_io.h"
 #include "aon/base/timebase.h"
 #include "aon/clocksync/clock_estimator.h"
 #include "aon/clocksync/ping_pong.h"
@@ -49,30 +50,6 @@ namespace aon::clocksync {
 namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
-
-bool ReadAll(int fd, void* buf, size_t n) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool WriteAll(int fd, const void* buf, size_t n) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
 
 int Sh(const std::string& cmd) {
   const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
@@ -116,7 +93,7 @@ class Node {
     close(from_node[1]);
     std::unique_ptr<Node> node(new Node(pid, to_node[1], from_node[0], offset_ns));
     char status[256] = {};
-    if (!ReadAll(node->from_, status, sizeof(status)) || status[0] != 0) {
+    if (!ReadFull(node->from_, status, sizeof(status)) || status[0] != 0) {
       *error = status[0] != 0 ? std::string(status + 1) : "node process died";
       return nullptr;
     }
@@ -150,7 +127,7 @@ class Node {
 
   ~Node() {
     NodeCmd quit{};
-    WriteAll(to_, &quit, sizeof(quit));
+    WriteFull(to_, &quit, sizeof(quit));
     close(to_);
     close(from_);
     int st = 0;
@@ -166,7 +143,7 @@ class Node {
     NodeCmd c{};
     c.op = 2;
     uint64_t now = 0;
-    if (!WriteAll(to_, &c, sizeof(c)) || !ReadAll(from_, &now, sizeof(now))) return 0;
+    if (!WriteFull(to_, &c, sizeof(c)) || !ReadFull(from_, &now, sizeof(now))) return 0;
     return now;
   }
 
@@ -183,18 +160,18 @@ class Node {
     c.n0 = n0;
     int32_t ok = 0;
     uint32_t n = 0;
-    if (!WriteAll(to_, &c, sizeof(c)) || !ReadAll(from_, &ok, sizeof(ok)) ||
-        !ReadAll(from_, &n, sizeof(n))) {
+    if (!WriteFull(to_, &c, sizeof(c)) || !ReadFull(from_, &ok, sizeof(ok)) ||
+        !ReadFull(from_, &n, sizeof(n))) {
       *error = "node process died";
       return false;
     }
     if (ok != 0) {
       error->assign(n, '\0');
-      ReadAll(from_, error->data(), n);
+      ReadFull(from_, error->data(), n);
       return false;
     }
     out->resize(n);
-    return ReadAll(from_, out->data(), n * sizeof(PingSample));
+    return ReadFull(from_, out->data(), n * sizeof(PingSample));
   }
 
  private:
@@ -206,7 +183,7 @@ class Node {
     auto fail = [&](const std::string& what) {
       status[0] = 1;
       std::snprintf(status + 1, sizeof(status) - 1, "%s: %s", what.c_str(), std::strerror(errno));
-      WriteAll(out, status, sizeof(status));
+      WriteFull(out, status, sizeof(status));
       _exit(1);
     };
     if (unshare(CLONE_NEWNET | CLONE_NEWTIME) != 0) fail("unshare(CLONE_NEWNET | CLONE_NEWTIME)");
@@ -229,13 +206,13 @@ class Node {
     const int tfd = open("/proc/self/ns/time_for_children", O_RDONLY | O_CLOEXEC);
     if (tfd < 0 || setns(tfd, CLONE_NEWTIME) != 0) fail("entering the new time namespace");
     close(tfd);
-    WriteAll(out, status, sizeof(status));
+    WriteFull(out, status, sizeof(status));
 
     NodeCmd c{};
-    while (ReadAll(in, &c, sizeof(c)) && c.op != 0) {
+    while (ReadFull(in, &c, sizeof(c)) && c.op != 0) {
       if (c.op == 2) {
         const uint64_t now = TimebaseNowNs();
-        WriteAll(out, &now, sizeof(now));
+        WriteFull(out, &now, sizeof(now));
         continue;
       }
       const int64_t warp = c.warp_ns, n0 = c.n0;
@@ -246,16 +223,16 @@ class Node {
       };
       auto samples = aon::clocksync::Ping(c.address, c.port, c.rounds, clock);
       const int32_t ok = samples.ok() ? 0 : 1;
-      WriteAll(out, &ok, sizeof(ok));
+      WriteFull(out, &ok, sizeof(ok));
       if (samples.ok()) {
         const auto n = static_cast<uint32_t>(samples->size());
-        WriteAll(out, &n, sizeof(n));
-        WriteAll(out, samples->data(), n * sizeof(PingSample));
+        WriteFull(out, &n, sizeof(n));
+        WriteFull(out, samples->data(), n * sizeof(PingSample));
       } else {
         const std::string msg = samples.status().ToString();
         const auto n = static_cast<uint32_t>(msg.size());
-        WriteAll(out, &n, sizeof(n));
-        WriteAll(out, msg.data(), n);
+        WriteFull(out, &n, sizeof(n));
+        WriteFull(out, msg.data(), n);
       }
     }
   }
