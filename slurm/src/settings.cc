@@ -74,12 +74,6 @@ bool SiteConfig::ModeAllowed(Mode m) const {
   return std::find(allowed_modes.begin(), allowed_modes.end(), m) != allowed_modes.end();
 }
 
-std::string SiteArgsHelp() {
-  std::string out;
-  for (const SiteKey& k : kSiteKeys) out += std::string("  ") + k.name + ": " + k.help + "\n";
-  return out;
-}
-
 StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args) {
   SiteConfig c;
   std::vector<std::string> unknown;

@@ -48,8 +48,6 @@ struct SiteConfig {
 
 // The plugstack.conf arguments ("key=value" or "key"); names the unknown ones.
 StatusOr<SiteConfig> ParseSiteArgs(const std::vector<std::string>& args);
-// One line per key, for README/--help text.
-std::string SiteArgsHelp();
 
 struct UserOptions {
   std::optional<Mode> mode;            // --aon[=MODE]; nullopt = not given

@@ -23,31 +23,11 @@
 #include "aon/format/string_table.h"
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
+#include "temp_dir.h"
 
 namespace aon::testing {
 
-// A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/aon-test-XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    if (p == nullptr) ADD_FAILURE() << "mkdtemp failed: " << std::strerror(errno);
-    path_ = p != nullptr ? p : "/tmp";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (path_ != "/tmp") std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string File(std::string_view name) const { return path_ + "/" + std::string(name); }
-
- private:
-  std::string path_;
-};
+using TempDir = ::aon::test_support::TempDir;  // tests/support/temp_dir.h
 
 inline size_t FieldSize(FieldType t) { return FieldTypeSize(t); }
 

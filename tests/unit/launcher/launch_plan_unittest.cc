@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "skip_or_fail.h"
+#include "temp_dir.h"
 
 namespace aon::launcher {
 namespace {
@@ -38,15 +39,6 @@ const std::vector<EnvVar> kVars = {{"CUDA_INJECTION64_PATH", "/x/lib/libaon_agen
 
 class TempDir : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "aon-launcher-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
   std::string Touch(const std::string& relative,
                     fs::perms perms = fs::perms::owner_read | fs::perms::owner_write) {
     fs::path p = fs::path(dir_) / relative;
@@ -72,7 +64,8 @@ class TempDir : public ::testing::Test {
     host.pid = 42;
     return host;
   }
-  std::string dir_;
+  test_support::TempDir tmp_;  // tests/support/temp_dir.h
+  std::string dir_ = tmp_.path();
 };
 
 RunOptions Options(Args command) {

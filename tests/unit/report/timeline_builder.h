@@ -18,28 +18,13 @@
 #include "aon/format/string_table.h"
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
+#include "temp_dir.h"
 
 namespace aon::report::testing {
 
 constexpr uint64_t kUs = 1000, kMs = 1000 * 1000;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/aon-report-test-XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    path_ = p != nullptr ? p : "/tmp/aon-report-test-failed";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (getenv("AON_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::aon::test_support::TempDir;  // tests/support/temp_dir.h
 
 class TimelineBuilder {
  public:
