@@ -406,7 +406,13 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
   return vars;
 }
 
-AgentConfig::AgentConfig() {
+AgentConfig::AgentConfig()
+    : AgentConfig([]() -> const AgentConfig& {
+        static const AgentConfig defaults{ParseDefaults{}};
+        return defaults;
+      }()) {}
+
+AgentConfig::AgentConfig(ParseDefaults) {
   for (const ConfigVariable& var : AgentConfigVariables()) {
     // A row left out of the table (all zero) is found by
     // AgentVariables.TableIsIndexedByItsIdsAndSelfDescribing; skip it here.

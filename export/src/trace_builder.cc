@@ -380,7 +380,7 @@ class Builder {
   template <typename T>
   void Export(const Merged<T>& m) {
     args_.Clear();
-    FieldArgs(m, HandledFields<T>());  // the fields its exporter does not take (none today)
+    FieldArgs(m);  // the fields its exporter does not take (none today)
     if constexpr (std::is_same_v<T, KernelRecord>) {
       Kernel(m);
     } else if constexpr (std::is_same_v<T, MemcpyRecord>) {
@@ -428,17 +428,34 @@ class Builder {
     out_.OnSlice(s);
   }
 
-  // The fields of `m` not in `handled` as arguments by role: strings resolved, enum
-  // values and flag bits named, times left to the slice itself.
+  // The fields of T that become arguments: not padding, not the slice's own times, not
+  // taken by the kind's exporter (HandledFields). Found once per kind, not per record: the
+  // exports run at millions of records a second, and today the list is empty for every
+  // kind with an exporter.
   template <typename T>
-  void FieldArgs(const Merged<T>& m, std::span<const std::string_view> handled) {
-    for (const Field& f : TableTraits<T>::kFields) {
-      if (f.role == FieldRole::kPadding || f.role == FieldRole::kStart ||
-          f.role == FieldRole::kEnd) {
-        continue;
+  static const std::vector<const Field*>& ArgFields() {
+    static const std::vector<const Field*> fields = [] {
+      const std::span<const std::string_view> handled = HandledFields<T>();
+      std::vector<const Field*> out;
+      for (const Field& f : TableTraits<T>::kFields) {
+        if (f.role == FieldRole::kPadding || f.role == FieldRole::kStart ||
+            f.role == FieldRole::kEnd) {
+          continue;
+        }
+        if (std::find(handled.begin(), handled.end(), std::string_view(f.name)) == handled.end())
+          out.push_back(&f);
       }
-      if (std::find(handled.begin(), handled.end(), std::string_view(f.name)) != handled.end())
-        continue;
+      return out;
+    }();
+    return fields;
+  }
+
+  // ArgFields<T>() of `m` as arguments by role: strings resolved, enum values and flag bits
+  // named.
+  template <typename T>
+  void FieldArgs(const Merged<T>& m) {
+    for (const Field* field : ArgFields<T>()) {
+      const Field& f = *field;
       uint64_t raw = 0;
       std::memcpy(&raw, reinterpret_cast<const char*>(&m.record) + f.offset, f.size);
       const bool is_signed = f.type == FieldType::kI32 || f.type == FieldType::kI64;

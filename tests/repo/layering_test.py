@@ -165,9 +165,10 @@ def check(root, known=frozenset()):
                 if not fname.endswith(SOURCE_EXT):
                     continue
                 unit = unit_of(rel)
-                for m in INCLUDE_RE.finditer(read(path)):
+                text = read(path)
+                for m in INCLUDE_RE.finditer(text):
                     inc = m.group(1)
-                    line = read(path)[:m.start()].count('\n') + 1
+                    line = text.count('\n', 0, m.start()) + 1
                     where = f'{part}/{rel}:{line}'
                     if inc.startswith('aon/'):
                         owner = owner_of(root, parts, inc)

@@ -75,7 +75,7 @@ inline constexpr uint64_t kMaxMemoryCapBytes = uint64_t{32} << 30;
 // default: its row's default_value in AgentConfigVariables(), applied by the row's own
 // parser, so a default is written once, in the table.
 struct AgentConfig {
-  AgentConfig();
+  AgentConfig();  // the defaults, parsed once per process and copied
 
   std::string output_dir;  // AON_OUTPUT_DIR: where rank files go ("" = don't write)
   std::array<bool, kRecordKindCount> kinds{};  // AON_KINDS
@@ -109,6 +109,10 @@ struct AgentConfig {
   // "kernels,memcpy,..." of the enabled kinds.
   std::string KindsString() const;
   bool operator==(const AgentConfig&) const = default;
+
+ private:
+  struct ParseDefaults {};
+  explicit AgentConfig(ParseDefaults);  // zeros, then every row's default parsed
 };
 
 // What a variable's value is, for help text and docs.
