@@ -13,7 +13,6 @@
 #include <cstring>
 
 #include "aon/format/trace_file.h"
-#include "nccl_plugin.h"
 #include "op_ranges.h"
 
 namespace aon::agent {
@@ -99,17 +98,23 @@ Agent::Agent() {
     if (const char* job = getenv(AgentConfigVariable(AgentVar::kJobId).env)) config_.job_id = job;
   }
   if (!config_.job_id.empty()) identity_.job_id = config_.job_id;
-  capture_ = std::make_unique<CaptureControl>(config_, JobSeed(identity_.job_id));
+  // The launcher (torchrun) loaded us too: entry points still find a valid
+  // (empty) agent; nothing starts, nothing is written.
+  launcher_process_ = config_.launcher_parent_pid != 0 && config_.launcher_parent_pid == getppid();
+  const bool records = config_ok_ && !launcher_process_;
   std::string ring_problem;
   sink_ = std::make_unique<RecordSink>(config_.memory_cap_bytes, static_cast<int32_t>(pid_),
                                        identity_.rank, &ring_problem);
   if (!ring_problem.empty()) notes_.push_back(ring_problem);
-  if (config_.launcher_parent_pid != 0 && config_.launcher_parent_pid == getppid()) {
-    // Entry points still find a valid (empty) agent; nothing starts, nothing is written.
-    launcher_process_ = true;
+  capture_ =
+      std::make_unique<CaptureControl>(config_, JobSeed(identity_.job_id), *sink_, *this, records);
+  context_ = std::make_unique<SourceContext>(config_, identity_, *sink_, *capture_, *this, records,
+                                             !launcher_process_);
+  if (launcher_process_) {
     Log("this process is the job's launcher, not a rank: nothing is recorded");
     return;
   }
+  BindOpRanges(*sink_, *this);
   if (config_.output_dir.empty()) {
     Note("AON_OUTPUT_DIR is not set: the trace of this process will not be written");
   }
@@ -221,13 +226,10 @@ void Agent::Note(const std::string& text) {
   fprintf(stderr, "[aon] rank %d: %s\n", identity_.rank, text.c_str());
 }
 
-void Agent::Log(const char* fmt, ...) {
+void Agent::LogV(const char* fmt, va_list ap) {
   if (config_.verbose <= 0) return;
   char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
   fprintf(stderr, "[aon] rank %d: %s\n", identity_.rank, buf);
 }
 
@@ -242,6 +244,14 @@ void Agent::AddDevice(const DeviceInfo& device) {
     if (d.device_id == device.device_id) return;
   }
   devices_.push_back(device);
+}
+
+void Agent::AddFinishHook(Hook hook) {
+  std::lock_guard<std::mutex> lock(meta_mu_);
+  for (Hook h : finish_hooks_) {
+    if (h == hook) return;
+  }
+  finish_hooks_.push_back(hook);
 }
 
 std::string Agent::RankFilePath() const {
@@ -267,9 +277,13 @@ void Agent::Finish(const char* reason) {
     // records go through the flush below.
     RankMetadata capture_summary;
     capture_->Finish(&capture_summary);
-    if (FlushHook hook = flush_hook_.load()) hook();
-    FlushLiveNcclOperations();
-    NoteOpRangeLosses();
+    if (Hook hook = flush_hook_.load()) hook();
+    std::vector<Hook> hooks;
+    {
+      std::lock_guard<std::mutex> lock(meta_mu_);
+      hooks = finish_hooks_;
+    }
+    for (Hook hook : hooks) hook();
     // Names the ring had no room for, before the producer is closed.
     if (size_t unsent = sink_->ResendDroppedStrings(); unsent > 0) {
       Note(std::to_string(unsent) + " names never reached the trace (ring full at exit)");

@@ -6,7 +6,8 @@
 // Lifecycle:
 //   Get() -> config + identity + ring; atexit and signal hooks installed; the
 //   ring handed to the node collector (started if this is the node's first rank).
-//   sources (CUPTI, NVTX, synthetic, NCCL) push records into sink().
+//   sources (CUPTI, NVTX, synthetic, NCCL, op ranges) receive context() and push
+//   records into its sink.
 //   The collector appends them to <AON_OUTPUT_DIR>/rank-NNNNN.h5 every flush
 //   interval, and finishes the file when this process ends, even by SIGKILL.
 //   Finish(reason) exactly once: stop sources, flush CUPTI, hand the final
@@ -19,50 +20,44 @@
 // in the file's notes; the application is never stopped by the agent.
 #pragma once
 
-#include <atomic>
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "agent_notes.h"
+#include "aon/base/timebase.h"
+#include "aon/clocksync/rank_sync.h"
 #include "aon/config/agent_config.h"
 #include "aon/config/rank_identity.h"
-#include "aon/clocksync/rank_sync.h"
-#include "aon/base/timebase.h"
 #include "aon/format/trace_format.h"
 #include "capture_control.h"
 #include "collector_link.h"
 #include "record_sink.h"
+#include "source_context.h"
 
 namespace aon::agent {
 
-class Agent {
+class Agent final : public AgentNotes {
  public:
-  // The process's agent (created on first call; thread-safe).
+  // The process's agent (created on first call; thread-safe). Called only by
+  // the entry points (entry_points.cc, capture_api.cc), which hand context()
+  // to the source they start.
   static Agent& Get();
 
-  const AgentConfig& config() const { return config_; }
-  const RankIdentity& identity() const { return identity_; }
-  RecordSink& sink() { return *sink_; }
-  // Steps and capture windows (budgeted mode): sources of steps call
-  // capture().OnBoundary; the GPU source binds itself with capture().Start.
-  CaptureControl& capture() { return *capture_; }
-  // False in a launcher process (torchrun's own): no source may start there.
-  bool recording() const { return !launcher_process_; }
-  bool enabled(RecordKind k) const { return config_ok_ && !launcher_process_ && config_.enabled(k); }
+  // What the sources receive: config, rank, sink, capture control, notes.
+  const SourceContext& context() const { return *context_; }
 
-  // A degradation, said once: printed with the [aon] prefix and kept for the file.
-  void Note(const std::string& text);
-  void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));  // only with AON_VERBOSE
-  void SetSource(const std::string& source);
-  void AddDevice(const DeviceInfo& device);
-
-  // Hooks a source registers so Finish can stop/flush it before writing.
-  using FlushHook = void (*)();
-  void SetFlushHook(FlushHook hook) { flush_hook_.store(hook); }
+  void Note(const std::string& text) override;
+  void LogV(const char* fmt, va_list ap) override;
+  void SetSource(const std::string& source) override;
+  void AddDevice(const DeviceInfo& device) override;
+  void SetFlushHook(Hook hook) override { flush_hook_.store(hook); }
+  void AddFinishHook(Hook hook) override;
 
   // Stops capture and writes the rank file, once; later calls return at once.
   void Finish(const char* reason);
@@ -92,14 +87,16 @@ class Agent {
   pid_t pid_ = 0;  // a forked child must not write its parent's rank file
   uint64_t start_ns_ = 0;
 
-  std::mutex meta_mu_;  // guards notes_, source_, devices_
+  std::mutex meta_mu_;  // guards notes_, source_, devices_, finish_hooks_
   std::vector<std::string> notes_;
   std::string source_ = "none";
   std::vector<DeviceInfo> devices_;
 
   std::unique_ptr<clocksync::RankClockSync> clock_sync_;
   std::unique_ptr<CaptureControl> capture_;
-  std::atomic<FlushHook> flush_hook_{nullptr};
+  std::unique_ptr<SourceContext> context_;
+  std::atomic<Hook> flush_hook_{nullptr};
+  std::vector<Hook> finish_hooks_;  // guarded by meta_mu_
   std::once_flag finish_once_;
 };
 

@@ -6,17 +6,18 @@
 #include "op_ranges.h"
 
 extern "C" __attribute__((visibility("default"))) void aon_step(void) {
-  aon::agent::Agent& agent = aon::agent::Agent::Get();
+  const aon::agent::SourceContext& agent = aon::agent::Agent::Get().context();
   if (agent.recording()) agent.capture().OnBoundary(aon::StepSource::kApi);
 }
 
 extern "C" __attribute__((visibility("default"))) void aon_framework_step(void) {
-  aon::agent::Agent& agent = aon::agent::Agent::Get();
+  const aon::agent::SourceContext& agent = aon::agent::Agent::Get().context();
   if (agent.recording()) agent.capture().OnBoundary(aon::StepSource::kPytorch);
 }
 
-extern "C" __attribute__((visibility("default"))) int aon_capture(uint32_t steps, uint32_t delay_ms) {
-  aon::agent::Agent& agent = aon::agent::Agent::Get();
+extern "C" __attribute__((visibility("default"))) int aon_capture(uint32_t steps,
+                                                                  uint32_t delay_ms) {
+  const aon::agent::SourceContext& agent = aon::agent::Agent::Get().context();
   if (!agent.recording()) return -1;
   agent.capture().RequestCapture(steps, aon::TimebaseNowNs() + uint64_t{delay_ms} * 1'000'000ull);
   return 0;

@@ -6,9 +6,8 @@
 #include <cctype>
 #include <chrono>
 
-#include "agent.h"
-#include "aon/ipc/shm_ring.h"
 #include "aon/base/timebase.h"
+#include "aon/ipc/shm_ring.h"
 #include "op_ranges.h"
 
 namespace aon::agent {
@@ -60,8 +59,12 @@ bool MatchesStepRange(std::string_view names, std::string_view range_name) {
   return false;
 }
 
-CaptureControl::CaptureControl(const AgentConfig& config, uint64_t seed)
+CaptureControl::CaptureControl(const AgentConfig& config, uint64_t seed, RecordSink& sink,
+                               AgentNotes& notes, bool records)
     : config_(config),
+      sink_(sink),
+      notes_(notes),
+      records_(records),
       // Flight mode captures as budgeted mode does (windows inside the budget
       // plus the continuous tier); only the collector differs: it keeps the
       // last seconds in memory and writes them when a trigger fires.
@@ -89,7 +92,7 @@ void CaptureControl::Start(ActivityCapture* capture) {
     if (!budgeted_ && capture_ != nullptr) {
       open_ = attached_ = capture_->Open();
       failed_ = !open_;
-      if (open_) SetOpsRecording(OpsWanted());
+      if (open_) SetOpsRecording(Enabled(RecordKind::kOps));
     }
   }
   const bool time_source = config_.step_source == "auto" || config_.step_source == "time";
@@ -126,8 +129,6 @@ void CaptureControl::TimeSlots() {
 // Framework op ranges (op_ranges.h) are recorded exactly while the capture
 // records: switched on once the source is open, off before it quiesces, and
 // told before the source detaches (their correlation pops must not outlive it).
-bool CaptureControl::OpsWanted() const { return Agent::Get().enabled(RecordKind::kOps); }
-
 void CaptureControl::Apply(const StepDecision& d) {
   if (d.quiesce && open_) {
     SetOpsRecording(false);
@@ -142,7 +143,7 @@ void CaptureControl::Apply(const StepDecision& d) {
   if (d.open && capture_ != nullptr && !failed_ && !attached_) {
     if (capture_->Open()) {
       open_ = attached_ = true;
-      SetOpsRecording(OpsWanted());
+      SetOpsRecording(Enabled(RecordKind::kOps));
     } else {
       failed_ = true;  // the capture said why in the notes; steps go on being recorded
     }
@@ -151,7 +152,6 @@ void CaptureControl::Apply(const StepDecision& d) {
 
 void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
   const uint64_t now = TimebaseNowNs();
-  Agent& agent = Agent::Get();
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   const StepTracker::Boundary b = tracker_.Mark(source, number);
@@ -159,13 +159,13 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
   if (b.switched) steps_ = 0;  // the summary counts the active source's steps
   ++steps_;
   if (b.switched) {
-    agent.Log("steps: now marked by %s",
-              EnumValueName(kStepSourceValues, static_cast<int64_t>(source)));
+    notes_.Log("steps: now marked by %s",
+               EnumValueName(kStepSourceValues, static_cast<int64_t>(source)));
     if (budgeted_) Apply(policy_.Restart(now));
   }
   if (have_step_) {
     step_.end_ns = now;
-    if (agent.enabled(RecordKind::kSteps)) agent.sink().Push(step_);
+    if (Enabled(RecordKind::kSteps)) sink_.Push(step_);
   }
   step_ = StepRecord{};
   step_.start_ns = now;
@@ -194,7 +194,7 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
 }
 
 void CaptureControl::CheckCollectorRequest(StepSource active) {
-  const ring::Region& region = Agent::Get().sink().region();
+  const ring::Region& region = sink_.region();
   if (!region.valid()) return;  // no collector: no job-wide requests
   ring::RingHeader* h = region.header();
   const uint64_t seq = h->capture_seq.load(std::memory_order_acquire);
@@ -203,26 +203,25 @@ void CaptureControl::CheckCollectorRequest(StepSource active) {
   const uint64_t first = h->capture_first_step.load(std::memory_order_relaxed);
   const uint32_t steps = h->capture_steps.load(std::memory_order_relaxed);
   const auto source = static_cast<StepSource>(h->capture_source.load(std::memory_order_relaxed));
-  Agent& agent = Agent::Get();
   if (source != active) {
     const char* want = EnumValueName(kStepSourceValues, static_cast<int64_t>(source));
     const char* have = EnumValueName(kStepSourceValues, static_cast<int64_t>(active));
-    agent.Note(std::string("on-demand capture request ") + std::to_string(seq) + " names " +
-               (want ? want : "?") + " steps, but this rank's steps are marked by " +
-               (have ? have : "?") + ": not captured");
+    notes_.Note(std::string("on-demand capture request ") + std::to_string(seq) + " names " +
+                (want ? want : "?") + " steps, but this rank's steps are marked by " +
+                (have ? have : "?") + ": not captured");
     return;
   }
   policy_.RequestCaptureAt(first, steps);
-  agent.Log("on-demand capture %llu: steps %llu..%llu", static_cast<unsigned long long>(seq),
-            static_cast<unsigned long long>(first),
-            static_cast<unsigned long long>(first + steps - 1));
+  notes_.Log("on-demand capture %llu: steps %llu..%llu", static_cast<unsigned long long>(seq),
+             static_cast<unsigned long long>(first),
+             static_cast<unsigned long long>(first + steps - 1));
 }
 
 void CaptureControl::RequestCapture(uint32_t steps, uint64_t not_before_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   policy_.RequestCapture(steps, not_before_ns);
-  Agent::Get().Log("capture of %u steps requested from %llu ns", steps,
-                   static_cast<unsigned long long>(not_before_ns));
+  notes_.Log("capture of %u steps requested from %llu ns", steps,
+             static_cast<unsigned long long>(not_before_ns));
 }
 
 void CaptureControl::Finish(RankMetadata* m) {
@@ -233,14 +232,13 @@ void CaptureControl::Finish(RankMetadata* m) {
   time_cv_.notify_all();
   if (time_thread_.joinable()) time_thread_.join();
   const uint64_t now = TimebaseNowNs();
-  Agent& agent = Agent::Get();
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   finished_ = true;
   SetOpsRecording(false);  // ranges begun from now on would miss the file
   if (have_step_) {
     step_.end_ns = now;
-    if (agent.enabled(RecordKind::kSteps)) agent.sink().Push(step_);
+    if (Enabled(RecordKind::kSteps)) sink_.Push(step_);
   }
   m->capture_mode = config_.mode;
   const char* source = EnumValueName(kStepSourceValues, static_cast<int64_t>(tracker_.active()));
@@ -266,9 +264,9 @@ void CaptureControl::Finish(RankMetadata* m) {
         m->steps > 0 ? static_cast<double>(m->captured_steps) / static_cast<double>(m->steps) : 0.0;
     m->amortized_cost = s.amortized_cost;
     if (policy_.late_requests() > 0) {
-      agent.Note("on-demand capture: " + std::to_string(policy_.late_requests()) +
-                 " request(s) reached this rank after their steps had passed (raise aon-ctl "
-                 "capture --lead)");
+      notes_.Note("on-demand capture: " + std::to_string(policy_.late_requests()) +
+                  " request(s) reached this rank after their steps had passed (raise aon-ctl "
+                  "capture --lead)");
     }
   } else {
     // Full capture: every step is traced; its cost is not measured in-process.

@@ -19,9 +19,11 @@
 #include <string>
 #include <thread>
 
+#include "agent_notes.h"
 #include "aon/config/agent_config.h"
 #include "aon/format/records.h"
 #include "aon/format/trace_format.h"
+#include "record_sink.h"
 #include "window_policy.h"
 
 namespace aon::agent {
@@ -45,8 +47,10 @@ class ActivityCapture {
 class CaptureControl {
  public:
   // `mode`: budgeted (windows), full or flight (the capture is opened once, at
-  // Start, and every step is marked captured).
-  CaptureControl(const AgentConfig& config, uint64_t seed);
+  // Start, and every step is marked captured). Steps go to `sink` (kinds on
+  // only where `records`); what goes wrong, to `notes`.
+  CaptureControl(const AgentConfig& config, uint64_t seed, RecordSink& sink, AgentNotes& notes,
+                 bool records);
   ~CaptureControl();
 
   // Binds the GPU activity source (null: none, e.g. no GPU; steps are still
@@ -66,12 +70,15 @@ class CaptureControl {
 
  private:
   void Apply(const StepDecision& d);
-  bool OpsWanted() const;
+  bool Enabled(RecordKind kind) const { return records_ && config_.enabled(kind); }
   void TimeSlots();
   // A job-wide on-demand request the collector put in the ring's header.
   void CheckCollectorRequest(StepSource active);
 
   const AgentConfig config_;
+  RecordSink& sink_;
+  AgentNotes& notes_;
+  const bool records_;
   const bool budgeted_;
   std::mutex mu_;  // guards everything below; held while CUPTI switches
   ActivityCapture* capture_ = nullptr;

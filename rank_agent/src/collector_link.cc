@@ -14,10 +14,10 @@
 #include <cerrno>
 #include <vector>
 
-#include "aon/ipc/collector_protocol.h"
-#include "aon/format/metadata_wire.h"
 #include "aon/config/agent_env.h"
 #include "aon/config/tool_paths.h"
+#include "aon/format/metadata_wire.h"
+#include "aon/ipc/collector_protocol.h"
 
 extern char** environ;
 

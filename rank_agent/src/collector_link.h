@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "aon/config/agent_config.h"
 #include "aon/base/status.h"
+#include "aon/config/agent_config.h"
 #include "aon/format/trace_format.h"
 
 namespace aon::agent {

@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "agent.h"
-
 namespace aon::agent {
 
 std::string SamplerRefusalNote(SamplerRefusal why, std::string_view detail) {
@@ -35,7 +33,6 @@ std::string SamplerRefusalNote(SamplerRefusal why, std::string_view detail) {
 }
 
 void SampleWriter::Write(uint64_t start_ns, uint64_t end_ns, std::span<const double> values) {
-  Agent& agent = Agent::Get();
   ++samples_;
   CounterRecord r{};
   r.start_ns = start_ns;
@@ -51,7 +48,7 @@ void SampleWriter::Write(uint64_t start_ns, uint64_t end_ns, std::span<const dou
     }
     r.metric = static_cast<uint16_t>(kSampledMetrics[i]);
     r.value = values[i];
-    agent.sink().Push(r);
+    sink_.Push(r);
     ++rows_;
   }
 }

@@ -19,6 +19,7 @@
 
 #include "aon/base/gpu_uuid.h"
 #include "aon/format/records.h"
+#include "record_sink.h"
 
 namespace aon::agent {
 
@@ -59,8 +60,8 @@ std::string SamplerRefusalNote(SamplerRefusal why, std::string_view detail);
 // Turns samples into `counters` rows of one GPU (thread-compatible: one writer).
 class SampleWriter {
  public:
-  SampleWriter(GpuUuid uuid, uint32_t device, CounterSource source)
-      : uuid_(uuid), device_(device), source_(source) {}
+  SampleWriter(RecordSink& sink, GpuUuid uuid, uint32_t device, CounterSource source)
+      : sink_(sink), uuid_(uuid), device_(device), source_(source) {}
   // `values` in the order of kSampledMetrics; a value that is not a finite
   // number is left out (and counted).
   void Write(uint64_t start_ns, uint64_t end_ns, std::span<const double> values);
@@ -69,6 +70,7 @@ class SampleWriter {
   uint64_t not_numbers() const { return not_numbers_; }
 
  private:
+  RecordSink& sink_;
   GpuUuid uuid_;
   uint32_t device_;
   CounterSource source_;

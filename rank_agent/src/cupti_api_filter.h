@@ -16,17 +16,37 @@ inline bool IsApiName(const char* name, const char* n) {
 // Runtime calls that carry no timing information and are called constantly by
 // frameworks (device/stream queries, error polling): not recorded.
 inline bool IsNoisyRuntimeApi(const char* name) {
-  static const char* const kNoisy[] = {
-      "cudaGetDevice", "cudaSetDevice", "cudaGetLastError", "cudaPeekAtLastError",
-      "cudaGetDeviceCount", "cudaGetDeviceProperties", "cudaDeviceGetAttribute",
-      "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaPointerGetAttributes",
-      "cudaFuncGetAttributes", "cudaGetFuncBySymbol", "cudaDriverGetVersion",
-      "cudaRuntimeGetVersion", "cudaStreamQuery", "cudaEventQuery", "cudaGetDriverEntryPoint",
-      "cudaThreadExchangeStreamCaptureMode", "cudaStreamGetPriority", "cudaStreamGetFlags",
-      "cudaDeviceGetStreamPriorityRange", "cudaGetExportTable", "cudaGetErrorString",
-      "cudaGetErrorName", "cudaDeviceCanAccessPeer", "cudaStreamGetId", "cudaStreamGetDevice",
-      "cudaCtxResetPersistingL2Cache", "cudaGetDriverEntryPointByVersion",
-      "cudaDeviceGetPCIBusId", "cudaDeviceGetByPCIBusId"};
+  static const char* const kNoisy[] = {"cudaGetDevice",
+                                       "cudaSetDevice",
+                                       "cudaGetLastError",
+                                       "cudaPeekAtLastError",
+                                       "cudaGetDeviceCount",
+                                       "cudaGetDeviceProperties",
+                                       "cudaDeviceGetAttribute",
+                                       "cudaStreamIsCapturing",
+                                       "cudaStreamGetCaptureInfo",
+                                       "cudaPointerGetAttributes",
+                                       "cudaFuncGetAttributes",
+                                       "cudaGetFuncBySymbol",
+                                       "cudaDriverGetVersion",
+                                       "cudaRuntimeGetVersion",
+                                       "cudaStreamQuery",
+                                       "cudaEventQuery",
+                                       "cudaGetDriverEntryPoint",
+                                       "cudaThreadExchangeStreamCaptureMode",
+                                       "cudaStreamGetPriority",
+                                       "cudaStreamGetFlags",
+                                       "cudaDeviceGetStreamPriorityRange",
+                                       "cudaGetExportTable",
+                                       "cudaGetErrorString",
+                                       "cudaGetErrorName",
+                                       "cudaDeviceCanAccessPeer",
+                                       "cudaStreamGetId",
+                                       "cudaStreamGetDevice",
+                                       "cudaCtxResetPersistingL2Cache",
+                                       "cudaGetDriverEntryPointByVersion",
+                                       "cudaDeviceGetPCIBusId",
+                                       "cudaDeviceGetByPCIBusId"};
   for (const char* n : kNoisy) {
     if (IsApiName(name, n)) return true;
   }
@@ -37,9 +57,10 @@ inline bool IsNoisyRuntimeApi(const char* name) {
 // Libraries such as NCCL and cuBLAS launch through the driver directly; the
 // rest of the driver API mirrors runtime calls that are recorded already.
 inline bool IsTracedDriverApi(const char* name) {
-  static const char* const kPrefixes[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset",
-                                          "cuStreamSynchronize", "cuCtxSynchronize",
-                                          "cuEventSynchronize", "cuStreamWaitEvent"};
+  static const char* const kPrefixes[] = {
+      "cuLaunch",           "cuGraphLaunch",       "cuMemcpy",
+      "cuMemset",           "cuStreamSynchronize", "cuCtxSynchronize",
+      "cuEventSynchronize", "cuStreamWaitEvent"};
   for (const char* p : kPrefixes) {
     if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
   }

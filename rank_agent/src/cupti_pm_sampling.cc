@@ -40,13 +40,16 @@
 #include <thread>
 #include <vector>
 
-#include "agent.h"
 #include "aon/base/gpu_uuid.h"
 #include "aon/base/thread_cpu.h"
 #include "aon/base/timebase.h"
+#include "source_context.h"
 
 namespace aon::agent {
 namespace {
+
+// Bound by StartCuptiPmSampler, before the sampler exists.
+BoundContext g_agent;
 
 // The CUPTI names of kSampledMetrics, in its order; one pass on Hopper
 // (checked with cuptiProfilerHostGetNumOfPasses, docs/counters.md).
@@ -195,8 +198,8 @@ class CuptiPmSampler final : public CounterSampler {
     if (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !busy_; })) {
       failed_ = true;
       lock.unlock();
-      Agent::Get().Note(SamplerRefusalNote(SamplerRefusal::kOther,
-                                           "the sampler did not stop within 10 s; sampling stops"));
+      g_agent->notes().Note(SamplerRefusalNote(
+          SamplerRefusal::kOther, "the sampler did not stop within 10 s; sampling stops"));
     }
   }
 
@@ -205,8 +208,8 @@ class CuptiPmSampler final : public CounterSampler {
     std::lock_guard<std::mutex> lock(mu_);
     if (writer_ == nullptr) {
       if (begun_ > 0 && !failed_)
-        Agent::Get().Note("counters: no PM samples: " + std::to_string(begun_) +
-                          " capture window(s) opened but no CUDA device was seen to sample");
+        g_agent->notes().Note("counters: no PM samples: " + std::to_string(begun_) +
+                              " capture window(s) opened but no CUDA device was seen to sample");
       return;
     }
     std::string s = "counters: " + std::to_string(writer_->samples()) + " PM samples (" +
@@ -216,7 +219,7 @@ class CuptiPmSampler final : public CounterSampler {
                     std::to_string(read_cpu_ns_ / 1000000) + " ms of CPU on the sampler's thread";
     if (writer_->not_numbers() > 0)
       s += "; " + std::to_string(writer_->not_numbers()) + " values were not numbers (left out)";
-    Agent::Get().Note(s);
+    g_agent->notes().Note(s);
   }
 
  private:
@@ -252,7 +255,7 @@ class CuptiPmSampler final : public CounterSampler {
 
   // Says why, once, and stops sampling for the rest of the run. Returns false.
   bool Fail(SamplerRefusal why, const std::string& detail) {
-    Agent::Get().Note(SamplerRefusalNote(why, detail));
+    g_agent->notes().Note(SamplerRefusalNote(why, detail));
     TearDown();
     std::lock_guard<std::mutex> lock(mu_);
     failed_ = true;
@@ -351,20 +354,21 @@ class CuptiPmSampler final : public CounterSampler {
     if (!ResetImage()) return false;
     if (writer_ == nullptr) {
       const std::string uuid = DeviceUuidText(static_cast<uint32_t>(device_));
-      writer_ = std::make_unique<SampleWriter>(
-          GpuUuidFromText(uuid), static_cast<uint32_t>(device_), CounterSource::kPmSampling);
+      writer_ = std::make_unique<SampleWriter>(g_agent->sink(), GpuUuidFromText(uuid),
+                                               static_cast<uint32_t>(device_),
+                                               CounterSource::kPmSampling);
       if (uuid.empty())
-        Agent::Get().Note("counters: the UUID of GPU " + std::to_string(device_) +
-                          " is unknown (no libcuda.so.1 in the process?): its sampled counters "
-                          "cannot be tied to the node's GPU metrics");
+        g_agent->notes().Note("counters: the UUID of GPU " + std::to_string(device_) +
+                              " is unknown (no libcuda.so.1 in the process?): its sampled counters "
+                              "cannot be tied to the node's GPU metrics");
     }
     ready_ = true;
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.0f", static_cast<double>(TimebaseNowNs() - setup_start) / 1e6);
-    Agent::Get().Note("counters: PM sampling set up on " + chip_ + " GPU " +
-                      std::to_string(device_) + " in " + ms +
-                      " ms (once per process, outside capture windows when steps are "
-                      "marked before the first window)");
+    g_agent->notes().Note("counters: PM sampling set up on " + chip_ + " GPU " +
+                          std::to_string(device_) + " in " + ms +
+                          " ms (once per process, outside capture windows when steps are "
+                          "marked before the first window)");
     return true;
   }
 
@@ -454,7 +458,8 @@ class CuptiPmSampler final : public CounterSampler {
     const uint64_t written_before = writer_->samples();
     const uint64_t skipped_before = skipped_;
     ++windows_;
-    Agent::Get().Log("PM sampling: window %llu started", static_cast<unsigned long long>(windows_));
+    g_agent->notes().Log("PM sampling: window %llu started",
+                         static_cast<unsigned long long>(windows_));
     bool ok = true;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -471,7 +476,7 @@ class CuptiPmSampler final : public CounterSampler {
     r = cuptiPmSamplingStop(&stop);
     if (ok && r == CUPTI_SUCCESS) ok = Read();
     if (!ready_) return;  // as above
-    Agent::Get().Log(
+    g_agent->notes().Log(
         "PM sampling: window %llu: %llu samples written, %llu skipped (first or seen), "
         "%.1f ms after start",
         static_cast<unsigned long long>(windows_),
@@ -482,7 +487,7 @@ class CuptiPmSampler final : public CounterSampler {
       // The hardware buffer overflowed (or stopping failed): set up afresh next window.
       if (!fell_behind_said_) {
         fell_behind_said_ = true;
-        Agent::Get().Note(SamplerRefusalNote(
+        g_agent->notes().Note(SamplerRefusalNote(
             SamplerRefusal::kFellBehind, "every " + std::to_string(interval_ns_ / 1000) + " us" +
                                              (r != CUPTI_SUCCESS ? ", stop: " + Text(r) : "")));
       }
@@ -586,8 +591,10 @@ CuptiPmSampler* g_sampler = nullptr;
 
 }  // namespace
 
-CounterSampler* StartCuptiPmSampler(const AgentConfig& config) {
-  if (config.counters != "auto" || !config.enabled(RecordKind::kCounters)) return nullptr;
+CounterSampler* StartCuptiPmSampler(const SourceContext& context) {
+  const AgentConfig& config = context.config();
+  if (config.counters != "auto" || !context.enabled(RecordKind::kCounters)) return nullptr;
+  g_agent.Bind(context);
   // Lives as long as the process: its worker may still be reading at exit.
   if (g_sampler == nullptr)
     g_sampler = new CuptiPmSampler(config.counters_sample_us, config.mode == "full");

@@ -3,14 +3,14 @@
 
 #include <cstdint>
 
-#include "aon/config/agent_config.h"
 #include "counter_sampler.h"
+#include "source_context.h"
 
 namespace aon::agent {
 
 // The process's PM sampler, or null when AON_COUNTERS is not auto or the
 // counters kind is off. Nothing touches the GPU's monitor until a window opens.
-CounterSampler* StartCuptiPmSampler(const AgentConfig& config);
+CounterSampler* StartCuptiPmSampler(const SourceContext& context);
 // At exit: ends a window still sampling (full mode) and says what was sampled.
 void EndCuptiPmSampler();
 // The device of a kernel CUPTI delivered: the sampler's device when no CUDA

@@ -19,7 +19,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent.h"
 #include "aon/base/gpu_uuid.h"
 #include "aon/base/timebase.h"
 #include "correlation_ids.h"
@@ -27,9 +26,13 @@
 #include "cupti_pm_sampling.h"
 #include "nccl_plugin.h"
 #include "op_ranges.h"
+#include "source_context.h"
 
 namespace aon::agent {
 namespace {
+
+// Bound by StartCuptiSource, before CUPTI can call back.
+BoundContext g_agent;
 
 constexpr size_t kBufferBytes = 4u << 20;  // CUPTI recommends 1-10 MB
 constexpr size_t kPreallocatedBuffers = 4;
@@ -63,9 +66,9 @@ class BufferPool {
 
  private:
   uint8_t* Allocate() {
-    if (!Agent::Get().sink().ReserveExternal(kBufferBytes)) return nullptr;
+    if (!g_agent->sink().ReserveExternal(kBufferBytes)) return nullptr;
     auto* b = static_cast<uint8_t*>(std::aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, kBufferBytes));
-    if (b == nullptr) Agent::Get().sink().ReleaseExternal(kBufferBytes);
+    if (b == nullptr) g_agent->sink().ReleaseExternal(kBufferBytes);
     return b;
   }
   std::mutex mu_;
@@ -90,8 +93,8 @@ uint32_t KernelNameId(const char* mangled) {
   if (auto it = cache.find(mangled); it != cache.end()) return it->second;
   int status = 0;
   char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  uint32_t id = Agent::Get().sink().Intern(status == 0 && demangled ? demangled : mangled,
-                                           RecordKind::kKernel);
+  uint32_t id =
+      g_agent->sink().Intern(status == 0 && demangled ? demangled : mangled, RecordKind::kKernel);
   std::free(demangled);
   cache.emplace(mangled, id);
   return id;
@@ -114,7 +117,7 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
         n.find_first_not_of("0123456789", v + 2) == std::string_view::npos) {
       n = n.substr(0, v);
     }
-    id = Agent::Get().sink().Intern(n, RecordKind::kApi);
+    id = g_agent->sink().Intern(n, RecordKind::kApi);
   }
   cache->emplace(key, id);
   return id;
@@ -165,7 +168,7 @@ MemcpyRecord CommonMemcpyFields(const CuptiCopy& m) {
 }
 
 void Convert(const CUpti_Activity* rec) {
-  Agent& agent = Agent::Get();
+  const SourceContext& agent = *g_agent;
   RecordSink& store = agent.sink();
   switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -276,7 +279,7 @@ void Convert(const CUpti_Activity* rec) {
       info.global_memory_bytes = d->globalMemorySize;
       info.compute_major = d->computeCapabilityMajor;
       info.compute_minor = d->computeCapabilityMinor;
-      agent.AddDevice(info);
+      agent.notes().AddDevice(info);
       return;
     }
     default:
@@ -340,7 +343,7 @@ std::string ResultText(CUptiResult r) {
          ")";
 }
 
-void ConfigureApiFilters(Agent& agent) {
+void ConfigureApiFilters(const SourceContext& agent) {
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
     const char* name = nullptr;
     if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS || !name)
@@ -354,7 +357,7 @@ void ConfigureApiFilters(Agent& agent) {
       continue;
     if (IsTracedDriverApi(name) && cuptiActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS) ++traced;
   }
-  agent.Log("CUPTI: %d driver API calls traced (launch/copy/memset/sync)", traced);
+  agent.notes().Log("CUPTI: %d driver API calls traced (launch/copy/memset/sync)", traced);
 }
 
 // CUPTI as the capture windows' GPU activity source (capture_control.h). Open
@@ -368,36 +371,36 @@ void ConfigureApiFilters(Agent& agent) {
 class CuptiCapture final : public ActivityCapture {
  public:
   bool Open() override {
-    Agent& agent = Agent::Get();
+    const SourceContext& agent = *g_agent;
     CUptiResult r =
         cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-      agent.Note(
+      agent.notes().Note(
           "CUPTI is already in use by another profiler (Nsight, compute-sanitizer, "
           "torch.profiler...): GPU activity is not captured; NVTX still is");
       return false;
     }
     if (r != CUPTI_SUCCESS) {
-      agent.Note("CUPTI unavailable: " + ResultText(r) + ": GPU activity is not captured");
+      agent.notes().Note("CUPTI unavailable: " + ResultText(r) + ": GPU activity is not captured");
       return false;
     }
     // Must precede enabling any kind (re-registering later corrupts timestamps);
     // after a detach CUPTI starts afresh and needs it again.
     r = cuptiActivityRegisterTimestampCallback(Timestamp);
     if (r != CUPTI_SUCCESS) {
-      agent.Note("CUPTI: cannot set the timestamp clock (" + ResultText(r) +
-                 "): GPU timestamps stay on CUPTI's default clock (CLOCK_REALTIME)");
+      agent.notes().Note("CUPTI: cannot set the timestamp clock (" + ResultText(r) +
+                         "): GPU timestamps stay on CUPTI's default clock (CLOCK_REALTIME)");
     }
     // OS thread ids (gettid), as NVTX records and the rest of the system use;
     // CUPTI's default is a pthread-derived id that matches nothing else.
     r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     if (r != CUPTI_SUCCESS && attaches_ == 0) {
-      agent.Note("CUPTI: API records keep CUPTI's own thread ids (" + ResultText(r) +
-                 "), which do not match NVTX thread ids");
+      agent.notes().Note("CUPTI: API records keep CUPTI's own thread ids (" + ResultText(r) +
+                         "), which do not match NVTX thread ids");
     }
     r = cuptiActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted);
     if (r != CUPTI_SUCCESS) {
-      agent.Note("CUPTI: cannot register activity buffers: " + ResultText(r));
+      agent.notes().Note("CUPTI: cannot register activity buffers: " + ResultText(r));
       cuptiUnsubscribe(g_subscriber);
       return false;
     }
@@ -412,8 +415,8 @@ class CuptiCapture final : public ActivityCapture {
           g_op_correlation.store(agent.enabled(RecordKind::kOps), std::memory_order_release);
         }
       } else if (attaches_ == 0) {
-        agent.Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) +
-                   " activity: " + ResultText(r));
+        agent.notes().Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) +
+                           " activity: " + ResultText(r));
       }
     }
     if (attaches_ == 0 && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE) == CUPTI_SUCCESS) {
@@ -424,8 +427,8 @@ class CuptiCapture final : public ActivityCapture {
            {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
         r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid);
         if (r != CUPTI_SUCCESS && attaches_ == 0) {
-          agent.Note("CUPTI: no CUDA-graph node callbacks (" + ResultText(r) +
-                     "): replays of graph-captured NCCL operations are not attributed");
+          agent.notes().Note("CUPTI: no CUDA-graph node callbacks (" + ResultText(r) +
+                             "): replays of graph-captured NCCL operations are not attributed");
           break;
         }
       }
@@ -434,7 +437,7 @@ class CuptiCapture final : public ActivityCapture {
     cuptiActivityFlushPeriod(kFlushPeriodMs);
     attached_.store(true, std::memory_order_release);
     ++attaches_;
-    agent.Log("CUPTI attached (%zu activity kinds)", enabled_.size());
+    agent.notes().Log("CUPTI attached (%zu activity kinds)", enabled_.size());
     if (enabled_.empty()) return false;
     if (sampler_ != nullptr) sampler_->Begin();
     return true;
@@ -461,10 +464,10 @@ class CuptiCapture final : public ActivityCapture {
     g_correlation.NextAttach();  // every record of this attach was flushed above
     if (r != CUPTI_SUCCESS && !finalize_noted_) {
       finalize_noted_ = true;
-      Agent::Get().Note("CUPTI: cannot detach between capture windows (" + ResultText(r) +
-                        "): CUPTI stays loaded, at some cost to every launch");
+      g_agent->notes().Note("CUPTI: cannot detach between capture windows (" + ResultText(r) +
+                            "): CUPTI stays loaded, at some cost to every launch");
     }
-    Agent::Get().Log("CUPTI detached");
+    g_agent->notes().Log("CUPTI detached");
   }
 
   void Prepare() override {
@@ -508,29 +511,30 @@ void FlushAtFinish() {
   EndCuptiPmSampler();
   if (g_capture != nullptr) g_capture->FlushAtExit();
   if (g_cupti_dropped > 0) {
-    Agent::Get().Note("CUPTI dropped " + std::to_string(g_cupti_dropped) +
-                      " activity records (no buffer under the memory cap)");
+    g_agent->notes().Note("CUPTI dropped " + std::to_string(g_cupti_dropped) +
+                          " activity records (no buffer under the memory cap)");
   }
 }
 
 }  // namespace
 
-bool StartCuptiSource() {
-  Agent& agent = Agent::Get();
+bool StartCuptiSource(const SourceContext& agent) {
+  g_agent.Bind(agent);
   g_pool = new BufferPool();
   g_pool->Preallocate(kPreallocatedBuffers);
   g_capture = new CuptiCapture();  // lives as long as the process (callbacks at exit)
-  g_capture->SetSampler(StartCuptiPmSampler(agent.config()));
-  agent.SetFlushHook(FlushAtFinish);
-  agent.SetSource("cupti");
+  g_capture->SetSampler(StartCuptiPmSampler(agent));
+  agent.notes().SetFlushHook(FlushAtFinish);
+  agent.notes().SetSource("cupti");
   SetOpCorrelation(&kCuptiOpCorrelation);
   // Full mode attaches now; budgeted and flight modes at the first capture window.
   agent.capture().Start(g_capture);
   if (agent.capture().windowed()) {
-    agent.Log("CUPTI: %s mode, attached only in capture windows", agent.config().mode.c_str());
+    agent.notes().Log("CUPTI: %s mode, attached only in capture windows",
+                      agent.config().mode.c_str());
     return true;
   }
-  if (!g_capture->attached()) agent.SetSource("none");
+  if (!g_capture->attached()) agent.notes().SetSource("none");
   return g_capture->attached();
 }
 

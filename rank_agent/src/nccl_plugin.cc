@@ -66,7 +66,6 @@
 #include "nccl_plugin.h"
 
 #include <cupti.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,12 +78,15 @@
 #include <unordered_set>
 #include <vector>
 
-#include "agent.h"
-#include "aon/nccl_profiler_abi.h"
 #include "aon/base/timebase.h"
+#include "aon/nccl_profiler_abi.h"
+#include "source_context.h"
 
 namespace aon::agent {
 namespace {
+
+// Bound by the first communicator's init (NcclInit), before any event.
+BoundContext g_agent;
 
 constexpr aon_nccl_result_t kOk = 0;
 constexpr aon_nccl_result_t kInternalError = 3;  // ncclInternalError
@@ -113,10 +115,10 @@ struct Comm {
   int rank, nranks, nnodes;
   uint32_t name_id;
   uint64_t init_ns;
-  bool channels;   // KernelCh events requested
-  bool launches;   // KernelLaunch events requested (v5)
-  bool api;        // GroupApi/CollApi/P2pApi recorded (v5)
-  bool proxy;      // ProxyOp/ProxyStep recorded
+  bool channels;  // KernelCh events requested
+  bool launches;  // KernelLaunch events requested (v5)
+  bool api;       // GroupApi/CollApi/P2pApi recorded (v5)
+  bool proxy;     // ProxyOp/ProxyStep recorded
   std::mutex p2p_mu;
   std::map<std::pair<int, uint32_t>, uint64_t> p2p_seq;  // (peer, func) -> next number
 };
@@ -213,11 +215,11 @@ struct Counters {
   std::atomic<uint64_t> graph_nodes{0};
   std::atomic<uint64_t> graph_clones{0};
   std::atomic<uint64_t> captured_calls{0};
-  std::atomic<uint64_t> api_unstopped{0};     // an API call started again before its stop
-  std::atomic<uint64_t> api_extra_stops{0};   // a stop of an API call already stopped
+  std::atomic<uint64_t> api_unstopped{0};    // an API call started again before its stop
+  std::atomic<uint64_t> api_extra_stops{0};  // a stop of an API call already stopped
   std::atomic<uint64_t> proxy_ops{0};
   std::atomic<uint64_t> proxy_steps{0};
-  std::atomic<uint64_t> proxy_orphans{0};     // ProxyOp with no operation of ours as parent
+  std::atomic<uint64_t> proxy_orphans{0};  // ProxyOp with no operation of ours as parent
 };
 Counters g_count;
 
@@ -235,7 +237,7 @@ uint32_t InternCached(const char* s) {
   thread_local std::unordered_map<const char*, uint32_t> cache;
   auto it = cache.find(s);
   if (it != cache.end()) return it->second;
-  uint32_t id = Agent::Get().sink().Intern(s, RecordKind::kNccl);
+  uint32_t id = g_agent->sink().Intern(s, RecordKind::kNccl);
   cache.emplace(s, id);
   return id;
 }
@@ -243,9 +245,9 @@ uint32_t InternCached(const char* s) {
 uint64_t DatatypeBytes(const char* dt) {
   if (dt == nullptr) return 0;
   static const std::pair<const char*, uint64_t> kSizes[] = {
-      {"ncclInt8", 1},     {"ncclUint8", 1},    {"ncclInt32", 4},    {"ncclUint32", 4},
-      {"ncclInt64", 8},    {"ncclUint64", 8},   {"ncclFloat16", 2},  {"ncclFloat32", 4},
-      {"ncclFloat64", 8},  {"ncclBfloat16", 2}, {"ncclFloat8e4m3", 1}, {"ncclFloat8e5m2", 1}};
+      {"ncclInt8", 1},    {"ncclUint8", 1},    {"ncclInt32", 4},      {"ncclUint32", 4},
+      {"ncclInt64", 8},   {"ncclUint64", 8},   {"ncclFloat16", 2},    {"ncclFloat32", 4},
+      {"ncclFloat64", 8}, {"ncclBfloat16", 2}, {"ncclFloat8e4m3", 1}, {"ncclFloat8e5m2", 1}};
   for (const auto& [name, size] : kSizes) {
     if (std::strcmp(dt, name) == 0) return size;
   }
@@ -274,7 +276,7 @@ void Release(Operation* op) {
   if (op->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   std::lock_guard<std::mutex> lock(g_ops_mu);
   if (LiveOps().erase(op) == 0) return;  // already emitted by the exit flush
-  Agent::Get().sink().Push(Snapshot(op));
+  g_agent->sink().Push(Snapshot(op));
   op->retired.store(true, std::memory_order_release);
   RetiredOps().push_back(op);
   if (RetiredOps().size() > kRetired) {
@@ -341,7 +343,7 @@ void StartColl(Comm* comm, void** handle, uint64_t seq, const char* func, size_t
                const char* datatype, uint8_t n_channels, uint8_t n_warps, const char* algo,
                const char* proto) {
   if (comm == g_first_comm.load(std::memory_order_acquire)) {
-    Agent::Get().capture().OnBoundary(StepSource::kNccl);
+    g_agent->capture().OnBoundary(StepSource::kNccl);
   }
   Operation* op = NewOperation(comm, kNcclProfileColl, n_channels);
   NcclRecord& r = op->record;
@@ -388,7 +390,7 @@ void StartChannel(void** handle, void* parent, uint8_t channel_id, uint64_t gpu_
   auto* op = static_cast<Operation*>(p);
   if (op->retired.load(std::memory_order_acquire)) {
     *handle = nullptr;  // a channel NCCL never announced, after the operation ended
-    Agent::Get().sink().CountDropped(RecordKind::kNccl, 1);
+    g_agent->sink().CountDropped(RecordKind::kNccl, 1);
     return;
   }
   // Announced channels already hold their reference; a surplus one takes one.
@@ -439,7 +441,7 @@ void StartLaunch(Comm* comm, void** handle) {
       continue;
     }
     call->external_id = l->external_id;
-    Agent::Get().sink().Push(*call);
+    g_agent->sink().Push(*call);
     call = t_captured_calls.erase(call);
   }
   if (t_capturing) g_count.captured_launches.fetch_add(1, std::memory_order_relaxed);
@@ -457,7 +459,7 @@ void StartGroupCall(bool graph_captured) {
     Release(op);
   }
   t_unlaunched.clear();
-  for (const NcclGraphRecord& call : t_captured_calls) Agent::Get().sink().Push(call);
+  for (const NcclGraphRecord& call : t_captured_calls) g_agent->sink().Push(call);
   t_captured_calls.clear();
   t_open.clear();
   t_api_thread = true;
@@ -480,7 +482,7 @@ void RecordCapturedCall(Comm* comm, NcclGraphEvent event, const char* func, size
   r.comm_nnodes = comm->nnodes;
   r.event = static_cast<uint8_t>(event);
   if (t_captured_calls.size() >= kMaxCapturedCalls) {
-    Agent::Get().sink().Push(t_captured_calls.front());
+    g_agent->sink().Push(t_captured_calls.front());
     t_captured_calls.erase(t_captured_calls.begin());
   }
   t_captured_calls.push_back(r);
@@ -507,7 +509,7 @@ NcclRecord& OpenApiCall(ApiCall& slot, uint64_t nccl_type, const Comm* comm, Ncc
     // Started again without a stop (an NCCL error path): keep what was known.
     g_count.api_unstopped.fetch_add(1, std::memory_order_relaxed);
     slot.record.end_ns = slot.record.start_ns;
-    Agent::Get().sink().Push(slot.record);
+    g_agent->sink().Push(slot.record);
   }
   slot.type = nccl_type;
   slot.open = true;
@@ -525,22 +527,21 @@ void CloseApiCall(ApiCall* slot) {
   }
   slot->open = false;
   slot->record.end_ns = TimebaseNowNs();
-  Agent::Get().sink().Push(slot->record);
+  g_agent->sink().Push(slot->record);
 }
 
 void StartGroupApi(Comm* comm, void** handle, bool graph_captured, int group_depth) {
-  NcclRecord& r =
-      OpenApiCall(t_group_api, kNcclProfileGroupApi, comm, NcclEventType::kGroupApi,
-                  graph_captured, handle);
+  NcclRecord& r = OpenApiCall(t_group_api, kNcclProfileGroupApi, comm, NcclEventType::kGroupApi,
+                              graph_captured, handle);
   r.count = group_depth > 0 ? static_cast<uint64_t>(group_depth) : 0;
 }
 
 void StartCallApi(Comm* comm, void** handle, NcclEventType type, const char* func, size_t count,
                   const char* datatype, int root, bool graph_captured) {
   const bool coll = type == NcclEventType::kCollApi;
-  NcclRecord& r = OpenApiCall(coll ? t_coll_api : t_p2p_api,
-                              coll ? kNcclProfileCollApi : kNcclProfileP2pApi, comm, type,
-                              graph_captured, handle);
+  NcclRecord& r =
+      OpenApiCall(coll ? t_coll_api : t_p2p_api, coll ? kNcclProfileCollApi : kNcclProfileP2pApi,
+                  comm, type, graph_captured, handle);
   r.func_id = InternCached(func);
   r.count = count;
   r.bytes = count * DatatypeBytes(datatype);
@@ -636,11 +637,12 @@ int MaskFor(const std::string& mode) {
 // 1.807 x the uncaptured time (CUPTI alone 1.731 x): no cost beyond the noise.
 bool RecordsApiCalls(const std::string& mode) { return mode != "coll"; }
 
-aon_nccl_result_t InitCommon(void** context, int* mask, const char* name, uint64_t hash, int nnodes,
-                             int nranks, int rank, bool v5) {
+}  // namespace
+
+aon_nccl_result_t NcclInit(const SourceContext& agent, void** context, int* mask, const char* name,
+                           uint64_t hash, int nnodes, int nranks, int rank, bool v5) {
   if (context == nullptr) return kInternalError;
   *context = nullptr;
-  Agent& agent = Agent::Get();
   if (!agent.enabled(RecordKind::kNccl) || agent.config().nccl == "off") {
     if (mask) *mask = 0;
     return kOk;  // loaded but idle: NCCL runs as without a plugin
@@ -652,6 +654,10 @@ aon_nccl_result_t InitCommon(void** context, int* mask, const char* name, uint64
     m &= ~static_cast<int>(kNcclProfileKernelLaunch);  // v4 has no launch or API events
   }
   if (mask) *mask = m;
+  if (!g_agent.bound()) {
+    g_agent.Bind(agent);
+    agent.notes().AddFinishHook(FlushLiveNcclOperations);
+  }
   auto* comm = new Comm();
   comm->channels = (m & kNcclProfileKernelCh) != 0;
   comm->launches = (m & kNcclProfileKernelLaunch) != 0;
@@ -666,21 +672,13 @@ aon_nccl_result_t InitCommon(void** context, int* mask, const char* name, uint64
   const Comm* none = nullptr;
   g_first_comm.compare_exchange_strong(none, comm, std::memory_order_acq_rel);
   *context = comm;
-  if (!v5) agent.Note("NCCL: profiler API v4 (NCCL 2.27): no kernel-launch correlation");
-  agent.Log("NCCL communicator %016llx: rank %d of %d on %d nodes (%s)",
-            static_cast<unsigned long long>(hash), rank, nranks, nnodes, name ? name : "");
+  if (!v5) agent.notes().Note("NCCL: profiler API v4 (NCCL 2.27): no kernel-launch correlation");
+  agent.notes().Log("NCCL communicator %016llx: rank %d of %d on %d nodes (%s)",
+                    static_cast<unsigned long long>(hash), rank, nranks, nnodes, name ? name : "");
   return kOk;
 }
 
-aon_nccl_result_t InitV5(void** context, uint64_t comm_id, int* mask, const char* name, int nnodes,
-                         int nranks, int rank, aon_nccl_logger_t) {
-  return InitCommon(context, mask, name, comm_id, nnodes, nranks, rank, true);
-}
-
-aon_nccl_result_t InitV4(void** context, int* mask, const char* name, uint64_t hash, int nnodes,
-                         int nranks, int rank, aon_nccl_logger_t) {
-  return InitCommon(context, mask, name, hash, nnodes, nranks, rank, false);
-}
+namespace {
 
 // The events v4 and v5 share (their descriptors name the fields alike); true
 // if `e` was one of them.
@@ -703,7 +701,9 @@ bool StartShared(Comm* comm, void** handle, const Event* e) {
   }
 }
 
-aon_nccl_result_t StartV5(void* context, void** handle, AonNcclEventV5* e) {
+}  // namespace
+
+aon_nccl_result_t NcclStartV5(void* context, void** handle, AonNcclEventV5* e) {
   if (handle == nullptr) return kOk;
   *handle = nullptr;
   auto* comm = static_cast<Comm*>(context);
@@ -753,7 +753,7 @@ aon_nccl_result_t StartV5(void* context, void** handle, AonNcclEventV5* e) {
   return kOk;
 }
 
-aon_nccl_result_t StartV4(void* context, void** handle, AonNcclEventV4* e) {
+aon_nccl_result_t NcclStartV4(void* context, void** handle, AonNcclEventV4* e) {
   if (handle == nullptr) return kOk;
   *handle = nullptr;
   auto* comm = static_cast<Comm*>(context);
@@ -762,7 +762,7 @@ aon_nccl_result_t StartV4(void* context, void** handle, AonNcclEventV4* e) {
   return kOk;
 }
 
-aon_nccl_result_t Stop(void* handle) {
+aon_nccl_result_t NcclStop(void* handle) {
   auto* h = static_cast<Handle*>(handle);
   if (h == nullptr) return kOk;
   switch (h->type) {
@@ -792,7 +792,7 @@ aon_nccl_result_t Stop(void* handle) {
         r.comm_nnodes = op->record.comm_nnodes;
         r.event_type = static_cast<uint8_t>(NcclEventType::kKernelCh);
         r.gpu_timing = static_cast<uint8_t>(NcclGpuTiming::kRaw);
-        Agent::Get().sink().Push(r);
+        g_agent->sink().Push(r);
       }
       delete ch;
       Release(op);
@@ -807,7 +807,7 @@ aon_nccl_result_t Stop(void* handle) {
     case kNcclProfileProxyStep: {
       auto* p = static_cast<ProxyEvent*>(h);
       p->record.end_ns = TimebaseNowNs();
-      Agent::Get().sink().Push(p->record);
+      g_agent->sink().Push(p->record);
       (h->type == kNcclProfileProxyOp ? g_count.proxy_ops : g_count.proxy_steps)
           .fetch_add(1, std::memory_order_relaxed);
       delete p;
@@ -835,7 +835,7 @@ aon_nccl_result_t Stop(void* handle) {
   return kOk;
 }
 
-aon_nccl_result_t RecordState(void* handle, int state, AonNcclStateArgs* args) {
+aon_nccl_result_t NcclRecordState(void* handle, int state, AonNcclStateArgs* args) {
   auto* h = static_cast<Handle*>(handle);
   if (h == nullptr || args == nullptr) return kOk;
   if (h->type == kNcclProfileKernelCh && state == kNcclStateKernelChStop) {
@@ -848,7 +848,7 @@ aon_nccl_result_t RecordState(void* handle, int state, AonNcclStateArgs* args) {
   return kOk;
 }
 
-aon_nccl_result_t Finalize(void* context) {
+aon_nccl_result_t NcclFinalize(void* context) {
   auto* comm = static_cast<Comm*>(context);
   if (comm == nullptr) return kOk;
   NcclRecord r{};
@@ -861,13 +861,11 @@ aon_nccl_result_t Finalize(void* context) {
   r.comm_nnodes = comm->nnodes;
   r.channel_id = r.root = r.peer = -1;
   r.event_type = static_cast<uint8_t>(NcclEventType::kComm);
-  Agent::Get().sink().Push(r);
+  g_agent->sink().Push(r);
   // Operations may still hold the comm (a stop after finalize would be a NCCL
   // bug, but never a crash here): the Comm is leaked on purpose; it is small.
   return kOk;
 }
-
-}  // namespace
 
 void SetNcclCuptiCorrelation(bool on) {
   // Each switch is a new epoch: a launch pops only what it pushed in the epoch
@@ -889,7 +887,7 @@ void OnGraphKernelNodeCreated(uint64_t node_id) {
   r.comm_rank = t_launch_comm->rank;
   r.comm_nranks = t_launch_comm->nranks;
   r.comm_nnodes = t_launch_comm->nnodes;
-  Agent::Get().sink().Push(r);
+  g_agent->sink().Push(r);
   g_count.graph_nodes.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -903,12 +901,12 @@ void OnGraphKernelNodeCloned(uint64_t original_node_id, uint64_t clone_node_id) 
   }
   NcclGraphRecord r = GraphNodeRow(NcclGraphEvent::kNodeCloned, clone_node_id);
   r.original_node_id = original_node_id;
-  Agent::Get().sink().Push(r);
+  g_agent->sink().Push(r);
   g_count.graph_clones.fetch_add(1, std::memory_order_relaxed);
 }
 
 void FlushLiveNcclOperations() {
-  RecordSink& sink = Agent::Get().sink();
+  RecordSink& sink = g_agent->sink();
   // Operations still waiting at exit (a channel that never reported, or the
   // process ending mid-operation): keep what is known, and say how many. Tying
   // operations to kernels and calibrating channel times happens in the merge
@@ -920,8 +918,8 @@ void FlushLiveNcclOperations() {
   for (Operation* op : LiveOps()) sink.Push(Snapshot(op));
   LiveOps().clear();
   if (open > 0) {
-    Agent::Get().Note("NCCL: " + std::to_string(open) +
-                      " operations had not completed at exit; recorded with what was known");
+    g_agent->notes().Note("NCCL: " + std::to_string(open) +
+                          " operations had not completed at exit; recorded with what was known");
   }
   // What NCCL's event order and CUDA graphs looked like (for the GPU checks).
   auto n = [](const std::atomic<uint64_t>& c) {
@@ -930,36 +928,28 @@ void FlushLiveNcclOperations() {
   const Counters& c = g_count;
   if (c.before_launch.load() + c.no_launch.load() > 0 || c.captured_launches.load() > 0 ||
       c.graph_nodes.load() > 0 || c.captured_calls.load() > 0) {
-    Agent::Get().Note("NCCL launches: " + n(c.after_launch) +
-                      " operations reported after their launch, " + n(c.before_launch) +
-                      " before it, " + n(c.no_launch) +
-                      " with no launch of their communicator on their thread");
+    g_agent->notes().Note("NCCL launches: " + n(c.after_launch) +
+                          " operations reported after their launch, " + n(c.before_launch) +
+                          " before it, " + n(c.no_launch) +
+                          " with no launch of their communicator on their thread");
   }
   if (c.captured_launches.load() > 0 || c.graph_nodes.load() > 0 || c.captured_calls.load() > 0) {
-    Agent::Get().Note(
+    g_agent->notes().Note(
         "NCCL CUDA graphs: " + n(c.captured_launches) + " NCCL launches under stream capture (" +
         n(c.captured_launches_without_node) + " with no graph kernel node reported by CUPTI), " +
         n(c.graph_nodes) + " kernel nodes created by NCCL launches, " + n(c.graph_clones) +
         " clones of them, " + n(c.captured_calls) + " NCCL calls captured");
   }
   if (c.api_unstopped.load() + c.api_extra_stops.load() > 0) {
-    Agent::Get().Note("NCCL API events: " + n(c.api_unstopped) + " started again before their stop, " +
-                      n(c.api_extra_stops) + " stops of a call already stopped (ignored)");
+    g_agent->notes().Note("NCCL API events: " + n(c.api_unstopped) +
+                          " started again before their stop, " + n(c.api_extra_stops) +
+                          " stops of a call already stopped (ignored)");
   }
   if (c.proxy_ops.load() + c.proxy_steps.load() + c.proxy_orphans.load() > 0) {
-    Agent::Get().Note("NCCL proxy: " + n(c.proxy_ops) + " proxy operations, " + n(c.proxy_steps) +
-                      " proxy steps, " + n(c.proxy_orphans) +
-                      " proxy operations without an operation of this process as parent");
+    g_agent->notes().Note("NCCL proxy: " + n(c.proxy_ops) + " proxy operations, " +
+                          n(c.proxy_steps) + " proxy steps, " + n(c.proxy_orphans) +
+                          " proxy operations without an operation of this process as parent");
   }
 }
 
 }  // namespace aon::agent
-
-extern "C" {
-__attribute__((visibility("default"))) AonNcclProfilerV5 ncclProfiler_v5 = {
-    "AON", aon::agent::InitV5, aon::agent::StartV5, aon::agent::Stop, aon::agent::RecordState,
-    aon::agent::Finalize};
-__attribute__((visibility("default"))) AonNcclProfilerV4 ncclProfiler_v4 = {
-    "AON", aon::agent::InitV4, aon::agent::StartV4, aon::agent::Stop, aon::agent::RecordState,
-    aon::agent::Finalize};
-}

@@ -2,7 +2,8 @@
 //
 // nvtx3 (header-only, compiled into each "module": the app, libtorch, NCCL...)
 // dlopens the injection library on a module's first NVTX call and calls
-// InitializeInjectionNvtx2 with a getter for its function tables; we fill the
+// InitializeInjectionNvtx2 (entry_points.cc) with a getter for its function
+// tables, which hands it to InstallNvtxInjection; we fill the
 // CORE (default domain) and CORE2 (named domains) slots. Each module calls
 // this separately, so it must be idempotent.
 //
@@ -14,24 +15,29 @@
 // push returns the 0-based depth of the new range, pop the depth of the closed
 // one (-1 if none); start/end ranges may end on another thread.
 #define NVTX_NO_IMPL
+#include "nvtx_injection.h"
+
 #include <nvtx3/nvToolsExt.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
-#include "agent.h"
 #include "aon/base/timebase.h"
+#include "source_context.h"
 
 namespace aon::agent {
 namespace {
+
+// Bound by InstallNvtxInjection, before any callback is installed.
+BoundContext g_agent;
 
 struct OpenRange {
   uint64_t start_ns;
@@ -49,7 +55,7 @@ struct OpenRange {
 bool IsStepName(uint32_t id, std::string_view name) {
   thread_local std::unordered_map<uint32_t, bool> cache;
   if (auto it = cache.find(id); it != cache.end()) return it->second;
-  const bool step = Agent::Get().capture().StepRangeName(name);
+  const bool step = g_agent->capture().StepRangeName(name);
   if (cache.size() >= 4096) cache.clear();
   cache.emplace(id, step);
   return step;
@@ -121,7 +127,7 @@ uint32_t InternName(const char* s) {
   thread_local std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> cache;
   const std::string_view name(s);
   if (auto it = cache.find(name); it != cache.end()) return it->second;
-  const uint32_t id = Agent::Get().sink().Intern(name, RecordKind::kNvtx);
+  const uint32_t id = g_agent->sink().Intern(name, RecordKind::kNvtx);
   if (cache.size() >= kThreadNameCache) cache.clear();
   cache.emplace(std::string(name), id);
   return id;
@@ -139,20 +145,22 @@ OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {
         break;
       case NVTX_MESSAGE_TYPE_UNICODE: {
         const std::string name = Utf8(a->message.unicode);
-        r.name_id = Agent::Get().sink().Intern(name, RecordKind::kNvtx);
+        r.name_id = g_agent->sink().Intern(name, RecordKind::kNvtx);
         r.step_name = IsStepName(r.name_id, name);
         break;
       }
       case NVTX_MESSAGE_TYPE_REGISTERED: {
-        r.name_id = a->message.registered
-                        ? static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a->message.registered) - 1)
-                        : 0;
+        r.name_id =
+            a->message.registered
+                ? static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a->message.registered) - 1)
+                : 0;
         std::lock_guard<std::mutex> lock(g_registered_mu);
         auto it = RegisteredStepNames().find(r.name_id);
         r.step_name = it != RegisteredStepNames().end() && it->second;
         break;
       }
-      default: break;
+      default:
+        break;
     }
     r.category = a->category;
     r.color = a->colorType == NVTX_COLOR_ARGB ? a->color : 0;
@@ -162,7 +170,7 @@ OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {
 }
 
 void Emit(const OpenRange& r, uint64_t end_ns, NvtxType type) {
-  Agent& agent = Agent::Get();
+  const SourceContext& agent = *g_agent;
   if (!agent.enabled(RecordKind::kNvtx)) return;  // injected for step ranges only
   NvtxRecord rec{};
   rec.start_ns = r.start_ns;
@@ -183,7 +191,7 @@ void Emit(const OpenRange& r, uint64_t end_ns, NvtxType type) {
 // any start/end range, marks a step boundary where it begins.
 void MaybeStep(const OpenRange& r, bool outermost) {
   if (r.step_name && r.domain_id == 0 && outermost) {
-    Agent::Get().capture().OnBoundary(StepSource::kNvtx);
+    g_agent->capture().OnBoundary(StepSource::kNvtx);
   }
 }
 
@@ -256,7 +264,9 @@ OpenRange FromWide(uint32_t domain_id, const wchar_t* s) {
 void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { Mark(FromAttributes(0, a)); }
 void NVTX_API MarkA(const char* s) { Mark(FromAscii(0, s)); }
 void NVTX_API MarkW(const wchar_t* s) { Mark(FromWide(0, s)); }
-nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) { return Start(FromAttributes(0, a)); }
+nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) {
+  return Start(FromAttributes(0, a));
+}
 nvtxRangeId_t NVTX_API RangeStartA(const char* s) { return Start(FromAscii(0, s)); }
 nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* s) { return Start(FromWide(0, s)); }
 void NVTX_API RangeEnd(nvtxRangeId_t id) { End(id); }
@@ -291,7 +301,7 @@ void NVTX_API DomainResourceDestroy(nvtxResourceHandle_t) {}
 void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t, uint32_t, const char*) {}
 void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t, uint32_t, const wchar_t*) {}
 nvtxStringHandle_t RegisteredString(std::string_view s, uint32_t id) {
-  const bool step = Agent::Get().capture().StepRangeName(s);
+  const bool step = g_agent->capture().StepRangeName(s);
   std::lock_guard<std::mutex> lock(g_registered_mu);
   RegisteredStepNames()[id] = step;
   return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(id) + 1);
@@ -301,13 +311,13 @@ nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t, const wchar_t* s) {
   const std::string name = Utf8(s);
-  return RegisteredString(name, Agent::Get().sink().Intern(name, RecordKind::kNvtx));
+  return RegisteredString(name, g_agent->sink().Intern(name, RecordKind::kNvtx));
 }
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
   return reinterpret_cast<nvtxDomainHandle_t>(static_cast<uintptr_t>(InternName(name)) + 1);
 }
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
-  uint32_t id = Agent::Get().sink().Intern(Utf8(name), RecordKind::kNvtx);
+  uint32_t id = g_agent->sink().Intern(Utf8(name), RecordKind::kNvtx);
   return reinterpret_cast<nvtxDomainHandle_t>(static_cast<uintptr_t>(id) + 1);
 }
 void NVTX_API DomainDestroy(nvtxDomainHandle_t) {}
@@ -315,7 +325,8 @@ void NVTX_API Initialize(const void*) {}
 
 template <typename F>
 void SetSlot(NvtxFunctionTable table, unsigned size, unsigned cbid, F fn) {
-  if (cbid < size && table[cbid] != nullptr) *table[cbid] = reinterpret_cast<NvtxFunctionPointer>(fn);
+  if (cbid < size && table[cbid] != nullptr)
+    *table[cbid] = reinterpret_cast<NvtxFunctionPointer>(fn);
 }
 
 bool FillCore(const NvtxExportTableCallbacks* etbl) {
@@ -363,19 +374,17 @@ bool FillCore2(const NvtxExportTableCallbacks* etbl) {
 }
 
 }  // namespace
-}  // namespace aon::agent
 
-extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
-    NvtxGetExportTableFunc_t get_export_table) {
-  using namespace aon::agent;
-  Agent& agent = Agent::Get();
+int InstallNvtxInjection(const SourceContext& agent, NvtxExportTableGetter get_export_table) {
   // Also without NVTX records: step ranges mark the steps of capture windows.
   const bool steps = agent.recording() && agent.capture().windowed();
-  if ((!agent.enabled(aon::RecordKind::kNvtx) && !steps) || get_export_table == nullptr) return 0;
+  if ((!agent.enabled(RecordKind::kNvtx) && !steps) || get_export_table == nullptr) return 0;
+  g_agent.Bind(agent);
   const auto* etbl =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (etbl == nullptr || etbl->struct_size < sizeof(NvtxExportTableCallbacks)) {
-    agent.Note("NVTX: this NVTX version offers no callback table; NVTX ranges not captured");
+    agent.notes().Note(
+        "NVTX: this NVTX version offers no callback table; NVTX ranges not captured");
     return 0;
   }
   if (const auto* version =
@@ -385,10 +394,12 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     version->SetInjectionNvtxVersion(NVTX_VERSION);
   }
   bool ok = FillCore(etbl) && FillCore2(etbl);
-  if (!ok) agent.Note("NVTX: could not install callbacks; NVTX ranges not captured");
-  agent.Log("NVTX injection installed in a module");
+  if (!ok) agent.notes().Note("NVTX: could not install callbacks; NVTX ranges not captured");
+  agent.notes().Log("NVTX injection installed in a module");
   return ok ? 1 : 0;
 }
+
+}  // namespace aon::agent
 
 // NVTX looks these up with dlsym on our handle, which also searches our
 // dependencies: without our own definitions it would find libcupti's, and

@@ -11,13 +11,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent.h"
-#include "aon/format/records.h"
 #include "aon/base/timebase.h"
+#include "aon/format/records.h"
+#include "agent_notes.h"
+#include "record_sink.h"
 
 namespace aon::agent {
 namespace {
 
+// Bound when the agent is made, before any range can be recorded.
+std::atomic<RecordSink*> g_sink{nullptr};
+std::atomic<AgentNotes*> g_notes{nullptr};
+RecordSink& Sink() { return *g_sink.load(std::memory_order_acquire); }
 // Written by CaptureControl under its lock; read by every range.
 std::atomic<bool> g_recording{false};
 // Bumped before every detach of the GPU source: a push is popped only in its epoch.
@@ -107,7 +112,7 @@ struct ThreadRanges {
     if (s == nullptr || *s == '\0') return 0;
     const std::string_view name(s);
     if (auto it = names.find(name); it != names.end()) return it->second;
-    const uint32_t id = Agent::Get().sink().Intern(name, RecordKind::kOps);
+    const uint32_t id = Sink().Intern(name, RecordKind::kOps);
     if (names.size() >= kThreadNameCache) names.clear();
     names.emplace(std::string(name), id);
     return id;
@@ -147,7 +152,7 @@ void Emit(const ThreadRanges& t, const OpenRange& r, uint64_t end_ns) {
   rec.framework_thread = r.framework_thread;
   rec.forward_thread = r.forward_thread;
   rec.kind = r.kind;
-  Agent::Get().sink().Push(rec);
+  Sink().Push(rec);
 }
 
 }  // namespace
@@ -216,8 +221,11 @@ void EndOpRange(uint64_t id) {
   }
 }
 
+namespace {
+
+// At the agent's Finish: what could not be recorded, said once in the notes.
 void NoteOpRangeLosses() {
-  Agent& agent = Agent::Get();
+  AgentNotes& agent = *g_notes.load(std::memory_order_acquire);
   if (const uint64_t n = g_abandoned.load(std::memory_order_relaxed); n > 0) {
     agent.Note("ops: " + std::to_string(n) +
                " framework range(s) were still open when their thread ended: not recorded");
@@ -232,6 +240,14 @@ void NoteOpRangeLosses() {
                " aon_op_end call(s) named no range open on their thread (ended twice, or on "
                "another thread): ignored");
   }
+}
+
+}  // namespace
+
+void BindOpRanges(RecordSink& sink, AgentNotes& notes) {
+  g_notes.store(&notes, std::memory_order_release);
+  g_sink.store(&sink, std::memory_order_release);
+  notes.AddFinishHook(NoteOpRangeLosses);
 }
 
 }  // namespace aon::agent

@@ -74,7 +74,10 @@ uint64_t BeginOpRange(const char* name, uint8_t kind, int64_t sequence_nr,
                       uint32_t framework_thread, uint32_t forward_thread);
 void EndOpRange(uint64_t id);
 
-// At the agent's Finish: what could not be recorded, said once in the notes.
-void NoteOpRangeLosses();
+// When the agent is made, before any range is recorded: where ranges go; what
+// could not be recorded is said in the notes at the agent's Finish.
+class AgentNotes;
+class RecordSink;
+void BindOpRanges(RecordSink& sink, AgentNotes& notes);
 
 }  // namespace aon::agent

@@ -24,11 +24,11 @@
 #include <string_view>
 #include <vector>
 
-#include "aon/format/records.h"
-#include "aon/ipc/shm_ring.h"
 #include "aon/base/status.h"
+#include "aon/format/records.h"
 #include "aon/format/string_table.h"
 #include "aon/format/trace_file.h"
+#include "aon/ipc/shm_ring.h"
 
 namespace aon::agent {
 
@@ -50,7 +50,9 @@ class RecordSink {
   // CUPTI's buffer pool and other memory that counts against the cap. False
   // if that would exceed it.
   bool ReserveExternal(uint64_t bytes);
-  void ReleaseExternal(uint64_t bytes) { external_used_.fetch_sub(bytes, std::memory_order_relaxed); }
+  void ReleaseExternal(uint64_t bytes) {
+    external_used_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
 
   // Interns a string and sends it to the ring if new. Returns 0 ("") and
   // counts a drop of `kind` when the cap leaves no room for it.

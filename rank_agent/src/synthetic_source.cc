@@ -20,12 +20,12 @@
 #include <optional>
 #include <vector>
 
-#include "agent.h"
-#include "aon/synthetic_device.h"
 #include "aon/base/timebase.h"
+#include "aon/synthetic_device.h"
 #include "correlation_ids.h"
 #include "counter_sampler.h"
 #include "op_ranges.h"
+#include "source_context.h"
 
 namespace aon::agent {
 namespace {
@@ -41,13 +41,15 @@ constexpr uint32_t kCbidMemcpy = 31, kCbidMemcpyAsync = 41, kCbidMemset = 46, kC
                    kCbidDeviceSynchronize = 165, kCbidStreamSynchronize = 131,
                    kCbidLaunchKernel = 211;
 
+// Bound by StartSyntheticSource, before the device is enabled.
+BoundContext g_agent;
 std::atomic<bool> g_enabled{false};
 // Activity is recorded (as CUPTI would record it): all the time in full mode,
 // in capture windows in budgeted mode. The device runs either way.
 std::atomic<bool> g_recording{false};
 
 bool Recording(RecordKind kind) {
-  return g_recording.load(std::memory_order_acquire) && Agent::Get().enabled(kind);
+  return g_recording.load(std::memory_order_acquire) && g_agent->enabled(kind);
 }
 
 // The device's own correlation numbering restarts at 1 on every attach, as
@@ -102,7 +104,7 @@ thread_local KernelProfile t_profile;
 class SyntheticSampler final : public CounterSampler {
  public:
   SyntheticSampler(GpuUuid uuid, int64_t interval_us)
-      : writer_(uuid, kDeviceId, CounterSource::kSyntheticPmSampling),
+      : writer_(g_agent->sink(), uuid, kDeviceId, CounterSource::kSyntheticPmSampling),
         interval_ns_(static_cast<uint64_t>(interval_us) * 1000) {
     const char* fake = std::getenv("AON_FAKE_PM_SAMPLING");
     const std::string f = fake != nullptr ? fake : "";
@@ -115,7 +117,8 @@ class SyntheticSampler final : public CounterSampler {
   void Begin() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (refusal_) {
-      if (!refused_said_) Agent::Get().Note(SamplerRefusalNote(*refusal_, "AON_FAKE_PM_SAMPLING"));
+      if (!refused_said_)
+        g_agent->notes().Note(SamplerRefusalNote(*refusal_, "AON_FAKE_PM_SAMPLING"));
       refused_said_ = true;
       return;
     }
@@ -131,7 +134,8 @@ class SyntheticSampler final : public CounterSampler {
     if (fall_behind_) {
       end = begin_ns_ + (end - begin_ns_) / 2;  // the rest of the window is lost
       if (!fell_behind_said_)
-        Agent::Get().Note(SamplerRefusalNote(SamplerRefusal::kFellBehind, "AON_FAKE_PM_SAMPLING"));
+        g_agent->notes().Note(
+            SamplerRefusalNote(SamplerRefusal::kFellBehind, "AON_FAKE_PM_SAMPLING"));
       fell_behind_said_ = true;
     }
     ++windows_;
@@ -156,8 +160,9 @@ class SyntheticSampler final : public CounterSampler {
     }
     if (kernels_.size() >= kMaxKernels) {
       if (!dropped_said_)
-        Agent::Get().Note("counters: the synthetic sampler kept " + std::to_string(kMaxKernels) +
-                          " kernels of this window; later ones are not in its samples");
+        g_agent->notes().Note("counters: the synthetic sampler kept " +
+                              std::to_string(kMaxKernels) +
+                              " kernels of this window; later ones are not in its samples");
       dropped_said_ = true;
       return;
     }
@@ -167,11 +172,12 @@ class SyntheticSampler final : public CounterSampler {
   void Summarize() {
     std::lock_guard<std::mutex> lock(mu_);
     if (writer_.samples() == 0) return;
-    Agent::Get().Note("counters: " + std::to_string(writer_.samples()) + " SYNTHETIC PM samples (" +
-                      std::to_string(writer_.rows()) + " rows) in " + std::to_string(windows_) +
-                      " capture window(s), every " + std::to_string(interval_ns_ / 1000) +
-                      " us: computed from planted kernel "
-                      "profiles, not measured");
+    g_agent->notes().Note("counters: " + std::to_string(writer_.samples()) +
+                          " SYNTHETIC PM samples (" + std::to_string(writer_.rows()) +
+                          " rows) in " + std::to_string(windows_) + " capture window(s), every " +
+                          std::to_string(interval_ns_ / 1000) +
+                          " us: computed from planted kernel "
+                          "profiles, not measured");
   }
 
  private:
@@ -276,7 +282,7 @@ void SleepUntil(uint64_t t_ns) {
 }
 
 void PushApi(uint64_t start, uint32_t correlation, uint32_t cbid, const char* name) {
-  Agent& agent = Agent::Get();
+  const SourceContext& agent = *g_agent;
   if (!Recording(RecordKind::kApi)) return;
   // CUPTI writes external correlation records only with an API record, just
   // before it: one per kind whose stack is not empty on the calling thread.
@@ -325,7 +331,7 @@ void AppendActivity(uint64_t start_ns, uint64_t end_ns) {
 
 int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int grid_x, int block_x) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
-  Agent& agent = Agent::Get();
+  const SourceContext& agent = *g_agent;
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   KernelRecord k{};
@@ -351,7 +357,7 @@ int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int gr
 
 int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
-  Agent& agent = Agent::Get();
+  const SourceContext& agent = *g_agent;
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   MemcpyRecord m{};
@@ -378,7 +384,7 @@ int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
 
 int Memset(uint32_t stream, uint64_t bytes, int async) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
-  Agent& agent = Agent::Get();
+  const SourceContext& agent = *g_agent;
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   MemsetRecord m{};
@@ -399,7 +405,7 @@ int Memset(uint32_t stream, uint64_t bytes, int async) {
 
 int Synchronize(uint32_t stream) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
-  Agent& agent = Agent::Get();
+  const SourceContext& agent = *g_agent;
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   uint64_t until = now;
@@ -430,8 +436,8 @@ const AonSyntheticDeviceV1 kDevice = {
 
 }  // namespace
 
-bool StartSyntheticSource() {
-  Agent& agent = Agent::Get();
+bool StartSyntheticSource(const SourceContext& agent) {
+  g_agent.Bind(agent);
   RecordSink& store = agent.sink();
   DeviceInfo d{};
   d.device_id = kDeviceId;
@@ -443,16 +449,16 @@ bool StartSyntheticSource() {
     g_activity_fd =
         open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (g_activity_fd < 0)
-      agent.Note("synthetic GPU: cannot write " + path + ": " + std::strerror(errno));
+      agent.notes().Note("synthetic GPU: cannot write " + path + ": " + std::strerror(errno));
   }
   d.name_id = store.Intern("AON synthetic GPU (not real)", RecordKind::kKernel);
   d.sm_count = 0;
-  agent.AddDevice(d);
-  agent.SetSource("synthetic");
-  agent.Note("SYNTHETIC source: GPU activity in this trace is simulated, not measured");
+  agent.notes().AddDevice(d);
+  agent.notes().SetSource("synthetic");
+  agent.notes().Note("SYNTHETIC source: GPU activity in this trace is simulated, not measured");
   if (agent.config().counters == "auto" && agent.enabled(RecordKind::kCounters)) {
     g_sampler = new SyntheticSampler(GpuUuidFromText(uuid), agent.config().counters_sample_us);
-    agent.SetFlushHook(FlushSynthetic);
+    agent.notes().SetFlushHook(FlushSynthetic);
   }
   SetOpCorrelation(&kSyntheticOpCorrelation);
   g_enabled.store(true, std::memory_order_release);

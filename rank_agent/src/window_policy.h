@@ -66,17 +66,17 @@ class StepTracker {
 };
 
 struct WindowSettings {
-  uint32_t width = 3;          // W: steps per window
-  uint32_t fixed_period = 0;   // P fixed (a power of two); 0: chosen by the budget
-  double budget = 0.01;        // share of step time windows may cost
-  uint64_t seed = 0;           // job-wide (the job id's hash): the phase
-  uint32_t min_period = 16;    // the budget never asks for windows closer than this
+  uint32_t width = 3;         // W: steps per window
+  uint32_t fixed_period = 0;  // P fixed (a power of two); 0: chosen by the budget
+  double budget = 0.01;       // share of step time windows may cost
+  uint64_t seed = 0;          // job-wide (the job id's hash): the phase
+  uint32_t min_period = 16;   // the budget never asks for windows closer than this
   uint32_t max_period = 1u << 20;
 };
 
 // What the agent does at a step boundary, in this order.
 struct StepDecision {
-  bool detach = false;  // switch CUPTI off entirely (the second step after a window)
+  bool detach = false;   // switch CUPTI off entirely (the second step after a window)
   bool quiesce = false;  // stop recording: the window ended at this boundary
   bool open = false;     // switch CUPTI on: this step starts a window
   // The step that begins: captured (in a window), a window's tail, on demand.
@@ -165,7 +165,7 @@ class WindowPolicy {
   uint32_t demand_at_steps_ = 0;
   uint64_t late_requests_ = 0;
   // Measurements.
-  std::deque<double> base_;     // recent uncaptured step durations (ns)
+  std::deque<double> base_;         // recent uncaptured step durations (ns)
   std::vector<double> base_all_;    // every uncaptured step, for the summary's median
   std::vector<double> captured_;    // every captured step (ns)
   std::deque<double> window_cost_;  // recent windows' extra time (ns)
