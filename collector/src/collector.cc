@@ -19,15 +19,15 @@
 #include <list>
 #include <vector>
 
-#include "aon/ipc/capture_request.h"
-#include "aon/ipc/collector_protocol.h"
-#include "aon/format/metadata_wire.h"
-#include "aon/ipc/record_batches.h"
 #include "aon/base/secure_fs.h"
-#include "aon/ipc/shm_ring.h"
 #include "aon/base/timebase.h"
+#include "aon/format/metadata_wire.h"
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
+#include "aon/ipc/capture_request.h"
+#include "aon/ipc/collector_protocol.h"
+#include "aon/ipc/record_batches.h"
+#include "aon/ipc/shm_ring.h"
 #include "gpm_counters.h"
 #include "ring_intake.h"
 
@@ -177,7 +177,7 @@ class Collector {
   void SampleCounters(uint64_t now, const Rank* finishing = nullptr);
   Rank* CounterHolder(const Rank* finishing = nullptr);
   void Fail(Rank& r, const Status& st);
-  bool flight() const { return o_.mode == "flight"; }
+  bool flight() const { return o_.mode == CaptureMode::kFlight; }
   std::string RankPath(int rank, int64_t pid) const;
 
   CollectorOptions o_;
@@ -431,7 +431,7 @@ Rank* Collector::CounterHolder(const Rank* finishing) {
 void Collector::SampleCounters(uint64_t now, const Rank* finishing) {
   if (!counters_opened_) {
     counters_opened_ = true;
-    if (o_.counters != "off") gpm_ = GpmCounters::Open(&counter_notes_);
+    if (o_.counters != CounterMode::kOff) gpm_ = GpmCounters::Open(&counter_notes_);
     if (gpm_ != nullptr) {
       counter_notes_.push_back("counters: NVML GPM metrics of " +
                                std::to_string(gpm_->active_gpus()) + " GPU(s) of this node every " +

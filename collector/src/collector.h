@@ -25,6 +25,7 @@
 #include <string>
 
 #include "aon/base/status.h"
+#include "aon/config/agent_config.h"
 #include "flight_watch.h"
 
 namespace aon::collector {
@@ -32,7 +33,7 @@ namespace aon::collector {
 struct CollectorOptions {
   std::string socket_name;
   std::string output_dir;
-  std::string mode = "full";  // full | flight
+  CaptureMode mode = CaptureMode::kFull;  // budgeted and full are the same here; flight
   double window_s = 60;
   int64_t flush_ms = 1000;
   int64_t drain_ms = 20;
@@ -40,12 +41,12 @@ struct CollectorOptions {
   // less often (up to 25x; rings then fill and drop, counted); below half of
   // it, it speeds up again.
   double cpu_budget = 0.5;
-  int64_t linger_ms = 2000;       // after the last rank left (flight: 5000)
-  int64_t idle_exit_ms = 60000;   // no rank ever connected
+  int64_t linger_ms = 2000;      // after the last rank left (flight: 5000)
+  int64_t idle_exit_ms = 60000;  // no rank ever connected
   FlightWatchOptions flight;
-  // GPU counters (gpm_counters.h): "auto"/"gpm" sample NVML GPM every
-  // counters_interval_ms, "off" never loads NVML.
-  std::string counters = "auto";
+  // GPU counters (gpm_counters.h): auto and gpm sample NVML GPM every
+  // counters_interval_ms, off never loads NVML.
+  CounterMode counters = CounterMode::kAuto;
   int64_t counters_interval_ms = 100;
   bool verbose = false;
 };

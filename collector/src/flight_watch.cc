@@ -25,9 +25,9 @@ std::string FlightWatch::OnNvtxRange(const NvtxRecord& r, const std::string& nam
     const double median = static_cast<double>(sorted[sorted.size() / 2]);
     if (static_cast<double>(d) > options_.step_factor * median) {
       char buf[200];
-      std::snprintf(buf, sizeof(buf), "step-time spike: '%s' took %.3f ms, %.1fx the median %.3f ms",
-                    name.c_str(), static_cast<double>(d) / 1e6, static_cast<double>(d) / median,
-                    median / 1e6);
+      std::snprintf(buf, sizeof(buf),
+                    "step-time spike: '%s' took %.3f ms, %.1fx the median %.3f ms", name.c_str(),
+                    static_cast<double>(d) / 1e6, static_cast<double>(d) / median, median / 1e6);
       reason = buf;
     }
   }

@@ -16,7 +16,7 @@
 namespace aon::collector {
 
 struct FlightWatchOptions {
-  double nccl_stall_s = 60;  // 0: off
+  double nccl_stall_s = 60;         // 0: off
   std::string step_range = "step";  // "": off
   double step_factor = 3;
 };

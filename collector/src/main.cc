@@ -6,11 +6,27 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <cstdio>
+#include <map>
+#include <string>
+#include <string_view>
 
-#include "aon/ipc/collector_protocol.h"
 #include "aon/config/agent_config.h"
+#include "aon/ipc/collector_protocol.h"
 #include "collector.h"
+
+namespace {
+
+// CLI11's map from a choice's names to its enum (values in the order of `names`).
+template <typename E, size_t N>
+std::map<std::string, E> ChoiceMap(const std::array<std::string_view, N>& names, int first = 0) {
+  std::map<std::string, E> m;
+  for (size_t i = 0; i < N; ++i) m.emplace(std::string(names[i]), static_cast<E>(first + int(i)));
+  return m;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using aon::collector::CollectorOptions;
@@ -28,8 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--job-id", job_id, "the job id (AON_JOB_ID), to derive the socket name");
   // Budgeted and full capture are the same to the collector: it writes what arrives.
   app.add_option("--mode", o.mode, "budgeted, full or flight")
-      ->check(CLI::IsMember(
-          std::vector<std::string>(aon::kCaptureModes.begin(), aon::kCaptureModes.end())));
+      ->transform(CLI::CheckedTransformer(
+          ChoiceMap<aon::CaptureMode>(aon::kCaptureModes, /*first=*/1)));  // kUnknown is 0
   app.add_option("--window", o.window_s, "flight mode: seconds kept")
       ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--flush-ms", o.flush_ms, "ms between appends to the files")
@@ -42,10 +58,8 @@ int main(int argc, char** argv) {
   app.add_option("--idle-exit-ms", o.idle_exit_ms, "exit if no rank connects within this")
       ->check(CLI::Range(0, 3600000));
   // The agent's choices and range (AON_COUNTERS, AON_COUNTERS_INTERVAL: aon/config/agent_config.h).
-  const std::vector<std::string> counter_modes(aon::kCounterModes.begin(),
-                                               aon::kCounterModes.end());
   app.add_option("--counters", o.counters, "GPU counters: auto, gpm or off")
-      ->check(CLI::IsMember(counter_modes));
+      ->transform(CLI::CheckedTransformer(ChoiceMap<aon::CounterMode>(aon::kCounterModes)));
   app.add_option("--counters-interval-ms", o.counters_interval_ms, "ms between GPM samples")
       ->check(CLI::Range(10, 60000));
   // The agent's ranges (AON_FLIGHT_NCCL_STALL, AON_FLIGHT_STEP_FACTOR: aon/config/agent_config.h).

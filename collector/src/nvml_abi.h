@@ -50,7 +50,7 @@ struct AonNvmlGpmSupport {  // nvmlGpmSupport_t
   unsigned is_supported_device;
 };
 
-struct AonNvmlGpmMetric {  // nvmlGpmMetric_t
+struct AonNvmlGpmMetric {     // nvmlGpmMetric_t
   unsigned metric_id;         // in
   AonNvmlReturn nvml_return;  // out: this metric's status
   double value;               // out: valid when nvml_return is success
@@ -72,12 +72,13 @@ struct AonNvmlGpmMetricsGet {
 };
 
 // The functions, by the names the library exports.
-using AonNvmlInitFn = AonNvmlReturn (*)();                                   // nvmlInit_v2
-using AonNvmlShutdownFn = AonNvmlReturn (*)();                               // nvmlShutdown
-using AonNvmlErrorStringFn = const char* (*)(AonNvmlReturn);                 // nvmlErrorString
-using AonNvmlDeviceGetCountFn = AonNvmlReturn (*)(unsigned*);                // nvmlDeviceGetCount_v2
+using AonNvmlInitFn = AonNvmlReturn (*)();                     // nvmlInit_v2
+using AonNvmlShutdownFn = AonNvmlReturn (*)();                 // nvmlShutdown
+using AonNvmlErrorStringFn = const char* (*)(AonNvmlReturn);   // nvmlErrorString
+using AonNvmlDeviceGetCountFn = AonNvmlReturn (*)(unsigned*);  // nvmlDeviceGetCount_v2
 using AonNvmlDeviceGetHandleByIndexFn = AonNvmlReturn (*)(unsigned, AonNvmlDevice*);  // _v2
-using AonNvmlDeviceGetUuidFn = AonNvmlReturn (*)(AonNvmlDevice, char*, unsigned);  // nvmlDeviceGetUUID
+using AonNvmlDeviceGetUuidFn = AonNvmlReturn (*)(AonNvmlDevice, char*,
+                                                 unsigned);  // nvmlDeviceGetUUID
 using AonNvmlGpmQueryDeviceSupportFn = AonNvmlReturn (*)(AonNvmlDevice, AonNvmlGpmSupport*);
 using AonNvmlGpmSampleAllocFn = AonNvmlReturn (*)(AonNvmlGpmSample*);
 using AonNvmlGpmSampleFreeFn = AonNvmlReturn (*)(AonNvmlGpmSample);

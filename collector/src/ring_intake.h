@@ -15,8 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "aon/ipc/record_batches.h"
 #include "aon/format/records.h"
+#include "aon/ipc/record_batches.h"
 #include "aon/ipc/shm_ring.h"
 #include "flight_watch.h"
 

@@ -52,10 +52,19 @@ Status ParseMemoryCap(std::string_view v, AgentConfig* c) {
   return Status::Ok();
 }
 
+// The index of `v` among `choices`, or -1.
+int ChoiceIndex(std::string_view v, std::span<const std::string_view> choices) {
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (v == choices[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 Status ParseSource(std::string_view v, AgentConfig* c) {
-  if (v != "cupti" && v != "synthetic")
+  const int i = ChoiceIndex(v, kGpuSources);
+  if (i < 0)
     return InvalidArgument("AON_SOURCE: unknown source '" + Text(v) + "' (cupti or synthetic)");
-  c->source = Text(v);
+  c->source = static_cast<GpuSource>(i);
   return Status::Ok();
 }
 
@@ -88,23 +97,21 @@ Status ParseLauncherParentPid(std::string_view v, AgentConfig* c) {
 }
 
 Status ParseNccl(std::string_view v, AgentConfig* c) {
-  for (std::string_view mode : kNcclModes) {
-    if (v == mode) {
-      c->nccl = Text(v);
-      return Status::Ok();
-    }
+  if (const int i = ChoiceIndex(v, kNcclModes); i >= 0) {
+    c->nccl = static_cast<NcclMode>(i);
+    return Status::Ok();
   }
   return InvalidArgument("AON_NCCL: unknown mode '" + Text(v) +
                          "' (default, channels, coll, proxy or off)");
 }
 
+// `*out` = the choice `v` names, as its enum (whose values are in the order of `choices`).
+template <typename E>
 Status ParseChoice(const char* name, std::string_view v, std::span<const std::string_view> choices,
-                   std::string* out) {
-  for (std::string_view choice : choices) {
-    if (v == choice) {
-      *out = Text(v);
-      return Status::Ok();
-    }
+                   E* out) {
+  if (const int i = ChoiceIndex(v, choices); i >= 0) {
+    *out = static_cast<E>(i);
+    return Status::Ok();
   }
   std::string known;
   for (std::string_view choice : choices) known += (known.empty() ? "" : ", ") + Text(choice);
@@ -112,7 +119,10 @@ Status ParseChoice(const char* name, std::string_view v, std::span<const std::st
 }
 
 Status ParseMode(std::string_view v, AgentConfig* c) {
-  return ParseChoice("AON_MODE", v, kCaptureModes, &c->mode);
+  int i = 0;
+  AON_RETURN_IF_ERROR(ParseChoice("AON_MODE", v, kCaptureModes, &i));
+  c->mode = static_cast<CaptureMode>(i + 1);  // kUnknown is 0
+  return Status::Ok();
 }
 
 Status ParseOverheadBudget(std::string_view v, AgentConfig* c) {
@@ -161,9 +171,9 @@ Status ParseCounters(std::string_view v, AgentConfig* c) {
 }
 
 Status ParsePythonHook(std::string_view v, AgentConfig* c) {
-  std::string value;
+  int value = 0;
   AON_RETURN_IF_ERROR(ParseChoice("AON_PYTHON_HOOK", v, kOnOff, &value));
-  c->python_hook = value == "on";
+  c->python_hook = value == 0;  // kOnOff[0] == "on"
   return Status::Ok();
 }
 

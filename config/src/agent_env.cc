@@ -21,7 +21,8 @@ std::vector<EnvVar> AgentEnvironment(const AgentSettings& settings, const std::s
     if (const auto& value = settings.Get(var.id)) env.push_back({var.env, *value});
   }
   const auto& nccl = settings.Get(AgentVar::kNccl);
-  if (!nccl || *nccl != "off") env.push_back({kNcclProfilerPluginVar, agent_path});
+  if (!nccl || *nccl != ChoiceName(NcclMode::kOff))
+    env.push_back({kNcclProfilerPluginVar, agent_path});
   const auto& python = settings.Get(AgentVar::kPythonHook);
   if (!python || *python != "off") {
     std::string path = PythonHookDir(agent_path);

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "aon/ipc/collector_protocol.h"
 #include "aon/config/agent_config.h"
+#include "aon/config/merge_report.h"
+#include "aon/config/tool_paths.h"
+#include "aon/ipc/collector_protocol.h"
 #include "aon/launcher/child_process.h"
 #include "aon/launcher/launch_plan.h"
 #include "aon/launcher/run_cli.h"
-#include "aon/config/merge_report.h"
-#include "aon/config/tool_paths.h"
 
 extern char** environ;
 
@@ -207,7 +207,7 @@ void SettleCollector(const LaunchPlan& plan, const RunOptions& options, bool fai
     }
     return false;
   };
-  if (failed && options.mode == "flight") {
+  if (failed && options.mode == aon::ChoiceName(aon::CaptureMode::kFlight)) {
     auto answer =
         aon::CallCollector(*collector, aon::CollectorRequest::Trigger("the job failed"), 10000);
     if (answer.ok()) Say("flight recorder: the job failed; the collector wrote its window");
@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
   }
   Say("profiling into " + plan.job_dir + " (source " + options.source + ", kinds " + options.kinds +
       ", memory cap " + options.memory_cap + ")");
-  if (options.source == "synthetic")
+  if (options.source == aon::ChoiceName(aon::GpuSource::kSynthetic))
     Say("SYNTHETIC source: the GPU activity in this trace is FAKE (labeled as such in every file)");
   if (options.verbose > 0) {
     std::string line =

@@ -174,7 +174,7 @@ RankMetadata Agent::BaseMetadata() const {
   m.memory_cap_bytes = config_.memory_cap_bytes;
   m.agent_version = kAgentVersion;
   m.start_ns = start_ns_;
-  m.source = config_.source;  // what was asked; Finish says what ran
+  m.source = ChoiceName(config_.source);  // what was asked; Finish says what ran
   return m;
 }
 

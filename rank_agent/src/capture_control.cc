@@ -13,13 +13,22 @@
 namespace aon::agent {
 namespace {
 
-StepSource ForcedSource(const std::string& name) {
-  if (name == "api") return StepSource::kApi;
-  if (name == "pytorch") return StepSource::kPytorch;
-  if (name == "nvtx") return StepSource::kNvtx;
-  if (name == "nccl") return StepSource::kNccl;
-  if (name == "time") return StepSource::kTime;
-  return StepSource::kNone;  // auto
+StepSource ForcedSource(StepSourceSetting setting) {
+  switch (setting) {
+    case StepSourceSetting::kApi:
+      return StepSource::kApi;
+    case StepSourceSetting::kPytorch:
+      return StepSource::kPytorch;
+    case StepSourceSetting::kNvtx:
+      return StepSource::kNvtx;
+    case StepSourceSetting::kNccl:
+      return StepSource::kNccl;
+    case StepSourceSetting::kTime:
+      return StepSource::kTime;
+    case StepSourceSetting::kAuto:
+      break;
+  }
+  return StepSource::kNone;
 }
 
 WindowSettings SettingsOf(const AgentConfig& c, uint64_t seed) {
@@ -68,7 +77,7 @@ CaptureControl::CaptureControl(const AgentConfig& config, uint64_t seed, RecordS
       // Flight mode captures as budgeted mode does (windows inside the budget
       // plus the continuous tier); only the collector differs: it keeps the
       // last seconds in memory and writes them when a trigger fires.
-      budgeted_(config.mode == "budgeted" || config.mode == "flight"),
+      budgeted_(config.mode == CaptureMode::kBudgeted || config.mode == CaptureMode::kFlight),
       tracker_(ForcedSource(config.step_source)),
       policy_(SettingsOf(config, seed)) {}
 
@@ -95,7 +104,8 @@ void CaptureControl::Start(ActivityCapture* capture) {
       if (open_) SetOpsRecording(Enabled(RecordKind::kOps));
     }
   }
-  const bool time_source = config_.step_source == "auto" || config_.step_source == "time";
+  const bool time_source = config_.step_source == StepSourceSetting::kAuto ||
+                           config_.step_source == StepSourceSetting::kTime;
   if (budgeted_ && time_source && !time_thread_.joinable()) {
     time_thread_ = std::thread([this] { TimeSlots(); });
   }
@@ -240,7 +250,7 @@ void CaptureControl::Finish(RankMetadata* m) {
     step_.end_ns = now;
     if (Enabled(RecordKind::kSteps)) sink_.Push(step_);
   }
-  m->capture_mode = config_.mode;
+  m->capture_mode = std::string(ChoiceName(config_.mode));
   const char* source = EnumValueName(kStepSourceValues, static_cast<int64_t>(tracker_.active()));
   m->step_source = source != nullptr ? source : "none";
   // A period fixed by AON_CAPTURE_PERIOD is not held to the budget: 0 says so.

@@ -109,7 +109,7 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
                                      "--output-dir",
                                      config.output_dir,
                                      "--mode",
-                                     config.mode,
+                                     std::string(ChoiceName(config.mode)),
                                      "--window",
                                      std::to_string(config.window_s),
                                      "--flush-ms",
@@ -121,7 +121,7 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
                                      "--step-factor",
                                      std::to_string(config.flight_step_factor),
                                      "--counters",
-                                     config.counters,
+                                     std::string(ChoiceName(config.counters)),
                                      "--counters-interval-ms",
                                      std::to_string(config.counters_interval_ms)};
     if (config.verbose > 0) args.push_back("--verbose");

@@ -593,11 +593,12 @@ CuptiPmSampler* g_sampler = nullptr;
 
 CounterSampler* StartCuptiPmSampler(const SourceContext& context) {
   const AgentConfig& config = context.config();
-  if (config.counters != "auto" || !context.enabled(RecordKind::kCounters)) return nullptr;
+  if (config.counters != CounterMode::kAuto || !context.enabled(RecordKind::kCounters))
+    return nullptr;
   g_agent.Bind(context);
   // Lives as long as the process: its worker may still be reading at exit.
   if (g_sampler == nullptr)
-    g_sampler = new CuptiPmSampler(config.counters_sample_us, config.mode == "full");
+    g_sampler = new CuptiPmSampler(config.counters_sample_us, config.mode == CaptureMode::kFull);
   return g_sampler;
 }
 

@@ -422,7 +422,7 @@ class CuptiCapture final : public ActivityCapture {
     if (attaches_ == 0 && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE) == CUPTI_SUCCESS) {
       enabled_.push_back(CUPTI_ACTIVITY_KIND_DEVICE);  // GPU names and UUIDs, once
     }
-    if (agent.enabled(RecordKind::kNccl) && agent.config().nccl != "off") {
+    if (agent.enabled(RecordKind::kNccl) && agent.config().nccl != NcclMode::kOff) {
       for (CUpti_CallbackId cbid :
            {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
         r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid);
@@ -531,7 +531,7 @@ bool StartCuptiSource(const SourceContext& agent) {
   agent.capture().Start(g_capture);
   if (agent.capture().windowed()) {
     agent.notes().Log("CUPTI: %s mode, attached only in capture windows",
-                      agent.config().mode.c_str());
+                      ChoiceName(agent.config().mode).data());
     return true;
   }
   if (!g_capture->attached()) agent.notes().SetSource("none");

@@ -20,7 +20,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (started.exchange(true)) return 1;
   const SourceContext& agent = Agent::Get().context();
   if (!agent.recording()) return 1;
-  if (agent.config().source == "synthetic") {
+  if (agent.config().source == aon::GpuSource::kSynthetic) {
     StartSyntheticSource(agent);
   } else {
     StartCuptiSource(agent);

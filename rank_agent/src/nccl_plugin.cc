@@ -623,11 +623,19 @@ void UpdateMax(std::atomic<uint64_t>& a, uint64_t v) {
 
 // ---- the plugin table (shared by v5 and v4) --------------------------------------
 
-int MaskFor(const std::string& mode) {
-  if (mode == "off") return 0;
-  if (mode == "coll") return kCollMask;
-  if (mode == "channels") return kChannelsMask;
-  if (mode == "proxy") return kProxyMask;
+int MaskFor(NcclMode mode) {
+  switch (mode) {
+    case NcclMode::kOff:
+      return 0;
+    case NcclMode::kColl:
+      return kCollMask;
+    case NcclMode::kChannels:
+      return kChannelsMask;
+    case NcclMode::kProxy:
+      return kProxyMask;
+    case NcclMode::kDefault:
+      break;
+  }
   return kDefaultMask;
 }
 
@@ -635,7 +643,7 @@ int MaskFor(const std::string& mode) {
 // call, in every mode but coll (operations only). Measured on 2 x H200 in one
 // interleaved run, 1 MiB all-reduce: default without them 1.863 x, with them
 // 1.807 x the uncaptured time (CUPTI alone 1.731 x): no cost beyond the noise.
-bool RecordsApiCalls(const std::string& mode) { return mode != "coll"; }
+bool RecordsApiCalls(NcclMode mode) { return mode != NcclMode::kColl; }
 
 }  // namespace
 
@@ -643,7 +651,7 @@ aon_nccl_result_t NcclInit(const SourceContext& agent, void** context, int* mask
                            uint64_t hash, int nnodes, int nranks, int rank, bool v5) {
   if (context == nullptr) return kInternalError;
   *context = nullptr;
-  if (!agent.enabled(RecordKind::kNccl) || agent.config().nccl == "off") {
+  if (!agent.enabled(RecordKind::kNccl) || agent.config().nccl == NcclMode::kOff) {
     if (mask) *mask = 0;
     return kOk;  // loaded but idle: NCCL runs as without a plugin
   }

@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent_notes.h"
 #include "aon/base/timebase.h"
 #include "aon/format/records.h"
-#include "agent_notes.h"
 #include "record_sink.h"
 
 namespace aon::agent {

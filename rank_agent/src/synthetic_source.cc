@@ -456,7 +456,7 @@ bool StartSyntheticSource(const SourceContext& agent) {
   agent.notes().AddDevice(d);
   agent.notes().SetSource("synthetic");
   agent.notes().Note("SYNTHETIC source: GPU activity in this trace is simulated, not measured");
-  if (agent.config().counters == "auto" && agent.enabled(RecordKind::kCounters)) {
+  if (agent.config().counters == CounterMode::kAuto && agent.enabled(RecordKind::kCounters)) {
     g_sampler = new SyntheticSampler(GpuUuidFromText(uuid), agent.config().counters_sample_us);
     agent.notes().SetFlushHook(FlushSynthetic);
   }

@@ -10,10 +10,9 @@ namespace aon::report {
 
 std::span<const Analysis* const> AnalysisTable() {
   static constexpr const Analysis* kTable[] = {
-      &kStepsAnalysis, &kCaptureAnalysis, &kBreakdownAnalysis, &kKernelsAnalysis, &kCommunicationAnalysis,
-      &kIdleAnalysis,  &kMemoryAnalysis,    &kNvtxAnalysis,    &kHeatAnalysis,
-      &kTorchAnalysis,
-      &kCountersAnalysis,
+      &kStepsAnalysis,         &kCaptureAnalysis, &kBreakdownAnalysis, &kKernelsAnalysis,
+      &kCommunicationAnalysis, &kIdleAnalysis,    &kMemoryAnalysis,    &kNvtxAnalysis,
+      &kHeatAnalysis,          &kTorchAnalysis,   &kCountersAnalysis,
   };
   return kTable;
 }

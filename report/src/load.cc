@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <set>
 
-#include "aon/report/report.h"
 #include "aon/format/trace_file.h"
+#include "aon/report/report.h"
 
 namespace aon::report {
 

@@ -329,11 +329,11 @@ std::string P(double pct) { return pct < 0 ? "-" : F("%.1f", pct); }
 
 // The numbers behind a verdict, as table cells.
 std::string VerdictCells(const CounterVerdict& v) {
-  return "<td class=l><b>" + E(v.verdict) + "</b></td><td>" + P(v.busy_pct) + "</td><td>" +
-         P(v.compute_pct) + (v.compute_pipe.empty() ? "" : " (" + E(v.compute_pipe) + ")") +
-         "</td><td>" + P(v.memory_pct) + "</td><td>" + P(v.sm_active_pct) + "</td><td>" +
-         P(v.occupancy_pct) + "</td><td class=l>" + E(v.action.empty() ? v.why : v.action) +
-         "</td>";
+  return "<td class=l><b>" + E(VerdictName(v.verdict)) + "</b></td><td>" + P(v.busy_pct) +
+         "</td><td>" + P(v.compute_pct) +
+         (v.compute_pipe.empty() ? "" : " (" + E(v.compute_pipe) + ")") + "</td><td>" +
+         P(v.memory_pct) + "</td><td>" + P(v.sm_active_pct) + "</td><td>" + P(v.occupancy_pct) +
+         "</td><td class=l>" + E(v.action.empty() ? v.why : v.action) + "</td>";
 }
 const char* kVerdictHeads =
     "<th class=l>verdict</th><th>busy %</th><th>compute %</th><th>memory %</th><th>sm_active "

@@ -152,7 +152,7 @@ void Nvtx(JsonWriter& w, const std::vector<NvtxStat>& nvtx) {
 
 // The numbers behind a verdict (-1: not measured).
 void VerdictMembers(JsonWriter& w, const CounterVerdict& v) {
-  Member(w, "verdict", v.verdict);
+  Member(w, "verdict", VerdictName(v.verdict));
   Member(w, "why", v.why);
   Member(w, "action", v.action);
   Member(w, "busy_pct", v.busy_pct);

@@ -63,17 +63,16 @@ std::string TorchBlock(const Report& r) {
   const char* unit = a.steps > 0 ? "/step" : "";
   auto d = [&](uint64_t ns) { return FormatDuration(static_cast<double>(ns) / per) + unit; };
   char head[256];
-  std::snprintf(head, sizeof head,
-                "\nPyTorch (%llu op ranges; %llu of %llu kernels launched inside one, %.1f %% of their "
-                "GPU time; %s):\n",
-                static_cast<unsigned long long>(a.ops),
-                static_cast<unsigned long long>(a.attributed),
-                static_cast<unsigned long long>(a.kernels),
-                a.kernel_ns ? 100.0 * static_cast<double>(a.attributed_ns) /
-                                  static_cast<double>(a.kernel_ns)
-                            : 0.0,
-                a.steps > 0 ? (std::to_string(a.steps) + " captured rank-steps").c_str()
-                            : "no steps: whole run");
+  std::snprintf(
+      head, sizeof head,
+      "\nPyTorch (%llu op ranges; %llu of %llu kernels launched inside one, %.1f %% of their "
+      "GPU time; %s):\n",
+      static_cast<unsigned long long>(a.ops), static_cast<unsigned long long>(a.attributed),
+      static_cast<unsigned long long>(a.kernels),
+      a.kernel_ns ? 100.0 * static_cast<double>(a.attributed_ns) / static_cast<double>(a.kernel_ns)
+                  : 0.0,
+      a.steps > 0 ? (std::to_string(a.steps) + " captured rank-steps").c_str()
+                  : "no steps: whole run");
   std::string o = head;
   o += "  GPU time" + std::string(unit) + ": forward " + d(a.forward_ns) + ", backward " +
        d(a.backward_ns) + ", optimizer " + d(a.optimizer_ns) + ", other " + d(a.other_ns) + "\n";
@@ -82,7 +81,7 @@ std::string TorchBlock(const Report& r) {
     char line[256];
     std::snprintf(line, sizeof line, "  module %-40.40s %12s (fwd %s, bwd %s) %s", m.path.c_str(),
                   d(m.gpu_ns).c_str(), d(m.forward_ns).c_str(), d(m.backward_ns).c_str(),
-                  m.verdict.verdict.c_str());
+                  VerdictName(m.verdict.verdict));
     o += line;
     o += "\n";
   }
@@ -113,21 +112,21 @@ std::string CountersBlock(const Report& r) {
                   (c.synthetic ? " *** SYNTHETIC: FAKE counters ***" : "") + ":\n";
   int shown = 0;
   for (const CounterPhase& p : c.phases) {
-    if (p.verdict.verdict == "unknown" || p.verdict.verdict == "too short") continue;
+    if (p.verdict.verdict == Verdict::kUnknown || p.verdict.verdict == Verdict::kTooShort) continue;
     if (++shown > 5) break;
     char head[160];
     std::snprintf(head, sizeof head, "  %-20.20s %9s  %-14s", p.name.c_str(),
-                  FormatDuration(p.seconds * 1e9).c_str(), p.verdict.verdict.c_str());
+                  FormatDuration(p.seconds * 1e9).c_str(), VerdictName(p.verdict.verdict));
     o += head + p.verdict.why + (p.sampled ? " [PM samples]" : "") + "\n";
   }
   if (shown == 0) o += "  no NVTX phase long enough for a verdict (2 sample intervals)\n";
   // Kernels with a verdict (PM samples in capture windows give them), the 5 longest.
   shown = 0;
   for (const CounterKernel& k : c.kernels) {
-    if (k.verdict.verdict == "unknown" || ++shown > 5) continue;
+    if (k.verdict.verdict == Verdict::kUnknown || ++shown > 5) continue;
     char head[200];
     std::snprintf(head, sizeof head, "  kernel %-33.33s %-14s", k.name.c_str(),
-                  k.verdict.verdict.c_str());
+                  VerdictName(k.verdict.verdict));
     o += head + k.verdict.why + (k.sampled ? " [PM samples]" : "") + "\n";
   }
   if (!c.note.empty()) o += "  note: " + c.note + "\n";

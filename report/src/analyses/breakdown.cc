@@ -76,7 +76,8 @@ std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& step
     }
     if (ru.all.empty()) continue;
     b.has_gpu = true;
-    b.span_ns = windowed ? TotalLength(steps.GpuSteps(r)) : ru.all.back().end - ru.all.front().start;
+    b.span_ns =
+        windowed ? TotalLength(steps.GpuSteps(r)) : ru.all.back().end - ru.all.front().start;
     b.busy_ns = TotalLength(ru.all);
     b.idle_ns = b.span_ns - b.busy_ns;
     b.compute_ns = TotalLength(ru.compute);
@@ -87,7 +88,9 @@ std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& step
     b.overlap_fraction = b.comm_ns ? 1.0 - static_cast<double>(b.exposed_comm_ns) / b.comm_ns : 0.0;
     if (windowed) {
       b.run_scale = RunScale(&steps, r);
-      auto scale = [&](uint64_t v) { return static_cast<uint64_t>(static_cast<double>(v) * b.run_scale); };
+      auto scale = [&](uint64_t v) {
+        return static_cast<uint64_t>(static_cast<double>(v) * b.run_scale);
+      };
       for (uint64_t* v : {&b.span_ns, &b.busy_ns, &b.compute_ns, &b.comm_ns, &b.copy_ns,
                           &b.memset_ns, &b.exposed_comm_ns})
         *v = scale(*v);

@@ -60,8 +60,7 @@ std::string Statement(const CaptureSummary& c, const Steps& steps) {
   }
   if (c.windows == 0) {
     s += " No capture window opened (the job ran " + std::to_string(c.steps) +
-         " steps per rank; the first window opens at step " +
-         std::to_string(kFirstWindowStep) +
+         " steps per rank; the first window opens at step " + std::to_string(kFirstWindowStep) +
          "): step times come from every step, but there is no GPU activity to analyze.";
   } else {
     s += " CUPTI traced " + std::to_string(c.windows) + " window" + (c.windows == 1 ? "" : "s") +
@@ -100,8 +99,7 @@ CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps) {
     c.period = std::max(c.period, info.capture_period);
     const bool windowed =
         info.capture_mode == CaptureMode::kBudgeted || info.capture_mode == CaptureMode::kFlight;
-    if (windowed && info.windows == 0)
-      c.ranks_without_window.push_back(info.rank);
+    if (windowed && info.windows == 0) c.ranks_without_window.push_back(info.rank);
   }
   if (!c.known) return c;
   c.mode = modes.size() == 1 ? modes[0] : "mixed";
@@ -117,8 +115,8 @@ CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps) {
   return c;
 }
 
-const Analysis kCaptureAnalysis = {
-    "capture", "steps", "capture",
-    [](const Timeline& t, Report* r) { r->capture = SummarizeCapture(t, r->steps); }};
+const Analysis kCaptureAnalysis = {"capture", "steps", "capture", [](const Timeline& t, Report* r) {
+                                     r->capture = SummarizeCapture(t, r->steps);
+                                   }};
 
 }  // namespace aon::report

@@ -58,6 +58,24 @@ std::string Pct(double v) {
 //   compute >= 60 and compute >= memory      -> compute-bound;
 //   else memory >= 60                        -> memory-bound;
 //   else                                     -> latency-bound (busy, neither near peak).
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kUnknown:
+      return "unknown";
+    case Verdict::kTooShort:
+      return "too short";
+    case Verdict::kLaunchBound:
+      return "launch-bound";
+    case Verdict::kComputeBound:
+      return "compute-bound";
+    case Verdict::kMemoryBound:
+      return "memory-bound";
+    case Verdict::kLatencyBound:
+      return "latency-bound";
+  }
+  return "unknown";
+}
+
 CounterVerdict JudgeCounters(const CounterMeans& m) {
   CounterVerdict v;
   v.sm_active_pct = m.Mean(CounterMetric::kSmActive);
@@ -88,18 +106,18 @@ CounterVerdict JudgeCounters(const CounterMeans& m) {
           Pct(v.memory_pct) + ", sm_active " + Pct(v.sm_active_pct) + ", occupancy " +
           Pct(v.occupancy_pct);
   if (v.busy_pct < 0) {
-    v.verdict = "unknown";
+    v.verdict = Verdict::kUnknown;
     v.why = "no gpu_active_pct or sm_active_pct rows";
   } else if (v.busy_pct < kLaunchBoundBusyPct) {
-    v.verdict = "launch-bound";
+    v.verdict = Verdict::kLaunchBound;
     v.action =
         "GPU not fed: use CUDA graphs, fewer and larger kernels, move host work off the "
         "critical path";
   } else if (v.compute_pct < 0 || v.memory_pct < 0) {
-    v.verdict = "unknown";
+    v.verdict = Verdict::kUnknown;
     v.why += " (no pipe or DRAM metrics to tell compute from memory)";
   } else if (v.compute_pct >= kBoundPct && v.compute_pct >= v.memory_pct) {
-    v.verdict = "compute-bound";
+    v.verdict = Verdict::kComputeBound;
     v.action = v.compute_pipe == "tensor"
                    ? "the tensor cores are near peak: gains must come from doing less work "
                      "(algorithmic savings)"
@@ -107,10 +125,10 @@ CounterVerdict JudgeCounters(const CounterMeans& m) {
                      "allows; if this is the precision you need, it is near peak: algorithmic "
                      "savings";
   } else if (v.memory_pct >= kBoundPct) {
-    v.verdict = "memory-bound";
+    v.verdict = Verdict::kMemoryBound;
     v.action = "fuse kernels, use lower precision, improve data layout and reuse";
   } else {
-    v.verdict = "latency-bound";
+    v.verdict = Verdict::kLatencyBound;
     v.action =
         "neither compute nor memory near peak while busy: more work per launch, more "
         "parallelism/occupancy, overlap independent work";
@@ -341,10 +359,10 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
     }
     for (const auto& [rank, ns] : per_rank[i]) p.seconds = std::max(p.seconds, ns / 1e9);
     if (!has_gpu[i]) {
-      p.verdict.verdict = "unknown";
+      p.verdict.verdict = Verdict::kUnknown;
       p.verdict.why = "no counter rows of its ranks' GPUs";
     } else if (p.intervals + 1e-9 < kMinCounterIntervals) {
-      p.verdict.verdict = "too short";
+      p.verdict.verdict = Verdict::kTooShort;
       p.verdict.why = "too short for the counters' interval: " + TooShort(p.intervals, interval_ns);
     } else {
       p.verdict = JudgeCounters(p.means);
@@ -438,7 +456,7 @@ void JudgeKernels(const Timeline& t, const std::vector<std::vector<size_t>>& tie
     if (k.intervals >= kMinCounterIntervals) {
       k.verdict = JudgeCounters(d->means);
     } else {
-      k.verdict.verdict = "unknown";
+      k.verdict.verdict = Verdict::kUnknown;
       k.verdict.why = "it fills >= 80 % of its GPU's busy time in " + std::to_string(k.intervals) +
                       " sample interval(s), a verdict needs 2: per-kernel figures come from PM "
                       "samples in capture windows (--counters auto; kernels longer than "
@@ -465,14 +483,15 @@ void JudgeModules(const std::vector<std::vector<size_t>>& tied, const std::vecto
       for (size_t g : tied[rank]) {
         const int tier = a.gpus[g].sampled ? 1 : 0;
         interval_ns[tier] = std::max(interval_ns[tier], a.gpus[g].interval_ns);
-        for (const Interval& s : spans) intervals[tier] += AddOverlap(rows[g], s.start, s.end, &means[tier]);
+        for (const Interval& s : spans)
+          intervals[tier] += AddOverlap(rows[g], s.start, s.end, &means[tier]);
       }
     }
     const int tier = intervals[1] >= kMinCounterIntervals ? 1 : 0;
     m.sampled = tier == 1;
     if (intervals[tier] < kMinCounterIntervals) {
       m.verdict = CounterVerdict{};
-      m.verdict.verdict = "unknown";
+      m.verdict.verdict = Verdict::kUnknown;
       m.verdict.why = TooShort(std::max(intervals[0], intervals[1]),
                                interval_ns[1] != 0 ? interval_ns[1] : interval_ns[0]) +
                       ": a module's verdict comes from PM samples in capture windows";

@@ -17,7 +17,7 @@ enum class Phase : uint8_t { kOther, kForward, kBackward, kOptimizer };
 
 struct OpInfo {
   const OpRecord* op = nullptr;
-  uint32_t module = 0;   // string id of its module path, 0 = none
+  uint32_t module = 0;  // string id of its module path, 0 = none
   Phase phase = Phase::kOther;
 };
 
@@ -30,8 +30,9 @@ bool IsOptimizerRange(const std::string& name) {
 TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps) {
   TorchAnalysis a;
   if (t.ops.empty()) {
-    a.note = "no operator ranges in this timeline (PyTorch jobs under aon-run or srun --aon "
-             "get them in capture windows; docs/pytorch.md)";
+    a.note =
+        "no operator ranges in this timeline (PyTorch jobs under aon-run or srun --aon "
+        "get them in capture windows; docs/pytorch.md)";
     return a;
   }
   a.present = true;
@@ -70,8 +71,8 @@ TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps) {
       } else if (kind == OpKind::kUser && i.phase != Phase::kBackward &&
                  IsOptimizerRange(t.strings.Get(op->name_id))) {
         i.phase = Phase::kOptimizer;
-      } else if (kind == OpKind::kOperator && i.phase == Phase::kForward &&
-                 op->sequence_nr >= 0 && i.module != 0) {
+      } else if (kind == OpKind::kOperator && i.phase == Phase::kForward && op->sequence_nr >= 0 &&
+                 i.module != 0) {
         forward_module[{op->framework_thread, op->sequence_nr}] = i.module;
       }
       mine.emplace(op->op_id, i);
@@ -102,10 +103,18 @@ TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps) {
     ++a.attributed;
     a.attributed_ns += ns;
     switch (i.phase) {
-      case Phase::kForward: a.forward_ns += ns; break;
-      case Phase::kBackward: a.backward_ns += ns; break;
-      case Phase::kOptimizer: a.optimizer_ns += ns; break;
-      case Phase::kOther: a.other_ns += ns; break;
+      case Phase::kForward:
+        a.forward_ns += ns;
+        break;
+      case Phase::kBackward:
+        a.backward_ns += ns;
+        break;
+      case Phase::kOptimizer:
+        a.optimizer_ns += ns;
+        break;
+      case Phase::kOther:
+        a.other_ns += ns;
+        break;
     }
     if (const auto* windows = StepWindows(steps, k.rank)) {
       const int32_t s = StepOf(*windows, k.record.start_ns);
@@ -138,7 +147,7 @@ TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps) {
     m.path = t.strings.Get(id);
     m.top_kernels = top(module_kernels[id], 3);
     for (auto& [rank, spans] : module_spans[id]) m.spans.push_back({rank, Union(std::move(spans))});
-    m.verdict.verdict = "unknown";
+    m.verdict.verdict = Verdict::kUnknown;
     m.verdict.why = "no GPU counters in this timeline";
     a.modules.push_back(std::move(m));
   }
@@ -152,13 +161,12 @@ TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps) {
   std::stable_sort(a.modules.begin(), a.modules.end(), by_time);
   std::stable_sort(a.operators.begin(), a.operators.end(), by_time);
   if (a.modules.size() > TorchAnalysis::kTorchRows) a.modules.resize(TorchAnalysis::kTorchRows);
-  if (a.operators.size() > TorchAnalysis::kTorchRows)
-    a.operators.resize(TorchAnalysis::kTorchRows);
+  if (a.operators.size() > TorchAnalysis::kTorchRows) a.operators.resize(TorchAnalysis::kTorchRows);
   return a;
 }
 
-const Analysis kTorchAnalysis = {
-    "torch", "steps", "torch",
-    [](const Timeline& t, Report* r) { r->torch = AnalyzeTorch(t, &r->steps); }};
+const Analysis kTorchAnalysis = {"torch", "steps", "torch", [](const Timeline& t, Report* r) {
+                                   r->torch = AnalyzeTorch(t, &r->steps);
+                                 }};
 
 }  // namespace aon::report

@@ -128,7 +128,7 @@ TEST(CommonConfig, LoadAgentConfigDefaults) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->output_dir, "");
   EXPECT_EQ(c->memory_cap_bytes, 64ull << 20);
-  EXPECT_EQ(c->source, "cupti");
+  EXPECT_EQ(ChoiceName(c->source), "cupti");
   EXPECT_EQ(c->verbose, 0);
   EXPECT_EQ(c->job_id, "");
   for (bool b : c->kinds) EXPECT_TRUE(b);
@@ -146,7 +146,7 @@ TEST(CommonConfig, LoadAgentConfigValues) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->output_dir, "/scratch/job");
   EXPECT_EQ(c->memory_cap_bytes, 128ull << 20);
-  EXPECT_EQ(c->source, "synthetic");
+  EXPECT_EQ(ChoiceName(c->source), "synthetic");
   EXPECT_EQ(c->verbose, 1);
   EXPECT_EQ(c->job_id, "abc");
   EXPECT_TRUE(c->enabled(RecordKind::kKernel));
@@ -197,7 +197,7 @@ TEST(CommonConfig, VariablesTableIsComplete) {
   auto defaults = LoadAgentConfig(Env(seen));
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   EXPECT_EQ(defaults->memory_cap_bytes, 64ull << 20);
-  EXPECT_EQ(defaults->source, "cupti");
+  EXPECT_EQ(ChoiceName(defaults->source), "cupti");
 }
 
 // A default is written once, in its row: AgentConfig() applies each row's default through
@@ -218,7 +218,7 @@ TEST(CommonConfig, EveryDefaultIsWhatItsParserMakesOfIt) {
   EXPECT_EQ(defaults.memory_cap_bytes, 64ull << 20);
   EXPECT_DOUBLE_EQ(defaults.overhead_budget, 0.01);
   EXPECT_EQ(defaults.capture_steps, 3);
-  EXPECT_EQ(defaults.mode, "budgeted");
+  EXPECT_EQ(ChoiceName(defaults.mode), "budgeted");
   EXPECT_TRUE(defaults.python_hook);
   EXPECT_TRUE(defaults.kinds == *ParseKinds("default"));
 }

@@ -133,11 +133,11 @@ TEST(AgentEnvironment, TheAgentReadsBackWhatWasSet) {
   want.output_dir = "/scratch/job";
   want.kinds = *ParseKinds("kernels,nvtx");
   want.memory_cap_bytes = 128ull << 20;
-  want.source = "synthetic";
+  want.source = GpuSource::kSynthetic;
   want.verbose = 2;
   want.job_id = "42.3";
-  want.nccl = "proxy";
-  want.mode = "flight";
+  want.nccl = NcclMode::kProxy;
+  want.mode = CaptureMode::kFlight;
   want.window_s = 30;
   want.collector = "/opt/aon/bin/aon-collector";
   EXPECT_TRUE(*loaded == want);

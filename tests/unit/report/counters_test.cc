@@ -39,20 +39,21 @@ CounterMeans Means(double gpu_active, double tensor, double fp32, double dram, d
 
 TEST(CounterVerdicts, EachVerdictAtItsBoundaries) {
   // busy < 50: launch-bound, whatever the pipes say.
-  EXPECT_EQ(JudgeCounters(Means(49.9, 90, 0, 90)).verdict, "launch-bound");
-  EXPECT_EQ(JudgeCounters(Means(50, 90, 0, 10)).verdict, "compute-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(49.9, 90, 0, 90)).verdict), "launch-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(50, 90, 0, 10)).verdict), "compute-bound");
   // compute >= 60 and >= memory.
-  EXPECT_EQ(JudgeCounters(Means(100, 60, 0, 20)).verdict, "compute-bound");
-  EXPECT_EQ(JudgeCounters(Means(100, 59.9, 0, 20)).verdict, "latency-bound");
-  EXPECT_EQ(JudgeCounters(Means(100, 80, 0, 80)).verdict, "compute-bound");  // a tie: compute
-  EXPECT_EQ(JudgeCounters(Means(100, 70, 0, 80)).verdict, "memory-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 60, 0, 20)).verdict), "compute-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 59.9, 0, 20)).verdict), "latency-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 80, 0, 80)).verdict),
+               "compute-bound");  // a tie: compute
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 70, 0, 80)).verdict), "memory-bound");
   // memory >= 60.
-  EXPECT_EQ(JudgeCounters(Means(100, 10, 0, 60)).verdict, "memory-bound");
-  EXPECT_EQ(JudgeCounters(Means(100, 10, 0, 59.9)).verdict, "latency-bound");
-  EXPECT_EQ(JudgeCounters(Means(100, 59.9, 0, 59.9)).verdict, "latency-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 10, 0, 60)).verdict), "memory-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 10, 0, 59.9)).verdict), "latency-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 59.9, 0, 59.9)).verdict), "latency-bound");
   // The busiest pipe is the compute side, and it is named.
   const CounterVerdict fp32 = JudgeCounters(Means(100, 20, 65, 30, 90, 40));
-  EXPECT_EQ(fp32.verdict, "compute-bound");
+  EXPECT_STREQ(VerdictName(fp32.verdict), "compute-bound");
   EXPECT_EQ(fp32.compute_pipe, "fp32");
   EXPECT_EQ(fp32.compute_pct, 65);
   EXPECT_EQ(fp32.memory_pct, 30);
@@ -66,12 +67,12 @@ TEST(CounterVerdicts, EachVerdictAtItsBoundaries) {
   EXPECT_FALSE(fp32.action.empty());
   // Without gpu_active, busy is sm_active.
   const CounterVerdict sm = JudgeCounters(Means(-1, 0, 0, 0, 45));
-  EXPECT_EQ(sm.verdict, "launch-bound");
+  EXPECT_STREQ(VerdictName(sm.verdict), "launch-bound");
   EXPECT_EQ(sm.busy_metric, "sm_active");
   EXPECT_EQ(sm.busy_pct, 45);
   // Busy, but nothing tells compute from memory: no verdict.
-  EXPECT_EQ(JudgeCounters(Means(90, -1, -1, -1)).verdict, "unknown");
-  EXPECT_EQ(JudgeCounters(Means(-1, 90, 0, 10)).verdict, "unknown");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(90, -1, -1, -1)).verdict), "unknown");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(-1, 90, 0, 10)).verdict), "unknown");
 }
 
 constexpr const char* kGpuA = "GPU-aaaaaaaa-0000-0000-0000-000000000001";
@@ -124,11 +125,11 @@ TEST(CounterPhases, RowsAreWeightedByTheirOverlapAtThePhaseEdges) {
   EXPECT_DOUBLE_EQ(p->verdict.memory_pct, (70.0 * 50 + 90.0 * 100 + 20.0 * 75) / 225);
   EXPECT_DOUBLE_EQ(p->means.Mean(CounterMetric::kTensorActive),
                    (10.0 * 50 + 30.0 * 100 + 70.0 * 75) / 225);
-  EXPECT_EQ(p->verdict.verdict, "launch-bound");  // 47.8 % busy
+  EXPECT_STREQ(VerdictName(p->verdict.verdict), "launch-bound");  // 47.8 % busy
   const CounterPhase* short_phase = Phase(a, "zero_grad");
   ASSERT_NE(short_phase, nullptr);
   EXPECT_EQ(short_phase->intervals, 1.75);
-  EXPECT_EQ(short_phase->verdict.verdict, "too short");
+  EXPECT_STREQ(VerdictName(short_phase->verdict.verdict), "too short");
   EXPECT_TRUE(Contains(short_phase->verdict.why, "too short for the counters' interval"))
       << short_phase->verdict.why;
   EXPECT_TRUE(Contains(short_phase->verdict.why, "1.75 sample intervals of 100 ms"))
@@ -175,7 +176,7 @@ TEST(CounterPhases, RanksAreTiedToTheirGpusByUuid) {
   EXPECT_TRUE(a.note.empty()) << a.note;
   const CounterPhase* fwd = Phase(a, "forward");
   ASSERT_NE(fwd, nullptr);
-  EXPECT_EQ(fwd->verdict.verdict, "compute-bound");
+  EXPECT_STREQ(VerdictName(fwd->verdict.verdict), "compute-bound");
   EXPECT_DOUBLE_EQ(fwd->verdict.busy_pct, 95);
   EXPECT_DOUBLE_EQ(fwd->verdict.compute_pct, 85);
   EXPECT_EQ(fwd->verdict.compute_pipe, "tensor");
@@ -183,7 +184,7 @@ TEST(CounterPhases, RanksAreTiedToTheirGpusByUuid) {
   EXPECT_EQ(fwd->intervals, 3);
   const CounterPhase* bwd = Phase(a, "backward");
   ASSERT_NE(bwd, nullptr);
-  EXPECT_EQ(bwd->verdict.verdict, "launch-bound");
+  EXPECT_STREQ(VerdictName(bwd->verdict.verdict), "launch-bound");
   EXPECT_DOUBLE_EQ(bwd->verdict.busy_pct, 20);
   EXPECT_EQ(bwd->intervals, 4);
   // Longest first.
@@ -201,8 +202,8 @@ TEST(CounterPhases, WithoutDevicesTheLocalRankIsTheGpuAndSaidAssumed) {
   EXPECT_EQ(a.gpus[1].ranks, std::vector<uint32_t>{1});
   EXPECT_TRUE(a.gpus[0].assumed);
   EXPECT_TRUE(Contains(a.note, "(assumed)")) << a.note;
-  EXPECT_EQ(Phase(a, "forward")->verdict.verdict, "launch-bound");
-  EXPECT_EQ(Phase(a, "backward")->verdict.verdict, "compute-bound");
+  EXPECT_STREQ(VerdictName(Phase(a, "forward")->verdict.verdict), "launch-bound");
+  EXPECT_STREQ(VerdictName(Phase(a, "backward")->verdict.verdict), "compute-bound");
 }
 
 // Four 10 ms intervals of rank 0's GPU. Kernel "gemm" is 90 %, 70 %, exactly 80 %
@@ -228,12 +229,12 @@ TEST(CounterKernels, OnlyIntervalsAKernelDominatesJudgeIt) {
   ASSERT_EQ(a.kernels.size(), 2u);
   EXPECT_EQ(a.kernels[0].name, "gemm");
   EXPECT_EQ(a.kernels[0].intervals, 2u);
-  EXPECT_EQ(a.kernels[0].verdict.verdict, "memory-bound");
+  EXPECT_STREQ(VerdictName(a.kernels[0].verdict.verdict), "memory-bound");
   EXPECT_DOUBLE_EQ(a.kernels[0].verdict.busy_pct, 80);
   EXPECT_DOUBLE_EQ(a.kernels[0].verdict.memory_pct, 70);
   EXPECT_EQ(a.kernels[1].name, "softmax");
   EXPECT_EQ(a.kernels[1].intervals, 1u);
-  EXPECT_EQ(a.kernels[1].verdict.verdict, "unknown");
+  EXPECT_STREQ(VerdictName(a.kernels[1].verdict.verdict), "unknown");
   EXPECT_TRUE(Contains(a.kernels[1].verdict.why, "per-kernel figures come from PM samples"))
       << a.kernels[1].verdict.why;
 }
@@ -306,8 +307,7 @@ TEST(CounterReport, AGpuWithBothTiersIsCountedOnceAndEachPlotSaysItsTier) {
   for (uint64_t i = 0; i < 5; ++i)
     Sample(&b, kGpuA, 0, i * 100 * kMs, (i + 1) * 100 * kMs, 95, 85, 6, 20, CounterSource::kGpm);
   for (uint64_t i = 0; i < 50; ++i)
-    Sample(&b, kGpuA, 0, i * 100'000, (i + 1) * 100'000, 95, 85, 6, 20,
-           CounterSource::kPmSampling);
+    Sample(&b, kGpuA, 0, i * 100'000, (i + 1) * 100'000, 95, 85, 6, 20, CounterSource::kPmSampling);
   b.Nvtx(0, "forward", 0, 300 * kMs, 1, 0);
   const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
   ASSERT_EQ(r.counters.gpus.size(), 2u) << "one entry per tier";
@@ -315,7 +315,8 @@ TEST(CounterReport, AGpuWithBothTiersIsCountedOnceAndEachPlotSaysItsTier) {
   EXPECT_TRUE(Contains(text, "GPU counters (gpm, pm sampling, 1 GPU):")) << text;
   const std::string html = RenderHtml(r);
   EXPECT_TRUE(Contains(html, "<h3>GPU 0 on node1: gpm, every 100 ms</h3>")) << html;
-  EXPECT_TRUE(Contains(html, "<h3>GPU 0 on node1: pm sampling (capture windows), every 100 us</h3>"))
+  EXPECT_TRUE(
+      Contains(html, "<h3>GPU 0 on node1: pm sampling (capture windows), every 100 us</h3>"))
       << html;
 }
 

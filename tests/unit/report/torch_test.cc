@@ -78,7 +78,7 @@ TEST(TorchReport, KernelsGoToTheirOpsModulesAndPhases) {
   EXPECT_EQ(m.kernels, 4u);
   ASSERT_EQ(m.top_kernels.size(), 2u);
   EXPECT_EQ(m.top_kernels[0].first, "gemm_bwd");
-  EXPECT_EQ(m.verdict.verdict, "unknown");
+  EXPECT_STREQ(VerdictName(m.verdict.verdict), "unknown");
   ASSERT_EQ(a.operators.size(), 3u);
   EXPECT_EQ(a.operators[0].name, "aten::mm");
   EXPECT_EQ(a.operators[0].gpu_ns, 6 * kMs);
@@ -114,7 +114,7 @@ TEST(TorchReport, AModuleIsJudgedFromThePmSamplesOverItsKernels) {
   ASSERT_EQ(r.torch.modules.size(), 1u);
   const TorchModule& m = r.torch.modules[0];
   EXPECT_TRUE(m.sampled);
-  EXPECT_EQ(m.verdict.verdict, "compute-bound") << m.verdict.why;
+  EXPECT_STREQ(VerdictName(m.verdict.verdict), "compute-bound") << m.verdict.why;
   EXPECT_DOUBLE_EQ(m.verdict.compute_pct, 90);
 }
 

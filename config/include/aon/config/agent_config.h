@@ -14,6 +14,7 @@
 
 #include "aon/base/status.h"
 #include "aon/format/records.h"
+#include "aon/format/trace_format.h"
 
 namespace aon {
 
@@ -66,6 +67,27 @@ inline constexpr std::array<std::string_view, 2> kOnOff = {"on", "off"};
 inline constexpr std::array<std::string_view, 5> kNcclModes = {"default", "channels", "coll",
                                                                "proxy", "off"};
 
+// AON_SOURCE: the GPU activity source.
+inline constexpr std::array<std::string_view, 2> kGpuSources = {"cupti", "synthetic"};
+
+// The choices as types, each in the order of its names above; ChoiceName(value)
+// is the name a user writes (and the rank file keeps).
+// (CaptureMode, aon/format/trace_format.h, numbers them from 1, as the merged file does.)
+enum class StepSourceSetting : uint8_t { kAuto, kApi, kPytorch, kNvtx, kNccl, kTime };
+enum class CounterMode : uint8_t { kOff, kGpm, kAuto };
+enum class NcclMode : uint8_t { kDefault, kChannels, kColl, kProxy, kOff };
+enum class GpuSource : uint8_t { kCupti, kSynthetic };
+constexpr std::string_view ChoiceName(CaptureMode v) { return kCaptureModes[size_t(v) - 1]; }
+constexpr std::string_view ChoiceName(StepSourceSetting v) { return kStepSources[size_t(v)]; }
+constexpr std::string_view ChoiceName(CounterMode v) { return kCounterModes[size_t(v)]; }
+constexpr std::string_view ChoiceName(NcclMode v) { return kNcclModes[size_t(v)]; }
+constexpr std::string_view ChoiceName(GpuSource v) { return kGpuSources[size_t(v)]; }
+static_assert(kCaptureModes.size() == size_t(CaptureMode::kFlight));
+static_assert(kStepSources.size() == size_t(StepSourceSetting::kTime) + 1);
+static_assert(kCounterModes.size() == size_t(CounterMode::kAuto) + 1);
+static_assert(kNcclModes.size() == size_t(NcclMode::kOff) + 1);
+static_assert(kGpuSources.size() == size_t(GpuSource::kSynthetic) + 1);
+
 // AON_MEMORY_CAP's bounds: the agent needs 1M; the ring (half the cap, a power
 // of two) holds at most 16G (aon/ipc/shm_ring.h, kMaxRingBytes).
 inline constexpr uint64_t kMinMemoryCapBytes = uint64_t{1} << 20;
@@ -80,27 +102,27 @@ struct AgentConfig {
   std::string output_dir;  // AON_OUTPUT_DIR: where rank files go ("" = don't write)
   std::array<bool, kRecordKindCount> kinds{};  // AON_KINDS
   uint64_t memory_cap_bytes{};                 // AON_MEMORY_CAP
-  std::string source;                          // AON_SOURCE: cupti | synthetic
+  GpuSource source{};                          // AON_SOURCE
   int verbose{};                               // AON_VERBOSE
   std::string job_id;                          // AON_JOB_ID
   long launcher_parent_pid{};                  // AON_LAUNCHER_PARENT_PID
-  std::string nccl;                            // AON_NCCL: one of kNcclModes
-  std::string mode;                            // AON_MODE: one of kCaptureModes
+  NcclMode nccl{};                             // AON_NCCL
+  CaptureMode mode{};                          // AON_MODE
   double window_s{};                           // AON_WINDOW (flight)
   int64_t flush_interval_ms{};                 // AON_FLUSH_INTERVAL
   std::string collector;                       // AON_COLLECTOR: path, "off", "" (next to agent)
   double flight_nccl_stall_s{};                // AON_FLIGHT_NCCL_STALL (0: off)
   std::string flight_step_range;               // AON_FLIGHT_STEP_RANGE ("" : off)
   double flight_step_factor{};                 // AON_FLIGHT_STEP_FACTOR
-  double overhead_budget{};  // AON_OVERHEAD_BUDGET (a fraction; percent on the wire)
-  int64_t capture_steps{};   // AON_CAPTURE_STEPS: steps per window
-  int64_t capture_period{};  // AON_CAPTURE_PERIOD: 0 = set by the budget
-  std::string step_source;   // AON_STEP_SOURCE: one of kStepSources
+  double overhead_budget{};         // AON_OVERHEAD_BUDGET (a fraction; percent on the wire)
+  int64_t capture_steps{};          // AON_CAPTURE_STEPS: steps per window
+  int64_t capture_period{};         // AON_CAPTURE_PERIOD: 0 = set by the budget
+  StepSourceSetting step_source{};  // AON_STEP_SOURCE
   // AON_STEP_RANGE: NVTX range names that mark steps (comma-separated prefixes,
   // case-insensitive, followed by the end, a digit or one of " _-:#").
   std::string step_range;
   double time_slot_s{};            // AON_TIME_SLOT: steps of the time source
-  std::string counters;            // AON_COUNTERS: one of kCounterModes
+  CounterMode counters{};          // AON_COUNTERS
   int64_t counters_interval_ms{};  // AON_COUNTERS_INTERVAL: GPM sampling interval
   int64_t counters_sample_us{};    // AON_COUNTERS_SAMPLE_INTERVAL: PM sampling, GPU time
   bool python_hook{};              // AON_PYTHON_HOOK: the PyTorch hook (docs/pytorch.md)

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "aon/base/gpu_uuid.h"
-#include "aon/format/records.h"
 #include "aon/base/status.h"
+#include "aon/format/records.h"
 #include "aon/format/string_table.h"
 #include "aon/format/trace_format.h"
 
@@ -286,11 +286,20 @@ struct CounterMeans {
 // else compute = the busiest of tensor/fp16/fp32/fp64/sm issue, memory = dram_bandwidth:
 // compute >= 60 and >= memory: compute-bound; else memory >= 60: memory-bound;
 // else latency-bound.
+enum class Verdict : uint8_t {
+  kUnknown,   // no counters over it, or too few
+  kTooShort,  // shorter than a sample interval
+  kLaunchBound,
+  kComputeBound,
+  kMemoryBound,
+  kLatencyBound,
+};
+// "unknown", "too short", "launch-bound", "compute-bound", "memory-bound", "latency-bound".
+const char* VerdictName(Verdict v);
 struct CounterVerdict {
-  std::string verdict;  // "launch-bound", "compute-bound", "memory-bound", "latency-bound",
-                        // "too short", "unknown"
-  std::string why;      // the numbers behind it, or why there is none
-  std::string action;   // what to try ("" without a verdict)
+  Verdict verdict = Verdict::kUnknown;
+  std::string why;     // the numbers behind it, or why there is none
+  std::string action;  // what to try ("" without a verdict)
   double busy_pct = -1, compute_pct = -1, memory_pct = -1, sm_active_pct = -1,
          occupancy_pct = -1;  // -1: not measured
   std::string busy_metric;    // "gpu_active" or "sm_active"
@@ -393,7 +402,7 @@ CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps);
 // "Optimizer.step#..." / "Optimizer.zero_grad#..." range), forward (in a
 // module), else other.
 struct TorchModule {
-  std::string path;  // "TransformerEncoder.layers.0.self_attn"
+  std::string path;                                      // "TransformerEncoder.layers.0.self_attn"
   uint64_t gpu_ns = 0, forward_ns = 0, backward_ns = 0;  // its kernels' GPU time
   uint64_t kernels = 0;
   std::vector<std::pair<std::string, uint64_t>> top_kernels;  // up to 3, by GPU time
@@ -408,10 +417,10 @@ struct TorchOperator {
   std::string top_kernel;
 };
 struct TorchAnalysis {
-  bool present = false;             // the timeline has op ranges
-  uint64_t ops = 0;                 // op ranges
-  uint64_t kernels = 0;             // kernels of the ranks with op ranges
-  uint64_t attributed = 0;          // ... launched inside one
+  bool present = false;     // the timeline has op ranges
+  uint64_t ops = 0;         // op ranges
+  uint64_t kernels = 0;     // kernels of the ranks with op ranges
+  uint64_t attributed = 0;  // ... launched inside one
   uint64_t kernel_ns = 0, attributed_ns = 0;
   uint64_t steps = 0;  // (rank, step) pairs holding attributed kernels; 0: no steps
   uint64_t forward_ns = 0, backward_ns = 0, optimizer_ns = 0, other_ns = 0;

@@ -16,14 +16,15 @@ std::optional<Detection> DetectPhaseBottleneck(const RuleInput& in, Claims* /*cl
   const CounterAnalysis& c = in.report.counters;
   const CounterPhase* worst = nullptr;
   for (const CounterPhase& p : c.phases) {
-    const std::string& v = p.verdict.verdict;
-    if (v != "launch-bound" && v != "memory-bound" && v != "latency-bound") continue;
+    const Verdict v = p.verdict.verdict;
+    if (v != Verdict::kLaunchBound && v != Verdict::kMemoryBound && v != Verdict::kLatencyBound)
+      continue;
     if (worst == nullptr || p.seconds > worst->seconds) worst = &p;
   }
   if (worst == nullptr) return std::nullopt;
   Detection d;
   d.values["phase"] = worst->name;
-  d.values["verdict"] = worst->verdict.verdict;
+  d.values["verdict"] = VerdictName(worst->verdict.verdict);
   d.values["time"] = FormatDuration(worst->seconds * 1e9);
   d.values["what"] = worst->verdict.action;
   char intervals[32];
