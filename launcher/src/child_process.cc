@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cerrno>
 
+#include "aon/base/spawn.h"
+
 namespace aon::launcher {
 namespace {
 
@@ -56,11 +58,8 @@ class SignalForwarding {
   SignalForwarding(const SignalForwarding&) = delete;
   SignalForwarding& operator=(const SignalForwarding&) = delete;
 
-  // In the child before exec: the dispositions and mask aon-run started with.
-  void RestoreInChild() const {
-    RestoreActions();
-    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-  }
+  // The mask aon-run started with (the child's).
+  const sigset_t& old_mask() const { return old_mask_; }
   void StartForwardingTo(pid_t child) {
     g_forward_to.store(child, std::memory_order_relaxed);
     ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
@@ -76,14 +75,6 @@ class SignalForwarding {
   sigset_t old_mask_{};
   std::array<struct sigaction, kForwardedSignals.size()> old_actions_{};
 };
-
-std::vector<char*> CStrings(const std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
 
 }  // namespace
 
@@ -104,52 +95,17 @@ std::vector<std::string> EnvironmentWith(char** base, const std::vector<EnvVar>&
 
 StatusOr<int> RunAndWait(const std::string& path, const std::vector<std::string>& argv,
                          const std::vector<std::string>& envp) {
-  // Everything the child needs is built before fork: between fork and exec
-  // only async-signal-safe calls are allowed.
-  std::vector<char*> c_argv = CStrings(argv);
-  std::vector<char*> c_envp = CStrings(envp);
-
-  // The child reports a failed exec through this pipe; a successful exec
-  // closes it (O_CLOEXEC) and the parent reads end-of-file.
-  int exec_error_pipe[2];
-  if (::pipe2(exec_error_pipe, O_CLOEXEC) != 0) return ErrnoStatus("cannot create a pipe", errno);
-
   SignalForwarding forwarding;
-  const pid_t child = ::fork();
-  if (child < 0) {
-    const int fork_errno = errno;
-    ::close(exec_error_pipe[0]);
-    ::close(exec_error_pipe[1]);
-    return ErrnoStatus("cannot start " + path + ": fork failed", fork_errno);
-  }
-  if (child == 0) {
-    ::close(exec_error_pipe[0]);
-    forwarding.RestoreInChild();
-    ::execve(path.c_str(), c_argv.data(), c_envp.data());
-    const int exec_errno = errno;
-    ssize_t ignored = ::write(exec_error_pipe[1], &exec_errno, sizeof(exec_errno));
-    (void)ignored;
-    ::_exit(kExitNotFound);
-  }
+  // The child starts with the dispositions and mask aon-run started with:
+  // exec resets the forwarding handlers, the mask is set here.
+  SpawnSpec spec;
+  spec.path = path;
+  spec.argv = argv;
+  spec.envp = envp;
+  spec.signal_mask = forwarding.old_mask();
+  AON_ASSIGN_OR_RETURN(const pid_t child, Spawn(spec));
   forwarding.StartForwardingTo(child);
-  ::close(exec_error_pipe[1]);
-
-  int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(exec_error_pipe[0], &exec_errno, sizeof(exec_errno));
-  } while (n < 0 && errno == EINTR);
-  ::close(exec_error_pipe[0]);
-
-  int wait_status = 0;
-  pid_t waited;
-  do {
-    waited = ::waitpid(child, &wait_status, 0);
-  } while (waited < 0 && errno == EINTR);
-  if (waited < 0) return ErrnoStatus("cannot wait for " + path, errno);
-  if (n == static_cast<ssize_t>(sizeof(exec_errno)))
-    return ErrnoStatus("cannot execute " + path, exec_errno);
-  return wait_status;
+  return WaitFor(child, path);
 }
 
 }  // namespace aon::launcher

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "aon/base/secure_fs.h"
+#include "aon/base/spawn.h"
 #include "aon/config/options.h"
 #include "aon/config/tool_paths.h"
 
@@ -654,10 +655,6 @@ Status PrepareOutputDir(const std::string& dir, std::vector<std::string>* warnin
   return Status::Ok();
 }
 
-int ExitStatusFromWaitStatus(int wait_status) {
-  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
-  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
-  return kExitAonError;
-}
+int ExitStatusFromWaitStatus(int wait_status) { return ExitCodeOf(wait_status, kExitAonError); }
 
 }  // namespace aon::launcher

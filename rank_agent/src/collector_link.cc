@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,6 +13,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "aon/base/spawn.h"
 #include "aon/config/agent_env.h"
 #include "aon/config/tool_paths.h"
 #include "aon/format/metadata_wire.h"
@@ -33,12 +33,14 @@ void SleepMs(int ms) {
 // Starts `path --daemon ...`; the first child exits as soon as the real
 // collector is forked off, and is reaped here, so nothing is left as our child.
 Status SpawnCollector(const std::string& path, const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(path.c_str()));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
+  SpawnSpec spec;
+  spec.path = path;
+  spec.new_session = true;
+  spec.default_signals = true;
+  spec.argv.push_back(path);
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   // The collector is not a CUDA program: it must not load us (or any injection) again.
-  std::vector<char*> envp;
+  spec.envp.emplace();
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view v(*e);
     const std::string_view name = v.substr(0, v.find('='));
@@ -46,25 +48,13 @@ Status SpawnCollector(const std::string& path, const std::vector<std::string>& a
         name == kNcclProfilerPluginVar) {
       continue;
     }
-    envp.push_back(*e);
+    spec.envp->emplace_back(v);
   }
-  envp.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  sigset_t none, all;
+  sigset_t none;
   sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, path.c_str(), nullptr, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return ErrnoStatus("starting " + path, rc);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  spec.signal_mask = none;
+  AON_ASSIGN_OR_RETURN(const pid_t pid, Spawn(spec));
+  AON_ASSIGN_OR_RETURN(const int status, WaitFor(pid, path));
   if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
     return Unavailable(path + " exited with status " + std::to_string(WEXITSTATUS(status)) +
                        " while starting");

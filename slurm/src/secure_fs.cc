@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "aon/base/fd_io.h"
+#include "aon/base/spawn.h"
 #include "aon/config/tool_paths.h"
 #include "aon/ipc/collector_protocol.h"
 
@@ -114,23 +115,20 @@ Status MakePrivateDirectoriesAs(const JobUser& user, const std::string& path,
 }
 
 StatusOr<int> RunProgram(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) {
-    umask(077);
-    dup2(STDERR_FILENO, STDOUT_FILENO);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return ErrnoStatus("waitpid " + argv[0], errno);
-  }
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
+  if (argv.empty()) return InvalidArgument("no program to run");
+  // The umask is the spawning process's (posix_spawn has no umask of its own):
+  // 077 for the child's whole start, so nothing it creates is ever readable by
+  // others, even before MakeFilesPrivate; srun is at its end here.
+  const mode_t before = umask(077);
+  SpawnSpec spec;
+  spec.path = argv[0];
+  spec.argv = argv;
+  spec.stdout_to_stderr = true;
+  auto pid = Spawn(spec);
+  umask(before);
+  if (!pid.ok()) return pid.status();
+  AON_ASSIGN_OR_RETURN(const int status, WaitFor(*pid, argv[0]));
+  return ExitCodeOf(status, 1);
 }
 
 std::string PluginDirectory() {

@@ -45,7 +45,8 @@ Status MakePrivateDirectoriesAs(const JobUser& user, const std::string& path,
 using aon::MakeFilesPrivate;
 
 // Runs argv[0] (absolute path) with stdout sent to stderr, umask 077; returns its
-// exit status (128 + signal if killed).
+// exit status (128 + signal if killed), or an error naming it when it could not
+// be started (aon/base/spawn.h).
 StatusOr<int> RunProgram(const std::vector<std::string>& argv);
 
 // The directory this plugin (aon.so) was loaded from (dladdr).
