@@ -6,10 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <system_error>
@@ -36,8 +36,8 @@ Status ExportOtf2Trace(const std::string&, const std::string& dir, const Otf2Exp
                        Otf2TraceStats* stats) {
   if (stats != nullptr) *stats = Otf2TraceStats{};
   return Unimplemented("cannot write the OTF2 archive '" + dir +
-                            "': this AON was built without libotf2 (apt-get install "
-                            "libotf2-trace-dev, then build again)");
+                       "': this AON was built without libotf2 (apt-get install "
+                       "libotf2-trace-dev, then build again)");
 }
 #else
 namespace {
@@ -65,8 +65,8 @@ Status CheckOurs(const std::string& path, bool anchor) {
   }
   if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
     return InvalidArgument("'" + path +
-                              "' exists and is not a directory of this user's (a link, a file "
-                              "or another user's): not replaced");
+                           "' exists and is not a directory of this user's (a link, a file "
+                           "or another user's): not replaced");
   }
   if (anchor && !AonAnchor((fs::path(path) / "traces.otf2").string())) {
     return InvalidArgument("'" + path +
@@ -97,26 +97,162 @@ bool Exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
-}  // namespace
-
-Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir_given,
-                       const Otf2ExportOptions& options, Otf2TraceStats* stats) {
-  if (stats != nullptr) *stats = Otf2TraceStats{};
+// Stage: the archive's directory, the name given less its trailing slashes.
+StatusOr<std::string> ArchiveDir(const std::string& dir_given) {
   std::string dir = dir_given;  // "out/" is "out"
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (dir.empty() || dir == "/" || fs::path(dir).filename() == "." ||
       fs::path(dir).filename() == "..") {
     return InvalidArgument("'" + dir_given + "' cannot be the OTF2 archive's directory");
   }
-  AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
-  AON_ASSIGN_OR_RETURN(TimelineView timeline, TimelineView::Read(*reader, timeline_path));
+  return dir;
+}
+
+// Stage: the names the archive takes are free, or ours (an old .partial is removed).
+Status ClearTheWay(const std::string& dir, const std::string& partial) {
   if (Exists(dir)) AON_RETURN_IF_ERROR(CheckOurs(dir, true));
-  const std::string partial = dir + ".partial";
   if (Exists(partial)) {
     AON_RETURN_IF_ERROR(CheckOurs(partial, false));
     std::error_code ec;
     fs::remove_all(partial, ec);
   }
+  return Status::Ok();
+}
+
+// Stage: the path libotf2 writes at: the held directory through /proc, or by name.
+std::string WriteAt(int fd, const std::string& partial, const struct stat& made) {
+  std::string write_at = "/proc/self/fd/" + std::to_string(fd);
+  if (struct stat via{};
+      stat(write_at.c_str(), &via) != 0 || via.st_dev != made.st_dev || via.st_ino != made.st_ino) {
+    write_at = partial;  // no /proc: by name, in a directory mode 0700 of ours
+  }
+  return write_at;
+}
+
+// Stage: the ranks to export, grouped into passes of at most `cap` tracks.
+Status PlanPasses(const TraceReader& reader, const TimelineView& timeline,
+                  const std::string& timeline_path, const Otf2ExportOptions& options,
+                  uint64_t chunk, std::vector<std::vector<uint32_t> >* passes) {
+  std::vector<uint32_t> ranks;
+  for (const RankSummary& row : timeline.ranks) {
+    if (row.status == static_cast<uint8_t>(RankStatus::kOk) && options.filter.KeepsRank(row.rank)) {
+      ranks.push_back(row.rank);
+    }
+  }
+  const uint64_t cap = std::max<uint64_t>(1, options.memory_bytes / chunk);
+  if (ranks.size() > 1) {
+    TrackCounter counter;
+    TraceBuildOptions build;
+    build.filter = options.filter;
+    build.flows = FlowLinks::kEveryCorrelation;
+    if (Status s = BuildTraceEvents(reader, timeline, build, &counter, nullptr)
+                       .WithContext("exporting '" + timeline_path + "'");
+        !s.ok()) {
+      return s;
+    }
+    uint64_t open = 0;
+    for (uint32_t rank : ranks) {
+      const uint64_t tracks = counter.Tracks(rank);
+      if (passes->empty() || (open + tracks > cap && !passes->back().empty())) {
+        passes->emplace_back();
+        open = 0;
+      }
+      passes->back().push_back(rank);
+      open += tracks;
+    }
+  } else {
+    passes->push_back(ranks);
+  }
+  return Status::Ok();
+}
+
+// Stage: the archive itself: each pass's events through the writer, then its properties.
+Status WriteArchive(Otf2Writer& out, const TraceReader& reader, const TimelineView& timeline,
+                    const std::string& timeline_path, const Otf2ExportOptions& options,
+                    const std::vector<std::vector<uint32_t> >& passes, uint64_t* records) {
+  if (Status s = out.Open(); !s.ok()) return s;
+  for (const std::vector<uint32_t>& pass : passes) {
+    if (pass.empty()) continue;
+    TraceBuildOptions build;
+    build.filter = options.filter;
+    build.filter.ranks.clear();
+    for (uint32_t rank : pass) build.filter.ranks.emplace_back(rank, rank);
+    build.flows = FlowLinks::kEveryCorrelation;  // OTF2 has no flows: nothing to look up
+    TraceBuildStats built;
+    out.BeginPass();
+    Status s = BuildTraceEvents(reader, timeline, build, &out, &built)
+                   .WithContext("exporting '" + timeline_path + "'");
+    if (s.ok()) s = out.EndPass();
+    if (!s.ok()) return s;
+    *records += built.records;
+  }
+  std::vector<std::pair<std::string, std::string> > properties = {
+      {"GENERATOR", "aon-export"},
+      {"TIMELINE", timeline_path},
+      {"JOB_ID", MetaStringOr(reader, "job_id")},
+      {"SOURCE", MetaStringOr(reader, "source")},
+      {"CLOCK", "ns on the AON timeline clock (the reference rank's CLOCK_MONOTONIC); " +
+                    MetaStringOr(reader, "clock_note")},
+      {"START_NS", std::to_string(timeline.t0)},
+      {"RECORDS", std::to_string(*records)},
+  };
+  if (!options.filter.empty()) properties.emplace_back("FILTER", options.filter.Describe());
+  return out.Finish(timeline.t0, properties);
+}
+
+// Stage: the whole archive takes the directory's name, in place of an older one.
+Status ReplaceArchive(const std::string& dir, const std::string& partial) {
+  // Replace an older archive only now that the new one is whole: it moves to a
+  // fresh directory of its own (nothing else is touched) and is removed once the
+  // new archive has its name; if that fails, it gets its name back.
+  std::error_code ec;
+  std::string old;
+  if (Exists(dir)) {
+    std::string tmpl = dir + ".old-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return Internal("replacing '" + dir + "': " + std::strerror(errno));
+    }
+    old = tmpl;
+    if (rename(dir.c_str(), old.c_str()) != 0) {  // onto the empty directory
+      const int err = errno;
+      rmdir(old.c_str());
+      return Internal("replacing '" + dir + "': " + std::strerror(err));
+    }
+  }
+  if (rename(partial.c_str(), dir.c_str()) != 0) {
+    const int err = errno;
+    if (!old.empty()) rename(old.c_str(), dir.c_str());
+    return Internal("renaming '" + partial + "' to '" + dir + "': " + std::strerror(err));
+  }
+  if (!old.empty()) fs::remove_all(old, ec);
+  return Status::Ok();
+}
+
+// Stage: the stats of the archive written.
+void FillStats(const Otf2WriterCounts& c, uint64_t records, size_t passes, const std::string& dir,
+               Otf2TraceStats* stats) {
+  stats->records = records;
+  stats->events = c.events;
+  stats->collectives = c.collectives;
+  stats->collectives_as_regions = c.collectives_as_regions;
+  stats->metrics = c.metrics;
+  stats->overlap_rows = c.overlap_rows;
+  stats->locations = c.locations;
+  stats->passes = static_cast<uint32_t>(passes);
+  stats->peak_pool_bytes = c.peak_pool_bytes;
+  stats->anchor = (fs::path(dir) / "traces.otf2").string();
+}
+
+}  // namespace
+
+Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir_given,
+                       const Otf2ExportOptions& options, Otf2TraceStats* stats) {
+  if (stats != nullptr) *stats = Otf2TraceStats{};
+  AON_ASSIGN_OR_RETURN(const std::string dir, ArchiveDir(dir_given));
+  AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
+  AON_ASSIGN_OR_RETURN(TimelineView timeline, TimelineView::Read(*reader, timeline_path));
+  const std::string partial = dir + ".partial";
+  AON_RETURN_IF_ERROR(ClearTheWay(dir, partial));
   // The archive is written into a directory only this user may enter, made
   // here (mkdir fails on anything already there) and held open. libotf2 opens
   // its files by path: it gets /proc/self/fd/N, which leads into this
@@ -141,127 +277,37 @@ Status ExportOtf2Trace(const std::string& timeline_path, const std::string& dir_
   if (fstat(held.fd, &made) != 0 || made.st_uid != geteuid()) {
     return discard(Internal("'" + partial + "' is not the directory just made"));
   }
-  std::string write_at = "/proc/self/fd/" + std::to_string(held.fd);
-  if (struct stat via {}; stat(write_at.c_str(), &via) != 0 || via.st_dev != made.st_dev ||
-                          via.st_ino != made.st_ino) {
-    write_at = partial;  // no /proc: by name, in a directory mode 0700 of ours
-  }
+  const std::string write_at = WriteAt(held.fd, partial, made);
 
   // The ranks to export, in passes whose locations fit the chunk pool: a
   // location holds one chunk from its first event to the end of its pass. The
   // builder's tracks per rank, counted first, decide (lanes for NVTX ranges
   // and overlapping slices come on top).
-  std::vector<uint32_t> ranks;
-  for (const RankSummary& row : timeline.ranks) {
-    if (row.status == static_cast<uint8_t>(RankStatus::kOk) && options.filter.KeepsRank(row.rank)) {
-      ranks.push_back(row.rank);
-    }
-  }
-  const uint64_t chunk = std::clamp<uint64_t>(options.chunk_bytes, kOtf2MinChunkBytes,
-                                              kOtf2MaxChunkBytes);
-  const uint64_t cap = std::max<uint64_t>(1, options.memory_bytes / chunk);
-  std::vector<std::vector<uint32_t>> passes;
-  if (ranks.size() > 1) {
-    TrackCounter counter;
-    TraceBuildOptions build;
-    build.filter = options.filter;
-    build.flows = FlowLinks::kEveryCorrelation;
-    if (Status s = BuildTraceEvents(*reader, timeline, build, &counter, nullptr)
-                       .WithContext("exporting '" + timeline_path + "'");
-        !s.ok()) {
-      return discard(s);
-    }
-    uint64_t open = 0;
-    for (uint32_t rank : ranks) {
-      const uint64_t tracks = counter.Tracks(rank);
-      if (passes.empty() || (open + tracks > cap && !passes.back().empty())) {
-        passes.emplace_back();
-        open = 0;
-      }
-      passes.back().push_back(rank);
-      open += tracks;
-    }
-  } else {
-    passes.push_back(ranks);
+  const uint64_t chunk =
+      std::clamp<uint64_t>(options.chunk_bytes, kOtf2MinChunkBytes, kOtf2MaxChunkBytes);
+  std::vector<std::vector<uint32_t> > passes;
+  if (Status s = PlanPasses(*reader, timeline, timeline_path, options, chunk, &passes); !s.ok()) {
+    return discard(s);
   }
 
   Otf2WriterLimits limits;
   limits.chunk_bytes = chunk;
   limits.memory_bytes = options.memory_bytes;
   Otf2Writer out(write_at, limits, partial);
-  if (Status s = out.Open(); !s.ok()) return discard(s);
   uint64_t records = 0;
-  for (const std::vector<uint32_t>& pass : passes) {
-    if (pass.empty()) continue;
-    TraceBuildOptions build;
-    build.filter = options.filter;
-    build.filter.ranks.clear();
-    for (uint32_t rank : pass) build.filter.ranks.emplace_back(rank, rank);
-    build.flows = FlowLinks::kEveryCorrelation;  // OTF2 has no flows: nothing to look up
-    TraceBuildStats built;
-    out.BeginPass();
-    Status s = BuildTraceEvents(*reader, timeline, build, &out, &built)
-                   .WithContext("exporting '" + timeline_path + "'");
-    if (s.ok()) s = out.EndPass();
-    if (!s.ok()) return discard(s);
-    records += built.records;
+  if (Status s = WriteArchive(out, *reader, timeline, timeline_path, options, passes, &records);
+      !s.ok()) {
+    return discard(s);
   }
-  const Otf2WriterCounts& c = out.counts();
-  std::vector<std::pair<std::string, std::string>> properties = {
-      {"GENERATOR", "aon-export"},
-      {"TIMELINE", timeline_path},
-      {"JOB_ID", MetaStringOr(*reader, "job_id")},
-      {"SOURCE", MetaStringOr(*reader, "source")},
-      {"CLOCK", "ns on the AON timeline clock (the reference rank's CLOCK_MONOTONIC); " +
-                    MetaStringOr(*reader, "clock_note")},
-      {"START_NS", std::to_string(timeline.t0)},
-      {"RECORDS", std::to_string(records)},
-  };
-  if (!options.filter.empty()) properties.emplace_back("FILTER", options.filter.Describe());
-  if (Status s = out.Finish(timeline.t0, properties); !s.ok()) return discard(s);
   // libotf2 made its files and traces/ with the umask's modes: 0600 and 0700.
   if (Status s = MakeTreePrivate(held.fd, partial); !s.ok()) return discard(s);
-  if (struct stat now {}; lstat(partial.c_str(), &now) != 0 || now.st_dev != made.st_dev ||
-                          now.st_ino != made.st_ino) {
+  if (struct stat now{};
+      lstat(partial.c_str(), &now) != 0 || now.st_dev != made.st_dev || now.st_ino != made.st_ino) {
     return Internal("'" + partial + "' was moved or replaced while the archive was written: " +
                     "not renamed to '" + dir + "'");
   }
-
-  // Replace an older archive only now that the new one is whole: it moves to a
-  // fresh directory of its own (nothing else is touched) and is removed once the
-  // new archive has its name; if that fails, it gets its name back.
-  std::error_code ec;
-  std::string old;
-  if (Exists(dir)) {
-    std::string tmpl = dir + ".old-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return discard(Internal("replacing '" + dir + "': " + std::strerror(errno)));
-    }
-    old = tmpl;
-    if (rename(dir.c_str(), old.c_str()) != 0) {  // onto the empty directory
-      const int err = errno;
-      rmdir(old.c_str());
-      return discard(Internal("replacing '" + dir + "': " + std::strerror(err)));
-    }
-  }
-  if (rename(partial.c_str(), dir.c_str()) != 0) {
-    const int err = errno;
-    if (!old.empty()) rename(old.c_str(), dir.c_str());
-    return discard(Internal("renaming '" + partial + "' to '" + dir + "': " + std::strerror(err)));
-  }
-  if (!old.empty()) fs::remove_all(old, ec);
-  if (stats != nullptr) {
-    stats->records = records;
-    stats->events = c.events;
-    stats->collectives = c.collectives;
-    stats->collectives_as_regions = c.collectives_as_regions;
-    stats->metrics = c.metrics;
-    stats->overlap_rows = c.overlap_rows;
-    stats->locations = c.locations;
-    stats->passes = static_cast<uint32_t>(passes.size());
-    stats->peak_pool_bytes = c.peak_pool_bytes;
-    stats->anchor = (fs::path(dir) / "traces.otf2").string();
-  }
+  if (Status s = ReplaceArchive(dir, partial); !s.ok()) return discard(s);
+  if (stats != nullptr) FillStats(out.counts(), records, passes.size(), dir, stats);
   return Status::Ok();
 }
 #endif  // AON_HAVE_OTF2

@@ -169,6 +169,236 @@ CounterValue Fraction(double v) {
 }
 CounterValue Count(uint64_t n) { return CounterValue{0, n, true}; }
 
+// The run's span, its merged ranks densely numbered and the bins they are
+// counted in.
+struct Frame {
+  uint64_t t0 = 0, t_end = 0;
+  std::vector<const RankSummary*> ok;
+  std::vector<int64_t> dense;
+  uint64_t width = 0;
+  uint32_t bins = 0;
+  size_t nranks = 0;
+  int64_t index(uint32_t rank) const { return rank < dense.size() ? dense[rank] : -1; }
+};
+
+// Stage: the run's span and its merged ranks, from the timeline's meta.
+Frame NumberRanks(const std::vector<RankSummary>& rows, int64_t start_meta, int64_t end_meta) {
+  Frame f;
+  f.t0 = static_cast<uint64_t>(start_meta);
+  f.t_end = std::max(f.t0, static_cast<uint64_t>(end_meta));
+
+  // Ranks that were merged, densely numbered.
+  uint32_t max_rank = 0;
+  for (const RankSummary& row : rows) {
+    if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
+    f.ok.push_back(&row);
+    max_rank = std::max(max_rank, row.rank);
+  }
+  f.dense.assign(f.ok.empty() ? 0 : size_t{max_rank} + 1, -1);
+  for (size_t i = 0; i < f.ok.size(); ++i) f.dense[f.ok[i]->rank] = static_cast<int64_t>(i);
+  return f;
+}
+
+// Stage: the bins' width and count, within the options' limits.
+void ChooseBins(const OverviewOptions& options, Frame* f) {
+  // Bins.
+  uint64_t max_bins = std::max<uint32_t>(1, options.max_bins);
+  if (!f->ok.empty() && f->ok.size() * max_bins > options.max_total_bins) {
+    max_bins =
+        std::max<uint64_t>(std::max<uint32_t>(1, std::min(options.min_bins, options.max_bins)),
+                           options.max_total_bins / f->ok.size());
+  }
+  const uint64_t span = f->t_end - f->t0;
+  f->width = NiceCeil(std::max<uint64_t>(1, (span + max_bins - 1) / max_bins));
+  f->bins = static_cast<uint32_t>(std::max<uint64_t>(1, (span + f->width - 1) / f->width));
+  f->nranks = f->ok.size();
+}
+
+// Stage: GPU busy and kernels per bin, from the kernel, memcpy and memset tables.
+Status CountGpu(const TraceReader& reader, const Frame& f, BusyUnion* gpu,
+                std::vector<uint64_t>* kernels) {
+  SpanCursor cursors[] = {SpanCursor(reader, RecordKind::kKernel),
+                          SpanCursor(reader, RecordKind::kMemcpy),
+                          SpanCursor(reader, RecordKind::kMemset)};
+  for (SpanCursor& c : cursors) AON_RETURN_IF_ERROR(c.Open());
+  for (;;) {
+    SpanCursor* next = nullptr;
+    for (SpanCursor& c : cursors) {
+      if (!c.done() && (next == nullptr || c.peek().start_ns < next->peek().start_ns)) next = &c;
+    }
+    if (next == nullptr) break;
+    const Span& s = next->peek();
+    if (const int64_t r = f.index(s.rank); r >= 0) {
+      gpu->Add(static_cast<size_t>(r), s.start_ns, s.end_ns);
+      if (next == &cursors[0] && s.start_ns >= f.t0) {
+        const uint64_t bin = std::min<uint64_t>((s.start_ns - f.t0) / f.width, f.bins - 1);
+        ++(*kernels)[static_cast<size_t>(r) * f.bins + bin];
+      }
+    }
+    AON_RETURN_IF_ERROR(next->Advance());
+  }
+  gpu->Finish();
+  return Status::Ok();
+}
+
+// Stage: NCCL busy per bin, from the NCCL table.
+Status CountNccl(const TraceReader& reader, const Frame& f, BusyUnion* nccl) {
+  SpanCursor c(reader, RecordKind::kNccl);
+  AON_RETURN_IF_ERROR(c.Open());
+  while (!c.done()) {
+    const Span& s = c.peek();
+    const bool op = s.event_type == static_cast<uint8_t>(NcclEventType::kColl) ||
+                    s.event_type == static_cast<uint8_t>(NcclEventType::kP2p);
+    if (const int64_t r = f.index(s.rank); op && r >= 0) {
+      nccl->Add(static_cast<size_t>(r), s.start_ns, s.end_ns);
+    }
+    AON_RETURN_IF_ERROR(c.Advance());
+  }
+  nccl->Finish();
+  return Status::Ok();
+}
+
+// Stage: the longest NVTX top-level ranges per rank, from the NVTX table.
+Status KeepLongestNvtx(const TraceReader& reader, const Frame& f,
+                       std::vector<std::vector<NvtxKept>>* nvtx, uint64_t* nvtx_omitted) {
+  const size_t nvtx_cap = size_t{2} * f.bins;
+  const TableSchema& schema = MergedSchemaOf<NvtxRecord>();
+  AON_ASSIGN_OR_RETURN(uint64_t n, reader.TableSize(schema));
+  std::vector<Merged<NvtxRecord>> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
+  for (uint64_t first = 0; first < n; first += kChunkRecords) {
+    const uint64_t count = std::min(kChunkRecords, n - first);
+    AON_RETURN_IF_ERROR(reader.ReadTable(schema, first, count, chunk.data()));
+    for (uint64_t i = 0; i < count; ++i) {
+      const NvtxRecord& r = chunk[i].record;
+      const int64_t rank = f.index(chunk[i].rank);
+      if (rank < 0 || r.depth != 0 || r.type == static_cast<uint8_t>(NvtxType::kMark) ||
+          r.end_ns <= r.start_ns || r.end_ns - r.start_ns <= f.width) {
+        continue;
+      }
+      std::vector<NvtxKept>& heap = (*nvtx)[static_cast<size_t>(rank)];
+      NvtxKept kept{r.end_ns - r.start_ns, r};
+      if (heap.size() < nvtx_cap) {
+        heap.push_back(kept);
+        std::push_heap(heap.begin(), heap.end(), LongerFirst);
+        continue;
+      }
+      ++*nvtx_omitted;
+      if (kept.duration > heap.front().duration) {
+        std::pop_heap(heap.begin(), heap.end(), LongerFirst);
+        heap.back() = kept;
+        std::push_heap(heap.begin(), heap.end(), LongerFirst);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// The ids handed out so far across the ranks, and the NVTX ranges written.
+struct WriteCounts {
+  uint64_t nvtx_written = 0, async_id = 0;
+  uint32_t next_track = 0;
+};
+
+// Stage: a rank's counter tracks (GPU busy, NCCL busy, kernels per bin).
+void WriteCounters(JsonTraceWriter& out, const Frame& f, size_t r, const BusyUnion& gpu,
+                   const BusyUnion& nccl, const std::vector<uint64_t>& kernels,
+                   uint32_t* next_track) {
+  const RankSummary& row = *f.ok[r];
+  const uint64_t t0 = f.t0, width = f.width;
+  const uint32_t bins = f.bins;
+  // Counters: a sample per change, 0 at the end of the run.
+  auto counter = [&](std::string_view track, std::string_view series, CounterValue zero,
+                     auto value_of) {
+    trace::TrackInfo info;
+    info.pid = row.rank;
+    info.kind = trace::TrackKind::kCounter;
+    info.name = track;
+    info.series = series;
+    const uint32_t id = (*next_track)++;
+    out.OnTrack(id, info);
+    std::optional<CounterValue> last;
+    for (uint32_t b = 0; b <= bins; ++b) {
+      const CounterValue v = b < bins ? value_of(b) : zero;
+      if (v == last) continue;
+      out.OnCounter(trace::CounterSample{id, t0 + uint64_t{b} * width, v.value()});
+      last = v;
+    }
+  };
+  const double w = static_cast<double>(width);
+  counter("GPU busy", "fraction", Fraction(0),
+          [&](uint32_t b) { return Fraction(static_cast<double>(gpu.busy(r, b)) / w); });
+  counter("NCCL busy", "fraction", Fraction(0),
+          [&](uint32_t b) { return Fraction(static_cast<double>(nccl.busy(r, b)) / w); });
+  counter("kernels", "per bin", Count(0), [&](uint32_t b) { return Count(kernels[r * bins + b]); });
+}
+
+// Stage: a rank's kept NVTX ranges, as slices on their threads' tracks.
+void WriteNvtxRanges(JsonTraceWriter& out, const StringTable& strings, const RankSummary& row,
+                     std::vector<NvtxKept>& kept, WriteCounts* ids) {
+  // NVTX ranges, in time order, on their threads.
+  std::sort(kept.begin(), kept.end(), [](const NvtxKept& a, const NvtxKept& b) {
+    return a.record.start_ns != b.record.start_ns ? a.record.start_ns < b.record.start_ns
+                                                  : a.duration > b.duration;
+  });
+  std::map<uint32_t, uint32_t> threads;  // OS thread id -> track id
+  for (const NvtxKept& k : kept) {
+    const NvtxRecord& n = k.record;
+    auto thread = threads.find(n.thread_id);
+    if (thread == threads.end()) {
+      const bool main = row.pid == static_cast<int64_t>(n.thread_id);
+      trace::TrackInfo info;
+      info.pid = row.rank;
+      info.tid = n.thread_id;
+      info.kind = trace::TrackKind::kThread;
+      info.name = (main ? "main thread " : "thread ") + std::to_string(n.thread_id);
+      thread = threads.emplace(n.thread_id, ids->next_track++).first;
+      out.OnTrack(thread->second, info);
+    }
+    const std::string& domain = strings.Get(n.domain_id);
+    const std::string cat = "nvtx:" + (domain.empty() ? std::string("default") : domain);
+    const std::string& label = strings.Get(n.name_id);
+    trace::Slice slice;
+    slice.track = thread->second;
+    slice.name = label.empty() ? std::string_view("nvtx range") : label;
+    slice.category = cat;
+    slice.start_ns = n.start_ns;
+    slice.end_ns = n.end_ns;
+    if (n.type == static_cast<uint8_t>(NvtxType::kStartEnd)) {
+      slice.shape = trace::SliceShape::kAsync;
+      slice.async_id = ++ids->async_id;
+    }
+    out.OnSlice(slice);
+    ++ids->nvtx_written;
+  }
+}
+
+// Stage: the overview's metadata: its source, its bins and what it holds.
+TraceMetadata OverviewMetadata(const TraceReader& reader, const std::string& timeline_path,
+                               const Frame& f, uint64_t nvtx_written, uint64_t nvtx_omitted) {
+  TraceMetadata meta;
+  auto add = [&](const char* key, JsonTraceWriter::MetaValue value) {
+    meta.emplace_back(key, std::move(value));
+  };
+  add("generator", "aon-merge");
+  add("kind", "overview");
+  add("timeline", timeline_path);
+  add("job_id", MetaStringOr(reader, "job_id"));
+  add("source", MetaStringOr(reader, "source"));
+  add("start_ns", std::to_string(f.t0));
+  add("end_ns", std::to_string(f.t_end));
+  add("bin_ns", f.width);
+  add("bins", uint64_t{f.bins});
+  add("ranks", uint64_t{f.nranks});
+  add("nvtx_ranges", nvtx_written);
+  add("nvtx_ranges_omitted", nvtx_omitted);
+  add("time_origin", "ts 0 = start_ns on the timeline clock; ts and dur in microseconds");
+  add("counters",
+      "GPU busy: fraction of the bin during which any kernel, memcpy or memset of the rank ran; "
+      "NCCL busy: the same for NCCL collective and p2p operations; kernels: kernels started in "
+      "the bin");
+  return meta;
+}
+
 }  // namespace
 
 Status WriteOverview(const std::string& timeline_path, const std::string& json_path,
@@ -183,214 +413,42 @@ Status WriteOverview(const std::string& timeline_path, const std::string& json_p
   AON_ASSIGN_OR_RETURN(int64_t end_meta, reader->GetMetaInt("end_ns"));
   AON_ASSIGN_OR_RETURN(std::vector<RankSummary> rows,
                        reader->ReadAllOf<RankSummary>(RankSummarySchema(), "meta"));
-  const uint64_t t0 = static_cast<uint64_t>(start_meta);
-  const uint64_t t_end = std::max(t0, static_cast<uint64_t>(end_meta));
-
-  // Ranks that were merged, densely numbered.
-  std::vector<const RankSummary*> ok;
-  uint32_t max_rank = 0;
-  for (const RankSummary& row : rows) {
-    if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
-    ok.push_back(&row);
-    max_rank = std::max(max_rank, row.rank);
-  }
-  std::vector<int64_t> dense(ok.empty() ? 0 : size_t{max_rank} + 1, -1);
-  for (size_t i = 0; i < ok.size(); ++i) dense[ok[i]->rank] = static_cast<int64_t>(i);
-  auto index = [&](uint32_t rank) -> int64_t { return rank < dense.size() ? dense[rank] : -1; };
+  Frame f = NumberRanks(rows, start_meta, end_meta);
   const std::set<uint32_t> synthetic = SyntheticRanks(*reader);
-
-  // Bins.
-  uint64_t max_bins = std::max<uint32_t>(1, options.max_bins);
-  if (!ok.empty() && ok.size() * max_bins > options.max_total_bins) {
-    max_bins =
-        std::max<uint64_t>(std::max<uint32_t>(1, std::min(options.min_bins, options.max_bins)),
-                           options.max_total_bins / ok.size());
-  }
-  const uint64_t span = t_end - t0;
-  const uint64_t width = NiceCeil(std::max<uint64_t>(1, (span + max_bins - 1) / max_bins));
-  const auto bins = static_cast<uint32_t>(std::max<uint64_t>(1, (span + width - 1) / width));
-  const size_t nranks = ok.size();
+  ChooseBins(options, &f);
 
   // GPU busy (kernels, memcpy, memset merged in start order) and kernels per bin.
-  BusyUnion gpu(t0, width, bins, nranks);
-  std::vector<uint64_t> kernels(nranks * bins, 0);
-  {
-    SpanCursor cursors[] = {SpanCursor(*reader, RecordKind::kKernel),
-                            SpanCursor(*reader, RecordKind::kMemcpy),
-                            SpanCursor(*reader, RecordKind::kMemset)};
-    for (SpanCursor& c : cursors) AON_RETURN_IF_ERROR(c.Open());
-    for (;;) {
-      SpanCursor* next = nullptr;
-      for (SpanCursor& c : cursors) {
-        if (!c.done() && (next == nullptr || c.peek().start_ns < next->peek().start_ns)) next = &c;
-      }
-      if (next == nullptr) break;
-      const Span& s = next->peek();
-      if (const int64_t r = index(s.rank); r >= 0) {
-        gpu.Add(static_cast<size_t>(r), s.start_ns, s.end_ns);
-        if (next == &cursors[0] && s.start_ns >= t0) {
-          const uint64_t bin = std::min<uint64_t>((s.start_ns - t0) / width, bins - 1);
-          ++kernels[static_cast<size_t>(r) * bins + bin];
-        }
-      }
-      AON_RETURN_IF_ERROR(next->Advance());
-    }
-    gpu.Finish();
-  }
+  BusyUnion gpu(f.t0, f.width, f.bins, f.nranks);
+  std::vector<uint64_t> kernels(f.nranks * f.bins, 0);
+  AON_RETURN_IF_ERROR(CountGpu(*reader, f, &gpu, &kernels));
   // NCCL busy: operations only (channels are parts of them, comms span the job).
-  BusyUnion nccl(t0, width, bins, nranks);
-  {
-    SpanCursor c(*reader, RecordKind::kNccl);
-    AON_RETURN_IF_ERROR(c.Open());
-    while (!c.done()) {
-      const Span& s = c.peek();
-      const bool op = s.event_type == static_cast<uint8_t>(NcclEventType::kColl) ||
-                      s.event_type == static_cast<uint8_t>(NcclEventType::kP2p);
-      if (const int64_t r = index(s.rank); op && r >= 0) {
-        nccl.Add(static_cast<size_t>(r), s.start_ns, s.end_ns);
-      }
-      AON_RETURN_IF_ERROR(c.Advance());
-    }
-    nccl.Finish();
-  }
+  BusyUnion nccl(f.t0, f.width, f.bins, f.nranks);
+  AON_RETURN_IF_ERROR(CountNccl(*reader, f, &nccl));
   // NVTX top-level ranges longer than a bin: the longest 2 x bins per rank.
-  const size_t nvtx_cap = size_t{2} * bins;
-  std::vector<std::vector<NvtxKept>> nvtx(nranks);
+  std::vector<std::vector<NvtxKept>> nvtx(f.nranks);
   uint64_t nvtx_omitted = 0;
-  {
-    const TableSchema& schema = MergedSchemaOf<NvtxRecord>();
-    AON_ASSIGN_OR_RETURN(uint64_t n, reader->TableSize(schema));
-    std::vector<Merged<NvtxRecord>> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
-    for (uint64_t first = 0; first < n; first += kChunkRecords) {
-      const uint64_t count = std::min(kChunkRecords, n - first);
-      AON_RETURN_IF_ERROR(reader->ReadTable(schema, first, count, chunk.data()));
-      for (uint64_t i = 0; i < count; ++i) {
-        const NvtxRecord& r = chunk[i].record;
-        const int64_t rank = index(chunk[i].rank);
-        if (rank < 0 || r.depth != 0 || r.type == static_cast<uint8_t>(NvtxType::kMark) ||
-            r.end_ns <= r.start_ns || r.end_ns - r.start_ns <= width) {
-          continue;
-        }
-        std::vector<NvtxKept>& heap = nvtx[static_cast<size_t>(rank)];
-        NvtxKept kept{r.end_ns - r.start_ns, r};
-        if (heap.size() < nvtx_cap) {
-          heap.push_back(kept);
-          std::push_heap(heap.begin(), heap.end(), LongerFirst);
-          continue;
-        }
-        ++nvtx_omitted;
-        if (kept.duration > heap.front().duration) {
-          std::pop_heap(heap.begin(), heap.end(), LongerFirst);
-          heap.back() = kept;
-          std::push_heap(heap.begin(), heap.end(), LongerFirst);
-        }
-      }
-    }
-  }
+  AON_RETURN_IF_ERROR(KeepLongestNvtx(*reader, f, &nvtx, &nvtx_omitted));
 
   AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(json_path));
-  JsonTraceWriter out(file.get(), t0);
-  uint64_t nvtx_written = 0, async_id = 0;
-  uint32_t next_track = 0;
-  for (size_t r = 0; r < nranks; ++r) {
-    const RankSummary& row = *ok[r];
+  JsonTraceWriter out(file.get(), f.t0);
+  WriteCounts ids;
+  for (size_t r = 0; r < f.nranks; ++r) {
+    const RankSummary& row = *f.ok[r];
     std::string name = "rank " + std::to_string(row.rank);
     if (!strings.Get(row.host_id).empty()) name += " @ " + strings.Get(row.host_id);
     if (synthetic.count(row.rank) > 0) name += " [SYNTHETIC]";
     out.OnProcess(trace::ProcessInfo{row.rank, name, row.rank, strings.Get(row.host_id)});
-
-    // Counters: a sample per change, 0 at the end of the run.
-    auto counter = [&](std::string_view track, std::string_view series, CounterValue zero,
-                       auto value_of) {
-      trace::TrackInfo info;
-      info.pid = row.rank;
-      info.kind = trace::TrackKind::kCounter;
-      info.name = track;
-      info.series = series;
-      const uint32_t id = next_track++;
-      out.OnTrack(id, info);
-      std::optional<CounterValue> last;
-      for (uint32_t b = 0; b <= bins; ++b) {
-        const CounterValue v = b < bins ? value_of(b) : zero;
-        if (v == last) continue;
-        out.OnCounter(trace::CounterSample{id, t0 + uint64_t{b} * width, v.value()});
-        last = v;
-      }
-    };
-    const double w = static_cast<double>(width);
-    counter("GPU busy", "fraction", Fraction(0),
-            [&](uint32_t b) { return Fraction(static_cast<double>(gpu.busy(r, b)) / w); });
-    counter("NCCL busy", "fraction", Fraction(0),
-            [&](uint32_t b) { return Fraction(static_cast<double>(nccl.busy(r, b)) / w); });
-    counter("kernels", "per bin", Count(0),
-            [&](uint32_t b) { return Count(kernels[r * bins + b]); });
-
-    // NVTX ranges, in time order, on their threads.
-    std::vector<NvtxKept>& kept = nvtx[r];
-    std::sort(kept.begin(), kept.end(), [](const NvtxKept& a, const NvtxKept& b) {
-      return a.record.start_ns != b.record.start_ns ? a.record.start_ns < b.record.start_ns
-                                                    : a.duration > b.duration;
-    });
-    std::map<uint32_t, uint32_t> threads;  // OS thread id -> track id
-    for (const NvtxKept& k : kept) {
-      const NvtxRecord& n = k.record;
-      auto thread = threads.find(n.thread_id);
-      if (thread == threads.end()) {
-        const bool main = row.pid == static_cast<int64_t>(n.thread_id);
-        trace::TrackInfo info;
-        info.pid = row.rank;
-        info.tid = n.thread_id;
-        info.kind = trace::TrackKind::kThread;
-        info.name = (main ? "main thread " : "thread ") + std::to_string(n.thread_id);
-        thread = threads.emplace(n.thread_id, next_track++).first;
-        out.OnTrack(thread->second, info);
-      }
-      const std::string& domain = strings.Get(n.domain_id);
-      const std::string cat = "nvtx:" + (domain.empty() ? std::string("default") : domain);
-      const std::string& label = strings.Get(n.name_id);
-      trace::Slice slice;
-      slice.track = thread->second;
-      slice.name = label.empty() ? std::string_view("nvtx range") : label;
-      slice.category = cat;
-      slice.start_ns = n.start_ns;
-      slice.end_ns = n.end_ns;
-      if (n.type == static_cast<uint8_t>(NvtxType::kStartEnd)) {
-        slice.shape = trace::SliceShape::kAsync;
-        slice.async_id = ++async_id;
-      }
-      out.OnSlice(slice);
-      ++nvtx_written;
-    }
+    WriteCounters(out, f, r, gpu, nccl, kernels, &ids.next_track);
+    WriteNvtxRanges(out, strings, row, nvtx[r], &ids);
   }
 
-  TraceMetadata meta;
-  auto add = [&](const char* key, JsonTraceWriter::MetaValue value) {
-    meta.emplace_back(key, std::move(value));
-  };
-  add("generator", "aon-merge");
-  add("kind", "overview");
-  add("timeline", timeline_path);
-  add("job_id", MetaStringOr(*reader, "job_id"));
-  add("source", MetaStringOr(*reader, "source"));
-  add("start_ns", std::to_string(t0));
-  add("end_ns", std::to_string(t_end));
-  add("bin_ns", width);
-  add("bins", uint64_t{bins});
-  add("ranks", uint64_t{nranks});
-  add("nvtx_ranges", nvtx_written);
-  add("nvtx_ranges_omitted", nvtx_omitted);
-  add("time_origin", "ts 0 = start_ns on the timeline clock; ts and dur in microseconds");
-  add("counters",
-      "GPU busy: fraction of the bin during which any kernel, memcpy or memset of the rank ran; "
-      "NCCL busy: the same for NCCL collective and p2p operations; kernels: kernels started in "
-      "the bin");
-  out.Finish(meta);
+  out.Finish(OverviewMetadata(*reader, timeline_path, f, ids.nvtx_written, nvtx_omitted));
   if (stats != nullptr) {
-    stats->bin_ns = width;
-    stats->bins = bins;
-    stats->ranks = static_cast<uint32_t>(nranks);
+    stats->bin_ns = f.width;
+    stats->bins = f.bins;
+    stats->ranks = static_cast<uint32_t>(f.nranks);
     stats->events = out.events();
-    stats->nvtx_ranges = nvtx_written;
+    stats->nvtx_ranges = ids.nvtx_written;
     stats->nvtx_ranges_omitted = nvtx_omitted;
   }
   return file->Commit();

@@ -2,7 +2,7 @@
 // bytes of one chunk as they are stored, made from (or turned back into) rows
 // in their struct layout. TraceWriter and TraceReader use them with
 // H5Dwrite_chunk / H5Dread_chunk for the tables AON writes itself
-// (trace_file.cc says when); every other table goes through H5Dwrite / H5Dread.
+// (direct_chunk_io.h says when); every other table goes through H5Dwrite / H5Dread.
 //
 // What a stored chunk is (HDF5's own filters, so that h5py, h5dump and any
 // HDF5 reader open the file as before): `chunk_rows` rows, packed (each field
@@ -70,7 +70,7 @@ class Deflater {
   bool Compress(const uint8_t* in, size_t n, ChunkBuffer* out);
   // The library's level 1 (an LZ77 match finder), whatever `level`: what a
   // writer at level 1 tries now and then against the run-length encoder, for
-  // tables whose chunks repeat at longer distances than runs (trace_file.cc).
+  // tables whose chunks repeat at longer distances than runs (trace_writer.cc).
   bool CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out);
 
  private:

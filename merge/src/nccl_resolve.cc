@@ -63,223 +63,277 @@ NcclRecord OperationOfCapturedCall(const NcclGraphRecord& c) {
   op.comm_rank = c.comm_rank;
   op.comm_nranks = c.comm_nranks;
   op.comm_nnodes = c.comm_nnodes;
-  op.event_type = static_cast<uint8_t>(
-      c.event == static_cast<uint8_t>(NcclGraphEvent::kCapturedP2p) ? NcclEventType::kP2p
-                                                                      : NcclEventType::kColl);
+  op.event_type = static_cast<uint8_t>(c.event == static_cast<uint8_t>(NcclGraphEvent::kCapturedP2p)
+                                           ? NcclEventType::kP2p
+                                           : NcclEventType::kColl);
   op.gpu_timing = kTimingNone;
   return op;
 }
 
-// The CUDA-graph pass (nccl_resolve.h, "CUDA graphs"). Appends replay records,
-// and returns each record's role; raw replay channel times tied to their kernel
-// are added to `replay_offsets` for the calibration.
-std::vector<Role> ResolveGraphReplays(std::vector<NcclRecord>& nccl,
-                                      std::span<const NcclGraphRecord> graph,
-                                      std::span<const KernelRecord> kernels,
-                                      std::span<const ApiRecord> apis, NcclResolveResult* result,
-                                      std::vector<int64_t>* replay_offsets) {
+// The CUDA-graph pass (nccl_resolve.h, "CUDA graphs"), stage by stage: the
+// graph rows, every node's launch, the replayed kernels of each launch, the
+// operations each launch ran at capture, then each launch expanded into its
+// replays; what could not be tied is said in the result's note.
+class GraphReplayPass {
+ public:
+  GraphReplayPass(std::vector<NcclRecord>& nccl, NcclResolveResult* result,
+                  std::vector<int64_t>* replay_offsets)
+      : nccl_(nccl), result_(result), replay_offsets_(replay_offsets) {}
+
+  std::vector<Role> Run(std::span<const NcclGraphRecord> graph,
+                        std::span<const KernelRecord> kernels, std::span<const ApiRecord> apis) {
+    ReadGraphRows(graph);
+    role_.assign(nccl_.size(), Role::kPlain);
+    if (launch_of_created_.empty() && captured_calls_.empty()) return role_;
+    IndexReplays(LaunchOfNode(), kernels, apis);
+    IndexCaptures();
+    std::vector<uint64_t> ordered(launches_.begin(), launches_.end());
+    std::sort(ordered.begin(), ordered.end());  // deterministic output order
+    for (uint64_t launch : ordered) {
+      if (!expanded_.count(launch)) ExpandLaunch(launch);
+    }
+    for (const NcclRecord& c : added_) {
+      nccl_.push_back(c);
+      role_.push_back(Role::kReplay);
+    }
+    NoteProblems();
+    return role_;
+  }
+
+ private:
   // Node rows: created node -> its launch; clone -> original. Captured calls.
-  std::unordered_map<uint64_t, uint64_t> launch_of_created;
-  std::unordered_map<uint64_t, uint64_t> original_of_clone;
-  std::vector<NcclGraphRecord> captured_calls;
-  for (const NcclGraphRecord& r : graph) {
-    switch (static_cast<NcclGraphEvent>(r.event)) {
-      case NcclGraphEvent::kNodeCreated:
-        if (launch_of_created.emplace(r.node_id, r.external_id).second) ++result->graph_nodes;
-        break;
-      case NcclGraphEvent::kNodeCloned:
-        if (original_of_clone.emplace(r.node_id, r.original_node_id).second) {
-          ++result->graph_node_clones;
-        }
-        break;
-      case NcclGraphEvent::kCapturedColl:
-      case NcclGraphEvent::kCapturedP2p: captured_calls.push_back(r); break;
+  void ReadGraphRows(std::span<const NcclGraphRecord> graph) {
+    for (const NcclGraphRecord& r : graph) {
+      switch (static_cast<NcclGraphEvent>(r.event)) {
+        case NcclGraphEvent::kNodeCreated:
+          if (launch_of_created_.emplace(r.node_id, r.external_id).second) ++result_->graph_nodes;
+          break;
+        case NcclGraphEvent::kNodeCloned:
+          if (original_of_clone_.emplace(r.node_id, r.original_node_id).second) {
+            ++result_->graph_node_clones;
+          }
+          break;
+        case NcclGraphEvent::kCapturedColl:
+        case NcclGraphEvent::kCapturedP2p:
+          captured_calls_.push_back(r);
+          break;
+      }
     }
   }
-  std::vector<Role> role(nccl.size(), Role::kPlain);
-  if (launch_of_created.empty() && captured_calls.empty()) return role;
 
   // Every node (created or clone, through any number of clone generations) ->
   // the NCCL launch that created its origin. A clone whose chain does not end at
   // a created node (its row lost) maps to nothing: its replays are reported,
   // not guessed.
-  std::unordered_map<uint64_t, uint64_t> launch_of_node = launch_of_created;
-  for (const auto& [clone, original] : original_of_clone) {
-    uint64_t n = original;
-    for (int depth = 0; depth < 64; ++depth) {
-      if (auto c = launch_of_created.find(n); c != launch_of_created.end()) {
-        launch_of_node.emplace(clone, c->second);
-        break;
+  std::unordered_map<uint64_t, uint64_t> LaunchOfNode() const {
+    std::unordered_map<uint64_t, uint64_t> launch_of_node = launch_of_created_;
+    for (const auto& [clone, original] : original_of_clone_) {
+      uint64_t n = original;
+      for (int depth = 0; depth < 64; ++depth) {
+        if (auto c = launch_of_created_.find(n); c != launch_of_created_.end()) {
+          launch_of_node.emplace(clone, c->second);
+          break;
+        }
+        auto up = original_of_clone_.find(n);
+        if (up == original_of_clone_.end()) break;
+        n = up->second;
       }
-      auto up = original_of_clone.find(n);
-      if (up == original_of_clone.end()) break;
-      n = up->second;
+    }
+    return launch_of_node;
+  }
+
+  // The replayed kernels of each launch, in start order, and the start of the
+  // API call that launched each.
+  void IndexReplays(const std::unordered_map<uint64_t, uint64_t>& launch_of_node,
+                    std::span<const KernelRecord> kernels, std::span<const ApiRecord> apis) {
+    for (const KernelRecord& k : kernels) {
+      if (k.graph_node_id == 0) continue;
+      auto l = launch_of_node.find(k.graph_node_id);
+      if (l == launch_of_node.end()) continue;
+      replays_of_launch_[l->second].push_back(
+          {k.start_ns, k.end_ns, k.correlation_id, k.stream_id});
+      graph_launch_call_.emplace(k.correlation_id, 0);
+    }
+    for (auto& [launch, replays] : replays_of_launch_) {
+      std::sort(replays.begin(), replays.end(),
+                [](const ReplayKernel& a, const ReplayKernel& b) { return a.start < b.start; });
+    }
+    for (const ApiRecord& a : apis) {
+      auto c = graph_launch_call_.find(a.correlation_id);
+      if (c != graph_launch_call_.end() && (c->second == 0 || a.start_ns < c->second)) {
+        c->second = a.start_ns;
+      }
     }
   }
 
-  // The replayed kernels of each launch, in start order.
-  std::unordered_map<uint64_t, std::vector<ReplayKernel>> replays_of_launch;
-  std::unordered_map<uint32_t, uint64_t> graph_launch_call;  // correlation -> API call start
-  for (const KernelRecord& k : kernels) {
-    if (k.graph_node_id == 0) continue;
-    auto l = launch_of_node.find(k.graph_node_id);
-    if (l == launch_of_node.end()) continue;
-    replays_of_launch[l->second].push_back({k.start_ns, k.end_ns, k.correlation_id, k.stream_id});
-    graph_launch_call.emplace(k.correlation_id, 0);
-  }
-  for (auto& [launch, replays] : replays_of_launch) {
-    std::sort(replays.begin(), replays.end(),
-              [](const ReplayKernel& a, const ReplayKernel& b) { return a.start < b.start; });
-  }
-  for (const ApiRecord& a : apis) {
-    auto c = graph_launch_call.find(a.correlation_id);
-    if (c != graph_launch_call.end() && (c->second == 0 || a.start_ns < c->second)) {
-      c->second = a.start_ns;
+  // The operations each launch ran at capture (NCCL reported them then),
+  // launches already expanded (a resolved file run again), and the records
+  // NCCL reported without a launch.
+  void IndexCaptures() {
+    for (const auto& [node, launch] : launch_of_created_) launches_.insert(launch);
+    for (const NcclGraphRecord& c : captured_calls_) {
+      if (c.external_id != 0) launches_.insert(c.external_id);
+    }
+    launches_.erase(0);
+    for (size_t i = 0; i < nccl_.size(); ++i) {
+      const NcclRecord& r = nccl_[i];
+      if (!IsOperation(r) || r.external_id == 0 || !launches_.count(r.external_id)) continue;
+      if (r.graph_replay != 0) {
+        expanded_.insert(r.external_id);
+      } else {
+        ops_of_launch_[r.external_id].push_back(i);
+      }
+    }
+    // Records NCCL reported without a launch (host-callback replays are among
+    // them), by communicator: candidates for the replays of captured calls.
+    for (size_t i = 0; i < nccl_.size(); ++i) {
+      const NcclRecord& r = nccl_[i];
+      if (IsOperation(r) && r.external_id == 0 && r.graph_replay == 0 && r.correlation_id == 0) {
+        unlaunched_of_comm_[r.comm_hash].push_back(i);
+      }
     }
   }
 
-  // The operations each launch ran at capture (NCCL reported them then), and
-  // launches already expanded (a resolved file run again).
-  std::unordered_set<uint64_t> launches;
-  for (const auto& [node, launch] : launch_of_created) launches.insert(launch);
-  for (const NcclGraphRecord& c : captured_calls) {
-    if (c.external_id != 0) launches.insert(c.external_id);
-  }
-  launches.erase(0);
-  std::unordered_map<uint64_t, std::vector<size_t>> ops_of_launch;
-  std::unordered_set<uint64_t> expanded;
-  for (size_t i = 0; i < nccl.size(); ++i) {
-    const NcclRecord& r = nccl[i];
-    if (!IsOperation(r) || r.external_id == 0 || !launches.count(r.external_id)) continue;
-    if (r.graph_replay != 0) {
-      expanded.insert(r.external_id);
-    } else {
-      ops_of_launch[r.external_id].push_back(i);
-    }
-  }
-  // Records NCCL reported without a launch (host-callback replays are among
-  // them), by communicator: candidates for the replays of captured calls.
-  std::unordered_map<uint64_t, std::vector<size_t>> unlaunched_of_comm;
-  for (size_t i = 0; i < nccl.size(); ++i) {
-    const NcclRecord& r = nccl[i];
-    if (IsOperation(r) && r.external_id == 0 && r.graph_replay == 0 && r.correlation_id == 0) {
-      unlaunched_of_comm[r.comm_hash].push_back(i);
-    }
-  }
-
-  std::vector<uint64_t> ordered(launches.begin(), launches.end());
-  std::sort(ordered.begin(), ordered.end());  // deterministic output order
-  std::vector<NcclRecord> added;
-  for (uint64_t launch : ordered) {
-    if (expanded.count(launch)) continue;
-    std::vector<size_t> ops = ops_of_launch[launch];
+  // One launch: its captured operations (or, where NCCL reported nothing at
+  // capture, its captured calls), each with a record per replayed kernel.
+  void ExpandLaunch(uint64_t launch) {
+    std::vector<size_t> ops = ops_of_launch_[launch];
     bool from_calls = false;
     if (ops.empty()) {
       // NCCL reported nothing at capture: the captured calls are the operations.
-      for (const NcclGraphRecord& c : captured_calls) {
+      for (const NcclGraphRecord& c : captured_calls_) {
         if (c.external_id != launch) continue;
-        ops.push_back(nccl.size());
-        nccl.push_back(OperationOfCapturedCall(c));
-        role.push_back(Role::kPlain);
-        ++result->captured_from_calls;
+        ops.push_back(nccl_.size());
+        nccl_.push_back(OperationOfCapturedCall(c));
+        role_.push_back(Role::kPlain);
+        ++result_->captured_from_calls;
       }
       from_calls = true;
     }
     if (ops.empty()) {
-      ++result->graph_launches_unmatched;
-      continue;
+      ++result_->graph_launches_unmatched;
+      return;
     }
-    const std::vector<ReplayKernel>& replays = replays_of_launch[launch];
+    const std::vector<ReplayKernel>& replays = replays_of_launch_[launch];
     for (size_t i : ops) {
-      role[i] = Role::kCaptured;
-      ++result->captured_operations;
+      role_[i] = Role::kCaptured;
+      ++result_->captured_operations;
       if (replays.empty()) {
-        ++result->captured_without_replay;
+        ++result_->captured_without_replay;
         continue;
       }
-      nccl[i].stream_id = replays.front().stream;
-      // NCCL's own replay records (only where it reported nothing at capture):
-      // the same call (communicator, function, size, peer), after the capture;
-      // each replayed kernel takes the latest one that started before it.
-      std::vector<size_t> reported_for(replays.size(), SIZE_MAX);
-      if (from_calls) {
-        const NcclRecord& op = nccl[i];
-        const uint8_t want_type = op.event_type;
-        std::vector<size_t> cands;
-        for (size_t j : unlaunched_of_comm[op.comm_hash]) {
-          const NcclRecord& r = nccl[j];
-          if (role[j] != Role::kPlain || r.event_type != want_type || r.func_id != op.func_id ||
-              r.count != op.count || r.datatype_id != op.datatype_id ||
-              (op.peer >= 0 && r.peer != op.peer) ||  // P2pApi names no peer
-              r.start_ns < op.start_ns) {
-            continue;
-          }
-          cands.push_back(j);
-        }
-        std::sort(cands.begin(), cands.end(),
-                  [&](size_t a, size_t b) { return nccl[a].start_ns < nccl[b].start_ns; });
-        size_t next = 0;
-        for (size_t k = 0; k < replays.size(); ++k) {
-          size_t best = SIZE_MAX;
-          while (next < cands.size() && nccl[cands[next]].start_ns <= replays[k].start)
-            best = next++;
-          if (best != SIZE_MAX) reported_for[k] = cands[best];
-        }
-      }
-      for (size_t k = 0; k < replays.size(); ++k) {
-        const ReplayKernel& kr = replays[k];
-        const uint32_t number = static_cast<uint32_t>(k + 1);
-        ++result->graph_replays;
-        if (reported_for[k] != SIZE_MAX) {
-          NcclRecord& r = nccl[reported_for[k]];
-          role[reported_for[k]] = Role::kReplay;
-          ++result->graph_replays_reported;
-          if (k == 0 || nccl[i].seq_number == 0) nccl[i].seq_number = r.seq_number;
-          r.graph_replay = number;
-          r.external_id = launch;
-          r.correlation_id = kr.correlation;
-          r.stream_id = kr.stream;
-          if (r.gpu_timing == kTimingNone) {
-            r.gpu_start_ns = kr.start;
-            r.end_ns = std::max(kr.end, r.start_ns);
-            r.gpu_timing = kTimingKernel;
-          } else if (r.gpu_timing == kTimingRaw && r.gpu_start_ns != 0) {
-            replay_offsets->push_back(static_cast<int64_t>(kr.start) -
-                                      static_cast<int64_t>(r.gpu_start_ns));
-          }
-          continue;
-        }
-        NcclRecord c = nccl[i];
-        c.graph_replay = number;
-        c.correlation_id = kr.correlation;
-        c.stream_id = kr.stream;
-        const uint64_t call = graph_launch_call[kr.correlation];
-        c.start_ns = call != 0 && call <= kr.start ? call : kr.start;
-        c.gpu_start_ns = kr.start;
-        c.end_ns = std::max(kr.end, c.start_ns);
-        c.gpu_timing = kTimingKernel;
-        added.push_back(c);
-      }
+      nccl_[i].stream_id = replays.front().stream;
+      const std::vector<size_t> reported_for =
+          from_calls ? ReportedReplays(i, replays) : std::vector<size_t>(replays.size(), SIZE_MAX);
+      for (size_t k = 0; k < replays.size(); ++k)
+        AddReplay(launch, i, k, replays[k], reported_for[k]);
     }
   }
-  for (const NcclRecord& c : added) {
-    nccl.push_back(c);
-    role.push_back(Role::kReplay);
+
+  // NCCL's own replay records (only where it reported nothing at capture):
+  // the same call (communicator, function, size, peer), after the capture;
+  // each replayed kernel takes the latest one that started before it.
+  std::vector<size_t> ReportedReplays(size_t i, const std::vector<ReplayKernel>& replays) {
+    std::vector<size_t> reported_for(replays.size(), SIZE_MAX);
+    const NcclRecord& op = nccl_[i];
+    const uint8_t want_type = op.event_type;
+    std::vector<size_t> cands;
+    for (size_t j : unlaunched_of_comm_[op.comm_hash]) {
+      const NcclRecord& r = nccl_[j];
+      if (role_[j] != Role::kPlain || r.event_type != want_type || r.func_id != op.func_id ||
+          r.count != op.count || r.datatype_id != op.datatype_id ||
+          (op.peer >= 0 && r.peer != op.peer) ||  // P2pApi names no peer
+          r.start_ns < op.start_ns) {
+        continue;
+      }
+      cands.push_back(j);
+    }
+    std::sort(cands.begin(), cands.end(),
+              [&](size_t a, size_t b) { return nccl_[a].start_ns < nccl_[b].start_ns; });
+    size_t next = 0;
+    for (size_t k = 0; k < replays.size(); ++k) {
+      size_t best = SIZE_MAX;
+      while (next < cands.size() && nccl_[cands[next]].start_ns <= replays[k].start) best = next++;
+      if (best != SIZE_MAX) reported_for[k] = cands[best];
+    }
+    return reported_for;
   }
 
-  std::string& note = result->note;
-  if (result->captured_without_replay > 0) {
-    AddNote(&note, "NCCL CUDA graphs: " + std::to_string(result->captured_without_replay) + " of " +
-                       std::to_string(result->captured_operations) +
-                       " captured operations have no replayed kernel in this file (never "
-                       "replayed, or their graph nodes were not recorded): no replay records");
+  // Replay k of captured operation i: NCCL's own record of it tied to the
+  // kernel (`reported` != SIZE_MAX), or a copy of the operation at the kernel's times.
+  void AddReplay(uint64_t launch, size_t i, size_t k, const ReplayKernel& kr, size_t reported) {
+    const uint32_t number = static_cast<uint32_t>(k + 1);
+    ++result_->graph_replays;
+    if (reported != SIZE_MAX) {
+      NcclRecord& r = nccl_[reported];
+      role_[reported] = Role::kReplay;
+      ++result_->graph_replays_reported;
+      if (k == 0 || nccl_[i].seq_number == 0) nccl_[i].seq_number = r.seq_number;
+      r.graph_replay = number;
+      r.external_id = launch;
+      r.correlation_id = kr.correlation;
+      r.stream_id = kr.stream;
+      if (r.gpu_timing == kTimingNone) {
+        r.gpu_start_ns = kr.start;
+        r.end_ns = std::max(kr.end, r.start_ns);
+        r.gpu_timing = kTimingKernel;
+      } else if (r.gpu_timing == kTimingRaw && r.gpu_start_ns != 0) {
+        replay_offsets_->push_back(static_cast<int64_t>(kr.start) -
+                                   static_cast<int64_t>(r.gpu_start_ns));
+      }
+      return;
+    }
+    NcclRecord c = nccl_[i];
+    c.graph_replay = number;
+    c.correlation_id = kr.correlation;
+    c.stream_id = kr.stream;
+    const uint64_t call = graph_launch_call_[kr.correlation];
+    c.start_ns = call != 0 && call <= kr.start ? call : kr.start;
+    c.gpu_start_ns = kr.start;
+    c.end_ns = std::max(kr.end, c.start_ns);
+    c.gpu_timing = kTimingKernel;
+    added_.push_back(c);
   }
-  if (result->graph_launches_unmatched > 0) {
-    AddNote(&note, "NCCL CUDA graphs: " + std::to_string(result->graph_launches_unmatched) +
-                       " captured NCCL launches have graph nodes but no NCCL operation: their "
-                       "replays are not attributed");
+
+  void NoteProblems() {
+    std::string& note = result_->note;
+    if (result_->captured_without_replay > 0) {
+      AddNote(&note, "NCCL CUDA graphs: " + std::to_string(result_->captured_without_replay) +
+                         " of " + std::to_string(result_->captured_operations) +
+                         " captured operations have no replayed kernel in this file (never "
+                         "replayed, or their graph nodes were not recorded): no replay records");
+    }
+    if (result_->graph_launches_unmatched > 0) {
+      AddNote(&note, "NCCL CUDA graphs: " + std::to_string(result_->graph_launches_unmatched) +
+                         " captured NCCL launches have graph nodes but no NCCL operation: their "
+                         "replays are not attributed");
+    }
   }
-  return role;
+
+  std::vector<NcclRecord>& nccl_;
+  NcclResolveResult* result_;
+  std::vector<int64_t>* replay_offsets_;
+  std::vector<Role> role_;
+  std::unordered_map<uint64_t, uint64_t> launch_of_created_;
+  std::unordered_map<uint64_t, uint64_t> original_of_clone_;
+  std::vector<NcclGraphRecord> captured_calls_;
+  std::unordered_map<uint64_t, std::vector<ReplayKernel>> replays_of_launch_;
+  std::unordered_map<uint32_t, uint64_t> graph_launch_call_;  // correlation -> API call start
+  std::unordered_set<uint64_t> launches_;
+  std::unordered_map<uint64_t, std::vector<size_t>> ops_of_launch_;
+  std::unordered_set<uint64_t> expanded_;
+  std::unordered_map<uint64_t, std::vector<size_t>> unlaunched_of_comm_;
+  std::vector<NcclRecord> added_;
+};
+
+// Appends replay records, and returns each record's role; raw replay channel
+// times tied to their kernel are added to `replay_offsets` for the calibration.
+std::vector<Role> ResolveGraphReplays(std::vector<NcclRecord>& nccl,
+                                      std::span<const NcclGraphRecord> graph,
+                                      std::span<const KernelRecord> kernels,
+                                      std::span<const ApiRecord> apis, NcclResolveResult* result,
+                                      std::vector<int64_t>* replay_offsets) {
+  return GraphReplayPass(nccl, result, replay_offsets).Run(graph, kernels, apis);
 }
 
 }  // namespace
@@ -307,9 +361,9 @@ std::vector<NcclGraphRecord> TakeLegacyGraphRows(std::vector<NcclRecord>& nccl) 
       g.bytes = r.bytes;
       g.func_id = r.func_id;
       g.datatype_id = r.datatype_id;
-      g.event = static_cast<uint8_t>(r.event_type == kLegacyCapturedP2p
-                                         ? NcclGraphEvent::kCapturedP2p
-                                         : NcclGraphEvent::kCapturedColl);
+      g.event =
+          static_cast<uint8_t>(r.event_type == kLegacyCapturedP2p ? NcclGraphEvent::kCapturedP2p
+                                                                  : NcclGraphEvent::kCapturedColl);
     }
     graph.push_back(g);
   }
@@ -320,9 +374,9 @@ std::vector<NcclGraphRecord> TakeLegacyGraphRows(std::vector<NcclRecord>& nccl) 
 bool NcclRecordsNeedResolution(std::span<const NcclRecord> nccl,
                                std::span<const NcclGraphRecord> graph) {
   return !graph.empty() || std::any_of(nccl.begin(), nccl.end(), [](const NcclRecord& r) {
-           return r.gpu_timing == kTimingRaw || (IsOperation(r) && r.correlation_id == 0) ||
-                  IsLegacyGraphRow(r);
-         });
+    return r.gpu_timing == kTimingRaw || (IsOperation(r) && r.correlation_id == 0) ||
+           IsLegacyGraphRow(r);
+  });
 }
 
 std::optional<NcclReferencedIds> NcclReferencedRecords(
@@ -355,9 +409,9 @@ NcclResolveResult ResolveNcclRecords(std::vector<NcclRecord>& nccl,
   std::vector<int64_t> replay_offsets;
   std::vector<NcclGraphRecord> legacy = TakeLegacyGraphRows(nccl);
   if (!legacy.empty()) legacy.insert(legacy.end(), graph.begin(), graph.end());
-  const std::vector<Role> role = ResolveGraphReplays(
-      nccl, legacy.empty() ? graph : std::span<const NcclGraphRecord>(legacy), kernels, apis,
-      &result, &replay_offsets);
+  const std::vector<Role> role =
+      ResolveGraphReplays(nccl, legacy.empty() ? graph : std::span<const NcclGraphRecord>(legacy),
+                          kernels, apis, &result, &replay_offsets);
 
   // NCCL's launches: external id -> CUPTI correlation id (the last one wins, as
   // in the agent).

@@ -17,8 +17,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "aon/merge/nccl_resolve.h"
 #include "aon/base/thread_cpu.h"
+#include "aon/merge/nccl_resolve.h"
 #include "exchange.h"
 #include "phase_clock.h"
 #include "progress.h"
@@ -404,110 +404,166 @@ std::pair<size_t, size_t> SlabRange(std::span<const T> run, const std::vector<ui
           slab >= bounds.size() ? run.size() : first_at(bounds[slab])};
 }
 
+// One kind's merge, stage by stage: Size (rows, rounds, whether the first pass
+// keeps what it reads), ReadRanks (the first pass: read, remap, correct clocks,
+// index blocks, sample starts), CutSlabs (P x R time ranges cut at sample
+// quantiles), then per round RoundRecords and ExchangeAndAppend.
 template <typename T>
-Status MergeKind(KindContext& cx) {
+class KindMerge {
+ public:
   using M = Merged<T>;
-  constexpr RecordKind kKind = RecordTraits<T>::kKind;
-  constexpr size_t k = static_cast<size_t>(kKind);
-  const char* kind_name = RecordKindName(kKind);
-  const TableSchema& schema = RecordTraits<T>::Schema();
-  const uint64_t procs = static_cast<uint64_t>(cx.comm.size());
-  std::vector<RankInput>& inputs = cx.inputs;
+  static constexpr RecordKind kKind = RecordTraits<T>::kKind;
+  static constexpr size_t k = static_cast<size_t>(kKind);
+  static constexpr bool kNccl = std::is_same_v<T, NcclRecord>;
+  // Kinds the rank's NCCL resolution gathers rows from.
+  static constexpr bool kNcclSource =
+      std::is_same_v<T, KernelRecord> || std::is_same_v<T, ApiRecord>;
 
-  // Sizes: how many rounds, and whether the first pass can keep what it reads.
-  std::vector<uint64_t> rows(inputs.size(), 0);
-  uint64_t local_rows = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].failed || !inputs[i].file->found.has_table[k]) continue;
-    rows[i] = inputs[i].file->found.table_rows[k];
-    local_rows += rows[i];
-  }
-  uint64_t total = 0, max_local = 0;
-  {
-    AON_ASSIGN_OR_RETURN(const std::vector<RowCount> counts,
-                         AllgatherMessage(cx.comm, RowCount{local_rows}));
-    for (const RowCount& c : counts) {
-      total += c.rows;
-      max_local = std::max(max_local, c.rows);
+  explicit KindMerge(KindContext& cx)
+      : cx_(cx),
+        inputs_(cx.inputs),
+        procs_(static_cast<uint64_t>(cx.comm.size())),
+        rows_(inputs_.size(), 0),
+        kept_(inputs_.size()),
+        nccl_kept_(kNccl ? inputs_.size() : 0),
+        blocks_(inputs_.size()),
+        unsorted_(inputs_.size(), 0),
+        sent_(inputs_.size(), 0) {}
+
+  Status Merge() {
+    AON_RETURN_IF_ERROR(Size());
+    ReadRanks();
+    AON_RETURN_IF_ERROR(CutSlabs());
+    // Each rank's records of the round, sorted: kept from the first pass, or
+    // re-read from the blocks that overlap the round's slabs. A slab is then one
+    // range of each rank's records: this process's own slab is merged from
+    // where the records lie, the others' are copied once, into what is sent.
+    reread_.resize(keep_ ? 0 : inputs_.size());
+    batch_.reserve(cx_.batch_records);
+    for (uint64_t round = 0; round < rounds_; ++round) {
+      const std::vector<std::span<const T>> mine = RoundRecords(round);
+      ExchangeAndAppend(round, mine);
+      cx_.progress.Set(
+          kind_name_,
+          rounds_ > 1 ? "round " + std::to_string(round + 1) + "/" + std::to_string(rounds_)
+                      : std::string("sorting, writing"),
+          cx_.done_records,
+          0.5 + 0.5 * static_cast<double>(round + 1) / static_cast<double>(rounds_), total_);
     }
+    for (size_t i = 0; i < inputs_.size(); ++i) inputs_[i].outcome->records += sent_[i];
+    cx_.done_records += 2 * total_;
+    return Status::Ok();
   }
-  const uint64_t rounds = SortRounds(max_local, total, procs, sizeof(M), cx.budget_bytes);
-  // NCCL records are resolved per rank as a whole (a small kind): always kept.
-  bool keep = rounds == 1 || std::is_same_v<T, NcclRecord>;
-  cx.merged.rounds[k] = rounds;
 
-  // ---- First pass: read, remap, correct clocks, index blocks, sample starts --------
-  // One slab (one process, one round) needs no samples: its bounds are empty.
-  const bool sample = procs * rounds > 1;
-  const uint64_t stride = std::max<uint64_t>(1, total / kMaxSamples);
-  StartSamples samples;
-  // Kept records: rank i's are kept[i], in the context's buffer (NCCL records,
-  // resolved per rank as vectors, in nccl_kept).
-  std::vector<std::span<T>> kept(inputs.size());
-  std::vector<std::vector<T>> nccl_kept(std::is_same_v<T, NcclRecord> ? inputs.size() : 0);
-  T* kept_records = nullptr;
-  uint64_t kept_rows = 0;  // rows of the ranks before this one
-  if (keep && !std::is_same_v<T, NcclRecord>) {
-    uint64_t all_rows = 0;
-    for (uint64_t r : rows) all_rows += r;
-    kept_records = reinterpret_cast<T*>(cx.kept_memory.Get(all_rows * sizeof(T)));
-    // Without that memory the round re-reads its records, as a larger job would.
-    keep = kept_records != nullptr || all_rows == 0;
+ private:
+  // Sizes: how many rounds, and whether the first pass can keep what it reads.
+  Status Size() {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (inputs_[i].failed || !inputs_[i].file->found.has_table[k]) continue;
+      rows_[i] = inputs_[i].file->found.table_rows[k];
+      local_rows_ += rows_[i];
+    }
+    uint64_t max_local = 0;
+    {
+      AON_ASSIGN_OR_RETURN(const std::vector<RowCount> counts,
+                           AllgatherMessage(cx_.comm, RowCount{local_rows_}));
+      for (const RowCount& c : counts) {
+        total_ += c.rows;
+        max_local = std::max(max_local, c.rows);
+      }
+    }
+    rounds_ = SortRounds(max_local, total_, procs_, sizeof(M), cx_.budget_bytes);
+    // NCCL records are resolved per rank as a whole (a small kind): always kept.
+    keep_ = rounds_ == 1 || kNccl;
+    cx_.merged.rounds[k] = rounds_;
+    // One slab (one process, one round) needs no samples: its bounds are empty.
+    sample_ = procs_ * rounds_ > 1;
+    stride_ = std::max<uint64_t>(1, total_ / kMaxSamples);
+    if (keep_ && !kNccl) {
+      uint64_t all_rows = 0;
+      for (uint64_t r : rows_) all_rows += r;
+      kept_records_ = reinterpret_cast<T*>(cx_.kept_memory.Get(all_rows * sizeof(T)));
+      // Without that memory the round re-reads its records, as a larger job would.
+      keep_ = kept_records_ != nullptr || all_rows == 0;
+    }
+    return Status::Ok();
   }
-  std::vector<std::vector<Block>> blocks(inputs.size());
+
+  // ---- First pass ------------------------------------------------------------------
   // Rank tables are nearly in start order (records are written as CUPTI
   // completes them, which interleaves streams), and a rank's clock correction
   // keeps the order. A rank whose records are not in order is sorted here,
   // stably: file order among equal starts, as the merge's order requires.
-  std::vector<char> unsorted(inputs.size(), 0);
-  uint64_t read_rows = 0;
-  PhaseClock reading(cx.phases, MergePhase::kRead);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (rows[i] == 0) continue;
-    RankInput& in = inputs[i];
-    T* const rank_kept = kept_records == nullptr ? nullptr : kept_records + kept_rows;
-    kept_rows += rows[i];
-    if (Status st = Reopen(in, cx.threads, cx.helpers); !st.ok()) {
-      FailRank(in, kKind, st.message(), false);
-      continue;
-    }
-    const CloseWhenDone close{in};
-    uint64_t previous_start = 0;
-    // The rows' order, bounds and samples, once they are prepared.
-    auto take = [&](std::span<const T> v, uint64_t first) {
-      Block b{first, v.size(), UINT64_MAX, 0};
-      for (size_t x = 0; x < v.size(); ++x) {
-        const uint64_t start = StartOf(v[x]);
-        unsorted[i] |= static_cast<char>(start < previous_start);
-        previous_start = start;
-        b.min_start = std::min(b.min_start, start);
-        b.max_start = std::max(b.max_start, start);
-        if (sample && (first + x) % stride == 0) samples.starts.push_back(start);
-        if constexpr (kHasStart<T>) {
-          in.first_ns = std::min(in.first_ns, start);
-          in.last_ns = std::max(in.last_ns, std::max(start, EndOf(v[x])));
-        }
-      }
-      if (!keep) blocks[i].push_back(b);
-    };
-    if constexpr (std::is_same_v<T, NcclRecord>) {
-      auto all = in.reader->template ReadAll<T>();
-      if (!all.ok()) {
-        FailRank(in, kKind, all.status().message(), false);
+  void ReadRanks() {
+    PhaseClock reading(cx_.phases, MergePhase::kRead);
+    uint64_t kept_rows = 0;  // rows of the ranks before this one
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (rows_[i] == 0) continue;
+      RankInput& in = inputs_[i];
+      T* const rank_kept = kept_records_ == nullptr ? nullptr : kept_records_ + kept_rows;
+      kept_rows += rows_[i];
+      if (Status st = Reopen(in, cx_.threads, cx_.helpers); !st.ok()) {
+        FailRank(in, kKind, st.message(), false);
         continue;
       }
-      nccl_kept[i] = std::move(all).value();
-      ResolveRankNccl(in, nccl_kept[i]);  // on the rank's own clock, before correction
-      kept[i] = nccl_kept[i];
-      in.bad_string_ids += PrepareRecords(in, kept[i]);
-      take(kept[i], 0);
-      read_rows += rows[i];
-      continue;
+      const CloseWhenDone close{in};
+      previous_start_ = 0;
+      if constexpr (kNccl) {
+        ReadNcclRank(i);
+      } else {
+        ReadRank(i, rank_kept);
+      }
     }
-    // Kept records are read in place; otherwise one block buffer is reused.
-    // The decoding threads prepare the rows as they unpack them, and first
-    // gather what the rank's NCCL resolution will need from this kind.
-    constexpr bool kNcclSource = std::is_same_v<T, KernelRecord> || std::is_same_v<T, ApiRecord>;
+    if (keep_) {
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        if (unsorted_[i]) std::stable_sort(kept_[i].begin(), kept_[i].end(), StartsBefore<T>);
+      }
+    }
+    reading.Stop();
+    cx_.merged.read += read_rows_;
+  }
+
+  // The rows' order, bounds and samples, once they are prepared.
+  void Take(size_t i, std::span<const T> v, uint64_t first) {
+    RankInput& in = inputs_[i];
+    Block b{first, v.size(), UINT64_MAX, 0};
+    for (size_t x = 0; x < v.size(); ++x) {
+      const uint64_t start = StartOf(v[x]);
+      unsorted_[i] |= static_cast<char>(start < previous_start_);
+      previous_start_ = start;
+      b.min_start = std::min(b.min_start, start);
+      b.max_start = std::max(b.max_start, start);
+      if (sample_ && (first + x) % stride_ == 0) samples_.starts.push_back(start);
+      if constexpr (kHasStart<T>) {
+        in.first_ns = std::min(in.first_ns, start);
+        in.last_ns = std::max(in.last_ns, std::max(start, EndOf(v[x])));
+      }
+    }
+    if (!keep_) blocks_[i].push_back(b);
+  }
+
+  // NCCL records: read whole, resolved on the rank's own clock, then prepared.
+  void ReadNcclRank(size_t i) {
+    RankInput& in = inputs_[i];
+    auto all = in.reader->template ReadAll<T>();
+    if (!all.ok()) {
+      FailRank(in, kKind, all.status().message(), false);
+      return;
+    }
+    nccl_kept_[i] = std::move(all).value();
+    ResolveRankNccl(in, nccl_kept_[i]);  // on the rank's own clock, before correction
+    kept_[i] = nccl_kept_[i];
+    in.bad_string_ids += PrepareRecords(in, kept_[i]);
+    Take(i, kept_[i], 0);
+    read_rows_ += rows_[i];
+  }
+
+  // Every other kind, block by block. Kept records are read in place; otherwise
+  // one block buffer is reused. The decoding threads prepare the rows as they
+  // unpack them, and first gather what the rank's NCCL resolution will need
+  // from this kind.
+  void ReadRank(size_t i, T* rank_kept) {
+    RankInput& in = inputs_[i];
     if constexpr (std::is_same_v<T, KernelRecord>) PlanNcclGathering(in);
     const std::unordered_set<uint32_t>* gather_ids = nullptr;
     if constexpr (kNcclSource) {
@@ -547,159 +603,136 @@ Status MergeKind(KindContext& cx) {
       if (bad > 0) bad_ids.fetch_add(bad, std::memory_order_relaxed);
     };
     std::vector<T> buf;
-    for (uint64_t first = 0; first < rows[i]; first += kBlockRecords) {
-      const uint64_t n = std::min(kBlockRecords, rows[i] - first);
-      if (!keep) buf.resize(n);
-      T* const into = keep ? rank_kept + first : buf.data();
+    for (uint64_t first = 0; first < rows_[i]; first += kBlockRecords) {
+      const uint64_t n = std::min(kBlockRecords, rows_[i] - first);
+      if (!keep_) buf.resize(n);
+      T* const into = keep_ ? rank_kept + first : buf.data();
       block_rows = into;
       block_first = first;
-      Status st = in.reader->ReadTable(schema, first, n, into, "records", &prepare);
+      Status st =
+          in.reader->ReadTable(RecordTraits<T>::Schema(), first, n, into, "records", &prepare);
       if (!st.ok()) {
         FailRank(in, kKind, st.message(), false);
-        kept[i] = {};
-        blocks[i].clear();
+        kept_[i] = {};
+        blocks_[i].clear();
         break;
       }
-      if (keep) kept[i] = std::span<T>(rank_kept, first + n);
-      take(std::span<T>(into, n), first);
-      read_rows += n;
-      cx.progress.Set(kind_name, "reading", cx.done_records,
-                      0.5 * static_cast<double>(read_rows) /
-                          static_cast<double>(std::max<uint64_t>(1, local_rows)),
-                      total);
+      if (keep_) kept_[i] = std::span<T>(rank_kept, first + n);
+      Take(i, std::span<T>(into, n), first);
+      read_rows_ += n;
+      cx_.progress.Set(kind_name_, "reading", cx_.done_records,
+                       0.5 * static_cast<double>(read_rows_) /
+                           static_cast<double>(std::max<uint64_t>(1, local_rows_)),
+                       total_);
     }
     in.bad_string_ids += bad_ids.load(std::memory_order_relaxed);
     if constexpr (kNcclSource) {
-      if (gather_ids != nullptr && !in.failed) {
-        std::sort(gathered.begin(), gathered.end(),
-                  [](const auto& a, const auto& b) { return a.first < b.first; });
-        std::vector<T> records;
-        records.reserve(gathered.size());
-        for (const auto& [row, r] : gathered) records.push_back(r);
-        if constexpr (std::is_same_v<T, KernelRecord>) {
-          in.nccl_kernels = std::move(records);
-          in.nccl_kernels_gathered = true;
-        } else {
-          in.nccl_apis = std::move(records);
-          in.nccl_apis_gathered = true;
-        }
-      }
+      if (gather_ids != nullptr && !in.failed) KeepGathered(in, gathered);
     }
   }
 
-  if (keep) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (unsorted[i]) std::stable_sort(kept[i].begin(), kept[i].end(), StartsBefore<T>);
+  // The rows the rank's NCCL resolution needs, in file order.
+  static void KeepGathered(RankInput& in, std::vector<std::pair<uint64_t, T>>& gathered) {
+    std::sort(gathered.begin(), gathered.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<T> records;
+    records.reserve(gathered.size());
+    for (const auto& [row, r] : gathered) records.push_back(r);
+    if constexpr (std::is_same_v<T, KernelRecord>) {
+      in.nccl_kernels = std::move(records);
+      in.nccl_kernels_gathered = true;
+    } else {
+      in.nccl_apis = std::move(records);
+      in.nccl_apis_gathered = true;
     }
   }
-  reading.Stop();
-  cx.merged.read += read_rows;
 
   // ---- Slabs: P x R time ranges cut at sample quantiles ---------------------------
-  std::vector<uint64_t> bounds;
-  {
-    const PhaseClock exchanging(cx.phases, MergePhase::kExchange);
-    AON_ASSIGN_OR_RETURN(std::vector<StartSamples> all, AllgatherMessage(cx.comm, samples));
-    std::vector<uint64_t>().swap(samples.starts);
+  Status CutSlabs() {
+    const PhaseClock exchanging(cx_.phases, MergePhase::kExchange);
+    AON_ASSIGN_OR_RETURN(std::vector<StartSamples> all, AllgatherMessage(cx_.comm, samples_));
+    std::vector<uint64_t>().swap(samples_.starts);
     std::vector<uint64_t> starts;
     for (StartSamples& s : all) {
       starts.insert(starts.end(), s.starts.begin(), s.starts.end());
       std::vector<uint64_t>().swap(s.starts);
     }
-    bounds = SlabBounds(std::move(starts), procs * rounds);
+    bounds_ = SlabBounds(std::move(starts), procs_ * rounds_);
+    return Status::Ok();
   }
 
-  // ---- Rounds: route, exchange, merge, append ---------------------------------------
-  // Each rank's records of the round, sorted: kept from the first pass, or
-  // re-read from the blocks that overlap the round's slabs. A slab is then one
-  // range of each rank's records: this process's own slab is merged from
-  // where the records lie, the others' are copied once, into what is sent.
-  std::vector<uint64_t> sent(inputs.size(), 0);
-  std::vector<std::vector<T>> reread(keep ? 0 : inputs.size());
-  std::vector<M> batch;
-  batch.reserve(cx.batch_records);
-  const uint64_t self = static_cast<uint64_t>(cx.comm.rank());
-  for (uint64_t round = 0; round < rounds; ++round) {
-    std::vector<std::span<const T>> mine(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (keep) {
-        mine[i] = kept[i];
+  // ---- Rounds ------------------------------------------------------------------------
+  // Each rank's records of `round`, sorted.
+  std::vector<std::span<const T>> RoundRecords(uint64_t round) {
+    std::vector<std::span<const T>> mine(inputs_.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (keep_) {
+        mine[i] = kept_[i];
         continue;
       }
-      RankInput& in = inputs[i];
+      RankInput& in = inputs_[i];
       const CloseWhenDone close{in};
-      const PhaseClock rereading(cx.phases, MergePhase::kRead);
-      std::vector<T>& got = reread[i];
+      const PhaseClock rereading(cx_.phases, MergePhase::kRead);
+      std::vector<T>& got = reread_[i];
       got.clear();
       std::vector<T> buf;
-      for (const Block& b : blocks[i]) {
-        if (!BlockInRound(bounds, b.min_start, b.max_start, rounds, round)) continue;
+      for (const Block& b : blocks_[i]) {
+        if (!BlockInRound(bounds_, b.min_start, b.max_start, rounds_, round)) continue;
         buf.resize(b.count);
-        Status st = Reopen(in, cx.threads, cx.helpers);
-        if (st.ok()) st = in.reader->ReadTable(schema, b.first, b.count, buf.data());
+        Status st = Reopen(in, cx_.threads, cx_.helpers);
+        if (st.ok())
+          st = in.reader->ReadTable(RecordTraits<T>::Schema(), b.first, b.count, buf.data());
         if (!st.ok()) {
           FailRank(in, kKind, st.message(), true);
-          blocks[i].clear();
+          blocks_[i].clear();
           break;
         }
         PrepareRecords(in, std::span<T>(buf));  // bad ids: counted in the first pass
         for (const T& r : buf) {
-          if (SlabOf(bounds, StartOf(r)) % rounds == round) got.push_back(r);
+          if (SlabOf(bounds_, StartOf(r)) % rounds_ == round) got.push_back(r);
         }
       }
-      if (unsorted[i]) std::stable_sort(got.begin(), got.end(), StartsBefore<T>);
+      if (unsorted_[i]) std::stable_sort(got.begin(), got.end(), StartsBefore<T>);
       mine[i] = got;
     }
+    return mine;
+  }
 
-    PhaseClock exchanging(cx.phases, MergePhase::kExchange);
+  // Routes the round's records to their processes, receives theirs, and merges
+  // and appends this process's slab.
+  void ExchangeAndAppend(uint64_t round, const std::vector<std::span<const T>>& mine) {
+    const uint64_t self = static_cast<uint64_t>(cx_.comm.rank());
+    PhaseClock exchanging(cx_.phases, MergePhase::kExchange);
     // ranges[i * procs + p]: rank i's records for process p.
-    std::vector<std::pair<size_t, size_t>> ranges(inputs.size() * procs);
-    std::vector<uint64_t> counts(procs, 0);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      for (uint64_t p = 0; p < procs; ++p) {
-        const auto range = SlabRange(mine[i], bounds, p * rounds + round);
-        ranges[i * procs + p] = range;
-        sent[i] += range.second - range.first;
+    std::vector<std::pair<size_t, size_t>> ranges(inputs_.size() * procs_);
+    std::vector<uint64_t> counts(procs_, 0);
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      for (uint64_t p = 0; p < procs_; ++p) {
+        const auto range = SlabRange(mine[i], bounds_, p * rounds_ + round);
+        ranges[i * procs_ + p] = range;
+        sent_[i] += range.second - range.first;
         if (p != self) counts[p] += (range.second - range.first) * RecordSlab<T>::kWords;
       }
     }
-    std::vector<uint64_t> send;
-    {
-      uint64_t words = 0;
-      for (uint64_t c : counts) words += c;
-      send.resize(words);
-      uint64_t* at = send.data();
-      for (uint64_t p = 0; p < procs; ++p) {
-        if (p == self) continue;
-        for (size_t i = 0; i < inputs.size(); ++i) {
-          const auto [first, last] = ranges[i * procs + p];
-          for (size_t x = first; x < last; ++x) {
-            const M m{inputs[i].rank, 0, mine[i][x]};
-            std::memcpy(at, &m, sizeof(M));
-            at += RecordSlab<T>::kWords;
-          }
-        }
-      }
-    }
-    std::vector<uint64_t> recv;
     RecordSlab<T> got;
-    if (procs > 1) {
+    if (procs_ > 1) {
+      std::vector<uint64_t> send = PackForOthers(mine, ranges, counts, self);
       std::vector<uint64_t> recv_counts;
-      recv = cx.comm.Alltoall(send, counts, &recv_counts);
+      std::vector<uint64_t> recv = cx_.comm.Alltoall(send, counts, &recv_counts);
       std::vector<uint64_t>().swap(send);
-      if (Status st = Unpack<T>(recv, &got); !st.ok() && cx.merged.local.ok()) {
-        cx.merged.local = st;  // reported through the outcomes, which every process waits for
+      if (Status st = Unpack<T>(recv, &got); !st.ok() && cx_.merged.local.ok()) {
+        cx_.merged.local = st;  // reported through the outcomes, which every process waits for
       }
       std::vector<uint64_t>().swap(recv);
     }
     // The runs: this process's ranks, then what the others sent (each sends
     // all of a rank's records together, sorted).
     std::vector<Run<T>> runs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const auto [first, last] = ranges[i * procs + self];
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const auto [first, last] = ranges[i * procs_ + self];
       if (last > first) {
         runs.push_back({reinterpret_cast<const std::byte*>(mine[i].data() + first), sizeof(T),
-                        last - first, inputs[i].rank});
+                        last - first, inputs_[i].rank});
       }
     }
     for (size_t x = 0; x < got.records.size();) {
@@ -713,23 +746,65 @@ Status MergeKind(KindContext& cx) {
 
     size_t n = 0;
     for (const Run<T>& r : runs) n += r.n;
-    AppendMerged<T>(runs, cx.out, batch, cx.batch_records, round + 1 == rounds, cx.threads,
-                    cx.phases, &cx.merged.local);
-    cx.merged.written[k] += n;
-    if (keep && round + 1 == rounds) {
-      kept.clear();
-      std::vector<std::vector<T>>().swap(nccl_kept);
+    AppendMerged<T>(runs, cx_.out, batch_, cx_.batch_records, round + 1 == rounds_, cx_.threads,
+                    cx_.phases, &cx_.merged.local);
+    cx_.merged.written[k] += n;
+    if (keep_ && round + 1 == rounds_) {
+      kept_.clear();
+      std::vector<std::vector<T>>().swap(nccl_kept_);
     }
-    cx.progress.Set(kind_name,
-                    rounds > 1 ? "round " + std::to_string(round + 1) + "/" + std::to_string(rounds)
-                               : std::string("sorting, writing"),
-                    cx.done_records,
-                    0.5 + 0.5 * static_cast<double>(round + 1) / static_cast<double>(rounds),
-                    total);
   }
-  for (size_t i = 0; i < inputs.size(); ++i) inputs[i].outcome->records += sent[i];
-  cx.done_records += 2 * total;
-  return Status::Ok();
+
+  // What this process sends the others: each one's ranges of every rank, as Merged rows.
+  std::vector<uint64_t> PackForOthers(const std::vector<std::span<const T>>& mine,
+                                      const std::vector<std::pair<size_t, size_t>>& ranges,
+                                      const std::vector<uint64_t>& counts, uint64_t self) const {
+    uint64_t words = 0;
+    for (uint64_t c : counts) words += c;
+    std::vector<uint64_t> send(words);
+    uint64_t* at = send.data();
+    for (uint64_t p = 0; p < procs_; ++p) {
+      if (p == self) continue;
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        const auto [first, last] = ranges[i * procs_ + p];
+        for (size_t x = first; x < last; ++x) {
+          const M m{inputs_[i].rank, 0, mine[i][x]};
+          std::memcpy(at, &m, sizeof(M));
+          at += RecordSlab<T>::kWords;
+        }
+      }
+    }
+    return send;
+  }
+
+  KindContext& cx_;
+  std::vector<RankInput>& inputs_;
+  const char* const kind_name_ = RecordKindName(kKind);
+  const uint64_t procs_;
+  std::vector<uint64_t> rows_;
+  uint64_t local_rows_ = 0, total_ = 0, rounds_ = 1;
+  bool keep_ = false;
+  bool sample_ = false;
+  uint64_t stride_ = 1;
+  StartSamples samples_;
+  // Kept records: rank i's are kept_[i], in the context's buffer (NCCL records,
+  // resolved per rank as vectors, in nccl_kept_).
+  std::vector<std::span<T>> kept_;
+  std::vector<std::vector<T>> nccl_kept_;
+  T* kept_records_ = nullptr;
+  std::vector<std::vector<Block>> blocks_;
+  std::vector<char> unsorted_;
+  uint64_t previous_start_ = 0;  // of the rank being read
+  uint64_t read_rows_ = 0;
+  std::vector<uint64_t> bounds_;
+  std::vector<uint64_t> sent_;
+  std::vector<std::vector<T>> reread_;
+  std::vector<M> batch_;
+};
+
+template <typename T>
+Status MergeKind(KindContext& cx) {
+  return KindMerge<T>(cx).Merge();
 }
 
 }  // namespace

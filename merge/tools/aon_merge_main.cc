@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "aon/base/terminal_text.h"
 #include "aon/export/export_filter.h"
 #include "aon/merge/merge.h"
 #include "aon/merge/merge_exports.h"
-#include "aon/base/terminal_text.h"
 #include "mpi_comm.h"
 
 namespace {
@@ -88,13 +88,9 @@ unsigned DefaultCompressThreads() {
   return static_cast<unsigned>(std::clamp(cpus / local, 1, 4));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "aon-merge: merge a job directory's per-rank AON traces (rank-NNNNN.h5) into one "
-      "cluster timeline (HDF5), a Perfetto trace (protobuf, gzip), a Chrome trace (JSON, "
-      "while small) and a downsampled overview of the whole run (JSON)"};
+// The command line's values: the merge's and the exports' options, and the
+// flags and texts that become parts of them.
+struct CommandLine {
   aon::merge::MergeOptions options;
   aon::merge::MergeExportOptions exports;
   bool no_chrome = false;
@@ -103,104 +99,112 @@ int main(int argc, char** argv) {
   double perfetto_file_mb = static_cast<double>(exports.perfetto_max_file_bytes) / (1 << 20);
   bool quiet = false;
   std::string window, ranks, kinds;
-  app.add_option("job_dir", options.job_dir, "directory holding the rank-*.h5 files")->required();
-  app.add_option("-o,--output", options.timeline_path,
-                 "timeline file to write (default: <job_dir>/timeline.h5)")
-      ->check(NotEmpty("FILE"));
-  auto* chrome =
-      app.add_option("--chrome", exports.chrome_path,
-                     "Chrome trace-event JSON to write (default: <job_dir>/trace.json, or "
-                     "<job_dir>/trace-<selection>.json with --window/--ranks/--kinds)");
-  app.add_flag("--no-chrome", no_chrome, "do not write the Chrome trace-event JSON")
-      ->excludes(chrome);
-  auto* perfetto = app.add_option(
-      "--perfetto", exports.perfetto_path,
-      "Perfetto protobuf trace to write, gzip, no record limit (default: "
-      "<job_dir>/trace.pftrace.gz, or trace-<selection>.pftrace.gz); more files and an "
-      "index when it is split");
-  app.add_flag("--no-perfetto", no_perfetto, "do not write the Perfetto trace")->excludes(perfetto);
-  app.add_option("--perfetto-max-file-mb", perfetto_file_mb,
-                 "largest Perfetto trace file in MiB (fractions allowed); a longer trace is "
-                 "split by time into several files listed by an index")
-      ->default_val(perfetto_file_mb)
-      ->check(CLI::Range(static_cast<double>(aon::merge::kMinPerfettoFileBytes) / (1 << 20), 1e9));
-  app.add_option("--window", window,
-                 "trace only records overlapping START:END, in seconds from the start of the "
-                 "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)");
-  app.add_option("--ranks", ranks, "trace only these ranks, e.g. 0-3,8,12-15");
-  app.add_option("--kinds", kinds,
-                 "trace only these record kinds, e.g. kernels,nccl (kernels, memcpy, memset, "
-                 "sync, api, nvtx, nccl, steps, counters, ops)");
-  app.add_option("--max-trace-records", exports.max_trace_records,
-                 "skip the trace (with a note) when it would hold more records than this; "
-                 "0 = no limit")
-      ->default_val(exports.max_trace_records)
-      ->check(CLI::NonNegativeNumber);
-  auto* overview = app.add_option("--overview", exports.overview_path,
-                                  "overview JSON to write (default: <job_dir>/overview.json)");
-  app.add_flag("--no-overview", no_overview, "do not write the overview JSON")->excludes(overview);
-  app.add_flag("-q,--quiet", quiet,
-               "print no summary and no progress bar (problems still go to stderr)");
   int procs = 1;
   double memory_mb = static_cast<double>(options.memory_budget_bytes >> 20);
   bool no_progress = false;
-  app.add_option("-j,--procs,--jobs", procs,
+  bool timings = false;
+};
+
+// Stage: the options that name the inputs and outputs and select what is traced.
+void AddOutputOptions(CLI::App& app, CommandLine& cl) {
+  app.add_option("job_dir", cl.options.job_dir, "directory holding the rank-*.h5 files")
+      ->required();
+  app.add_option("-o,--output", cl.options.timeline_path,
+                 "timeline file to write (default: <job_dir>/timeline.h5)")
+      ->check(NotEmpty("FILE"));
+  auto* chrome =
+      app.add_option("--chrome", cl.exports.chrome_path,
+                     "Chrome trace-event JSON to write (default: <job_dir>/trace.json, or "
+                     "<job_dir>/trace-<selection>.json with --window/--ranks/--kinds)");
+  app.add_flag("--no-chrome", cl.no_chrome, "do not write the Chrome trace-event JSON")
+      ->excludes(chrome);
+  auto* perfetto = app.add_option(
+      "--perfetto", cl.exports.perfetto_path,
+      "Perfetto protobuf trace to write, gzip, no record limit (default: "
+      "<job_dir>/trace.pftrace.gz, or trace-<selection>.pftrace.gz); more files and an "
+      "index when it is split");
+  app.add_flag("--no-perfetto", cl.no_perfetto, "do not write the Perfetto trace")
+      ->excludes(perfetto);
+  app.add_option("--perfetto-max-file-mb", cl.perfetto_file_mb,
+                 "largest Perfetto trace file in MiB (fractions allowed); a longer trace is "
+                 "split by time into several files listed by an index")
+      ->default_val(cl.perfetto_file_mb)
+      ->check(CLI::Range(static_cast<double>(aon::merge::kMinPerfettoFileBytes) / (1 << 20), 1e9));
+  app.add_option("--window", cl.window,
+                 "trace only records overlapping START:END, in seconds from the start of the "
+                 "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)");
+  app.add_option("--ranks", cl.ranks, "trace only these ranks, e.g. 0-3,8,12-15");
+  app.add_option("--kinds", cl.kinds,
+                 "trace only these record kinds, e.g. kernels,nccl (kernels, memcpy, memset, "
+                 "sync, api, nvtx, nccl, steps, counters, ops)");
+  app.add_option("--max-trace-records", cl.exports.max_trace_records,
+                 "skip the trace (with a note) when it would hold more records than this; "
+                 "0 = no limit")
+      ->default_val(cl.exports.max_trace_records)
+      ->check(CLI::NonNegativeNumber);
+  auto* overview = app.add_option("--overview", cl.exports.overview_path,
+                                  "overview JSON to write (default: <job_dir>/overview.json)");
+  app.add_flag("--no-overview", cl.no_overview, "do not write the overview JSON")
+      ->excludes(overview);
+  app.add_flag("-q,--quiet", cl.quiet,
+               "print no summary and no progress bar (problems still go to stderr)");
+}
+
+// Stage: the options of how the merge runs: processes, memory, compression, threads.
+void AddMergeOptions(CLI::App& app, CommandLine& cl) {
+  app.add_option("-j,--procs,--jobs", cl.procs,
                  "merge processes: starts 'mpirun -np N' of aon-merge unless already run by "
                  "mpirun/srun (then one per process started)")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--memory-mb", memory_mb,
+  app.add_option("--memory-mb", cl.memory_mb,
                  "records each merge process holds in memory at once (MiB, about); more data "
                  "is merged in more rounds")
-      ->default_val(memory_mb)
+      ->default_val(cl.memory_mb)
       ->check(CLI::Range(0.001, 1e9));
-  app.add_flag("--no-progress", no_progress, "no progress bar (it is drawn only on a terminal)");
-  app.add_option("--compression", options.write_options.deflate_level,
+  app.add_flag("--no-progress", cl.no_progress, "no progress bar (it is drawn only on a terminal)");
+  app.add_option("--compression", cl.options.write_options.deflate_level,
                  "deflate level of the timeline's (and shards') record tables: 0 = none "
                  "(7x the bytes), 1 = AON's run-length encoder (fast), 2-9 = smaller, slower")
-      ->default_val(options.write_options.deflate_level)
+      ->default_val(cl.options.write_options.deflate_level)
       ->check(CLI::Range(0, 9));
-  options.write_options.compress_threads = DefaultCompressThreads();
-  app.add_option("--threads", options.write_options.compress_threads,
+  cl.options.write_options.compress_threads = DefaultCompressThreads();
+  app.add_option("--threads", cl.options.write_options.compress_threads,
                  "threads per merge process that inflate the rank files' and compress the "
                  "timeline's record chunks; above 1, also one that merges while another writes "
                  "(default: the CPUs this process may run on, shared with the other merge "
                  "processes of its node, at most 4)")
-      ->default_val(options.write_options.compress_threads)
+      ->default_val(cl.options.write_options.compress_threads)
       ->check(CLI::Range(1, 64));
-  bool timings = false;
-  app.add_flag("--timings", timings,
+  app.add_flag("--timings", cl.timings,
                "print where each merge process spent its time (phases, wall and CPU seconds) "
                "on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  exports.write_chrome = !no_chrome;
-  exports.write_perfetto = !no_perfetto;
-  exports.perfetto_max_file_bytes = static_cast<uint64_t>(perfetto_file_mb * (1 << 20));
-  exports.write_overview = !no_overview;
+}
+
+// Stage: the parsed flags into the exports' options; false for a bad selection.
+bool ApplyExportFlags(const CLI::App& app, CommandLine& cl) {
+  cl.exports.write_chrome = !cl.no_chrome;
+  cl.exports.write_perfetto = !cl.no_perfetto;
+  cl.exports.perfetto_max_file_bytes = static_cast<uint64_t>(cl.perfetto_file_mb * (1 << 20));
+  cl.exports.write_overview = !cl.no_overview;
   // Checked before anything is merged: a bad value writes nothing.
   auto parse = [&](const char* option, const std::string& text, auto parser) {
     if (app.count(option) == 0) return true;
-    aon::Status s = parser(text, &exports.chrome_filter);
+    aon::Status s = parser(text, &cl.exports.chrome_filter);
     if (!s.ok()) std::fprintf(stderr, "aon-merge: error: %s\n", s.message().c_str());
     return s.ok();
   };
-  if (!parse("--window", window, aon::merge::ParseWindow) ||
-      !parse("--ranks", ranks, aon::merge::ParseRankList) ||
-      !parse("--kinds", kinds, aon::merge::ParseKindList)) {
-    return 2;
+  if (!parse("--window", cl.window, aon::merge::ParseWindow) ||
+      !parse("--ranks", cl.ranks, aon::merge::ParseRankList) ||
+      !parse("--kinds", cl.kinds, aon::merge::ParseKindList)) {
+    return false;
   }
+  return true;
+}
 
-  std::unique_ptr<aon::merge::MergeComm> comm;
-  if (aon::merge::LaunchedAsMpiJob()) {
-    comm = aon::merge::InitMpiComm(&argc, &argv);
-  } else if (procs > 1) {
-    return RelaunchUnderMpirun(procs, argc, argv);
-  }
-  options.comm = comm.get();
-  options.memory_budget_bytes = static_cast<uint64_t>(memory_mb * 1048576.0);
+// Stage: the merge's process-wide settings: communicator, memory and progress bar.
+void SetUpMerge(aon::merge::MergeComm* comm, CommandLine& cl) {
+  cl.options.comm = comm;
+  cl.options.memory_budget_bytes = static_cast<uint64_t>(cl.memory_mb * 1048576.0);
   // Each kind's record buffers are freed before the next kind takes as much
   // again. glibc returns large blocks to the kernel (mmap'd, or trimmed off
   // the heap), and faulting them in again cost 13 % of a merge (64 ranks x
@@ -208,24 +212,13 @@ int main(int argc, char** argv) {
   // now come from the heap, which keeps up to the memory budget when freed.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD,
-          static_cast<int>(std::min<uint64_t>(options.memory_budget_bytes, INT32_MAX)));
-  options.progress = !quiet && !no_progress;
+          static_cast<int>(std::min<uint64_t>(cl.options.memory_budget_bytes, INT32_MAX)));
+  cl.options.progress = !cl.quiet && !cl.no_progress;
+}
 
-  const bool speaker = comm == nullptr || comm->rank() == 0;  // process 0 speaks for all
-  // The viewer outputs' paths are checked before anything is merged.
-  if (aon::Status s = aon::merge::ResolveMergeExports(options, &exports); !s.ok()) {
-    if (speaker) std::fprintf(stderr, "aon-merge: error: %s\n", s.message().c_str());
-    return 1;
-  }
-
-  aon::merge::MergeReport report;
-  aon::Status status = aon::merge::MergeJob(options, &report);
-  if (timings) {
-    std::fprintf(stderr, "aon-merge: timings: %s", aon::merge::FormatMergePhases(report).c_str());
-  }
-  if (!speaker) return status.ok() ? 0 : 1;
-  // The exports, from the timeline MergeJob wrote.
-  if (status.ok()) status = aon::merge::WriteMergeExports(exports, &report);
+// Stage: what process 0 says of the outcome on stderr and stdout; the exit status.
+int ReportOutcome(const aon::Status& status, const aon::merge::MergeOptions& options,
+                  const aon::merge::MergeReport& report, bool quiet) {
   if (!status.ok()) {
     if (report.timeline_path.empty()) RemovePartialTimeline(options);
     std::fprintf(stderr, "aon-merge: error: %s\n",
@@ -247,4 +240,49 @@ int main(int argc, char** argv) {
   if (!quiet)
     std::fputs(aon::EscapeForTerminal(aon::merge::FormatMergeSummary(report)).c_str(), stdout);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "aon-merge: merge a job directory's per-rank AON traces (rank-NNNNN.h5) into one "
+      "cluster timeline (HDF5), a Perfetto trace (protobuf, gzip), a Chrome trace (JSON, "
+      "while small) and a downsampled overview of the whole run (JSON)"};
+  CommandLine cl;
+  AddOutputOptions(app, cl);
+  AddMergeOptions(app, cl);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!ApplyExportFlags(app, cl)) return 2;
+  aon::merge::MergeOptions& options = cl.options;
+  aon::merge::MergeExportOptions& exports = cl.exports;
+
+  std::unique_ptr<aon::merge::MergeComm> comm;
+  if (aon::merge::LaunchedAsMpiJob()) {
+    comm = aon::merge::InitMpiComm(&argc, &argv);
+  } else if (cl.procs > 1) {
+    return RelaunchUnderMpirun(cl.procs, argc, argv);
+  }
+  SetUpMerge(comm.get(), cl);
+
+  const bool speaker = comm == nullptr || comm->rank() == 0;  // process 0 speaks for all
+  // The viewer outputs' paths are checked before anything is merged.
+  if (aon::Status s = aon::merge::ResolveMergeExports(options, &exports); !s.ok()) {
+    if (speaker) std::fprintf(stderr, "aon-merge: error: %s\n", s.message().c_str());
+    return 1;
+  }
+
+  aon::merge::MergeReport report;
+  aon::Status status = aon::merge::MergeJob(options, &report);
+  if (cl.timings) {
+    std::fprintf(stderr, "aon-merge: timings: %s", aon::merge::FormatMergePhases(report).c_str());
+  }
+  if (!speaker) return status.ok() ? 0 : 1;
+  // The exports, from the timeline MergeJob wrote.
+  if (status.ok()) status = aon::merge::WriteMergeExports(exports, &report);
+  return ReportOutcome(status, options, report, cl.quiet);
 }

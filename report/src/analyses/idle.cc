@@ -94,19 +94,17 @@ uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
   return nsteps ? static_cast<uint64_t>(SteadyTotal(std::move(per_step)) * scale) : whole;
 }
 
-IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap_ns) {
-  IdleAnalysis a;
-  a.min_gap_ns = min_gap_ns;
-  const uint32_t n = t.world_size;
-  a.steps.assign(n, 0);
-  a.run_scale.assign(n, 1.0);
-  // In a budgeted job the GPU was traced only in capture windows: the time
-  // between windows is not idle, it was not looked at.
-  const bool windowed = steps != nullptr && steps->windowed;
-  std::unordered_map<std::string, uint32_t> range_index;
-  a.cause_ns.resize(n);
-  a.cause_count.resize(n);
-  a.cause_nvtx_ns.resize(n);
+namespace {
+
+// Per rank: the host calls that explain a gap (blocking ones sorted by end).
+struct HostCalls {
+  std::vector<std::unordered_map<uint32_t, const ApiRecord*>> by_corr;
+  std::vector<std::vector<std::pair<const ApiRecord*, bool>>> blocking;  // (call, is sync copy)
+  std::vector<ApiRecord> sync_as_api;  // what blocking points to for SyncRecords
+};
+
+// The GPU operations of each rank: kernels, copies, memsets.
+std::vector<std::vector<GpuOp>> CollectGpuOps(const Timeline& t, uint32_t n) {
   std::vector<std::vector<GpuOp>> ops(n);
   for (const auto& k : t.kernels)
     ops[k.rank].push_back({k.record.start_ns, k.record.end_ns, k.record.correlation_id, nullptr});
@@ -114,9 +112,16 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
     ops[k.rank].push_back({k.record.start_ns, k.record.end_ns, k.record.correlation_id, &k.record});
   for (const auto& k : t.memsets)
     ops[k.rank].push_back({k.record.start_ns, k.record.end_ns, k.record.correlation_id, nullptr});
+  return ops;
+}
+
+// Fills `calls` with each rank's host calls (blocking points into its sync_as_api).
+void CollectHostCalls(const Timeline& t, uint32_t n, HostCalls* calls) {
   // Per rank: API records by correlation, sync/sync-copy calls sorted by end.
-  std::vector<std::unordered_map<uint32_t, const ApiRecord*>> by_corr(n);
-  std::vector<std::vector<std::pair<const ApiRecord*, bool>>> blocking(n);  // (call, is sync copy)
+  auto& by_corr = calls->by_corr;
+  auto& blocking = calls->blocking;
+  by_corr.resize(n);
+  blocking.resize(n);
   std::unordered_map<uint32_t, int> kind_of_name;  // 0 other, 1 sync, 2 sync copy
   for (const auto& m : t.apis) {
     if (m.record.correlation_id) by_corr[m.rank][m.record.correlation_id] = &m.record;
@@ -131,7 +136,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
     if (it->second) blocking[m.rank].push_back({&m.record, it->second == 2});
   }
   // SyncRecords (CUPTI's synchronization activity) count like sync calls.
-  std::vector<ApiRecord> sync_as_api;
+  std::vector<ApiRecord>& sync_as_api = calls->sync_as_api;
   sync_as_api.reserve(t.syncs.size());
   std::vector<uint32_t> sync_rank;
   for (const auto& s : t.syncs) {
@@ -149,14 +154,113 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
     std::sort(v.begin(), v.end(),
               [](const auto& x, const auto& y) { return x.first->end_ns < y.first->end_ns; });
   }
+}
+
+// The host push/pop ranges of each rank, leaving out NCCL's.
+std::vector<std::vector<const Merged<NvtxRecord>*>> CollectRanges(const Timeline& t, uint32_t n) {
   std::vector<std::vector<const Merged<NvtxRecord>*>> ranges(n);
   for (const auto& m : t.nvtx) {
     if (m.record.type != static_cast<uint8_t>(NvtxType::kPushPop)) continue;
     if (t.strings.Get(m.record.domain_id) == "NCCL") continue;
     ranges[m.rank].push_back(&m);
   }
+  return ranges;
+}
+
+// Sets a gap's cause and detail from its rank's blocking calls and the operation ending it.
+void ClassifyGap(const Timeline& t, const std::vector<std::pair<const ApiRecord*, bool>>& b,
+                 const GpuOp& next, const ApiRecord* launch, Gap* g) {
   static const char* kSyncTypes[] = {"", "cudaEventSynchronize", "cudaStreamWaitEvent",
                                      "cudaStreamSynchronize", "cudaDeviceSynchronize"};
+  // 1. A blocking call that returned inside the gap: it drained the GPU's queue.
+  auto it = std::lower_bound(b.begin(), b.end(), g->start_ns,
+                             [](const auto& x, uint64_t tt) { return x.first->end_ns < tt; });
+  const ApiRecord* sync = nullptr;
+  bool sync_copy = false;
+  for (; it != b.end() && it->first->end_ns <= g->end_ns; ++it) {
+    if (it->first->start_ns <= g->start_ns) {
+      sync = it->first;
+      sync_copy = it->second;
+      break;
+    }
+  }
+  const bool next_is_sync_copy =
+      next.copy != nullptr &&
+      (next.copy->src_kind == 1 || next.copy->dst_kind == 1 || (next.copy->flags & 1) == 0);
+  if (sync != nullptr && !sync_copy) {
+    g->cause = GapCause::kHostSync;
+    g->detail = sync->name_id
+                    ? t.strings.Get(sync->name_id)
+                    : (sync->callback_id < 5 ? kSyncTypes[sync->callback_id] : "synchronize");
+  } else if (next_is_sync_copy || sync_copy) {
+    g->cause = GapCause::kSyncCopy;
+    if (next.copy != nullptr) {
+      const MemcpyRecord& c = *next.copy;
+      g->detail = (launch ? t.strings.Get(launch->name_id) : std::string("memcpy")) + " " +
+                  CopyKindName(c.copy_kind) + " " + FormatBytes(static_cast<double>(c.bytes)) +
+                  (c.src_kind == 1 || c.dst_kind == 1 ? " pageable" : "") +
+                  ((c.flags & 1) ? "" : " synchronous");
+    } else {
+      g->detail = t.strings.Get(sync->name_id);
+    }
+  } else if (launch != nullptr && launch->start_ns > g->start_ns) {
+    g->cause = GapCause::kHostLate;
+    g->detail = "next launch (" + t.strings.Get(launch->name_id) + ") issued " +
+                FormatDuration(static_cast<double>(launch->start_ns - g->start_ns)) +
+                " after the GPU ran dry";
+  } else if (launch == nullptr && t.apis.empty()) {
+    g->cause = GapCause::kHostLate;  // no API records: assume the host did not feed the GPU
+    g->detail = "no CUDA API records to tell (assumed host-side)";
+  } else {
+    g->cause = GapCause::kOther;
+    g->detail =
+        launch ? "work was queued in time; waiting on a dependency" : "no launching call recorded";
+  }
+}
+
+// Adds a classified gap of rank `r` to the totals and slices of `a`.
+void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, int32_t step,
+               std::unordered_map<std::string, uint32_t>* range_index, IdleAnalysis* a) {
+  a->cause_ns[r][g.cause] += g.length();
+  ++a->cause_count[r][g.cause];
+  a->cause_nvtx_ns[r][g.cause][g.nvtx] += g.length();
+  IdleAnalysis::Slice slice{r, g.cause, -1, 0, g.length()};
+  if (!g.nvtx.empty()) {
+    auto [it2, added] = range_index->emplace(g.nvtx, static_cast<uint32_t>(a->range_names.size()));
+    if (added) a->range_names.push_back(g.nvtx);
+    slice.range = it2->second;
+  }
+  if (windows) {
+    slice.step = step;
+    if (slice.step >= 0) {
+      const Interval& w = (*windows)[static_cast<size_t>(slice.step)];
+      slice.ns = std::min(g.end_ns, w.end) - std::max(g.start_ns, w.start);
+    }
+  }
+  a->slices.push_back(slice);
+}
+
+}  // namespace
+
+IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap_ns) {
+  IdleAnalysis a;
+  a.min_gap_ns = min_gap_ns;
+  const uint32_t n = t.world_size;
+  a.steps.assign(n, 0);
+  a.run_scale.assign(n, 1.0);
+  // In a budgeted job the GPU was traced only in capture windows: the time
+  // between windows is not idle, it was not looked at.
+  const bool windowed = steps != nullptr && steps->windowed;
+  std::unordered_map<std::string, uint32_t> range_index;
+  a.cause_ns.resize(n);
+  a.cause_count.resize(n);
+  a.cause_nvtx_ns.resize(n);
+  std::vector<std::vector<GpuOp>> ops = CollectGpuOps(t, n);
+  HostCalls calls;
+  CollectHostCalls(t, n, &calls);
+  const auto& by_corr = calls.by_corr;
+  const auto& blocking = calls.blocking;
+  std::vector<std::vector<const Merged<NvtxRecord>*>> ranges = CollectRanges(t, n);
 
   std::vector<Gap> all;
   for (uint32_t r = 0; r < n; ++r) {
@@ -177,51 +281,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
         const ApiRecord* launch = nullptr;
         if (auto it = by_corr[r].find(v[i].correlation); it != by_corr[r].end())
           launch = it->second;
-        // 1. A blocking call that returned inside the gap: it drained the GPU's queue.
-        const auto& b = blocking[r];
-        auto it = std::lower_bound(b.begin(), b.end(), g.start_ns,
-                                   [](const auto& x, uint64_t tt) { return x.first->end_ns < tt; });
-        const ApiRecord* sync = nullptr;
-        bool sync_copy = false;
-        for (; it != b.end() && it->first->end_ns <= g.end_ns; ++it) {
-          if (it->first->start_ns <= g.start_ns) {
-            sync = it->first;
-            sync_copy = it->second;
-            break;
-          }
-        }
-        const bool next_is_sync_copy =
-            v[i].copy != nullptr &&
-            (v[i].copy->src_kind == 1 || v[i].copy->dst_kind == 1 || (v[i].copy->flags & 1) == 0);
-        if (sync != nullptr && !sync_copy) {
-          g.cause = GapCause::kHostSync;
-          g.detail = sync->name_id
-                         ? t.strings.Get(sync->name_id)
-                         : (sync->callback_id < 5 ? kSyncTypes[sync->callback_id] : "synchronize");
-        } else if (next_is_sync_copy || sync_copy) {
-          g.cause = GapCause::kSyncCopy;
-          if (v[i].copy != nullptr) {
-            const MemcpyRecord& c = *v[i].copy;
-            g.detail = (launch ? t.strings.Get(launch->name_id) : std::string("memcpy")) + " " +
-                       CopyKindName(c.copy_kind) + " " + FormatBytes(static_cast<double>(c.bytes)) +
-                       (c.src_kind == 1 || c.dst_kind == 1 ? " pageable" : "") +
-                       ((c.flags & 1) ? "" : " synchronous");
-          } else {
-            g.detail = t.strings.Get(sync->name_id);
-          }
-        } else if (launch != nullptr && launch->start_ns > g.start_ns) {
-          g.cause = GapCause::kHostLate;
-          g.detail = "next launch (" + t.strings.Get(launch->name_id) + ") issued " +
-                     FormatDuration(static_cast<double>(launch->start_ns - g.start_ns)) +
-                     " after the GPU ran dry";
-        } else if (launch == nullptr && t.apis.empty()) {
-          g.cause = GapCause::kHostLate;  // no API records: assume the host did not feed the GPU
-          g.detail = "no CUDA API records to tell (assumed host-side)";
-        } else {
-          g.cause = GapCause::kOther;
-          g.detail = launch ? "work was queued in time; waiting on a dependency"
-                            : "no launching call recorded";
-        }
+        ClassifyGap(t, blocking[r], v[i], launch, &g);
         const uint32_t tid = launch ? launch->thread_id : 0;
         const uint64_t mid = g.start_ns + (g.end_ns - g.start_ns) / 2;
         const int32_t step = windows ? StepOf(*windows, mid) : -1;
@@ -230,24 +290,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
           continue;
         }
         g.nvtx = sweep.InnermostAt(mid, tid);
-        a.cause_ns[r][g.cause] += g.length();
-        ++a.cause_count[r][g.cause];
-        a.cause_nvtx_ns[r][g.cause][g.nvtx] += g.length();
-        IdleAnalysis::Slice slice{r, g.cause, -1, 0, g.length()};
-        if (!g.nvtx.empty()) {
-          auto [it2, added] =
-              range_index.emplace(g.nvtx, static_cast<uint32_t>(a.range_names.size()));
-          if (added) a.range_names.push_back(g.nvtx);
-          slice.range = it2->second;
-        }
-        if (windows) {
-          slice.step = step;
-          if (slice.step >= 0) {
-            const Interval& w = (*windows)[static_cast<size_t>(slice.step)];
-            slice.ns = std::min(g.end_ns, w.end) - std::max(g.start_ns, w.start);
-          }
-        }
-        a.slices.push_back(slice);
+        RecordGap(g, r, windows, step, &range_index, &a);
         all.push_back(std::move(g));
       }
       busy_end = std::max(busy_end, v[i].end);

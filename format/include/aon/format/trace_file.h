@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "aon/base/helper_threads.h"
-#include "aon/format/records.h"
 #include "aon/base/status.h"
+#include "aon/format/records.h"
 #include "aon/format/string_table.h"
 #include "aon/format/trace_format.h"
 
@@ -37,8 +37,8 @@ struct VirtualPiece {
 };
 
 struct WriteOptions {
-  int deflate_level = 4;          // 0 disables compression
-  uint64_t chunk_records = 16384; // records per HDF5 chunk
+  int deflate_level = 4;           // 0 disables compression
+  uint64_t chunk_records = 16384;  // records per HDF5 chunk
   // Threads that pack and compress the whole chunks of one append (this one
   // among them); HDF5 is called from the appending thread only. 1: none.
   unsigned compress_threads = 1;
@@ -101,8 +101,11 @@ class TraceWriter {
  private:
   TraceWriter(std::string path, FileKind kind, WriteOptions options, int64_t file);
   Status EnsureGroup(std::string_view group, int64_t* id);
+  // One number attribute of /meta: HDF5's memory and file types (hid_t) of *value.
+  Status SetMetaScalar(std::string_view name, int64_t mem_type, int64_t file_type,
+                       const void* value);
   // Rows [first, first + count) of a table, from a chunk boundary on, as whole
-  // chunks packed and compressed here (trace_file.cc, "Direct chunk I/O").
+  // chunks packed and compressed here (format/src/direct_chunk_io.h).
   Status WriteChunks(int64_t dataset, const TableSchema& schema, const uint8_t* rows,
                      uint64_t first, uint64_t count, const std::string& ctx);
   struct ChunkScratch;
@@ -116,7 +119,8 @@ class TraceWriter {
   int64_t file_ = -1;  // hid_t
   bool finished_ = false;
   bool merged_records_ = false;
-  uint64_t strings_bytes_ = 0;  // bytes in /strings/data so far (AppendStrings)  // timelines hold Merged<T> records
+  uint64_t strings_bytes_ =
+      0;  // bytes in /strings/data so far (AppendStrings)  // timelines hold Merged<T> records
   std::unique_ptr<ChunkScratch, ChunkScratchDeleter> scratch_;  // buffers of WriteChunks
 };
 
@@ -187,7 +191,7 @@ class TraceReader {
 
  private:
   TraceReader(std::string path, int64_t file) : path_(std::move(path)), file_(file) {}
-  // ReadTable of a table whose chunks are read directly (trace_file.cc, "Direct
+  // ReadTable of a table whose chunks are read directly (format/src/direct_chunk_io.h, "Direct
   // chunk I/O"): chunks of `chunk_rows`, shuffled and deflated or unfiltered;
   // `stored` = each chunk's stored size, checked.
   Status ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows, bool deflated,
