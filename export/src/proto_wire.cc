@@ -30,14 +30,6 @@ void AppendVarint(std::string* out, uint64_t v) {
   out->append(buf, EncodeVarint(v, buf));
 }
 
-size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
 
 void Writer::Key(uint32_t field, WireType type) {
   AppendVarint(out_, (uint64_t{field} << 3) | static_cast<uint8_t>(type));

@@ -28,8 +28,6 @@ enum class WireType : uint8_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2 
 
 // Appends v as a varint (1-10 bytes).
 void AppendVarint(std::string* out, uint64_t v);
-// Bytes AppendVarint writes for v.
-size_t VarintSize(uint64_t v);
 
 class Writer {
  public:

@@ -97,13 +97,6 @@ bool ParseRecordKind(std::string_view name, RecordKind* kind) {
   return false;
 }
 
-const Field* TableSchema::Find(std::string_view field_name) const {
-  for (const Field& f : fields) {
-    if (field_name == f.name) return &f;
-  }
-  return nullptr;
-}
-
 TableSchema BuildTableSchema(const char* name, size_t record_size, std::span<const Field> fields) {
   TableSchema s{name, record_size, {}};
   for (const Field& f : fields) {

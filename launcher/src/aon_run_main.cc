@@ -13,6 +13,7 @@
 
 #include "aon/config/agent_config.h"
 #include "aon/config/merge_report.h"
+#include "aon/config/option_docs.h"
 #include "aon/config/tool_paths.h"
 #include "aon/ipc/collector_protocol.h"
 #include "aon/launcher/child_process.h"
@@ -226,6 +227,15 @@ int main(int argc, char** argv) {
   CLI::App app{Description(), "aon-run"};
   aon::launcher::DefineRunOptions(app, command_line);
   app.set_version_flag("--version", std::string("aon-run ") + AON_VERSION);
+  // The reference tables of docs/options.md (scripts/regen-docs.sh), from the option table.
+  app.add_flag_callback(
+         "--options-markdown",
+         [] {
+           std::fputs(aon::session::OptionTablesMarkdown().c_str(), stdout);
+           throw CLI::Success();
+         },
+         "print the option reference as Markdown (docs/options.md) and exit")
+      ->group("");
   app.footer(Footer());
   app.formatter(std::make_shared<UsageFormatter>());
   app.get_formatter()->column_width(30);
@@ -235,6 +245,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     Say(std::string("error: ") + e.what());

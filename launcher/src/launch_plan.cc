@@ -413,10 +413,6 @@ StatusOr<std::string> ResolveAgentPath(const std::string& exe_path, const EnvLoo
   return usable;
 }
 
-std::string SiblingProgram(const std::string& exe_path, std::string_view name) {
-  return DirectoryOf(exe_path) + "/" + std::string(name);
-}
-
 StatusOr<std::string> FindProgram(const std::string& name, const std::string& path_env,
                                   const std::string& cwd) {
   if (name.empty()) return InvalidArgument("empty program name");

@@ -4,10 +4,8 @@
 // role its type cannot have, fails here instead of being merged wrong.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "aon/format/records.h"
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
+#include "generated_doc.h"
 #include "trace_test_util.h"
 
 namespace aon {
@@ -163,20 +162,10 @@ TEST(Schema, RemappingAndClockShiftTouchExactlyTheirRoles) {
 }
 
 TEST(Schema, DocumentedFieldTablesMatchTheCode) {
-  const std::string path = std::string(AON_SOURCE_DIR) + "/docs/trace-format.md";
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string doc = ss.str();
-  const std::string begin = "<!-- BEGIN GENERATED: aon-inspect --schema -->\n";
-  const std::string end = "<!-- END GENERATED -->";
-  const size_t b = doc.find(begin), e = doc.find(end);
-  ASSERT_NE(b, std::string::npos) << path << " lost its generated section";
-  ASSERT_NE(e, std::string::npos) << path << " lost its generated section";
-  EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), FieldTablesMarkdown())
-      << path << " is out of date: put the output of `build/bin/aon-inspect --schema` "
-      << "between its GENERATED markers";
+  const auto section = testing::GeneratedDocSection("trace-format.md", "aon-inspect --schema");
+  ASSERT_TRUE(section.has_value());
+  EXPECT_EQ(*section, FieldTablesMarkdown())
+      << "docs/trace-format.md is out of date: run `bash scripts/regen-docs.sh`";
 }
 
 // ---- RankMetadata -------------------------------------------------------------

@@ -301,10 +301,6 @@ TEST_F(TempDir, AgentPathOverride) {
   EXPECT_FALSE(directory.ok());
 }
 
-TEST(SiblingProgram, IsNextToTheExecutable) {
-  EXPECT_EQ(SiblingProgram("/opt/aon/bin/aon-run", "aon-merge"), "/opt/aon/bin/aon-merge");
-}
-
 TEST_F(TempDir, FindProgramSearchesPathLikeExecvp) {
   std::string exe = Touch("p2/tool", fs::perms::owner_all);
   Touch("p1/tool");  // not executable: skipped

@@ -15,14 +15,22 @@
 #include <type_traits>
 #include <vector>
 
-#include "aon/merge/merge.h"
-#include "aon/merge/merge_exports.h"
 #include "aon/format/records.h"
 #include "aon/format/string_table.h"
 #include "aon/format/trace_file.h"
+#include "aon/merge/merge.h"
+#include "aon/merge/merge_exports.h"
 #include "trace_test_util.h"
 
 namespace aon::testing {
+
+// The field of `schema` named `name`, or nullptr.
+inline const Field* FindField(const TableSchema& schema, std::string_view name) {
+  for (const Field& f : schema.fields) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
 
 constexpr uint64_t kBaseNs = 1'000'000'000'000;  // far from 0: negative offsets never clamp
 
@@ -75,8 +83,8 @@ inline RankTrace RandomRankTrace(std::mt19937_64& rng, int rank, int world,
     const size_t n = options.force_empty ? 0 : rng() % (options.max_records + 1);
     const uint64_t spread = std::max<uint64_t>(1, n / 3);
     const TableSchema& schema = RecordTraits<T>::Schema();
-    const Field* start = schema.Find("start_ns");
-    const Field* end = schema.Find("end_ns");
+    const Field* start = FindField(schema, "start_ns");
+    const Field* end = FindField(schema, "end_ns");
     auto& v = t.Get<T>();
     for (size_t i = 0; i < n; ++i) {
       T r = RandomRecord<T>(rng);
@@ -123,7 +131,7 @@ inline KernelRecord MakeKernel(uint64_t start, uint32_t correlation = 0, uint32_
 }
 
 inline uint64_t StartField(const TableSchema& schema, const void* r) {
-  const Field* f = schema.Find("start_ns");
+  const Field* f = FindField(schema, "start_ns");
   return f == nullptr ? 0 : GetField(r, *f);
 }
 

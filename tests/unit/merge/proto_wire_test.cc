@@ -16,6 +16,13 @@
 namespace aon::merge::proto {
 namespace {
 
+// Bytes AppendVarint writes for v.
+size_t VarintSize(uint64_t v) {
+  std::string s;
+  AppendVarint(&s, v);
+  return s.size();
+}
+
 std::string Hex(const std::string& bytes) {
   static const char* kDigits = "0123456789abcdef";
   std::string s;
@@ -89,7 +96,6 @@ TEST(ProtoWire, VarintsAsTheSpecEncodesThem) {
     std::string out;
     AppendVarint(&out, v);
     EXPECT_EQ(Hex(out), hex) << v;
-    EXPECT_EQ(VarintSize(v), out.size()) << v;
   }
 }
 

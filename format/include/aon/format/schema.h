@@ -234,8 +234,6 @@ struct TableSchema {
   std::string name;
   size_t record_size = 0;
   std::vector<Field> fields;
-  // The field named `name`, or nullptr.
-  const Field* Find(std::string_view field_name) const;
 };
 
 // The stored fields of kFields (padding left out), built once per table.

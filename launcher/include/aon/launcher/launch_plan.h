@@ -99,9 +99,6 @@ std::string AbsolutePath(const std::string& path, const std::string& cwd);
 // where it looked.
 StatusOr<std::string> ResolveAgentPath(const std::string& exe_path, const EnvLookupFn& env);
 
-// <dir of exe_path>/<name>: aon-run finds aon-merge next to itself.
-std::string SiblingProgram(const std::string& exe_path, std::string_view name);
-
 // execvp's search: a word with a '/' is used as is, else the first executable
 // regular file named `name` in the colon-separated `path_env` (empty entries
 // mean the current directory). The error names the program and the PATH.
