@@ -367,8 +367,18 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
         "NVTX ranges that mark steps: comma-separated name prefixes (default "
         "step,iteration,iter,train_step,train), matched case-insensitively before a digit, a "
         "space or the end"}},
-      {V::kTimeSlot, "AON_TIME_SLOT", T::kSeconds, "1",
-       "step length of the time source (seconds on the synchronized clock)", ParseTimeSlot, false},
+      {V::kTimeSlot,
+       "AON_TIME_SLOT",
+       T::kSeconds,
+       "1",
+       "step length of the time source (seconds on the synchronized clock)",
+       ParseTimeSlot,
+       false,
+       {"--time-slot", "aon-time-slot", "SECONDS",
+        "budgeted mode: the step length of the time source, which marks the steps of a "
+        "program that marks none itself (no aon_step, PyTorch hook, NVTX step range or NCCL): "
+        "slots of SECONDS on the synchronized clock, the same on every rank (0.01 to 3600; "
+        "default 1)"}},
       {V::kCounters,
        "AON_COUNTERS",
        T::kChoice,
