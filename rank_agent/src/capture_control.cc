@@ -13,6 +13,21 @@
 namespace aon::agent {
 namespace {
 
+// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID: a system call, once
+// per counted step boundary), and the step this thread began (by its start
+// time), for the step's thread_cpu_ns.
+uint64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+struct StepBegun {
+  const void* control = nullptr;  // the CaptureControl whose step it is
+  uint64_t start_ns = 0;          // the step's start_ns
+  uint64_t cpu_ns = 0;            // this thread's CPU time then
+};
+thread_local StepBegun t_step_begun;
+
 StepSource ForcedSource(StepSourceSetting setting) {
   switch (setting) {
     case StepSourceSetting::kApi:
@@ -173,10 +188,16 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
                EnumValueName(kStepSourceValues, static_cast<int64_t>(source)));
     if (budgeted_) Apply(policy_.Restart(now));
   }
+  // Time slots are marked by AON's own thread: its CPU time says nothing of the program's.
+  const uint64_t cpu = source == StepSource::kTime ? 0 : ThreadCpuNs();
   if (have_step_) {
     step_.end_ns = now;
+    // Measured only when this thread also began the step (0: not measured).
+    if (cpu != 0 && t_step_begun.control == this && t_step_begun.start_ns == step_.start_ns)
+      step_.thread_cpu_ns = std::max<uint64_t>(1, cpu - t_step_begun.cpu_ns);
     if (Enabled(RecordKind::kSteps)) sink_.Push(step_);
   }
+  t_step_begun = {this, now, cpu};
   step_ = StepRecord{};
   step_.start_ns = now;
   step_.step = b.step;

@@ -288,6 +288,33 @@ TEST_F(AgentTest, AonStepMarksStepsBeforeNvtx) {
   EXPECT_EQ(f.meta.step_source, "api");
 }
 
+// Each step's thread_cpu_ns is the marking thread's CPU time between its two
+// boundaries: at least what the step spun, and no more than its wall time less
+// what it slept. The last step ends at exit, on another path: not measured.
+TEST_F(AgentTest, StepsCarryTheMarkingThreadsCpuTime) {
+  constexpr uint64_t kSpinNs = 2'000'000, kSleepNs = 3'000'000;
+  int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
+                              {"AON_MODE", "budgeted"},
+                              {"STEPS", "40"},
+                              {"SPIN_US", std::to_string(kSpinNs / 1000)},
+                              {"STEP_US", std::to_string(kSleepNs / 1000)},
+                              {"STEP_MARK", "api"}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto steps = r->ReadAll<StepRecord>();
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 40u);
+  for (size_t i = 0; i + 1 < steps->size(); ++i) {
+    const StepRecord& s = (*steps)[i];
+    const uint64_t wall = s.end_ns - s.start_ns;
+    EXPECT_GE(s.thread_cpu_ns, kSpinNs) << "step " << s.step;
+    // The boundary reads its CPU clock a few microseconds after its time: 100 us of slack.
+    EXPECT_LE(s.thread_cpu_ns, wall - kSleepNs + 100'000) << "step " << s.step;
+  }
+  EXPECT_EQ(steps->back().thread_cpu_ns, 0u) << "the last step ends at exit";
+}
+
 TEST_F(AgentTest, TimeSlotsMarkStepsWhenNothingElseDoes) {
   int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
                               {"AON_MODE", "budgeted"},
@@ -311,6 +338,7 @@ TEST_F(AgentTest, TimeSlotsMarkStepsWhenNothingElseDoes) {
     // only when the timer thread was descheduled past a boundary).
     EXPECT_GT((*steps)[i].step, (*steps)[i - 1].step);
     EXPECT_EQ((*steps)[i].source, static_cast<uint8_t>(StepSource::kTime));
+    EXPECT_EQ((*steps)[i].thread_cpu_ns, 0u) << "AON's own thread marks time slots";
   }
   EXPECT_GT(meta->captured_steps, 0);
   EXPECT_GT(meta->windows, 0);
@@ -364,10 +392,9 @@ TEST_F(AgentTest, TimeSlotsMarkStepsUntilTheProgramDoes) {
 }
 
 TEST_F(AgentTest, FullModeMarksEveryStepCaptured) {
-  int st = RunChild("steps", {{"AON_SOURCE", "synthetic"},
-                              {"AON_MODE", "full"},
-                              {"STEPS", "30"},
-                              {"STEP_MARK", "nvtx"}});
+  int st = RunChild(
+      "steps",
+      {{"AON_SOURCE", "synthetic"}, {"AON_MODE", "full"}, {"STEPS", "30"}, {"STEP_MARK", "nvtx"}});
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   auto r = OpenRank0();
   ASSERT_TRUE(r);

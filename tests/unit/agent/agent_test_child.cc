@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -26,8 +27,8 @@
 namespace {
 
 void NestedRanges() {
-  nvtxRangePushA("outer");      // depth 0
-  nvtxRangePushA("inner");      // depth 1
+  nvtxRangePushA("outer");  // depth 0
+  nvtxRangePushA("inner");  // depth 1
   nvtxMarkA("mark in inner");
   nvtxRangePop();
   nvtxRangePop();
@@ -50,6 +51,18 @@ void NestedRanges() {
   nvtxRangePop();
   // A pop with nothing open must not crash and must return a negative depth.
   if (nvtxRangePop() >= 0) std::printf("unexpected depth from empty pop\n");
+}
+
+// Runs on this thread until its CPU clock advanced `us` microseconds.
+void SpinThreadCpu(int us) {
+  auto cpu_ns = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+  };
+  const long long until = cpu_ns() + static_cast<long long>(us) * 1000;
+  volatile unsigned sink = 0;
+  while (cpu_ns() < until) sink = sink + 1;
 }
 
 const AonSyntheticDeviceV1* FakeDriver() {
@@ -337,6 +350,8 @@ int main(int argc, char** argv) {
     const int steps = std::getenv("STEPS") ? std::atoi(std::getenv("STEPS")) : 100;
     const std::string mark = std::getenv("STEP_MARK") ? std::getenv("STEP_MARK") : "nvtx";
     const int step_us = std::getenv("STEP_US") ? std::atoi(std::getenv("STEP_US")) : 0;
+    // SPIN_US: microseconds of this thread's CPU time each step spends before it sleeps.
+    const int spin_us = std::getenv("SPIN_US") ? std::atoi(std::getenv("SPIN_US")) : 0;
     // START_US: microseconds between the agent's start and the first step (a
     // program that loads its model first).
     if (const char* start_us = std::getenv("START_US"); start_us != nullptr) {
@@ -356,6 +371,7 @@ int main(int argc, char** argv) {
       gpu->memcpy(2, 1, 4096, 1);
       gpu->memset(1, 4096, 1);
       gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
+      if (spin_us > 0) SpinThreadCpu(spin_us);
       if (step_us > 0) usleep(static_cast<useconds_t>(step_us));
       if (mark == "nvtx") nvtxRangePop();
     }

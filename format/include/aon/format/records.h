@@ -317,8 +317,12 @@ struct StepRecord {
   uint8_t source;              // StepSource
   uint8_t flags;               // kStepCaptured | kStepWindowTail | kStepOnDemand
   uint8_t padding_[6];
+  // CPU time of the thread that marked both of the step's boundaries, spent
+  // between them (format 1.9); 0: not measured (the boundaries came from
+  // different threads, or an older file).
+  uint64_t thread_cpu_ns;
 };
-static_assert(sizeof(StepRecord) == 48);
+static_assert(sizeof(StepRecord) == 56);
 
 // GPU performance counters (format 1.6): one row per metric per sampling
 // interval of one GPU. `value` is the metric's average over [start_ns, end_ns]
@@ -691,7 +695,10 @@ struct TableTraits<StepRecord> {
       AON_FIELD(T, period, kQuantity, "capture period in force (steps), 0: no budgeted windows"),
       AON_FIELD(T, source, kEnum, "what marked the step boundaries", kStepSourceValues),
       AON_FIELD(T, flags, kFlags, "capture state of the step", kStepFlagValues),
-      AON_PADDING(T, padding_)};
+      AON_PADDING(T, padding_),
+      AON_FIELD(T, thread_cpu_ns, kQuantity,
+                "CPU time of the thread that marked both boundaries, between them (1.9; 0: not "
+                "measured)")};
 };
 
 template <>

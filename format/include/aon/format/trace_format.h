@@ -46,7 +46,9 @@ inline constexpr int kFormatMajor = 1;
 // 1.8: the ops kind (framework operators, modules and user ranges from
 // aon_op_begin / aon_op_end), tied to GPU work by external_correlation rows of
 // external_kind 3; the step source "pytorch" (aon_framework_step).
-inline constexpr int kFormatMinor = 8;
+// 1.9: steps.thread_cpu_ns (the CPU time of the thread that marks the steps,
+// per step: a host busy between launches tells apart from one that waits).
+inline constexpr int kFormatMinor = 9;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -88,7 +90,8 @@ struct RankMetadata {
   int32_t local_size = -1;
   std::string host;
   int64_t pid = 0;
-  std::string launcher;  // where the identity came from: "openmpi", "slurm", "torchrun", "pmix", "none"
+  std::string
+      launcher;  // where the identity came from: "openmpi", "slurm", "torchrun", "pmix", "none"
 
   // Clock: timestamps are ns of `clock_domain`; anchor pairs the two clocks
   // read back to back, so wall time = t - anchor_clock_ns + anchor_realtime_ns.
@@ -130,7 +133,7 @@ struct RankMetadata {
   std::string agent_version;
   uint64_t start_ns = 0;  // capture window on the host timebase
   uint64_t end_ns = 0;
-  std::string end_reason;  // "exit", "signal SIGTERM", ...
+  std::string end_reason;                            // "exit", "signal SIGTERM", ...
   std::array<uint64_t, kRecordKindCount> dropped{};  // per RecordKind
   std::vector<std::string> notes;  // degradations, each said once ("CUPTI unavailable: ...")
   // Capture windows and what they cost (1.5; docs/always-on.md). capture_mode:
@@ -194,7 +197,13 @@ std::span<const MetaField> RankMetadataFields();
 std::string FieldTablesMarkdown();
 
 // One row per rank in a merged timeline.
-enum class RankStatus : uint8_t { kOk = 0, kMissing = 1, kCorrupt = 2, kTruncated = 3, kUnsupported = 4 };
+enum class RankStatus : uint8_t {
+  kOk = 0,
+  kMissing = 1,
+  kCorrupt = 2,
+  kTruncated = 3,
+  kUnsupported = 4
+};
 const char* RankStatusName(RankStatus status);
 // RankMetadata::capture_mode as a number (RankSummary).
 enum class CaptureMode : uint8_t { kUnknown = 0, kBudgeted = 1, kFull = 2, kFlight = 3 };
