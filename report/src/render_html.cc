@@ -631,13 +631,11 @@ std::string IdleSection(const Report& r) {
       " and their CPU-side cause; totals over the whole run (number of gaps). Findings use the "
       "steady state "
       "(median per step x steps).</p><table><tr><th>rank</th>";
-  const GapCause all_causes[] = {GapCause::kHostSync, GapCause::kSyncCopy, GapCause::kHostLate,
-                                 GapCause::kOther};
-  for (GapCause c : all_causes) o += "<th>" + E(GapCauseName(c)) + "</th>";
+  for (GapCause c : kGapCauses) o += "<th>" + E(GapCauseName(c)) + "</th>";
   o += "</tr>";
   for (uint32_t q = 0; q < r.idle.cause_ns.size(); ++q) {
     o += "<tr><td>" + std::to_string(q) + "</td>";
-    for (GapCause c : all_causes) {
+    for (GapCause c : kGapCauses) {
       auto it = r.idle.cause_ns[q].find(c);
       auto jt = r.idle.cause_count[q].find(c);
       o += "<td>" +

@@ -1,6 +1,7 @@
 // Idle gaps: GPU gaps >= 10 us per rank and their host-side cause (a blocking
 // sync call that returned in the gap, a synchronous or pageable copy, a launch
-// issued after the GPU ran dry, or other), each with the innermost host NVTX range.
+// issued after the GPU ran dry: by a thread busy issuing CUDA calls, or by one
+// that ran other code first; or other), each with the innermost host NVTX range.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -21,6 +22,8 @@ const char* GapCauseName(GapCause c) {
       return "synchronous/pageable copy";
     case GapCause::kHostLate:
       return "host launched late";
+    case GapCause::kHostWork:
+      return "host work outside CUDA calls";
     case GapCause::kOther:
       return "other (dependency, unknown)";
   }
@@ -96,12 +99,63 @@ uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
 
 namespace {
 
+// A host-late gap is host work, not launch overhead, when its launching thread
+// ran at least this long without any CUDA call before the launch: issuing one
+// launch (the framework's dispatch and the driver call) takes microseconds to
+// tens of microseconds, so a call-free stretch of 100 us or more is other code
+// (or a wait outside CUDA). A thread that issues slowly even back to back needs
+// a stretch of kHostWorkIssueFactor x its own issue time.
+constexpr uint64_t kHostWorkMinNs = 100'000;
+constexpr uint64_t kHostWorkIssueFactor = 20;
+// Spacings of a thread's calls below this are back-to-back issuing (its issue time).
+constexpr uint64_t kBackToBackNs = 100'000;
+
+// One thread's CUDA API calls, by start, with the latest end up to each.
+struct ThreadCalls {
+  std::vector<std::pair<uint64_t, uint64_t>> calls;  // (start, end)
+  std::vector<uint64_t> end_by;                      // max end of calls[0..i]
+  uint64_t issue_ns = 0;  // median spacing of back-to-back calls (0: none)
+
+  // The longest stretch of [from, to) in which this thread was in no call.
+  uint64_t LongestSilence(uint64_t from, uint64_t to) const {
+    size_t i = static_cast<size_t>(
+        std::lower_bound(calls.begin(), calls.end(), std::make_pair(from, uint64_t{0})) -
+        calls.begin());
+    uint64_t cursor = i > 0 ? std::max(from, end_by[i - 1]) : from;
+    uint64_t longest = 0;
+    for (; i < calls.size() && calls[i].first < to; ++i) {
+      if (calls[i].first > cursor) longest = std::max(longest, calls[i].first - cursor);
+      cursor = std::max(cursor, calls[i].second);
+    }
+    return std::max(longest, to > cursor ? to - cursor : 0);
+  }
+};
+
 // Per rank: the host calls that explain a gap (blocking ones sorted by end).
 struct HostCalls {
   std::vector<std::unordered_map<uint32_t, const ApiRecord*>> by_corr;
   std::vector<std::vector<std::pair<const ApiRecord*, bool>>> blocking;  // (call, is sync copy)
   std::vector<ApiRecord> sync_as_api;  // what blocking points to for SyncRecords
+  std::vector<std::unordered_map<uint32_t, ThreadCalls>> by_thread;
 };
+
+// Sorts each thread's calls and measures its issue time.
+void IndexThreadCalls(std::unordered_map<uint32_t, ThreadCalls>* threads) {
+  for (auto& [tid, tc] : *threads) {
+    std::sort(tc.calls.begin(), tc.calls.end());
+    tc.end_by.resize(tc.calls.size());
+    std::vector<uint64_t> spacings;
+    for (size_t i = 0; i < tc.calls.size(); ++i) {
+      tc.end_by[i] = std::max(i > 0 ? tc.end_by[i - 1] : 0, tc.calls[i].second);
+      if (i > 0 && tc.calls[i].first - tc.calls[i - 1].first < kBackToBackNs)
+        spacings.push_back(tc.calls[i].first - tc.calls[i - 1].first);
+    }
+    if (!spacings.empty()) {
+      std::nth_element(spacings.begin(), spacings.begin() + spacings.size() / 2, spacings.end());
+      tc.issue_ns = spacings[spacings.size() / 2];
+    }
+  }
+}
 
 // The GPU operations of each rank: kernels, copies, memsets.
 std::vector<std::vector<GpuOp>> CollectGpuOps(const Timeline& t, uint32_t n) {
@@ -123,8 +177,11 @@ void CollectHostCalls(const Timeline& t, uint32_t n, HostCalls* calls) {
   by_corr.resize(n);
   blocking.resize(n);
   std::unordered_map<uint32_t, int> kind_of_name;  // 0 other, 1 sync, 2 sync copy
+  calls->by_thread.resize(n);
   for (const auto& m : t.apis) {
     if (m.record.correlation_id) by_corr[m.rank][m.record.correlation_id] = &m.record;
+    calls->by_thread[m.rank][m.record.thread_id].calls.emplace_back(m.record.start_ns,
+                                                                    m.record.end_ns);
     auto it = kind_of_name.find(m.record.name_id);
     if (it == kind_of_name.end()) {
       const std::string& name = t.strings.Get(m.record.name_id);
@@ -154,6 +211,7 @@ void CollectHostCalls(const Timeline& t, uint32_t n, HostCalls* calls) {
     std::sort(v.begin(), v.end(),
               [](const auto& x, const auto& y) { return x.first->end_ns < y.first->end_ns; });
   }
+  for (auto& threads : calls->by_thread) IndexThreadCalls(&threads);
 }
 
 // The host push/pop ranges of each rank, leaving out NCCL's.
@@ -167,9 +225,10 @@ std::vector<std::vector<const Merged<NvtxRecord>*>> CollectRanges(const Timeline
   return ranges;
 }
 
-// Sets a gap's cause and detail from its rank's blocking calls and the operation ending it.
+// Sets a gap's cause and detail from its rank's blocking calls, the operation
+// ending it and the calls of the thread that launched it (null: unknown).
 void ClassifyGap(const Timeline& t, const std::vector<std::pair<const ApiRecord*, bool>>& b,
-                 const GpuOp& next, const ApiRecord* launch, Gap* g) {
+                 const GpuOp& next, const ApiRecord* launch, const ThreadCalls* thread, Gap* g) {
   static const char* kSyncTypes[] = {"", "cudaEventSynchronize", "cudaStreamWaitEvent",
                                      "cudaStreamSynchronize", "cudaDeviceSynchronize"};
   // 1. A blocking call that returned inside the gap: it drained the GPU's queue.
@@ -204,10 +263,20 @@ void ClassifyGap(const Timeline& t, const std::vector<std::pair<const ApiRecord*
       g->detail = t.strings.Get(sync->name_id);
     }
   } else if (launch != nullptr && launch->start_ns > g->start_ns) {
-    g->cause = GapCause::kHostLate;
-    g->detail = "next launch (" + t.strings.Get(launch->name_id) + ") issued " +
-                FormatDuration(static_cast<double>(launch->start_ns - g->start_ns)) +
-                " after the GPU ran dry";
+    const uint64_t silence =
+        thread != nullptr ? thread->LongestSilence(g->start_ns, launch->start_ns) : 0;
+    const uint64_t issue = thread != nullptr ? thread->issue_ns : 0;
+    if (silence >= std::max(kHostWorkMinNs, kHostWorkIssueFactor * issue)) {
+      g->cause = GapCause::kHostWork;
+      g->detail = "the launching thread ran " + FormatDuration(static_cast<double>(silence)) +
+                  " without a CUDA call before the next launch (" + t.strings.Get(launch->name_id) +
+                  ")";
+    } else {
+      g->cause = GapCause::kHostLate;
+      g->detail = "next launch (" + t.strings.Get(launch->name_id) + ") issued " +
+                  FormatDuration(static_cast<double>(launch->start_ns - g->start_ns)) +
+                  " after the GPU ran dry";
+    }
   } else if (launch == nullptr && t.apis.empty()) {
     g->cause = GapCause::kHostLate;  // no API records: assume the host did not feed the GPU
     g->detail = "no CUDA API records to tell (assumed host-side)";
@@ -281,7 +350,12 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
         const ApiRecord* launch = nullptr;
         if (auto it = by_corr[r].find(v[i].correlation); it != by_corr[r].end())
           launch = it->second;
-        ClassifyGap(t, blocking[r], v[i], launch, &g);
+        const ThreadCalls* thread = nullptr;
+        if (launch != nullptr) {
+          auto th = calls.by_thread[r].find(launch->thread_id);
+          if (th != calls.by_thread[r].end()) thread = &th->second;
+        }
+        ClassifyGap(t, blocking[r], v[i], launch, thread, &g);
         const uint32_t tid = launch ? launch->thread_id : 0;
         const uint64_t mid = g.start_ns + (g.end_ns - g.start_ns) / 2;
         const int32_t step = windows ? StepOf(*windows, mid) : -1;

@@ -1,9 +1,9 @@
-// Idle causes, shared by the rules idle-host-sync, launch-bound and pageable-copies
-// (rules/): the GPU gaps of one cause (host synchronization, host launched
-// late, synchronous/pageable copies) on the rank where they cost the most, in
-// steady state (median per step x steps). Pageable copies add half the pageable
+// Idle causes, shared by the rules idle-host-sync, host-work, launch-bound and
+// pageable-copies (rules/): the GPU gaps of one cause (host synchronization, host
+// work outside CUDA calls, host launched late, synchronous/pageable copies) on the rank where they
+// cost the most, in steady state (median per step x steps). Pageable copies add half the pageable
 // copy time (pinned memory roughly doubles PCIe throughput). The straggler's
-// claimed gaps are left out: its "host launched late" gaps, and its gaps of any
+// claimed gaps are left out: its host-late and host-work gaps, and its gaps of any
 // cause inside its slow range.
 #include "findings/idle_causes.h"
 
@@ -33,7 +33,8 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
   uint64_t count = 0;
   for (uint32_t q = 0; q < r.idle.cause_ns.size(); ++q) {
     const bool is_straggler = static_cast<int>(q) == straggler;
-    if (cause == GapCause::kHostLate && is_straggler) continue;  // claimed by the straggler
+    // The straggler's late launches are its lateness, claimed by its finding.
+    if ((cause == GapCause::kHostLate || cause == GapCause::kHostWork) && is_straggler) continue;
     double ns =
         static_cast<double>(r.idle.Steady(q, cause, is_straggler ? in.claims.straggler_range : ""));
     if (cause == GapCause::kSyncCopy && q < r.memory.size()) ns += r.memory[q].pageable_ns / 2.0;

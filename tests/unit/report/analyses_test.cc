@@ -259,9 +259,12 @@ TEST(Idle, SteadyStateIgnoresAWarmupStep) {
   const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
   // Host-late gaps: 1 ms in steps 1-4, 6.5 ms before step 0's first kernel (6 ms of it
   // inside step 0): whole run 10.5 ms, steady = median 1 ms x 5 steps.
-  EXPECT_EQ(r.idle.cause_ns[0].at(GapCause::kHostLate), 10500 * kUs);
-  EXPECT_EQ(r.idle.Steady(0, GapCause::kHostLate), 5 * kMs);
-  const Finding* f = FindKind(r, "launch-bound");
+  // The host ran 1 ms (6 in step 0) without a CUDA call before each late launch:
+  // host work, not launch overhead.
+  EXPECT_EQ(r.idle.cause_ns[0].at(GapCause::kHostWork), 10500 * kUs);
+  EXPECT_EQ(r.idle.Steady(0, GapCause::kHostWork), 5 * kMs);
+  EXPECT_EQ(r.idle.cause_ns[0].count(GapCause::kHostLate), 0u);
+  const Finding* f = FindKind(r, "host-work");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->gain_ns, 5 * kMs);
   EXPECT_DOUBLE_EQ(f->gain_per_step_ns, 1.0 * kMs);
@@ -282,6 +285,70 @@ TEST(Idle, HostLaunchingLateIsLaunchBound) {
   const Finding* f = FindKind(r, "launch-bound");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->gain_ns, 99 * 30 * kUs);
+}
+
+// An input pipeline: each step launches a burst of short kernels back to back,
+// then the host computes the next batch without any CUDA call while the GPU idles.
+// The gaps are host work (its own finding and action), never launch overhead;
+// the burst's small gaps stay under the 10 us threshold. Sizes vary so that no
+// threshold fits one program.
+TEST(Idle, HostWorkBetweenBurstsIsNotLaunchBound) {
+  struct Case {
+    uint64_t work_ns;   // host work per step, no CUDA call
+    int burst;          // kernels per step
+    uint64_t issue_ns;  // spacing of the burst's launches
+  };
+  for (const Case c :
+       {Case{12 * kMs, 20, 10 * kUs}, Case{400 * kUs, 60, 6 * kUs}, Case{3 * kMs, 5, 25 * kUs}}) {
+    TempDir dir;
+    TimelineBuilder b;
+    b.Rank(0);
+    constexpr int kSteps = 8;
+    uint64_t t = 1 * kMs;
+    for (int s = 0; s < kSteps; ++s) {
+      const uint64_t step_start = t;
+      for (int k = 0; k < c.burst; ++k) {
+        const uint64_t launch = t + static_cast<uint64_t>(k) * c.issue_ns;
+        b.Kernel(0, "elementwise", launch + 4 * kUs, launch + 4 * kUs + c.issue_ns - 2 * kUs, 9,
+                 static_cast<int64_t>(launch));
+      }
+      t += static_cast<uint64_t>(c.burst) * c.issue_ns + c.work_ns;
+      b.Nvtx(0, "step " + std::to_string(s), step_start, t, 9, 0);
+    }
+    const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+    EXPECT_EQ(r.idle.cause_count[0].count(GapCause::kHostLate), 0u) << c.work_ns;
+    ASSERT_EQ(r.idle.cause_count[0].at(GapCause::kHostWork), static_cast<uint64_t>(kSteps - 1))
+        << c.work_ns;
+    // Each gap: from the burst's last kernel end (2 us after its launch spacing
+    // ends) to the next burst's first kernel (4 us after its launch).
+    const uint64_t gap = c.work_ns + 2 * kUs;
+    EXPECT_EQ(r.idle.cause_ns[0].at(GapCause::kHostWork), (kSteps - 1) * gap) << c.work_ns;
+    ASSERT_FALSE(r.findings.empty());
+    EXPECT_EQ(r.findings[0].kind, "host-work") << c.work_ns;
+    EXPECT_EQ(FindKind(r, "launch-bound"), nullptr) << c.work_ns;
+    EXPECT_NE(r.findings[0].action.find("DataLoader workers"), std::string::npos);
+  }
+}
+
+// The line between the two causes is the thread's own issue time: a thread that
+// issues a launch every 10 us needs a call-free stretch of 20 x 10 = 200 us
+// before a late launch for host work; 150 us is still launch overhead.
+TEST(Idle, HostWorkNeedsAStretchLongerThanIssuingTakes) {
+  for (const uint64_t stretch : {150 * kUs, 250 * kUs}) {
+    TempDir dir;
+    TimelineBuilder b;
+    b.Rank(0);
+    uint64_t t = 0;
+    for (int k = 0; k < 50; ++k, t += 10 * kUs)  // back to back: 10 us apart, GPU keeps up
+      b.Kernel(0, "k", t + 4 * kUs, t + 12 * kUs, 3, static_cast<int64_t>(t));
+    // The last kernel ends at t + 2 us; the host is silent for `stretch`, then launches.
+    const uint64_t launch = t + 2 * kUs + stretch;
+    b.Kernel(0, "k", launch + 4 * kUs, launch + 12 * kUs, 3, static_cast<int64_t>(launch));
+    const IdleAnalysis a = AnalyzeIdle(b.WriteAndLoad(dir.File("t.h5")));
+    ASSERT_EQ(a.top_gaps.size(), 1u) << stretch;
+    EXPECT_EQ(a.top_gaps[0].cause, stretch >= 200 * kUs ? GapCause::kHostWork : GapCause::kHostLate)
+        << stretch << ": " << a.top_gaps[0].detail;
+  }
 }
 
 TEST(Breakdown, KnownOverlapFraction) {

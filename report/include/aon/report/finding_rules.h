@@ -31,7 +31,7 @@
 //                    that much earlier if it kept pace (straggler.cc);
 //   exposed comm     communication not overlapped by compute, minus the time the
 //                    rank only waited for late ranks (exposed_communication.cc);
-//   idle causes      (idle-host-sync, launch-bound, pageable-copies) the GPU gaps
+//   idle causes      (idle-host-sync, host-work, launch-bound, pageable-copies) the GPU gaps
 //                    of that cause on the worst rank, median per step x steps so
 //                    warm-up steps don't dominate; pageable
 //                    copies add half the pageable copy time (idle_causes.cc);
@@ -43,9 +43,10 @@
 // other rules would otherwise count again (the others' waiting is exposed
 // communication on their side; its own late launches are idle time on its side);
 // then what every rank pays (exposed communication), then the idle causes from
-// the most direct fix (remove a sync) to the broadest (feed the GPU faster,
-// pinned memory), then imbalance, since the rules above often explain it; the
-// phase bottleneck last: it says why, where the others say where time is lost.
+// the most direct fix (remove a sync; move host work off the step's critical
+// path) to the broadest (feed the GPU faster, pinned memory), then imbalance, since the rules above
+// often explain it; the phase bottleneck last: it says why, where the others say where time is
+// lost.
 #pragma once
 
 #include <cstdint>

@@ -206,7 +206,15 @@ Communication AnalyzeCommunication(const Timeline& t, const Steps* steps = nullp
 // Median of the per-step values times their number (0 for none).
 uint64_t SteadyTotal(std::vector<uint64_t> per_step);
 
-enum class GapCause { kHostSync, kSyncCopy, kHostLate, kOther };
+// Why the GPU idled (AnalyzeIdle, idle.cc): a blocking call drained it; a
+// synchronous or pageable copy; the host launched late while issuing CUDA calls
+// (launch overhead: the thread's call-free stretches are no longer than its
+// issue time); the host launched late after running code outside any CUDA call
+// (an input pipeline, Python work, logging); or something else (a dependency).
+enum class GapCause { kHostSync, kSyncCopy, kHostLate, kHostWork, kOther };
+inline constexpr GapCause kGapCauses[] = {GapCause::kHostSync, GapCause::kSyncCopy,
+                                          GapCause::kHostLate, GapCause::kHostWork,
+                                          GapCause::kOther};
 const char* GapCauseName(GapCause c);
 
 struct Gap {

@@ -84,8 +84,10 @@ std::optional<Detection> DetectStraggler(const RuleInput& in, Claims* claims) {
     d.values["mean_lateness"] = FormatDuration(
         best->last_count ? static_cast<double>(best->gain_ns) / best->last_count : 0);
   }
-  // Its own GPU idle time on the same cause: host late, or anything inside that range.
-  uint64_t waits = r.idle.Steady(best->rank, GapCause::kHostLate);
+  // Its own GPU idle time on the same cause: host late (launching, or running
+  // other code), or anything inside that range.
+  uint64_t waits = r.idle.Steady(best->rank, GapCause::kHostLate) +
+                   r.idle.Steady(best->rank, GapCause::kHostWork);
   if (!range.empty()) {
     for (GapCause c : {GapCause::kHostSync, GapCause::kSyncCopy, GapCause::kOther}) {
       const uint64_t all = r.idle.Steady(best->rank, c),
