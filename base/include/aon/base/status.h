@@ -9,6 +9,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace aon {
@@ -50,7 +51,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
@@ -60,15 +63,29 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 // "<what>: <strerror(errno_value)>", with the code chosen from errno.
 Status ErrnoStatus(const std::string& what, int errno_value);
 
-template <typename T>
+// A value or why there is none. The error is a Status, or a part's own error
+// type E where callers branch on codes of their own (the collector protocol's
+// CollectorError); E has code(), message() and ToStatus(), and its code 0 means OK.
+template <typename T, typename E = Status>
 class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    if (status_.ok()) status_ = Internal("StatusOr built from an OK status without a value");
+  StatusOr(E error) : error_(std::move(error)) {   // NOLINT(google-explicit-constructor)
+    if constexpr (std::is_same_v<E, Status>) {
+      if (error_.ok()) error_ = Internal("StatusOr built from an OK status without a value");
+    }
   }
-  bool ok() const { return status_.ok(); }
-  const Status& status() const { return status_; }
+  bool ok() const { return value_.has_value(); }
+  // The error as a Status (OK with a value).
+  decltype(auto) status() const {
+    if constexpr (std::is_same_v<E, Status>) {
+      return (error_);  // const Status&
+    } else {
+      return ok() ? Status::Ok() : error_.ToStatus();
+    }
+  }
+  const E& error() const { return error_; }
+  auto code() const { return ok() ? decltype(error_.code()){} : error_.code(); }
   T& value() & { return *value_; }
   const T& value() const& { return *value_; }
   T&& value() && { return std::move(*value_); }
@@ -78,7 +95,7 @@ class [[nodiscard]] StatusOr {
   const T& operator*() const& { return *value_; }
 
  private:
-  Status status_;
+  E error_;
   std::optional<T> value_;
 };
 
@@ -87,9 +104,9 @@ class [[nodiscard]] StatusOr {
 #define AON_CONCAT_INNER_(a, b) a##b
 #define AON_CONCAT_(a, b) AON_CONCAT_INNER_(a, b)
 
-#define AON_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::aon::Status aon_status_ = (expr);      \
+#define AON_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::aon::Status aon_status_ = (expr);        \
     if (!aon_status_.ok()) return aon_status_; \
   } while (0)
 

@@ -142,27 +142,9 @@ class CollectorError {
   std::string message_;
 };
 
+// A protocol result: StatusOr with the protocol's error, whose code() callers branch on.
 template <typename T>
-class [[nodiscard]] CollectorOr {
- public:
-  CollectorOr(T value) : value_(std::move(value)) {}               // NOLINT
-  CollectorOr(CollectorError error) : error_(std::move(error)) {}  // NOLINT
-  bool ok() const { return value_.has_value(); }
-  const CollectorError& error() const { return error_; }
-  CollectorErrc code() const { return ok() ? CollectorErrc::kOk : error_.code(); }
-  Status status() const { return ok() ? Status::Ok() : error_.ToStatus(); }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
-
- private:
-  std::optional<T> value_;
-  CollectorError error_;
-};
+using CollectorOr = StatusOr<T, CollectorError>;
 
 // Encoding never fails: a newline inside an argument or a reply text becomes a
 // space (the first line is the whole of it).
