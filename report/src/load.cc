@@ -67,17 +67,12 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
     pos = nl + 1;
   }
   AON_ASSIGN_OR_RETURN(t.strings, reader->ReadStrings());
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.kernels).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.memcpys).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.memsets).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.syncs).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.apis).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nvtx).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.nccl).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.steps).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.counters).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.ops).WithContext(path));
-  AON_RETURN_IF_ERROR(LoadKind(*reader, &t.external).WithContext(path));
+  Status loaded = Status::Ok();
+  ForEachRecordType([&](auto tag) {
+    using T = decltype(tag);
+    if (loaded.ok()) loaded = LoadKind(*reader, &t.Records<T>()).WithContext(path);
+  });
+  AON_RETURN_IF_ERROR(loaded);
   // Each rank's GPUs (the merge's /meta/devices: Merged<DeviceInfo>); absent in
   // timelines without device rows.
   if (auto rows = reader->ReadAllOf<Merged<DeviceInfo>>(MergedSchema(DeviceInfoSchema()), "meta");

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "aon/base/gpu_uuid.h"
@@ -77,7 +78,42 @@ struct Timeline {
 
   bool synthetic() const { return source.find("synthetic") != std::string::npos; }
   size_t HostCount() const;
+
+  // The records of timeline kind T: the vector above that holds them. Loading
+  // walks every timeline kind (ForEachRecordType) through this, so a new kind
+  // does not compile here until Timeline has its vector.
+  template <typename T>
+  std::vector<Merged<T>>& Records();
 };
+
+template <typename T>
+std::vector<Merged<T>>& Timeline::Records() {
+  if constexpr (std::is_same_v<T, KernelRecord>) {
+    return kernels;
+  } else if constexpr (std::is_same_v<T, MemcpyRecord>) {
+    return memcpys;
+  } else if constexpr (std::is_same_v<T, MemsetRecord>) {
+    return memsets;
+  } else if constexpr (std::is_same_v<T, SyncRecord>) {
+    return syncs;
+  } else if constexpr (std::is_same_v<T, ApiRecord>) {
+    return apis;
+  } else if constexpr (std::is_same_v<T, NvtxRecord>) {
+    return nvtx;
+  } else if constexpr (std::is_same_v<T, NcclRecord>) {
+    return nccl;
+  } else if constexpr (std::is_same_v<T, StepRecord>) {
+    return steps;
+  } else if constexpr (std::is_same_v<T, CounterRecord>) {
+    return counters;
+  } else if constexpr (std::is_same_v<T, OpRecord>) {
+    return ops;
+  } else if constexpr (std::is_same_v<T, ExternalCorrelationRecord>) {
+    return external;
+  } else {
+    static_assert(sizeof(T) == 0, "a timeline record kind without its vector in Timeline");
+  }
+}
 
 // Reads a merged timeline (FileKind::kTimeline). Errors name the file.
 StatusOr<Timeline> LoadTimeline(const std::string& path);
