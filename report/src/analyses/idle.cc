@@ -87,12 +87,16 @@ uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
   const double scale = rank < run_scale.size() ? run_scale[rank] : 1.0;
   std::vector<uint64_t> per_step(nsteps, 0);
   uint64_t whole = 0;
+  const std::vector<double>* factor = rank < window_factor.size() ? &window_factor[rank] : nullptr;
   for (const Slice& s : slices) {
     if (s.rank != rank || s.cause != cause) continue;
     if (!exclude_range.empty() && range_names[s.range] == exclude_range) continue;
     whole += s.ns;
-    if (s.step >= 0 && static_cast<size_t>(s.step) < nsteps)
-      per_step[static_cast<size_t>(s.step)] += s.ns;
+    if (s.step >= 0 && static_cast<size_t>(s.step) < nsteps) {
+      const auto step = static_cast<size_t>(s.step);
+      const double f = factor != nullptr && step < factor->size() ? (*factor)[step] : 1.0;
+      per_step[step] += static_cast<uint64_t>(static_cast<double>(s.ns) * f);
+    }
   }
   return nsteps ? static_cast<uint64_t>(SteadyTotal(std::move(per_step)) * scale) : whole;
 }
@@ -287,6 +291,44 @@ void ClassifyGap(const Timeline& t, const std::vector<std::pair<const ApiRecord*
   }
 }
 
+// The median step of rank `r` outside capture windows (0: none, or no windows).
+uint64_t OutsideStepNs(const Steps* steps, uint32_t r) {
+  if (steps == nullptr || !steps->windowed || r >= steps->per_rank.size()) return 0;
+  const std::vector<Interval>& captured = steps->GpuSteps(r);
+  std::vector<uint64_t> outside;
+  size_t c = 0;
+  for (const Interval& s : steps->per_rank[r]) {
+    while (c < captured.size() && captured[c].start < s.start) ++c;
+    if (c < captured.size() && captured[c].start == s.start) continue;  // a captured step
+    outside.push_back(s.end - s.start);
+  }
+  if (outside.empty()) return 0;
+  std::nth_element(outside.begin(), outside.begin() + outside.size() / 2, outside.end());
+  return outside[outside.size() / 2];
+}
+
+// IdleAnalysis::window_factor of rank `r`: per captured step, the share of its
+// gap time left once the step's excess over `outside_ns` is taken off, capped at
+// `outside_ns`.
+std::vector<double> WindowFactors(const IdleAnalysis& a, uint32_t r,
+                                  const std::vector<Interval>& windows, uint64_t outside_ns) {
+  std::vector<double> factor(windows.size(), 1.0);
+  if (outside_ns == 0) return factor;
+  std::vector<uint64_t> idle(windows.size(), 0);
+  for (const IdleAnalysis::Slice& s : a.slices) {
+    if (s.rank == r && s.step >= 0 && static_cast<size_t>(s.step) < idle.size())
+      idle[static_cast<size_t>(s.step)] += s.ns;
+  }
+  for (size_t i = 0; i < windows.size(); ++i) {
+    if (idle[i] == 0) continue;
+    const uint64_t length = windows[i].end - windows[i].start;
+    const uint64_t excess = length > outside_ns ? length - outside_ns : 0;
+    const uint64_t left = std::min(idle[i] > excess ? idle[i] - excess : 0, outside_ns);
+    factor[i] = static_cast<double>(left) / static_cast<double>(idle[i]);
+  }
+  return factor;
+}
+
 // Adds a classified gap of rank `r` to the totals and slices of `a`.
 void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, int32_t step,
                std::unordered_map<std::string, uint32_t>* range_index, IdleAnalysis* a) {
@@ -317,6 +359,8 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
   const uint32_t n = t.world_size;
   a.steps.assign(n, 0);
   a.run_scale.assign(n, 1.0);
+  a.window_factor.resize(n);
+  a.outside_step_ns.assign(n, 0);
   // In a budgeted job the GPU was traced only in capture windows: the time
   // between windows is not idle, it was not looked at.
   const bool windowed = steps != nullptr && steps->windowed;
@@ -368,6 +412,14 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
         all.push_back(std::move(g));
       }
       busy_end = std::max(busy_end, v[i].end);
+    }
+  }
+  if (windowed) {
+    for (uint32_t r = 0; r < n; ++r) {
+      const std::vector<Interval>* windows = StepWindows(steps, r);
+      if (windows == nullptr) continue;
+      a.outside_step_ns[r] = OutsideStepNs(steps, r);
+      a.window_factor[r] = WindowFactors(a, r, *windows, a.outside_step_ns[r]);
     }
   }
   std::sort(all.begin(), all.end(),

@@ -119,6 +119,50 @@ TEST(Windows, TheTimeBetweenWindowsIsNotIdleGpu) {
   EXPECT_EQ(a.top_gaps.front().length(), 4 * kMs);
 }
 
+// AON's own cost inside a window is host time (CUPTI), and in a launch-bound
+// step it shows as GPU idle: figures from the windows must not carry it to the
+// whole run. 100 steps of 10 ms; the 7 captured ones (one window, 40-46) take
+// 23 ms, their GPU idling 2.1 ms before each of 10 late launches: 20.9 ms of
+// gaps a step (9 x 2.1, and the 2 ms of the gap into the next step that lie in
+// this one; the last step's gap after the window is not seen). Taking each
+// captured step's 13 ms beyond the outside step off its idle time leaves 7.9 ms,
+// so the steady gain is the median 7.9 ms x 100 steps, never more than the run:
+// uncorrected, 20.9 ms a step would state 2.09 s for a run of 1.09 s.
+TEST(Windows, IdleInsideWindowsIsCorrectedForTheirCostBeforeItIsExtrapolated) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  constexpr uint64_t kOutside = 10 * kMs, kInside = 23 * kMs;
+  uint64_t start = kMs;
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    const bool captured = s >= 40 && s <= 46;
+    const uint64_t length = captured ? kInside : kOutside;
+    b.Step(0, s, start, start + length, captured ? kStepCaptured : 0);
+    for (uint64_t k = 0; captured && k < 10; ++k) {
+      const uint64_t at = start + 100 * testing::kUs + k * 2300 * testing::kUs;
+      b.Kernel(0, "k", at, at + 200 * testing::kUs, 5);
+    }
+    start += length;
+  }
+  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  const uint64_t run_ns = start - kMs;
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const Steps steps = DetectSteps(t);
+  ASSERT_TRUE(steps.windowed);
+  const IdleAnalysis a = AnalyzeIdle(t, &steps);
+  EXPECT_EQ(a.outside_step_ns[0], kOutside);
+  const uint64_t steady = a.Steady(0, GapCause::kHostWork);
+  EXPECT_NEAR(static_cast<double>(steady), 7.9 * kMs * kSteps, 1000.0);
+  EXPECT_LE(steady, run_ns);
+
+  const Report r = Analyze(t);
+  ASSERT_FALSE(r.findings.empty());
+  for (const Finding& f : r.findings) {
+    EXPECT_LE(f.gain_ns, run_ns) << f.kind;
+    EXPECT_LE(f.gain_per_step_ns, static_cast<double>(kOutside)) << f.kind;
+  }
+}
+
 TEST(Windows, TheReportSaysFirstWhatCapturingCost) {
   TempDir dir;
   TimelineBuilder b = WindowedJob();

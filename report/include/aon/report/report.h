@@ -277,9 +277,18 @@ struct IdleAnalysis {
   std::vector<size_t> steps;  // per rank
   // per rank: steps run / steps seen (RunScale: > 1 with capture windows)
   std::vector<double> run_scale;
+  // Capture windows cost AON time inside their own steps (CUPTI's work on the
+  // host; docs/always-on.md), and that time is GPU idle there at most: per rank
+  // and captured step, the share of its gap time that is left once the step's
+  // time beyond the median step outside windows is taken off, and capped at that
+  // median (a step outside windows cannot idle longer than it lasts). 1 without
+  // windows. Steady() scales each step's gaps by it before extrapolating.
+  std::vector<std::vector<double>> window_factor;
+  // per rank: median step outside capture windows (0: no such step)
+  std::vector<uint64_t> outside_step_ns;
   // Steady-state gap time of one cause on one rank (median per step x steps, the
   // steps of the whole run; the whole-run sum without steps), leaving out gaps in
-  // range `exclude_range`.
+  // range `exclude_range`; with capture windows, corrected for their cost (above).
   uint64_t Steady(uint32_t rank, GapCause cause, const std::string& exclude_range = "") const;
 
   uint64_t min_gap_ns = 10000;
@@ -302,6 +311,8 @@ std::vector<MemoryRank> AnalyzeMemory(const Timeline& t);
 
 struct NvtxStat {
   std::string name;  // "domain:name" for non-default domains; digits runs -> "#"
+  // range_ns: wall time under ranges of this name, per rank the union over its
+  // threads (per_rank_range_ns), summed over ranks
   uint64_t count = 0, range_ns = 0, gpu_ns = 0;
   std::map<uint32_t, uint64_t> per_rank_range_ns, per_rank_gpu_ns, per_rank_count;
 };
@@ -378,7 +389,7 @@ struct CounterGpu {
 struct CounterPhase {
   std::string name;  // as in NvtxStat::name
   uint64_t instances = 0;
-  double seconds = 0;    // the phase's range time on its busiest rank
+  double seconds = 0;    // the phase's wall time on its busiest rank (union over threads)
   double intervals = 0;  // sample intervals of overlap, summed over instances (fractions count)
   CounterMeans means;    // rows weighted by their overlap with each instance
   CounterVerdict verdict;
