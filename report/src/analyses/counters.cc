@@ -309,7 +309,9 @@ constexpr std::string_view kNcclNvtxDomain = "NCCL";
 void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied,
                  const std::vector<GpuRows>& rows, CounterAnalysis* a) {
   std::map<std::string, size_t> index;
-  std::vector<std::map<uint32_t, uint64_t>> per_rank;  // per phase: range time per rank
+  // per phase and rank: its ranges, whose union is the phase's wall time there
+  // (ranges of one name on several threads at once count once)
+  std::vector<std::map<uint32_t, std::vector<Interval>>> per_rank;
   std::vector<bool> has_gpu;
   std::vector<CounterMeans> sampled_means;  // per phase: the PM-sampling tier's
   std::vector<double> sampled_intervals;
@@ -338,7 +340,7 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
     }
     CounterPhase& p = a->phases[it->second];
     ++p.instances;
-    per_rank[it->second][m.rank] += n.end_ns - n.start_ns;
+    per_rank[it->second][m.rank].push_back({n.start_ns, n.end_ns});
     if (m.rank >= tied.size()) continue;
     for (size_t g : tied[m.rank]) {
       has_gpu[it->second] = true;
@@ -357,7 +359,9 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
       p.intervals = sampled_intervals[i];
       p.sampled = true;
     }
-    for (const auto& [rank, ns] : per_rank[i]) p.seconds = std::max(p.seconds, ns / 1e9);
+    for (auto& [rank, spans] : per_rank[i]) {
+      p.seconds = std::max(p.seconds, TotalLength(Union(std::move(spans))) / 1e9);
+    }
     if (!has_gpu[i]) {
       p.verdict.verdict = Verdict::kUnknown;
       p.verdict.why = "no counter rows of its ranks' GPUs";

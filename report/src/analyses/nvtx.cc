@@ -4,6 +4,7 @@
 // thread of the rank at its start.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -54,19 +55,28 @@ std::vector<NvtxStat> AttributeNvtx(const Timeline& t) {
     bool any_thread;    // query: no launching thread known
   };
   std::vector<std::vector<Event>> events(n);
+  // Per range name and rank: its ranges, whose union is its wall time there
+  // (ranges of one name on several threads at once count once).
+  std::vector<std::map<uint32_t, std::vector<Interval>>> spans;
   for (const auto& m : t.nvtx) {
     if (m.record.type == static_cast<uint8_t>(NvtxType::kMark)) continue;
     const uint32_t i = index_of(m.record);
     NvtxStat& s = stats[i];
-    const uint64_t d =
-        m.record.end_ns > m.record.start_ns ? m.record.end_ns - m.record.start_ns : 0;
+    if (spans.size() < stats.size()) spans.resize(stats.size());
+    if (m.record.end_ns > m.record.start_ns)
+      spans[i][m.rank].push_back({m.record.start_ns, m.record.end_ns});
     ++s.count;
-    s.range_ns += d;
-    s.per_rank_range_ns[m.rank] += d;
     ++s.per_rank_count[m.rank];
     if (m.record.type != static_cast<uint8_t>(NvtxType::kPushPop)) continue;
     events[m.rank].push_back({m.record.start_ns, 1, m.record.thread_id, i, 0, false});
     events[m.rank].push_back({m.record.end_ns, 0, m.record.thread_id, i, 0, false});
+  }
+  for (size_t i = 0; i < spans.size(); ++i) {
+    for (auto& [rank, v] : spans[i]) {
+      const uint64_t wall = TotalLength(Union(std::move(v)));
+      stats[i].per_rank_range_ns[rank] = wall;
+      stats[i].range_ns += wall;
+    }
   }
   if (stats.empty()) return stats;
   std::vector<std::unordered_map<uint32_t, const ApiRecord*>> by_corr(n);

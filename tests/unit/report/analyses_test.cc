@@ -442,6 +442,26 @@ TEST(Nvtx, GpuTimeGoesToTheRangesOpenOnTheLaunchingThread) {
   EXPECT_EQ(s[0].name, "step #");
 }
 
+// A range's time is wall time per rank: the same name open on several threads
+// at once (XLA's compile passes) counts once; ranks add up.
+TEST(Nvtx, RangeTimeIsTheUnionOverThreadsOfARank) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Rank(1);
+  b.Nvtx(0, "compile", 0, 6 * kMs, 1, 0);
+  b.Nvtx(0, "compile", 2 * kMs, 8 * kMs, 2, 0);
+  b.Nvtx(0, "compile", 1 * kMs, 3 * kMs, 3, 0);
+  b.Nvtx(0, "compile", 10 * kMs, 12 * kMs, 1, 0);  // again, later
+  b.Nvtx(1, "compile", 0, 5 * kMs, 1, 0);
+  const std::vector<NvtxStat> s = AttributeNvtx(b.WriteAndLoad(dir.File("t.h5")));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].count, 5u);
+  EXPECT_EQ(s[0].per_rank_range_ns.at(0), 10 * kMs);  // [0, 8) and [10, 12)
+  EXPECT_EQ(s[0].per_rank_range_ns.at(1), 5 * kMs);
+  EXPECT_EQ(s[0].range_ns, 15 * kMs);
+}
+
 TEST(Steps, FromTheRepeatingKernelWithoutNvtx) {
   TempDir dir;
   TimelineBuilder b;

@@ -159,6 +159,29 @@ TimelineBuilder TwoRanksTwoGpus(CounterSource source = CounterSource::kGpm) {
   return b;
 }
 
+// A phase's time is wall time on its rank: XLA compiles on several threads at
+// once under one range name, and four overlapping 300 ms ranges last 450 ms,
+// not 1.2 s (a phase can never outlast the run).
+TEST(CounterPhases, APhaseOnSeveralThreadsAtOnceLastsItsWallTime) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  for (int i = 0; i < 5; ++i) {
+    Sample(&b, kGpuA, 0, static_cast<uint64_t>(i) * 100 * kMs,
+           static_cast<uint64_t>(i + 1) * 100 * kMs, 20, 10, 0, 5);
+  }
+  for (uint32_t tid = 1; tid <= 4; ++tid) {
+    const uint64_t from = (tid - 1) * 50 * kMs;
+    b.Nvtx(0, "XlaCompileBackend", from, from + 300 * kMs, tid, 0);
+  }
+  const CounterAnalysis a = AnalyzeCounters(b.WriteAndLoad(dir.File("t.h5")), {});
+  const CounterPhase* p = Phase(a, "XlaCompileBackend");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->instances, 4u);
+  EXPECT_DOUBLE_EQ(p->seconds, 0.45);
+}
+
 TEST(CounterPhases, RanksAreTiedToTheirGpusByUuid) {
   TempDir dir;
   TimelineBuilder b = TwoRanksTwoGpus();
