@@ -196,6 +196,57 @@ TEST(HostileFile, RowsLargerThanTheirMembersAreRefused) {
                 {"/records/kernels", "rows of 88 bytes hold members of 84 bytes"});
 }
 
+// Found by tests/fuzz/rank_file_fuzz.cc: an integer member whose stated bits are
+// not the whole of its bytes (here grid_x as 16 bits from bit 8 of its 4 bytes;
+// a crafted file states more bits than the bytes hold) makes HDF5's conversion
+// read the bits it states (SEGV in H5T__bit_find < H5T__conv_i_i). AON writes
+// every number full width: anything else is refused before converting.
+TEST(HostileFile, ANumberWhoseBitsAreNotItsBytesIsRefusedBeforeConverting) {
+  TempDir dir;
+  const std::string path = WriteRank(dir, "rank-00000.h5");
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t old = H5Dopen2(f, "/records/kernels", H5P_DEFAULT);
+    hid_t stored = H5Dget_type(old);
+    hid_t dcpl = H5Dget_create_plist(old);
+    H5Dclose(old);
+    const size_t row = H5Tget_size(stored);
+    hid_t type = H5Tcreate(H5T_COMPOUND, row);
+    for (int i = 0; i < H5Tget_nmembers(stored); ++i) {
+      const auto m = static_cast<unsigned>(i);
+      char* name = H5Tget_member_name(stored, m);
+      hid_t member = H5Tget_member_type(stored, m);
+      hid_t copy = H5Tcopy(member);
+      if (std::string(name) == "grid_x") {
+        ASSERT_GE(H5Tset_precision(copy, 16), 0);
+        ASSERT_GE(H5Tset_offset(copy, 8), 0);
+      }
+      ASSERT_GE(H5Tinsert(type, name, H5Tget_member_offset(stored, m), copy), 0);
+      H5Tclose(copy);
+      H5Tclose(member);
+      H5free_memory(name);
+    }
+    H5Tclose(stored);
+    ASSERT_GE(H5Ldelete(f, "/records/kernels", H5P_DEFAULT), 0);
+    hsize_t dims[1] = {4}, maxdims[1] = {H5S_UNLIMITED};
+    hid_t space = H5Screate_simple(1, dims, maxdims);
+    hid_t ds = H5Dcreate2(f, "/records/kernels", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    std::vector<char> rows(4 * row, 0);
+    EXPECT_GE(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+    H5Dclose(ds);
+    H5Sclose(space);
+    H5Pclose(dcpl);
+    H5Tclose(type);
+    H5Fclose(f);
+  }
+  auto r = OpenOk(path);
+  ASSERT_NE(r, nullptr);
+  ExpectRefused(r->ReadAll<KernelRecord>().status(), path,
+                {"/records/kernels", "'grid_x'", "(precision 16, offset 8) AON never writes"});
+}
+
 // ---- Chunks as the chunk index states them ------------------------------------------
 //
 // Found by tests/fuzz/rank_file_fuzz.cc: HDF5 takes each chunk's stored size,
