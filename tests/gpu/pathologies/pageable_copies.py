@@ -18,8 +18,10 @@ from a pinned copy of the same tensor, measured once after the last step (not
 inside any step); pageable_saving_ms = copy_ms - pinned_copy_ms; gpu_busy_ms =
 median Event time from before the copy to after the optimizer step;
 idle_per_step_ms = median over the measured steps of (step wall - that step's GPU
-busy time): the GPU's time with nothing at all to do, which the copy itself does
-not count in. NVTX: "step" > "copy", "compute".
+busy time): the GPU's time with nothing at all to do (the copy counts as busy, so
+this is near 0 here: the waste is the slow copy, not a gap). On an H200 host at
+the defaults: copy 41 ms (6.5 GB/s), pinned 4.9 ms, saving 36 ms a step, idle
+0.003 ms. NVTX: "step" > "copy", "compute".
 """
 import common
 

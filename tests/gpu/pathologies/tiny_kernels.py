@@ -17,7 +17,9 @@ graph_step_ms = the same step's GPU work captured once in a torch.cuda.CUDAGraph
 (the SGD update written as the one foreach-add kernel it launches) and replayed
 --replays times back to back after the last step, Event-timed, divided by the
 replays: the step's time when launching costs nothing; launch_overhead_ms =
-eager_step_ms - graph_step_ms. NVTX: "step" > "tiny", "optimizer".
+eager_step_ms - graph_step_ms. On an H200 host at the defaults, without a
+profiler: eager 4.5 ms (about 11 us a kernel), graph 0.49 ms (1.2 us a kernel).
+NVTX: "step" > "tiny", "optimizer".
 """
 import common
 
