@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -307,16 +308,16 @@ uint64_t OutsideStepNs(const Steps* steps, uint32_t r) {
   return outside[outside.size() / 2];
 }
 
-// IdleAnalysis::window_factor of rank `r`: per captured step, the share of its
-// gap time left once the step's excess over `outside_ns` is taken off, capped at
-// `outside_ns`.
-std::vector<double> WindowFactors(const IdleAnalysis& a, uint32_t r,
+// IdleAnalysis::window_factor of one rank, from its slices: per captured step,
+// the share of its gap time left once the step's excess over `outside_ns` is
+// taken off, capped at `outside_ns`.
+std::vector<double> WindowFactors(std::span<const IdleAnalysis::Slice> rank_slices,
                                   const std::vector<Interval>& windows, uint64_t outside_ns) {
   std::vector<double> factor(windows.size(), 1.0);
   if (outside_ns == 0) return factor;
   std::vector<uint64_t> idle(windows.size(), 0);
-  for (const IdleAnalysis::Slice& s : a.slices) {
-    if (s.rank == r && s.step >= 0 && static_cast<size_t>(s.step) < idle.size())
+  for (const IdleAnalysis::Slice& s : rank_slices) {
+    if (s.step >= 0 && static_cast<size_t>(s.step) < idle.size())
       idle[static_cast<size_t>(s.step)] += s.ns;
   }
   for (size_t i = 0; i < windows.size(); ++i) {
@@ -384,6 +385,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
     a.run_scale[r] = RunScale(steps, r);
     if (windowed && windows == nullptr) continue;
     RangeSweep sweep(t, ranges[r]);
+    const size_t first_slice = a.slices.size();  // this rank's slices follow
     uint64_t busy_end = 0;
     for (size_t i = 0; i < v.size(); ++i) {
       if (i > 0 && v[i].start > busy_end && v[i].start - busy_end >= min_gap_ns) {
@@ -413,13 +415,10 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
       }
       busy_end = std::max(busy_end, v[i].end);
     }
-  }
-  if (windowed) {
-    for (uint32_t r = 0; r < n; ++r) {
-      const std::vector<Interval>* windows = StepWindows(steps, r);
-      if (windows == nullptr) continue;
+    if (windowed) {
       a.outside_step_ns[r] = OutsideStepNs(steps, r);
-      a.window_factor[r] = WindowFactors(a, r, *windows, a.outside_step_ns[r]);
+      a.window_factor[r] =
+          WindowFactors(std::span(a.slices).subspan(first_slice), *windows, a.outside_step_ns[r]);
     }
   }
   std::sort(all.begin(), all.end(),
