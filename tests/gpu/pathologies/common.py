@@ -263,6 +263,17 @@ def _tidy(value):
     return value
 
 
+def pipeline_figures(clock, host_ms, busy_ms):
+    """An input pipeline's truth: medians over the measured steps of the host's
+    work, the GPU's busy time and the step's wall time the GPU did not work."""
+    walls = clock.walls_ms()
+    return {
+        "host_work_ms": median(clock.measured(host_ms)),
+        "gpu_busy_ms": median(clock.measured(busy_ms)),
+        "idle_per_step_ms": median(clock.measured(w - b for w, b in zip(walls, busy_ms))),
+    }
+
+
 def print_truth(figures):
     """The program's last line: TRUTH <json of what it measured about itself>."""
     sys.stderr.flush()

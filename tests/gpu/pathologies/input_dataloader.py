@@ -88,13 +88,9 @@ def main():
         nvtx.range_pop()
         clock.end()
 
-    busy = gpu.ms()
-    walls = clock.walls_ms()
     truth = clock.figures()
+    truth.update(common.pipeline_figures(clock, host_ms, gpu.ms()))
     truth.update({
-        "host_work_ms": common.median(clock.measured(host_ms)),
-        "gpu_busy_ms": common.median(clock.measured(busy)),
-        "idle_per_step_ms": common.median(clock.measured(w - b for w, b in zip(walls, busy))),
         "transform_us_asked": args.transform_us,
         "batch": args.batch,
         "matmul_reps": model.reps,
