@@ -97,8 +97,8 @@ std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& step
       b.idle_ns = b.span_ns > b.busy_ns ? b.span_ns - b.busy_ns : 0;
     }
     // Step times from every step; GPU time per step from the steps whose GPU
-    // activity the timeline holds (the captured ones in a budgeted job), against
-    // those steps' own mean length.
+    // activity the timeline holds (the captured ones in a budgeted job, less
+    // their windows' lead-ins: Steps::lead_in), against those steps' own mean length.
     if (r < steps.per_rank.size() && !steps.per_rank[r].empty()) {
       const auto& st = steps.per_rank[r];
       b.steps = st.size();
@@ -111,15 +111,18 @@ std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& step
       b.step_median_ns = Median(d);
       b.step_max_ns = *std::max_element(d.begin(), d.end());
       const auto& gpu_steps = steps.GpuSteps(r);
-      double busy = 0, compute = 0, comm = 0, length = 0;
-      for (const Interval& w : gpu_steps) {
+      double busy = 0, compute = 0, comm = 0, length = 0, counted = 0;
+      for (size_t i = 0; i < gpu_steps.size(); ++i) {
+        if (!steps.Whole(r, i)) continue;  // a lead-in: work queued before it is not seen
+        const Interval& w = gpu_steps[i];
+        ++counted;
         length += static_cast<double>(w.end - w.start);
         busy += LengthWithin(ru.all, w);
         compute += LengthWithin(ru.compute, w);
         comm += LengthWithin(ru.comm, w);
       }
-      if (!gpu_steps.empty()) {
-        const double n = static_cast<double>(gpu_steps.size());
+      if (counted > 0) {
+        const double n = counted;
         b.step_busy_ns = busy / n;
         b.step_compute_ns = compute / n;
         b.step_comm_ns = comm / n;

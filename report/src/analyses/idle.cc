@@ -99,7 +99,19 @@ uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
       per_step[step] += static_cast<uint64_t>(static_cast<double>(s.ns) * f);
     }
   }
-  return nsteps ? static_cast<uint64_t>(SteadyTotal(std::move(per_step)) * scale) : whole;
+  if (nsteps == 0) return whole;
+  // Lead-ins miss the gap that began before their window: the median comes from
+  // the other steps (a rank that has only lead-ins has none marked).
+  if (rank < lead_in.size() && lead_in[rank].size() == nsteps) {
+    std::vector<uint64_t> observed;
+    for (size_t i = 0; i < nsteps; ++i)
+      if (!lead_in[rank][i]) observed.push_back(per_step[i]);
+    if (!observed.empty() && observed.size() < nsteps) {
+      const double per = static_cast<double>(SteadyTotal(observed)) / observed.size();
+      return static_cast<uint64_t>(per * static_cast<double>(nsteps) * scale);
+    }
+  }
+  return static_cast<uint64_t>(SteadyTotal(std::move(per_step)) * scale);
 }
 
 namespace {
@@ -362,6 +374,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
   a.run_scale.assign(n, 1.0);
   a.window_factor.resize(n);
   a.outside_step_ns.assign(n, 0);
+  a.lead_in.assign(n, {});
   // In a budgeted job the GPU was traced only in capture windows: the time
   // between windows is not idle, it was not looked at.
   const bool windowed = steps != nullptr && steps->windowed;
@@ -416,6 +429,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
       busy_end = std::max(busy_end, v[i].end);
     }
     if (windowed) {
+      if (r < steps->lead_in.size()) a.lead_in[r] = steps->lead_in[r];
       a.outside_step_ns[r] = OutsideStepNs(steps, r);
       a.window_factor[r] =
           WindowFactors(std::span(a.slices).subspan(first_slice), *windows, a.outside_step_ns[r]);

@@ -163,6 +163,55 @@ TEST(Windows, IdleInsideWindowsIsCorrectedForTheirCostBeforeItIsExtrapolated) {
   }
 }
 
+// A window's first step (a lead-in) follows a step whose GPU work was not
+// traced: the gap that began in that step, and the work that ran on into this
+// one, are not seen. 100 steps of 10 ms, each with a kernel from 5 ms into the
+// step to 2 ms into the next (GPU idle 3 ms a step, busy 7 ms in it); windows
+// {10}, {40, 41}, {72, 73}. Lead-ins 10, 40 and 72 show no gap and 5 ms busy;
+// 41 and 73 show the truth. Counting the lead-ins, the median gap would be 0.
+TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  auto captured = [](uint64_t s) { return s == 10 || s == 40 || s == 41 || s == 72 || s == 73; };
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    const uint64_t start = kMs + s * kStep;
+    b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
+    if (captured(s)) b.Kernel(0, "sgemm_kernel", start + 5 * kMs, start + 12 * kMs, 100);
+  }
+  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const Steps steps = DetectSteps(t);
+  ASSERT_EQ(steps.GpuSteps(0).size(), 5u);
+  const std::vector<bool> want = {true, true, false, true, false};
+  EXPECT_EQ(steps.lead_in[0], want);
+  const IdleAnalysis a = AnalyzeIdle(t, &steps);
+  // The builder's launches come just before their kernels: host work before them.
+  EXPECT_NEAR(static_cast<double>(a.Steady(0, GapCause::kHostWork)), 3.0 * kMs * kSteps, 1000.0);
+  const std::vector<RankBreakdown> br = ComputeBreakdown(t, steps);
+  ASSERT_EQ(br.size(), 1u);
+  EXPECT_DOUBLE_EQ(br[0].step_busy_ns, 7.0 * kMs);
+  EXPECT_DOUBLE_EQ(br[0].step_idle_ns, 3.0 * kMs);
+}
+
+// Only one-step windows (a short job's first window): no step is better
+// observed, so every one counts.
+TEST(Windows, OneStepWindowsAllCount) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  for (uint64_t s = 0; s < 20; ++s) {
+    const uint64_t start = kMs + s * kStep;
+    b.Step(0, s, start, start + kStep, s == 10 ? kStepCaptured : 0);
+    if (s == 10) b.Kernel(0, "sgemm_kernel", start + 5 * kMs, start + 9 * kMs, 100);
+  }
+  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const Steps steps = DetectSteps(t);
+  EXPECT_EQ(steps.lead_in[0], std::vector<bool>{false});
+  EXPECT_DOUBLE_EQ(ComputeBreakdown(t, steps)[0].step_busy_ns, 4.0 * kMs);
+}
+
 TEST(Windows, TheReportSaysFirstWhatCapturingCost) {
   TempDir dir;
   TimelineBuilder b = WindowedJob();

@@ -151,8 +151,15 @@ struct Steps {
   // capture, or steps not from AON) `windowed` is false and captured == per_rank.
   bool windowed = false;
   std::vector<std::vector<Interval>> captured;
+  // Per rank and captured step: the first step of its window (a lead-in), set
+  // only where the rank has other captured steps. The GPU work queued before the
+  // window was not traced, so a lead-in misses the gap that began before it (and
+  // the work still running into it): per-step idle and busy figures leave it out.
+  std::vector<std::vector<bool>> lead_in;
   // The steps whose GPU activity the timeline holds for `rank`.
   const std::vector<Interval>& GpuSteps(uint32_t rank) const;
+  // Whether captured step `i` of `rank` counts in per-step figures (!lead_in).
+  bool Whole(uint32_t rank, size_t i) const;
 };
 Steps DetectSteps(const Timeline& t);
 
@@ -286,9 +293,12 @@ struct IdleAnalysis {
   std::vector<std::vector<double>> window_factor;
   // per rank: median step outside capture windows (0: no such step)
   std::vector<uint64_t> outside_step_ns;
-  // Steady-state gap time of one cause on one rank (median per step x steps, the
-  // steps of the whole run; the whole-run sum without steps), leaving out gaps in
-  // range `exclude_range`; with capture windows, corrected for their cost (above).
+  // per rank and captured step: Steps::lead_in (left out of the median per step)
+  std::vector<std::vector<bool>> lead_in;
+  // Steady-state gap time of one cause on one rank (median per step over the
+  // captured steps that are not lead-ins x steps, the steps of the whole run; the
+  // whole-run sum without steps), leaving out gaps in range `exclude_range`; with
+  // capture windows, corrected for their cost (above).
   uint64_t Steady(uint32_t rank, GapCause cause, const std::string& exclude_range = "") const;
 
   uint64_t min_gap_ns = 10000;
