@@ -32,6 +32,10 @@ class Agent:
             lib.aon_ops_active.argtypes = []
             lib.aon_framework_step.restype = None
             lib.aon_framework_step.argtypes = []
+        self.has_host_range = hasattr(lib, "aon_host_range")
+        if self.has_host_range:
+            lib.aon_host_range.restype = None
+            lib.aon_host_range.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64]
 
     # Kinds of aon_op_begin (AON_OP_* in capture_api.h).
     OPERATOR, BACKWARD, MODULE, USER = 0, 1, 2, 3
@@ -59,6 +63,12 @@ class Agent:
     def end(self, op_id):
         if op_id:
             self.lib.aon_op_end(op_id)
+
+    def host_range(self, name, start_ns, end_ns):
+        """Framework work from start_ns to end_ns (time.monotonic_ns()) on this
+        thread, recorded in or out of capture windows (aon_host_range)."""
+        if self.has_host_range:
+            self.lib.aon_host_range(name.encode("utf-8", "replace"), start_ns, end_ns)
 
     _found = None
     _path = None

@@ -6,6 +6,10 @@ process that never imports torch is not touched). It keeps, all the time:
   - an optimizer step hook: after each step of the first optimizer that steps,
     a step boundary for the agent (source "pytorch"), then a check whether the
     agent opened or closed a capture window;
+  - Dynamo's compilation callbacks, registered when the program first calls
+    torch.compile: each compilation (and Inductor's autotuning where Dynamo
+    reports it) becomes an "AON" NVTX range "torch.compile ...", so the report
+    tells compile time from the program's own work in every mode;
 and, only while a window is open:
   - a RecordFunction observer (python/aon/_torch_observer.cc) for every aten operator,
     autograd node and user range (record_function, aon.range);
@@ -17,6 +21,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 import weakref
 
 from aon._agent import Agent
@@ -101,12 +106,78 @@ class _Modules:
                 return
 
 
+class _Compilations:
+    """torch.compile's compilations as AON host ranges, from Dynamo's start and
+    end callbacks (torch._dynamo.callback), registered on the first
+    torch.compile call: importing Dynamo costs a second, so a program that never
+    compiles never pays it. The callbacks run once per compilation, never per
+    operator or step."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.local = threading.local()
+        self.registered = False
+        self.error = None
+
+    def wrap_compile(self):
+        original = getattr(self.torch, "compile", None)
+        if original is None or getattr(original, "_aon_wrapped", False):
+            return
+        compilations = self
+
+        def compile(*args, **kwargs):
+            compilations.register()
+            return original(*args, **kwargs)
+
+        compile._aon_wrapped = True
+        compile.__wrapped__ = original
+        compile.__name__ = getattr(original, "__name__", "compile")
+        compile.__doc__ = getattr(original, "__doc__", None)
+        self.torch.compile = compile
+
+    def register(self):
+        if self.registered or self.error is not None:
+            return
+        try:
+            from torch._dynamo.callback import callback_handler
+            callback_handler.register_start_callback(self._start)
+            callback_handler.register_end_callback(self._end)
+            self.registered = True
+        except Exception as e:  # noqa: BLE001 - an older torch: no callbacks, no ranges
+            self.error = e
+            _say("torch.compile compilations are not marked (%r)" % (e,))
+
+    @staticmethod
+    def _what(args):
+        # torch >= 2.6 passes CallbackArgs(callback_trigger, compile_id); older ones nothing.
+        if not args:
+            return "torch.compile"
+        trigger = getattr(getattr(args[0], "callback_trigger", None), "name", None)
+        return "torch.compile (%s)" % trigger.lower() if trigger else "torch.compile"
+
+    def _start(self, *args):
+        stack = getattr(self.local, "stack", None)
+        if stack is None:
+            stack = self.local.stack = []
+        stack.append((self._what(args), time.monotonic_ns()))
+
+    def _end(self, *args):
+        stack = getattr(self.local, "stack", None)
+        if not stack:
+            return
+        name, start = stack.pop()
+        agent = Agent.get()  # CUDA may have started during the compilation
+        if agent is not None:
+            agent.host_range(name, start, time.monotonic_ns())
+
+
 class TorchHook:
     def __init__(self, torch):
         self.torch = torch
         self.observing = False
         self.first_optimizer = None
         self.modules = _Modules(torch)
+        self.compilations = _Compilations(torch)
         self.extension = None
         self.extension_error = None
         self.warned = False
@@ -177,6 +248,7 @@ class TorchHook:
         self.sync()
 
     def install(self):
+        self.compilations.wrap_compile()
         optim = self.torch.optim
         register = getattr(getattr(optim, "optimizer", None), "register_optimizer_step_post_hook",
                            None)

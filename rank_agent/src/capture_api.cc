@@ -1,6 +1,9 @@
 // The exported step, capture and operator-range functions (aon/capture_api.h).
 #include "aon/capture_api.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "agent.h"
 #include "aon/base/timebase.h"
 #include "op_ranges.h"
@@ -40,4 +43,20 @@ extern "C" __attribute__((visibility("default"))) void aon_op_end(uint64_t id) {
 
 extern "C" __attribute__((visibility("default"))) int aon_ops_active(void) {
   return aon::agent::OpsRecording() ? 1 : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) void aon_host_range(const char* name,
+                                                                      uint64_t start_ns,
+                                                                      uint64_t end_ns) {
+  if (name == nullptr || end_ns < start_ns) return;
+  const aon::agent::SourceContext& agent = aon::agent::Agent::Get().context();
+  if (!agent.recording() || !agent.enabled(aon::RecordKind::kNvtx)) return;
+  aon::NvtxRecord rec{};
+  rec.start_ns = start_ns;
+  rec.end_ns = end_ns;
+  rec.thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
+  rec.domain_id = agent.sink().Intern(aon::kAonNvtxDomain, aon::RecordKind::kNvtx);
+  rec.name_id = agent.sink().Intern(name, aon::RecordKind::kNvtx);
+  rec.type = static_cast<uint8_t>(aon::NvtxType::kPushPop);
+  agent.sink().Push(rec);
 }

@@ -71,6 +71,15 @@ void aon_op_end(uint64_t id);
  * switch their observers on and off. */
 int aon_ops_active(void);
 
+/* A stretch of framework work the report must tell apart from the program's
+ * own (PyTorch: a torch.compile compilation, from the hook's Dynamo callbacks),
+ * on the calling thread from `start_ns` to `end_ns` (CLOCK_MONOTONIC ns, as
+ * Python's time.monotonic_ns()). Recorded as a push/pop NVTX range of domain
+ * "AON" named `name` whenever the agent records NVTX, in or out of capture
+ * windows (such work is rare: a call per compilation, not per operator). A
+ * range that ends before it starts is ignored. */
+void aon_host_range(const char* name, uint64_t start_ns, uint64_t end_ns);
+
 #ifdef __cplusplus
 }
 #endif

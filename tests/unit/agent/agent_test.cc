@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "agent_child_fixture.h"
@@ -109,6 +110,48 @@ TEST_F(AgentTest, BadSettingDisablesCaptureButNotTheApplication) {
   auto nvtx = r->ReadAll<NvtxRecord>();
   ASSERT_TRUE(nvtx.ok());
   EXPECT_TRUE(nvtx->empty());
+}
+
+// aon_host_range (a framework hook's compilations): recorded as "AON"-domain
+// push/pop ranges with the caller's times and thread, outside capture windows
+// too; a range that ends before it starts is dropped.
+TEST_F(AgentTest, HostRangesAreRecordedInTheAonDomainOutsideWindows) {
+  const std::string log_path = dir_ + "/host-range.log";
+  int st = RunChild(
+      "host-range",
+      {{"AON_SOURCE", "synthetic"}, {"AON_MODE", "budgeted"}, {"HOST_RANGE_LOG", log_path}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  std::ifstream in(log_path);
+  std::vector<std::tuple<std::string, uint64_t, uint64_t>> want;
+  for (std::string line; std::getline(in, line);) {
+    const size_t a = line.find('|'), b = line.rfind('|');
+    ASSERT_NE(a, b) << line;
+    want.emplace_back(line.substr(0, a), std::stoull(line.substr(a + 1, b - a - 1)),
+                      std::stoull(line.substr(b + 1)));
+  }
+  ASSERT_EQ(want.size(), 2u);
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto strings = r->ReadStrings();
+  ASSERT_TRUE(strings.ok());
+  auto nvtx = r->ReadAll<NvtxRecord>();
+  ASSERT_TRUE(nvtx.ok());
+  std::vector<std::tuple<std::string, uint64_t, uint64_t>> got;
+  for (const NvtxRecord& n : *nvtx) {
+    EXPECT_EQ(strings->Get(n.domain_id), kAonNvtxDomain) << strings->Get(n.name_id);
+    EXPECT_EQ(n.type, static_cast<uint8_t>(NvtxType::kPushPop));
+    got.emplace_back(strings->Get(n.name_id), n.start_ns, n.end_ns);
+  }
+  std::sort(got.begin(), got.end(),
+            [](const auto& x, const auto& y) { return std::get<1>(x) < std::get<1>(y); });
+  EXPECT_EQ(got, want);
+  auto steps = r->ReadAll<StepRecord>();
+  ASSERT_TRUE(steps.ok());
+  for (const StepRecord& s : *steps) {
+    if (s.step == 2 || s.step == 20) {
+      EXPECT_EQ(s.flags & kStepCaptured, 0) << "step " << s.step;
+    }
+  }
 }
 
 TEST_F(AgentTest, LauncherProcessRecordsNothing) {

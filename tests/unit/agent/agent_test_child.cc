@@ -299,6 +299,13 @@ int RunOpsScript(const AonSyntheticDeviceV1* gpu) {
 
 }  // namespace
 
+// CLOCK_MONOTONIC ns: the clock aon_host_range's times are on (capture_api.h).
+uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "nvtx") {
@@ -375,6 +382,40 @@ int main(int argc, char** argv) {
       if (step_us > 0) usleep(static_cast<useconds_t>(step_us));
       if (mark == "nvtx") nvtxRangePop();
     }
+    return 0;
+  }
+  if (mode == "host-range") {
+    // 30 steps marked by aon_step, each with one kernel; aon_host_range at steps
+    // 2 and 20 (outside the capture windows of a budgeted job: the first opens at
+    // step 10) and one range that ends before it starts. Logs "<name> <start> <end>"
+    // of the two valid ranges to HOST_RANGE_LOG.
+    const AonSyntheticDeviceV1* gpu = FakeDriver();
+    if (!gpu) return 10;
+    void* agent = dlopen(std::getenv("CUDA_INJECTION64_PATH"), RTLD_NOW | RTLD_NOLOAD);
+    using StepFn = void (*)();
+    using RangeFn = void (*)(const char*, uint64_t, uint64_t);
+    auto step_fn = agent ? reinterpret_cast<StepFn>(dlsym(agent, "aon_step")) : nullptr;
+    auto range_fn = agent ? reinterpret_cast<RangeFn>(dlsym(agent, "aon_host_range")) : nullptr;
+    if (step_fn == nullptr || range_fn == nullptr) return 11;
+    FILE* log = std::fopen(std::getenv("HOST_RANGE_LOG"), "w");
+    if (log == nullptr) return 12;
+    for (int i = 0; i < 30; ++i) {
+      step_fn();
+      if (i == 2 || i == 20) {
+        const uint64_t start = MonotonicNs();
+        usleep(2000);
+        const uint64_t end = MonotonicNs();
+        const std::string name =
+            i == 2 ? "torch.compile (dynamo)" : "torch.compile (lazy_backward)";
+        range_fn(name.c_str(), start, end);
+        std::fprintf(log, "%s|%llu|%llu\n", name.c_str(), static_cast<unsigned long long>(start),
+                     static_cast<unsigned long long>(end));
+        range_fn("backwards", end, start);  // ignored
+      }
+      gpu->launch_kernel(1, "k_step", 2000, 1, 32);
+      gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
+    }
+    std::fclose(log);
     return 0;
   }
   if (mode == "ops") {

@@ -161,6 +161,9 @@ struct NvtxRecord {
   uint8_t padding_;
 };
 static_assert(sizeof(NvtxRecord) == 40);
+// The NVTX domain of ranges AON's own hooks record (aon_host_range: PyTorch's
+// torch.compile compilations, "torch.compile ..."), told apart from the program's.
+inline constexpr const char* kAonNvtxDomain = "AON";
 
 // NCCL operations, from AON's NCCL profiler plugin (format 1.1).
 //   kColl / kP2p: one per operation per rank. start_ns = when NCCL began it on the
