@@ -149,11 +149,15 @@ class _Compilations:
 
     @staticmethod
     def _what(args):
-        # torch >= 2.6 passes CallbackArgs(callback_trigger, compile_id); older ones nothing.
+        # torch >= 2.6 passes CallbackArgs(callback_trigger, compile_id); older
+        # ones nothing. The compile id "<frame>/<attempt>" tells a recompilation
+        # (attempt > 0) from a first one: the report reads it from the name.
         if not args:
             return "torch.compile"
         trigger = getattr(getattr(args[0], "callback_trigger", None), "name", None)
-        return "torch.compile (%s)" % trigger.lower() if trigger else "torch.compile"
+        name = "torch.compile (%s)" % trigger.lower() if trigger else "torch.compile"
+        compile_id = getattr(args[0], "compile_id", None)
+        return name + " " + str(compile_id) if compile_id is not None else name
 
     def _start(self, *args):
         stack = getattr(self.local, "stack", None)

@@ -11,8 +11,8 @@ namespace aon::report {
 std::span<const Analysis* const> AnalysisTable() {
   static constexpr const Analysis* kTable[] = {
       &kStepsAnalysis,         &kCaptureAnalysis, &kBreakdownAnalysis, &kKernelsAnalysis,
-      &kCommunicationAnalysis, &kIdleAnalysis,    &kMemoryAnalysis,    &kNvtxAnalysis,
-      &kHeatAnalysis,          &kTorchAnalysis,   &kCountersAnalysis,
+      &kCommunicationAnalysis, &kCompileAnalysis, &kIdleAnalysis,      &kMemoryAnalysis,
+      &kNvtxAnalysis,          &kHeatAnalysis,    &kTorchAnalysis,     &kCountersAnalysis,
   };
   return kTable;
 }

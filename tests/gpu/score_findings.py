@@ -80,13 +80,23 @@ def score(entry, truth, report):
     problems = impossible(findings, truth)
     want = expect.get("first")
     if want is None:
-        # No planted problem: nothing may claim a sizeable share of the step.
-        if first is not None and truth.get("step_ms") and \
+        # No planted problem: the first finding is none of the kinds this program
+        # must not get, and it claims no sizeable share of the step unless it is a
+        # kind the program may rightly get (a one-off start-up compilation).
+        allowed = expect.get("allowed", [])
+        if first is not None and first["kind"] in expect.get("not_first", []):
+            problems.append(f"first finding {first['kind']} on a problem-free program")
+        elif first is not None and first["kind"] not in allowed and truth.get("step_ms") and \
                 first.get("gain_per_step_ns", 0) > 0.1 * truth["step_ms"] * 1e6:
             problems.append(f"first finding {first['kind']} claims "
                             f"{first['gain_per_step_ns'] / 1e6:.2f} ms/step of a problem-free program")
     elif first is None or first["kind"] != want:
         problems.append(f"first finding {first_text}, want {want}")
+    about = expect.get("not_about")
+    if about:
+        for f in findings:
+            if f'"{about}"' in f.get("action", "") + f.get("evidence", ""):
+                problems.append(f"finding {f['kind']} is about \"{about}\", which has no problem")
     figure_text = "-"
     if expect.get("figure") and expect.get("truth"):
         unit = expect.get("unit", "ms")

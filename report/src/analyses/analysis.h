@@ -33,6 +33,7 @@ extern const Analysis kCaptureAnalysis;        // capture.cc
 extern const Analysis kBreakdownAnalysis;      // breakdown.cc
 extern const Analysis kKernelsAnalysis;        // kernels.cc
 extern const Analysis kCommunicationAnalysis;  // communication.cc
+extern const Analysis kCompileAnalysis;        // compile.cc
 extern const Analysis kIdleAnalysis;           // idle.cc
 extern const Analysis kMemoryAnalysis;         // memory.cc
 extern const Analysis kNvtxAnalysis;           // nvtx.cc

@@ -306,8 +306,27 @@ std::string TooShort(double intervals, uint64_t interval_ns) {
 // The NVTX domain NCCL names its API calls' ranges with.
 constexpr std::string_view kNcclNvtxDomain = "NCCL";
 
+// `span` less the parts inside `cut` (sorted, disjoint).
+std::vector<Interval> Without(Interval span, const std::vector<Interval>* cut) {
+  std::vector<Interval> out;
+  if (cut == nullptr) return {span};
+  auto it = std::lower_bound(cut->begin(), cut->end(), span.start,
+                             [](const Interval& i, uint64_t at) { return i.end <= at; });
+  uint64_t from = span.start;
+  for (; it != cut->end() && it->start < span.end; ++it) {
+    if (it->start > from) out.push_back({from, it->start});
+    from = std::max(from, it->end);
+  }
+  if (from < span.end) out.push_back({from, span.end});
+  return out;
+}
+
+// A phase is the program's work: its ranges' time while the host compiled is
+// compilation's (CompileAnalysis), left out of its seconds and its counters,
+// and compile ranges are not phases.
 void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied,
-                 const std::vector<GpuRows>& rows, CounterAnalysis* a) {
+                 const std::vector<GpuRows>& rows, const CompileAnalysis* compile,
+                 CounterAnalysis* a) {
   std::map<std::string, size_t> index;
   // per phase and rank: its ranges, whose union is the phase's wall time there
   // (ranges of one name on several threads at once count once)
@@ -328,6 +347,11 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
     // them): a communicator's set-up or teardown leaving the GPU idle is not a
     // phase of the program to judge.
     if (domain == kNcclNvtxDomain) continue;
+    if (!CompileFramework(domain, t.strings.Get(n.name_id)).empty()) continue;
+    const CompileRank* compiling = compile != nullptr ? compile->Of(m.rank) : nullptr;
+    const std::vector<Interval> pieces =
+        Without({n.start_ns, n.end_ns}, compiling ? &compiling->spans : nullptr);
+    if (pieces.empty()) continue;  // compiling throughout
     if (!domain.empty()) name = domain + ":" + name;
     auto [it, added] = index.try_emplace(name, a->phases.size());
     if (added) {
@@ -340,15 +364,18 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
     }
     CounterPhase& p = a->phases[it->second];
     ++p.instances;
-    per_rank[it->second][m.rank].push_back({n.start_ns, n.end_ns});
+    auto& spans = per_rank[it->second][m.rank];
+    spans.insert(spans.end(), pieces.begin(), pieces.end());
     if (m.rank >= tied.size()) continue;
     for (size_t g : tied[m.rank]) {
       has_gpu[it->second] = true;
-      if (a->gpus[g].sampled) {
-        sampled_intervals[it->second] +=
-            AddOverlap(rows[g], n.start_ns, n.end_ns, &sampled_means[it->second]);
-      } else {
-        p.intervals += AddOverlap(rows[g], n.start_ns, n.end_ns, &p.means);
+      for (const Interval& piece : pieces) {
+        if (a->gpus[g].sampled) {
+          sampled_intervals[it->second] +=
+              AddOverlap(rows[g], piece.start, piece.end, &sampled_means[it->second]);
+        } else {
+          p.intervals += AddOverlap(rows[g], piece.start, piece.end, &p.means);
+        }
       }
     }
   }
@@ -508,7 +535,8 @@ void JudgeModules(const std::vector<std::vector<size_t>>& tied, const std::vecto
 }  // namespace
 
 CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
-                                const Steps* steps, std::vector<TorchModule>* modules) {
+                                const Steps* steps, std::vector<TorchModule>* modules,
+                                const CompileAnalysis* compile) {
   CounterAnalysis a;
   if (t.counters.empty()) {
     a.note =
@@ -520,16 +548,16 @@ CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats
   std::vector<GpuRows> rows;
   CollectGpus(t, &a, &rows);
   const auto tied = TieRanks(t, &a);
-  JudgePhases(t, tied, rows, &a);
+  JudgePhases(t, tied, rows, compile, &a);
   JudgeKernels(t, tied, rows, kernels, steps, &a);
   if (modules != nullptr) JudgeModules(tied, rows, a, modules);
   return a;
 }
 
 const Analysis kCountersAnalysis = {
-    "counters", "steps,kernels,torch", "counters, torch.modules[].verdict",
+    "counters", "steps,kernels,torch,compile", "counters, torch.modules[].verdict",
     [](const Timeline& t, Report* r) {
-      r->counters = AnalyzeCounters(t, r->kernels, &r->steps, &r->torch.modules);
+      r->counters = AnalyzeCounters(t, r->kernels, &r->steps, &r->torch.modules, &r->compile);
     }};
 
 }  // namespace aon::report

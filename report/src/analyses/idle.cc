@@ -25,6 +25,8 @@ const char* GapCauseName(GapCause c) {
       return "host launched late";
     case GapCause::kHostWork:
       return "host work outside CUDA calls";
+    case GapCause::kCompile:
+      return "host compiling";
     case GapCause::kOther:
       return "other (dependency, unknown)";
   }
@@ -366,7 +368,8 @@ void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, i
 
 }  // namespace
 
-IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap_ns) {
+IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap_ns,
+                         const CompileAnalysis* compile) {
   IdleAnalysis a;
   a.min_gap_ns = min_gap_ns;
   const uint32_t n = t.world_size;
@@ -415,6 +418,11 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
           if (th != calls.by_thread[r].end()) thread = &th->second;
         }
         ClassifyGap(t, blocking[r], v[i], launch, thread, &g);
+        if (const CompileRank* c = compile ? compile->Of(r) : nullptr;
+            c != nullptr && c->Covers(g.start_ns, g.end_ns)) {
+          g.cause = GapCause::kCompile;  // whatever the launch looked like: the host compiled
+          g.detail = "the host was compiling for most of it";
+        }
         const uint32_t tid = launch ? launch->thread_id : 0;
         const uint64_t mid = g.start_ns + (g.end_ns - g.start_ns) / 2;
         const int32_t step = windows ? StepOf(*windows, mid) : -1;
@@ -442,8 +450,8 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
   return a;
 }
 
-const Analysis kIdleAnalysis = {"idle", "steps", "idle", [](const Timeline& t, Report* r) {
-                                  r->idle = AnalyzeIdle(t, &r->steps);
+const Analysis kIdleAnalysis = {"idle", "steps,compile", "idle", [](const Timeline& t, Report* r) {
+                                  r->idle = AnalyzeIdle(t, &r->steps, 10000, &r->compile);
                                 }};
 
 }  // namespace aon::report

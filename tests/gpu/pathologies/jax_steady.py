@@ -10,7 +10,8 @@ jax.profiler.StepTraceAnnotation("train", step_num=i) and, when AON's agent is
 loaded, by calling its aon_step() (common.AonStep).
 
 A correct profiler finds no problem in the steady steps (its first finding, if
-any, claims only a small share of a step); the first step's compile is a one-off
+any, claims only a small share of a step, or is the start-up compilation: a
+one-off that a persistent compilation cache removes); the first step's compile is a one-off
 (on an H200 about 4.6 s with XLA's autotuning, against about 1.15 ms a step at
 the default sizes: hence the default of 2000 steps, so that the steady steps are
 not a small part of the run).

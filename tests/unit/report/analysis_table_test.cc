@@ -28,8 +28,9 @@ TEST(Analyses, EachRunsAfterWhatItNeeds) {
     EXPECT_TRUE(done.insert(a->name).second) << "twice: " << a->name;
     names.push_back(a->name);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"steps", "capture", "breakdown", "kernels", "communication",
-                                             "idle", "memory", "nvtx", "heat", "torch", "counters"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"steps", "capture", "breakdown", "kernels",
+                                             "communication", "compile", "idle", "memory", "nvtx",
+                                             "heat", "torch", "counters"}));
 }
 
 }  // namespace

@@ -159,9 +159,9 @@ TimelineBuilder TwoRanksTwoGpus(CounterSource source = CounterSource::kGpm) {
   return b;
 }
 
-// A phase's time is wall time on its rank: XLA compiles on several threads at
-// once under one range name, and four overlapping 300 ms ranges last 450 ms,
-// not 1.2 s (a phase can never outlast the run).
+// A phase's time is wall time on its rank: worker threads run one range name at
+// once, and four overlapping 300 ms ranges last 450 ms, not 1.2 s (a phase can
+// never outlast the run).
 TEST(CounterPhases, APhaseOnSeveralThreadsAtOnceLastsItsWallTime) {
   TempDir dir;
   TimelineBuilder b;
@@ -173,13 +173,41 @@ TEST(CounterPhases, APhaseOnSeveralThreadsAtOnceLastsItsWallTime) {
   }
   for (uint32_t tid = 1; tid <= 4; ++tid) {
     const uint64_t from = (tid - 1) * 50 * kMs;
-    b.Nvtx(0, "XlaCompileBackend", from, from + 300 * kMs, tid, 0);
+    b.Nvtx(0, "decode_batch", from, from + 300 * kMs, tid, 0);
   }
   const CounterAnalysis a = AnalyzeCounters(b.WriteAndLoad(dir.File("t.h5")), {});
-  const CounterPhase* p = Phase(a, "XlaCompileBackend");
+  const CounterPhase* p = Phase(a, "decode_batch");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->instances, 4u);
   EXPECT_DOUBLE_EQ(p->seconds, 0.45);
+}
+
+// Compilation is not a phase of the program: XLA's compile ranges are no
+// phase, and a phase's time while its rank compiled (here 200 of its 500 ms,
+// GPU idle then) is left out of its seconds and of the counters judging it.
+TEST(CounterPhases, CompileTimeIsNoPhaseAndNotThePhases) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  for (int i = 0; i < 5; ++i) {
+    const bool compiling = i < 2;
+    Sample(&b, kGpuA, 0, static_cast<uint64_t>(i) * 100 * kMs,
+           static_cast<uint64_t>(i + 1) * 100 * kMs, compiling ? 0 : 95, compiling ? 0 : 85, 6, 20);
+  }
+  b.Nvtx(0, "train", 0, 500 * kMs, 1, 0);
+  b.Nvtx(0, "XlaCompile:#module=jit_step#", 0, 200 * kMs, 2, 0);
+  b.Nvtx(0, "XlaPass:#name=fusion,module=jit_step#", 10 * kMs, 150 * kMs, 3, 0);
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const CompileAnalysis c = AnalyzeCompilation(t);
+  const CounterAnalysis a = AnalyzeCounters(t, {}, nullptr, nullptr, &c);
+  EXPECT_EQ(Phase(a, "XlaCompile:#module=jit_step#"), nullptr);
+  EXPECT_EQ(Phase(a, "XlaPass:#name=fusion,module=jit_step#"), nullptr);
+  const CounterPhase* p = Phase(a, "train");
+  ASSERT_NE(p, nullptr);
+  EXPECT_DOUBLE_EQ(p->seconds, 0.3);
+  EXPECT_NEAR(p->intervals, 3.0, 1e-9);
+  EXPECT_EQ(p->verdict.verdict, Verdict::kComputeBound) << p->verdict.why;
 }
 
 TEST(CounterPhases, RanksAreTiedToTheirGpusByUuid) {

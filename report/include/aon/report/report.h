@@ -249,15 +249,44 @@ Communication AnalyzeCommunication(const Timeline& t, const Steps* steps = nullp
 // Median of the per-step values times their number (0 for none).
 uint64_t SteadyTotal(std::vector<uint64_t> per_step);
 
+// Compilation (compile.cc): the time each rank's host spent compiling, from the
+// ranges that mark it: XLA's compiler passes (NVTX ranges "XlaCompile...",
+// "XlaPass...", "XlaEmit...", ... that JAX's GPU runtime emits), torch.compile's
+// compilations (AON's hook: "AON"-domain ranges "torch.compile ..."; Dynamo's
+// "... (dynamo_timed)" user ranges where ops were recorded). A compilation is
+// a recompilation when the same thing was compiled before on the rank: the same
+// XLA module, the same Dynamo frame (compile id "<frame>/<attempt>", attempt > 0).
+struct CompileRank {
+  std::vector<Interval> spans;  // the union of the rank's compile ranges, sorted
+  uint64_t ns = 0;              // its length: wall time compiling (threads overlap)
+  uint64_t compilations = 0, recompilations = 0;
+  uint64_t recompile_ns = 0;                     // union of the recompilations' ranges
+  std::map<std::string, uint64_t> framework_ns;  // "XLA", "torch.compile"
+  std::map<std::string, uint64_t> compiled;      // what was compiled -> times
+  // Whether [from, to) lies mostly (over half) inside spans.
+  bool Covers(uint64_t from, uint64_t to) const;
+};
+struct CompileAnalysis {
+  std::vector<CompileRank> ranks;  // per rank (empty spans: none)
+  const CompileRank* Of(uint32_t rank) const {
+    return rank < ranks.size() && !ranks[rank].spans.empty() ? &ranks[rank] : nullptr;
+  }
+};
+// The framework a range marks compilation of ("XLA", "torch.compile"), or ""
+// (`domain` and `name` as recorded, not normalized).
+std::string CompileFramework(const std::string& domain, const std::string& name);
+CompileAnalysis AnalyzeCompilation(const Timeline& t);
+
 // Why the GPU idled (AnalyzeIdle, idle.cc): a blocking call drained it; a
 // synchronous or pageable copy; the host launched late while issuing CUDA calls
 // (launch overhead: the thread's call-free stretches are no longer than its
 // issue time); the host launched late after running code outside any CUDA call
-// (an input pipeline, Python work, logging); or something else (a dependency).
-enum class GapCause { kHostSync, kSyncCopy, kHostLate, kHostWork, kOther };
+// (an input pipeline, Python work, logging); the host was compiling (most of the
+// gap inside a CompileRank span); or something else (a dependency).
+enum class GapCause { kHostSync, kSyncCopy, kHostLate, kHostWork, kCompile, kOther };
 inline constexpr GapCause kGapCauses[] = {GapCause::kHostSync, GapCause::kSyncCopy,
                                           GapCause::kHostLate, GapCause::kHostWork,
-                                          GapCause::kOther};
+                                          GapCause::kCompile,  GapCause::kOther};
 const char* GapCauseName(GapCause c);
 
 struct Gap {
@@ -310,7 +339,7 @@ struct IdleAnalysis {
   std::vector<std::map<GapCause, std::map<std::string, uint64_t>>> cause_nvtx_ns;
 };
 IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps = nullptr,
-                         uint64_t min_gap_ns = 10000);
+                         uint64_t min_gap_ns = 10000, const CompileAnalysis* compile = nullptr);
 
 struct MemoryRank {
   uint64_t pageable_count = 0, pageable_bytes = 0, pageable_ns = 0;
@@ -426,7 +455,8 @@ struct TorchModule;
 // With `modules`: also each module's verdict (TorchModule::verdict).
 CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
                                 const Steps* steps = nullptr,
-                                std::vector<TorchModule>* modules = nullptr);
+                                std::vector<TorchModule>* modules = nullptr,
+                                const CompileAnalysis* compile = nullptr);
 // Minimum overlap, in sample intervals, for a phase or kernel verdict.
 inline constexpr double kMinCounterIntervals = 2;
 inline constexpr double kKernelDominance = 0.8;
@@ -510,6 +540,7 @@ struct Report {
   std::vector<RankBreakdown> breakdown;
   std::vector<KernelStats> kernels;
   Communication comm;
+  CompileAnalysis compile;
   IdleAnalysis idle;
   std::vector<MemoryRank> memory;
   std::vector<NvtxStat> nvtx;
