@@ -387,7 +387,8 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
       p.sampled = true;
     }
     for (auto& [rank, spans] : per_rank[i]) {
-      p.seconds = std::max(p.seconds, TotalLength(Union(std::move(spans))) / 1e9);
+      std::vector<Interval>& u = p.spans[rank] = Union(std::move(spans));
+      p.seconds = std::max(p.seconds, TotalLength(u) / 1e9);
     }
     if (!has_gpu[i]) {
       p.verdict.verdict = Verdict::kUnknown;

@@ -83,6 +83,7 @@ std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingR
   struct Fired {
     size_t rule;
     Finding finding;
+    double rank_ns;  // Detection::rank_ns, else the gain
   };
   std::vector<Fired> fired;
   for (size_t i : order) {
@@ -98,11 +99,11 @@ std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingR
     f.action = ExpandTemplate(rule.action, d->values);
     f.evidence = ExpandTemplate(rule.evidence, d->values);
     f.numbers = std::move(d->numbers);
-    fired.push_back({i, std::move(f)});
+    const double rank_ns = d->rank_ns > 0 ? d->rank_ns : d->gain_ns;
+    fired.push_back({i, std::move(f), rank_ns});
   }
   std::sort(fired.begin(), fired.end(), [&](const Fired& a, const Fired& b) {
-    return a.finding.gain_ns != b.finding.gain_ns ? a.finding.gain_ns > b.finding.gain_ns
-                                                  : higher(a.rule, b.rule);
+    return a.rank_ns != b.rank_ns ? a.rank_ns > b.rank_ns : higher(a.rule, b.rule);
   });
   std::vector<Finding> out;
   out.reserve(fired.size());

@@ -14,6 +14,7 @@ namespace aon::report {
 namespace {
 
 using testing::kMs;
+using testing::kUs;
 using testing::TempDir;
 using testing::TimelineBuilder;
 
@@ -208,6 +209,43 @@ TEST(CounterPhases, CompileTimeIsNoPhaseAndNotThePhases) {
   EXPECT_DOUBLE_EQ(p->seconds, 0.3);
   EXPECT_NEAR(p->intervals, 3.0, 1e-9);
   EXPECT_EQ(p->verdict.verdict, Verdict::kComputeBound) << p->verdict.why;
+}
+
+// The phase-bottleneck finding names the phase the time is spent in: "step"
+// (1 s) is memory-bound because "elementwise" inside it (0.8 s) is; the finding
+// says "elementwise" for its 0.8 s, and ranks above a gap finding of 39 ms.
+TEST(CounterPhases, TheBottleneckIsTheMostSpecificPhase) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  for (int i = 0; i < 10; ++i) {
+    const bool streaming = i < 8;
+    Sample(&b, kGpuA, 0, static_cast<uint64_t>(i) * 100 * kMs,
+           static_cast<uint64_t>(i + 1) * 100 * kMs, 95, streaming ? 2 : 85, 2,
+           streaming ? 85 : 10);
+  }
+  b.Nvtx(0, "step", 0, 1000 * kMs, 1, 0);
+  b.Nvtx(0, "elementwise", 0, 800 * kMs, 1, 1);
+  b.Nvtx(0, "gemm", 800 * kMs, 1000 * kMs, 1, 1);
+  // Busy GPU but for 1 ms before each of 40 late launches (39 gaps: 39 ms).
+  for (uint64_t k = 0; k < 40; ++k) {
+    const uint64_t at = k * 25 * kMs;
+    b.Kernel(0, "triad_kernel", at + kMs, at + 25 * kMs, 1, static_cast<int64_t>(at + 990 * kUs));
+  }
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  const CounterPhase* step = Phase(r.counters, "step");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->verdict.verdict, Verdict::kMemoryBound) << step->verdict.why;
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings.front();
+  EXPECT_EQ(f.kind, "phase-bottleneck");
+  EXPECT_NE(f.action.find("Phase \"elementwise\" is memory-bound"), std::string::npos) << f.action;
+  EXPECT_DOUBLE_EQ(f.numbers.at("seconds"), 0.8);
+  EXPECT_EQ(f.gain_ns, 0u) << "a verdict states no gain";
+  ASSERT_EQ(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[1].kind, "host-work");  // the launching thread was silent 990 us
+  EXPECT_EQ(r.findings[1].gain_ns, 39 * kMs);  // the 39 gaps after the first kernel
 }
 
 TEST(CounterPhases, RanksAreTiedToTheirGpusByUuid) {

@@ -119,6 +119,23 @@ TEST(FindingRules, LargerGainFirstThenPrecedenceWhateverTheTableOrder) {
   EXPECT_EQ(Kinds(ApplyFindingRules(empty, rules)), (std::vector<std::string>{"c", "a", "b"}));
 }
 
+// A finding that states no gain (a phase verdict) is ranked by its rank_ns:
+// above smaller gains, below larger ones, and its stated gain stays 0.
+std::optional<Detection> NoGainRank150(const RuleInput&, Claims*) {
+  Detection d;
+  d.rank_ns = 150;
+  return d;
+}
+
+TEST(FindingRules, AFindingWithoutAGainRanksByItsWeight) {
+  const Report empty;
+  const std::vector<FindingRule> rules = {Rule("a", 1, Gain100), Rule("v", 9, NoGainRank150),
+                                          Rule("c", 3, Gain200)};
+  const std::vector<Finding> f = ApplyFindingRules(empty, rules);
+  EXPECT_EQ(Kinds(f), (std::vector<std::string>{"c", "v", "a"}));
+  EXPECT_EQ(f[1].gain_ns, 0u);
+}
+
 std::optional<Detection> ClaimRank7(const RuleInput&, Claims* claims) {
   claims->straggler_rank = 7;
   Detection d;

@@ -13,8 +13,9 @@
 //      claims its rank's "host launched late" gaps and its gaps inside its slow
 //      range: they are its lateness seen from its own side, so the idle rules
 //      (run after it) do not report them again.
-//   2. Ties. Findings are ranked by estimated gain, largest first; equal gains
-//      by precedence. Equal precedences (a table should have none) by id.
+//   2. Ties. Findings are ranked by estimated gain, largest first (a finding
+//      that states no gain by its Detection::rank_ns); equal ones by
+//      precedence. Equal precedences (a table should have none) by id.
 //
 // Templates: "{name}" is replaced by the detector's value for name; "[...]" is
 // an optional part, kept only when every placeholder inside it has a value (a
@@ -26,6 +27,8 @@
 // The default rules (src/findings/rules/, one file each; DefaultFindingRules()). Gains
 // are wall-time estimates over the whole run, deliberately simple; each rule's file
 // says how it computes its gain:
+//   compilation      the rank's compile wall time (union over threads):
+//                    start-up or recompilation time (compilation.cc);
 //   straggler        sum over the collectives where the rank arrived last of
 //                    (its arrival - the second-last arrival): the step would end
 //                    that much earlier if it kept pace (straggler.cc);
@@ -37,9 +40,11 @@
 //                    copies add half the pageable copy time (idle_causes.cc);
 //   imbalance        the slowest rank's compute minus the mean (load_imbalance.cc);
 //   phase bottleneck none stated (0): GPU counters say why a phase is slow, not
-//                    how much faster it could run (phase_bottleneck.cc).
+//                    how much faster it could run; ranked as if a tenth of the
+//                    phase were at stake (phase_bottleneck.cc).
 //
-// Why this precedence: the straggler comes first because it explains time the
+// Why this precedence: compilation first: it is no phase of the program, and
+// the gaps it leaves are not the idle rules'. The straggler comes next because it explains time the
 // other rules would otherwise count again (the others' waiting is exposed
 // communication on their side; its own late launches are idle time on its side);
 // then what every rank pays (exposed communication), then the idle causes from
@@ -82,8 +87,11 @@ struct RuleInput {
 
 // What a detector found: the numbers of one finding and its templates' values.
 struct Detection {
-  int rank = -1;                              // the rank to act on, -1 = all
-  double gain_ns = 0;                         // estimated wall time to gain over the run
+  int rank = -1;       // the rank to act on, -1 = all
+  double gain_ns = 0;  // estimated wall time to gain over the run
+  // What the finding is ranked by when it states no gain (0: its gain): a weight
+  // for the order, never shown as a figure.
+  double rank_ns = 0;
   std::map<std::string, std::string> values;  // for the templates' {placeholders}
   std::map<std::string, double> numbers;      // Finding::numbers (--json)
 };

@@ -428,7 +428,8 @@ struct CounterGpu {
 struct CounterPhase {
   std::string name;  // as in NvtxStat::name
   uint64_t instances = 0;
-  double seconds = 0;    // the phase's wall time on its busiest rank (union over threads)
+  double seconds = 0;  // the phase's wall time on its busiest rank (union over threads)
+  std::map<uint32_t, std::vector<Interval>> spans;  // per rank: that union (sorted)
   double intervals = 0;  // sample intervals of overlap, summed over instances (fractions count)
   CounterMeans means;    // rows weighted by their overlap with each instance
   CounterVerdict verdict;
@@ -546,7 +547,7 @@ struct Report {
   std::vector<NvtxStat> nvtx;
   CounterAnalysis counters;
   TorchAnalysis torch;
-  std::vector<Finding> findings;  // ranked, largest gain first
+  std::vector<Finding> findings;  // ranked, largest gain first (finding_rules.h)
   // Utilization heat strip: per rank, kHeatBins fractions of [start_ns, end_ns).
   static constexpr int kHeatBins = 160;
   std::vector<std::vector<float>> heat;
