@@ -95,7 +95,7 @@ std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingR
     f.kind = std::string(rule.id);
     f.rank = d->rank;
     f.gain_ns = static_cast<uint64_t>(d->gain_ns);
-    f.gain_per_step_ns = in.PerStep(d->gain_ns);
+    f.gain_per_step_ns = rule.per_step ? in.PerStep(d->gain_ns) : 0.0;
     f.action = ExpandTemplate(rule.action, d->values);
     f.evidence = ExpandTemplate(rule.evidence, d->values);
     f.numbers = std::move(d->numbers);

@@ -102,6 +102,10 @@ struct FindingRule {
   std::string_view detects;   // one line: what fires the rule (docs, tests)
   std::string_view action;    // template of Finding::action
   std::string_view evidence;  // template of Finding::evidence
+  // Whether the gain is a per-step cost (Finding::gain_per_step_ns = gain / steps);
+  // false for one-off time (a start-up compilation), whose per-step share would
+  // read as a cost every step pays.
+  bool per_step = true;
   // Returns nothing when the rule does not fire; may add to `claims` when it does.
   std::optional<Detection> (*detect)(const RuleInput& in, Claims* claims) = nullptr;
 };

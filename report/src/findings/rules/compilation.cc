@@ -103,6 +103,7 @@ AON_FINDING_RULE(compilation) {
           "compilations[, {recompilations} of them compiling again what was compiled before "
           "({recompile_time})][; most often {what}][; its GPU idled {gpu_idle} in gaps while "
           "the host compiled]",
+      .per_step = false,
       .detect = DetectCompilation,
   };
   return kRule;
