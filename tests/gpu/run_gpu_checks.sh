@@ -4,7 +4,11 @@
 # Builds the project, runs the CUDA+MPI+NCCL example and the PyTorch DDP script
 # under aon-run on up to 2 GPUs, FAILS unless every rank's trace holds exactly
 # what the programs say they did (tests/gpu/check_trace.py) and the merged
-# timeline holds every rank, and times each program with and without AON.
+# timeline holds every rank, and times each program with and without AON; then
+# scores the report's findings on the planted problems of tests/gpu/pathologies/
+# (tests/gpu/score_findings.py, both modes, SCORE_VARIANTS of each program).
+#   ONLY=capture   the capture checks alone;  ONLY=findings   the scorer alone
+#   (one device command may run 10 minutes: the two together take about 11).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # NVLink multicast can take shared GPUs out of service: keep it off everywhere.
@@ -27,6 +31,23 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAON_BUILD_TESTS=OFF
   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
 cmake --build "$BUILD" -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 BIN=$PWD/$BUILD/bin
+ONLY=${ONLY:-all}
+SCORE_VARIANTS=${SCORE_VARIANTS:-0}
+
+score_findings() {
+  log "findings on the planted problems (variants $SCORE_VARIANTS, budgeted and full)"
+  python3 tests/gpu/score_findings.py --bin "$BIN" --out "$OUT/score" --variants "$SCORE_VARIANTS" \
+    --timeout 120 > "$OUT/check-findings.log" 2>&1
+  local rc=$?
+  sed -n '/^program /,$p' "$OUT/check-findings.log" | tee "$OUT/check-findings.txt"
+  [ -f "$OUT/score/score.json" ] && cp "$OUT/score/score.json" "$OUT/score.json"
+  return $rc
+}
+if [ "$ONLY" = findings ]; then
+  score_findings; rc=$?
+  echo "overall: $([ $rc = 0 ] && echo PASS || echo FAIL)"
+  exit $rc
+fi
 
 NGPU=$(nvidia-smi -L | grep -c '^GPU')
 NP=$(( NGPU < 2 ? NGPU : 2 ))
@@ -193,6 +214,8 @@ PY
 
 step_ms() { grep -h AON_STEP_TIME "$1" | sed 's/.*mean_ms=//' | python3 -c "import sys; v=[float(x) for x in sys.stdin if x.strip()]; print(f'{sum(v)/len(v):.2f}' if v else 'n/a')"; }
 
+if [ "$ONLY" != capture ]; then score_findings || status=1; fi
+
 log "summary"
 printf '%-28s %10s %10s\n' "what" "plain" "aon-run"
 printf '%-28s %10s %10s\n' "cuda example wall (s)" "${T[cuda_plain]}" "${T[cuda_aon]}"
@@ -201,6 +224,7 @@ printf '%-28s %10s %10s\n' "ddp mean step (ms)" "$(step_ms "$OUT/ddp-plain.log")
 for j in job-cuda job-ddp; do
   [ -d "$OUT/$j" ] && ls -l "$OUT/$j" | awk -v j="$j" 'NR>1 {printf "%-28s %10s %s\n", j, $5, $9}'
 done
-grep -h -E "PASS|FAIL|\[clock\]|\[windows\] rank|\[flight\] rank|\[windows-report\]" "$OUT"/check-*.txt
+grep -h -E "PASS|FAIL|\[clock\]|\[windows\] rank|\[flight\] rank|\[windows-report\]" "$OUT"/check-*.txt | grep -v "^program "
+[ -f "$OUT/check-findings.txt" ] && grep -E "^score:" "$OUT/check-findings.txt"
 echo "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
