@@ -35,6 +35,10 @@ std::string_view WithoutTsl(std::string_view name) {
 std::string Identity(std::string_view framework, std::string_view name, int* attempt) {
   *attempt = -1;
   if (framework == "XLA") {
+    // Only the compile of a module names what was compiled: the passes and
+    // emitters inside it name their own sub-modules (Triton's
+    // "LLVMDialectModule" for every autotuned kernel), which are parts of it.
+    if (!name.starts_with("XlaCompile:")) return "";
     const size_t at = name.find("module=");
     if (at == std::string_view::npos) return "";
     const size_t from = at + 7;
@@ -60,7 +64,7 @@ struct CompileRange {
 };
 
 void Summarize(std::vector<CompileRange> ranges, CompileRank* out) {
-  std::vector<Interval> all, recompiled;
+  std::vector<Interval> all, recompiled, named;
   std::map<std::string, std::vector<Interval>> by_identity;
   std::vector<Interval> anonymous;
   for (const CompileRange& c : ranges) {
@@ -68,6 +72,7 @@ void Summarize(std::vector<CompileRange> ranges, CompileRank* out) {
     if (c.attempt >= 0) {  // one range, one compilation: its id says which
       ++out->compilations;
       ++out->compiled[c.identity];
+      named.push_back({c.start, c.end});
       if (c.attempt > 0) ++out->recompilations, recompiled.push_back({c.start, c.end});
     } else if (!c.identity.empty()) {
       by_identity[c.identity].push_back({c.start, c.end});
@@ -75,16 +80,22 @@ void Summarize(std::vector<CompileRange> ranges, CompileRank* out) {
       anonymous.push_back({c.start, c.end});
     }
   }
-  // A module's overlapping ranges (its compile and the passes in it) are one
-  // compilation; each later one compiles it again.
+  // A module's overlapping compile ranges are one compilation; each later one
+  // compiles it again.
   for (auto& [identity, spans] : by_identity) {
     const std::vector<Interval> each = Union(std::move(spans));
     out->compilations += each.size();
     out->compiled[identity] += each.size();
     out->recompilations += each.size() - 1;
     recompiled.insert(recompiled.end(), each.begin() + 1, each.end());
+    named.insert(named.end(), each.begin(), each.end());
   }
-  out->compilations += Union(std::move(anonymous)).size();
+  // Ranges that name nothing (passes, emitters) are parts of a named compile
+  // where they overlap one; elsewhere each connected stretch is a compilation.
+  named = Union(std::move(named));
+  for (const Interval& u : Union(std::move(anonymous))) {
+    if (LengthWithin(named, u) == 0) ++out->compilations;
+  }
   out->spans = Union(std::move(all));
   out->ns = TotalLength(out->spans);
   out->recompile_ns = TotalLength(Union(std::move(recompiled)));

@@ -321,12 +321,61 @@ std::vector<Interval> Without(Interval span, const std::vector<Interval>* cut) {
   return out;
 }
 
+// `a` within `b` (both sorted, disjoint).
+std::vector<Interval> Intersect(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    const uint64_t lo = std::max(a[i].start, b[j].start), hi = std::min(a[i].end, b[j].end);
+    if (hi > lo) out.push_back({lo, hi});
+    (a[i].end < b[j].end ? i : j)++;
+  }
+  return out;
+}
+
+// The counters cannot call a phase launch-bound (the GPU mostly idle) where the
+// trace shows its GPU busy: kernel, copy and memset records are exact, so a
+// phase whose traced time (the parts inside the rank's records: with capture
+// windows, inside captured steps; at least kCrossCheckMinNs) has the GPU busy
+// kTraceBusy or more of it while the counters say under 50 % has samples that
+// do not match it (a sampling or clock fault): no verdict, and why.
+constexpr double kTraceBusy = 0.8;
+constexpr uint64_t kCrossCheckMinNs = 5'000'000;
+
+void CrossCheck(const std::vector<std::vector<Interval>>& busy, const Steps* steps,
+                CounterPhase* p) {
+  if (p->verdict.verdict != Verdict::kLaunchBound) return;
+  uint64_t traced = 0, busy_ns = 0;
+  for (const auto& [rank, spans] : p->spans) {
+    if (rank >= busy.size() || busy[rank].empty()) continue;
+    std::vector<Interval> seen =
+        steps != nullptr && steps->windowed
+            ? Union(steps->GpuSteps(rank))
+            : std::vector<Interval>{{busy[rank].front().start, busy[rank].back().end}};
+    const std::vector<Interval> looked = Intersect(spans, seen);
+    traced += TotalLength(looked);
+    busy_ns += IntersectionLength(busy[rank], looked);
+  }
+  if (traced < kCrossCheckMinNs) return;
+  const double share = static_cast<double>(busy_ns) / static_cast<double>(traced);
+  if (share < kTraceBusy) return;
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "the counters say busy %.1f %% but the trace has the GPU busy %.0f %% of the "
+                "phase's %s traced time: the samples do not match it, no verdict",
+                p->verdict.busy_pct, share * 100,
+                FormatDuration(static_cast<double>(traced)).c_str());
+  p->verdict = CounterVerdict{};
+  p->verdict.verdict = Verdict::kUnknown;
+  p->verdict.why = buf;
+}
+
 // A phase is the program's work: its ranges' time while the host compiled is
 // compilation's (CompileAnalysis), left out of its seconds and its counters,
 // and compile ranges are not phases.
 void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied,
                  const std::vector<GpuRows>& rows, const CompileAnalysis* compile,
-                 CounterAnalysis* a) {
+                 const Steps* steps, CounterAnalysis* a) {
+  const std::vector<std::vector<Interval>> busy = GpuBusyUnions(t);
   std::map<std::string, size_t> index;
   // per phase and rank: its ranges, whose union is the phase's wall time there
   // (ranges of one name on several threads at once count once)
@@ -398,6 +447,7 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
       p.verdict.why = "too short for the counters' interval: " + TooShort(p.intervals, interval_ns);
     } else {
       p.verdict = JudgeCounters(p.means);
+      CrossCheck(busy, steps, &p);
     }
   }
   std::stable_sort(
@@ -549,7 +599,7 @@ CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats
   std::vector<GpuRows> rows;
   CollectGpus(t, &a, &rows);
   const auto tied = TieRanks(t, &a);
-  JudgePhases(t, tied, rows, compile, &a);
+  JudgePhases(t, tied, rows, compile, steps, &a);
   JudgeKernels(t, tied, rows, kernels, steps, &a);
   if (modules != nullptr) JudgeModules(tied, rows, a, modules);
   return a;

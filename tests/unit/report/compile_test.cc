@@ -38,6 +38,11 @@ TEST(Compilation, RecompilingEveryStepIsCompilationNotHostWork) {
     b.Nvtx(0, "XlaCompile:#module=jit_step,program_id=" + std::to_string(40 + s) + "#", at,
            at + 100 * kMs, 2, 0, "TSL");
     b.Nvtx(0, "XlaPass:#name=fusion,module=jit_step#", at + 10 * kMs, at + 90 * kMs, 3, 0, "TSL");
+    // Triton's autotuning compiles kernels as modules of their own inside it.
+    b.Nvtx(0, "XlaEmitGpuAsm:#module=LLVMDialectModule#", at + 20 * kMs, at + 30 * kMs, 4, 0,
+           "TSL");
+    b.Nvtx(0, "XlaEmitGpuAsm:#module=LLVMDialectModule#", at + 40 * kMs, at + 50 * kMs, 4, 0,
+           "TSL");
     b.Nvtx(0, "XlaModule:#hlo_module=jit_step#", at + 100 * kMs, at + 103 * kMs, 1, 0, "TSL");
     for (uint64_t k = 0; k < 4; ++k) {
       const uint64_t start = at + 100 * kMs + k * 500 * kUs;

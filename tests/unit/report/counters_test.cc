@@ -248,6 +248,34 @@ TEST(CounterPhases, TheBottleneckIsTheMostSpecificPhase) {
   EXPECT_EQ(r.findings[1].gain_ns, 39 * kMs);  // the 39 gaps after the first kernel
 }
 
+// Counters that say "mostly idle" over a phase whose kernels (exact records)
+// kept the GPU busy 95 % of it cannot be right: no verdict, and the report says
+// why. The same counters over a phase the trace shows idle keep their verdict.
+TEST(CounterPhases, CountersThatContradictTheTraceGiveNoVerdict) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  for (int i = 0; i < 10; ++i) {
+    Sample(&b, kGpuA, 0, static_cast<uint64_t>(i) * 100 * kMs,
+           static_cast<uint64_t>(i + 1) * 100 * kMs, 30, 25, 2, 5);
+  }
+  b.Nvtx(0, "gemm", 0, 500 * kMs, 1, 0);
+  b.Nvtx(0, "wait", 500 * kMs, 1000 * kMs, 1, 0);
+  for (uint64_t k = 0; k < 50; ++k)
+    b.Kernel(0, "sm90_gemm", k * 10 * kMs, k * 10 * kMs + 9500 * kUs);
+  b.Kernel(0, "sm90_gemm", 990 * kMs, 995 * kMs);
+  const CounterAnalysis a = AnalyzeCounters(b.WriteAndLoad(dir.File("t.h5")), {});
+  const CounterPhase* gemm = Phase(a, "gemm");
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_EQ(gemm->verdict.verdict, Verdict::kUnknown) << gemm->verdict.why;
+  EXPECT_NE(gemm->verdict.why.find("trace has the GPU busy 95 %"), std::string::npos)
+      << gemm->verdict.why;
+  const CounterPhase* wait = Phase(a, "wait");
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->verdict.verdict, Verdict::kLaunchBound) << wait->verdict.why;
+}
+
 TEST(CounterPhases, RanksAreTiedToTheirGpusByUuid) {
   TempDir dir;
   TimelineBuilder b = TwoRanksTwoGpus();
