@@ -311,14 +311,22 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* 
 uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
 
 // The subscriber holds CUPTI's single slot (and learns when another tool has
-// it). The only callbacks enabled are two resource callbacks for CUDA graphs,
-// which tie NCCL operations captured into a graph to the kernels that replay
-// them (nccl_plugin.h): a kernel node created (during stream capture: inside
-// the capturing cuLaunchKernelEx, on its thread) and a node cloned (graph
-// instantiation). Other graph nodes return at once.
+// it). The only callbacks enabled are resource callbacks for CUDA graphs: two
+// tie NCCL operations captured into a graph to the kernels that replay them
+// (nccl_plugin.h): a kernel node created (during stream capture: inside the
+// capturing cuLaunchKernelEx, on its thread) and a node cloned (graph
+// instantiation); a third notes that a graph was instantiated while attached
+// (Close). Other graph nodes return at once.
+// A CUDA graph was instantiated while CUPTI was attached (CaptureWindows::Close).
+std::atomic<bool> g_graph_exec_attached{false};
+
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
   if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) {
+    g_graph_exec_attached.store(true, std::memory_order_relaxed);
+    return;
+  }
   const auto* graph = static_cast<const CUpti_GraphData*>(
       static_cast<const CUpti_ResourceData*>(data)->resourceDescriptor);
   if (graph == nullptr || graph->node == nullptr || graph->nodeType != CU_GRAPH_NODE_TYPE_KERNEL) {
@@ -372,6 +380,7 @@ class CuptiCapture final : public ActivityCapture {
  public:
   bool Open() override {
     const SourceContext& agent = *g_agent;
+    if (g_subscriber != nullptr) return Reenable(agent);  // stayed attached (Close)
     CUptiResult r =
         cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -404,6 +413,19 @@ class CuptiCapture final : public ActivityCapture {
       cuptiUnsubscribe(g_subscriber);
       return false;
     }
+    r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                            CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED);
+    if (r != CUPTI_SUCCESS && attaches_ == 0) {
+      agent.notes().Note("CUPTI: no graph-instantiation callback (" + ResultText(r) +
+                         "): CUDA graphs made while attached are not told apart");
+    }
+    return Reenable(agent);
+  }
+
+  // Enables the activity kinds (and what goes with them) of a window, on a
+  // subscribed CUPTI.
+  bool Reenable(const SourceContext& agent) {
+    CUptiResult r = CUPTI_SUCCESS;
     enabled_.clear();
     for (const KindSwitch& k : kKindSwitches) {
       if (!agent.enabled(k.ours)) continue;
@@ -458,6 +480,23 @@ class CuptiCapture final : public ActivityCapture {
     // are dropped by Convert; the window's last step ended a whole step ago).
     cuptiActivityFlushAll(0);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (g_graph_exec_attached.load(std::memory_order_relaxed)) {
+      // Measured on an H200 (CUDA 13, JAX 0.11 with XLA's command buffers):
+      // after cuptiFinalize, launches of CUDA graphs instantiated while CUPTI
+      // was attached fail (CUDA_ERROR_LAUNCH_FAILED) and take the job down.
+      // So once one was, CUPTI stays subscribed between windows with every
+      // activity kind off (Quiesce): it costs some time per launch, the job
+      // keeps running.
+      g_correlation.NextAttach();
+      if (!graph_noted_) {
+        graph_noted_ = true;
+        g_agent->notes().Note(
+            "CUPTI stays attached between capture windows: the program instantiated CUDA "
+            "graphs while it was attached, and detaching would make their later launches fail; "
+            "every launch costs a little more outside windows");
+      }
+      return;
+    }
     cuptiUnsubscribe(g_subscriber);
     g_subscriber = nullptr;
     const CUptiResult r = cuptiFinalize();
@@ -503,6 +542,7 @@ class CuptiCapture final : public ActivityCapture {
   std::atomic<bool> attached_{false};
   uint64_t attaches_ = 0;
   bool finalize_noted_ = false;
+  bool graph_noted_ = false;
 };
 
 CuptiCapture* g_capture = nullptr;
