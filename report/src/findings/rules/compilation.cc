@@ -76,10 +76,12 @@ std::optional<Detection> DetectCompilation(const RuleInput& in, Claims* /*claims
   for (const auto& [what, n] : c.compiled)
     if (!what.empty() && n > most_n) most = what, most_n = n;
   if (!most.empty()) d.values["what"] = most + " (" + std::to_string(most_n) + " times)";
-  if (rank < r.idle.cause_ns.size()) {
-    auto it = r.idle.cause_ns[rank].find(GapCause::kCompile);
-    if (it != r.idle.cause_ns[rank].end() && it->second > 0)
-      d.values["gpu_idle"] = FormatDuration(static_cast<double>(it->second));
+  // The GPU gaps that lay mostly inside compile time: counted, not summed (a
+  // gap may run on past the compile, so their total is no compile figure).
+  if (rank < r.idle.cause_count.size()) {
+    auto it = r.idle.cause_count[rank].find(GapCause::kCompile);
+    if (it != r.idle.cause_count[rank].end() && it->second > 0)
+      d.values["gpu_idle"] = std::to_string(it->second);
   }
   d.numbers["compile_ns"] = static_cast<double>(c.ns);
   d.numbers["compilations"] = static_cast<double>(c.compilations);
@@ -101,7 +103,7 @@ AON_FINDING_RULE(compilation) {
       .evidence =
           "rank {rank} compiled for {time}[ of a {run} run] ({framework}): {compilations} "
           "compilations[, {recompilations} of them compiling again what was compiled before "
-          "({recompile_time})][; most often {what}][; its GPU idled {gpu_idle} in gaps while "
+          "({recompile_time})][; most often {what}][; its GPU was idle in {gpu_idle} gaps while "
           "the host compiled]",
       .per_step = false,
       .detect = DetectCompilation,
