@@ -1,5 +1,5 @@
-// Memory transfers: per rank, pageable copies (count, bytes, time) and copies
-// smaller than 64 KiB.
+// Memory transfers: per rank, pageable copies (count, bytes, time), large
+// pinned host<->device copies (their rate) and copies smaller than 64 KiB.
 #include <cstdint>
 
 #include "analyses/analysis.h"
@@ -19,6 +19,12 @@ std::vector<MemoryRank> AnalyzeMemory(const Timeline& t) {
       ++r.pageable_count;
       r.pageable_bytes += m.record.bytes;
       r.pageable_ns += d;
+    }
+    const bool host_device = m.record.copy_kind == 1 || m.record.copy_kind == 2;
+    const bool pinned = m.record.src_kind == 2 || m.record.dst_kind == 2;
+    if (host_device && pinned && m.record.bytes >= (1u << 20) && d > 0) {
+      r.pinned_bytes += m.record.bytes;
+      r.pinned_ns += d;
     }
     if (m.record.bytes < 64 * 1024) {
       ++r.small_count;

@@ -1,12 +1,14 @@
 // Idle causes, shared by the rules idle-host-sync, host-work, launch-bound and
 // pageable-copies (rules/): the GPU gaps of one cause (host synchronization, host
 // work outside CUDA calls, host launched late, synchronous/pageable copies) on the rank where they
-// cost the most, in steady state (median per step x steps). Pageable copies add half the pageable
-// copy time (pinned memory roughly doubles PCIe throughput). The straggler's
+// cost the most, in steady state (median per step x steps). Pageable copies add what pinning
+// would save of their time (PinningSaves). The straggler's
 // claimed gaps are left out: its host-late and host-work gaps, and its gaps of any
 // cause inside its slow range.
 #include "findings/idle_causes.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -23,6 +25,31 @@ std::string TopNvtx(const std::map<std::string, uint64_t>& m) {
   return best;
 }
 
+// What pinning would save on rank `q` over the run: its pageable copies' time
+// less the time their bytes take at the rate its own large pinned host<->device
+// copies reached; without any, half their time (pinned memory at least doubles
+// a pageable copy's rate: the driver stages pageable memory through its own
+// pinned buffers). Scaled to the run with capture windows.
+double PinningSaves(const Report& r, uint32_t q) {
+  const MemoryRank& m = r.memory[q];
+  if (m.pageable_ns == 0) return 0;
+  const double scale = q < r.idle.run_scale.size() ? r.idle.run_scale[q] : 1.0;  // RunScale
+  double saved = m.pageable_ns / 2.0;
+  if (m.pinned_ns > 0 && m.pinned_bytes > 0) {
+    const double pinned_ns =
+        static_cast<double>(m.pageable_bytes) *
+        (static_cast<double>(m.pinned_ns) / static_cast<double>(m.pinned_bytes));
+    saved = std::max(0.0, static_cast<double>(m.pageable_ns) - pinned_ns);
+  }
+  return saved * scale;
+}
+
+std::string RateText(uint64_t bytes, uint64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB/s", static_cast<double>(bytes) / static_cast<double>(ns));
+  return buf;
+}
+
 }  // namespace
 
 std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
@@ -37,7 +64,7 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
     if ((cause == GapCause::kHostLate || cause == GapCause::kHostWork) && is_straggler) continue;
     double ns =
         static_cast<double>(r.idle.Steady(q, cause, is_straggler ? in.claims.straggler_range : ""));
-    if (cause == GapCause::kSyncCopy && q < r.memory.size()) ns += r.memory[q].pageable_ns / 2.0;
+    if (cause == GapCause::kSyncCopy && q < r.memory.size()) ns += PinningSaves(r, q);
     all += ns;
     if (ns > worst_ns) {
       worst_ns = ns, worst = q;
@@ -65,9 +92,17 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
   }
   if (cause == GapCause::kSyncCopy && worst < r.memory.size() && r.memory[worst].pageable_count) {
     d.values["pageable_copies"] = std::to_string(r.memory[worst].pageable_count);
-    d.values["pageable_bytes"] = FormatBytes(static_cast<double>(r.memory[worst].pageable_bytes));
+    const MemoryRank& m = r.memory[worst];
+    d.values["pageable_bytes"] = FormatBytes(static_cast<double>(m.pageable_bytes));
+    if (m.pageable_ns > 0) d.values["pageable_rate"] = RateText(m.pageable_bytes, m.pageable_ns);
+    d.values["pinned_rate"] =
+        m.pinned_ns > 0
+            ? "pinned copies of this run reached " + RateText(m.pinned_bytes, m.pinned_ns)
+            : "no pinned copy to compare: pinning assumed to double the rate";
+    d.numbers["pinning_saves_ns"] = PinningSaves(r, worst);
   }
-  d.numbers = {{"idle_ns", worst_ns}, {"gaps", static_cast<double>(count)}, {"all_ranks_ns", all}};
+  d.numbers.insert(
+      {{"idle_ns", worst_ns}, {"gaps", static_cast<double>(count)}, {"all_ranks_ns", all}});
   return d;
 }
 

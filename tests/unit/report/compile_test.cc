@@ -1,4 +1,4 @@
-// Compilation (report/src/analyses/compile.cc, rules/compilation.cc): the host
+// Compilation (report/src/analyses/compile.cc, report/src/findings/rules/compilation.cc): the host
 // compiling is start-up or recompilation time with its own finding, never a
 // launch-bound or host-work gap, nor a phase of the program.
 #include <gtest/gtest.h>

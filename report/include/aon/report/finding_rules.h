@@ -36,8 +36,9 @@
 //                    rank only waited for late ranks (exposed_communication.cc);
 //   idle causes      (idle-host-sync, host-work, launch-bound, pageable-copies) the GPU gaps
 //                    of that cause on the worst rank, median per step x steps so
-//                    warm-up steps don't dominate; pageable
-//                    copies add half the pageable copy time (idle_causes.cc);
+//                    warm-up steps don't dominate; pageable copies add what
+//                    pinning saves of their time, at the rate the run's own
+//                    large pinned copies reached (else half) (idle_causes.cc);
 //   imbalance        the slowest rank's compute minus the mean (load_imbalance.cc);
 //   phase bottleneck none stated (0): GPU counters say why a phase is slow, not
 //                    how much faster it could run; ranked as if a tenth of the

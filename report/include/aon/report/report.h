@@ -343,6 +343,9 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps = nullptr,
 
 struct MemoryRank {
   uint64_t pageable_count = 0, pageable_bytes = 0, pageable_ns = 0;
+  // Host<->device copies of pinned memory of at least 1 MiB: the rate pinning
+  // reaches on this rank's link (the pageable-copies finding's reference).
+  uint64_t pinned_bytes = 0, pinned_ns = 0;
   uint64_t small_count = 0, small_ns = 0;  // copies < 64 KiB
   uint64_t copies = 0, copy_bytes = 0, copy_ns = 0;
 };

@@ -1,6 +1,6 @@
-// pageable-copies: GPU gaps before synchronous or pageable copies, plus half the pageable copy time
-// (pinned memory roughly doubles PCIe throughput). Gain: those gaps on the worst rank, median per
-// step x steps (idle_causes.cc).
+// pageable-copies: GPU gaps before synchronous or pageable copies, plus what pinning would save of
+// the pageable copies' time (at the rate the run's own large pinned copies reached; else half).
+// Gain: those gaps on the worst rank, median per step x steps (idle_causes.cc).
 #include "findings/idle_causes.h"
 #include "findings/rule.h"
 
@@ -17,7 +17,7 @@ AON_FINDING_RULE(pageable_copies) {
       .evidence =
           "rank {rank}'s GPU idles {idle} in {gaps} gaps ({cause})[, mostly in "
           "\"{range}\"][; longest: {longest}][; {pageable_copies} pageable copies, "
-          "{pageable_bytes}]",
+          "{pageable_bytes}][ at {pageable_rate}][ ({pinned_rate})]",
       .detect = [](const RuleInput& in,
                    Claims*) { return DetectIdleCause(in, GapCause::kSyncCopy); },
   };
