@@ -374,7 +374,9 @@ void ConfigureApiFilters(const SourceContext& agent) {
 // (cuptiFinalize): measured on an H200, a process that stays subscribed with
 // every kind disabled still pays ~25-35 % on launch-bound steps, one that
 // detached pays nothing measurable (bench/RESULTS.md, "CUPTI switched on and
-// off"). All three run on the thread that marked the step boundary, under the
+// off"). Except once a CUDA graph was instantiated while attached: then Close
+// stays subscribed (see there) and the next Open only re-enables the kinds.
+// All three run on the thread that marked the step boundary, under the
 // capture control's lock.
 class CuptiCapture final : public ActivityCapture {
  public:
@@ -411,6 +413,7 @@ class CuptiCapture final : public ActivityCapture {
     if (r != CUPTI_SUCCESS) {
       agent.notes().Note("CUPTI: cannot register activity buffers: " + ResultText(r));
       cuptiUnsubscribe(g_subscriber);
+      g_subscriber = nullptr;  // the next window subscribes afresh
       return false;
     }
     r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE,
