@@ -48,7 +48,9 @@ extern "C" __attribute__((visibility("default"))) int aon_ops_active(void) {
 extern "C" __attribute__((visibility("default"))) void aon_host_range(const char* name,
                                                                       uint64_t start_ns,
                                                                       uint64_t end_ns) {
-  if (name == nullptr || end_ns < start_ns) return;
+  // A forked child (a DataLoader worker) is not this rank: its records would
+  // land in the parent's stream.
+  if (name == nullptr || end_ns < start_ns || aon::agent::ForkedChild()) return;
   const aon::agent::SourceContext& agent = aon::agent::Agent::Get().context();
   if (!agent.recording() || !agent.enabled(aon::RecordKind::kNvtx)) return;
   aon::NvtxRecord rec{};

@@ -351,6 +351,10 @@ std::string ResultText(CUptiResult r) {
          ")";
 }
 
+// The driver calls ConfigureApiFilters switched on one by one: they trace
+// without CUPTI_ACTIVITY_KIND_DRIVER, so Quiesce switches them off one by one.
+std::vector<CUpti_CallbackId> g_traced_driver_calls;
+
 void ConfigureApiFilters(const SourceContext& agent) {
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
     const char* name = nullptr;
@@ -363,7 +367,10 @@ void ConfigureApiFilters(const SourceContext& agent) {
     const char* name = nullptr;
     if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name)
       continue;
-    if (IsTracedDriverApi(name) && cuptiActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS) ++traced;
+    if (IsTracedDriverApi(name) && cuptiActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS) {
+      ++traced;
+      g_traced_driver_calls.push_back(cbid);
+    }
   }
   agent.notes().Log("CUPTI: %d driver API calls traced (launch/copy/memset/sync)", traced);
 }
@@ -474,6 +481,8 @@ class CuptiCapture final : public ActivityCapture {
     SetNcclCuptiCorrelation(false);
     g_op_correlation.store(false, std::memory_order_release);
     for (CUpti_ActivityKind k : enabled_) cuptiActivityDisable(k);
+    for (CUpti_CallbackId cbid : g_traced_driver_calls) cuptiActivityEnableDriverApi(cbid, 0);
+    g_traced_driver_calls.clear();
   }
 
   void Close() override {
@@ -489,8 +498,9 @@ class CuptiCapture final : public ActivityCapture {
       // was attached fail (CUDA_ERROR_LAUNCH_FAILED) and take the job down.
       // So once one was, CUPTI stays subscribed between windows with every
       // activity kind off (Quiesce): it costs some time per launch, the job
-      // keeps running.
-      g_correlation.NextAttach();
+      // keeps running. CUPTI's correlation ids go on counting on the same
+      // subscription: no NextAttach (that is for the restart after a detach).
+      cuptiActivityFlushPeriod(0);  // nothing to flush until the next window
       if (!graph_noted_) {
         graph_noted_ = true;
         g_agent->notes().Note(

@@ -162,6 +162,7 @@ void SetOpCorrelation(const OpCorrelation* correlation) {
 }
 
 bool OpsRecording() { return g_recording.load(std::memory_order_acquire); }
+bool ForkedChild() { return g_forked_child.load(std::memory_order_relaxed); }
 
 void SetOpsRecording(bool on) {
   if (g_forked_child.load(std::memory_order_relaxed)) return;  // a forked child's capture

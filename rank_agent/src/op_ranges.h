@@ -63,6 +63,8 @@ void SetOpCorrelation(const OpCorrelation* correlation);
 
 // Whether ranges are recorded now: an atomic load (aon_ops_active).
 bool OpsRecording();
+// Whether this process is a child forked from a recording one (it records nothing of its own).
+bool ForkedChild();
 // CaptureControl, at its transitions: on after the source opened, off before it
 // quiesces. `on` is ignored when the `ops` kind is off.
 void SetOpsRecording(bool on);
