@@ -115,7 +115,8 @@ class _Compilations:
 
     def __init__(self, torch):
         self.torch = torch
-        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.open = None  # (name, start) of the compilation in flight
         self.registered = False
         self.error = None
 
@@ -159,20 +160,22 @@ class _Compilations:
         compile_id = getattr(args[0], "compile_id", None)
         return name + " " + str(compile_id) if compile_id is not None else name
 
+    # Dynamo counts compilations in flight over the whole process: the start
+    # callback runs when the first thread begins compiling, the end callback
+    # when the last one finishes, possibly on another thread. So one open start
+    # for the process, not one per thread.
     def _start(self, *args):
-        stack = getattr(self.local, "stack", None)
-        if stack is None:
-            stack = self.local.stack = []
-        stack.append((self._what(args), time.monotonic_ns()))
+        with self.lock:
+            self.open = (self._what(args), time.monotonic_ns())
 
     def _end(self, *args):
-        stack = getattr(self.local, "stack", None)
-        if not stack:
+        with self.lock:
+            opened, self.open = self.open, None
+        if opened is None:
             return
-        name, start = stack.pop()
         agent = Agent.get()  # CUDA may have started during the compilation
         if agent is not None:
-            agent.host_range(name, start, time.monotonic_ns())
+            agent.host_range(opened[0], opened[1], time.monotonic_ns())
 
 
 class TorchHook:

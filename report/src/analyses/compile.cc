@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "analyses/analysis.h"
@@ -53,7 +54,9 @@ std::string Identity(std::string_view framework, std::string_view name, int* att
   while (a < name.size() && std::isdigit(static_cast<unsigned char>(name[a]))) ++a;
   while (b > 0 && std::isdigit(static_cast<unsigned char>(name[b - 1]))) --b;
   if (a == slash + 1 || b == slash) return "";
-  *attempt = std::stoi(std::string(name.substr(slash + 1, a - slash - 1)));
+  if (a - slash - 1 > 6) return "";  // no compile id has that many attempts
+  *attempt = 0;
+  for (size_t i = slash + 1; i < a; ++i) *attempt = *attempt * 10 + (name[i] - '0');
   return "torch.compile frame " + std::string(name.substr(b, slash - b));
 }
 
@@ -67,17 +70,26 @@ void Summarize(std::vector<CompileRange> ranges, CompileRank* out) {
   std::vector<Interval> all, recompiled, named;
   std::map<std::string, std::vector<Interval>> by_identity;
   std::vector<Interval> anonymous;
+  // A compile id names one compilation: the backward pass, autotuning and
+  // CUDA-graph recording of a frame's compilation reuse it.
+  std::map<std::pair<std::string, int>, std::vector<Interval>> by_id;
   for (const CompileRange& c : ranges) {
     all.push_back({c.start, c.end});
-    if (c.attempt >= 0) {  // one range, one compilation: its id says which
-      ++out->compilations;
-      ++out->compiled[c.identity];
+    if (c.attempt >= 0) {
+      by_id[{c.identity, c.attempt}].push_back({c.start, c.end});
       named.push_back({c.start, c.end});
-      if (c.attempt > 0) ++out->recompilations, recompiled.push_back({c.start, c.end});
     } else if (!c.identity.empty()) {
       by_identity[c.identity].push_back({c.start, c.end});
     } else {
       anonymous.push_back({c.start, c.end});
+    }
+  }
+  for (auto& [id, spans] : by_id) {
+    ++out->compilations;
+    ++out->compiled[id.first];
+    if (id.second > 0) {
+      ++out->recompilations;
+      recompiled.insert(recompiled.end(), spans.begin(), spans.end());
     }
   }
   // A module's overlapping compile ranges are one compilation; each later one

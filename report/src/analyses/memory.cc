@@ -19,6 +19,10 @@ std::vector<MemoryRank> AnalyzeMemory(const Timeline& t) {
       ++r.pageable_count;
       r.pageable_bytes += m.record.bytes;
       r.pageable_ns += d;
+      if (m.record.bytes >= (1u << 20)) {
+        r.pageable_large_bytes += m.record.bytes;
+        r.pageable_large_ns += d;
+      }
     }
     const bool host_device = m.record.copy_kind == 1 || m.record.copy_kind == 2;
     const bool pinned = m.record.src_kind == 2 || m.record.dst_kind == 2;

@@ -25,9 +25,10 @@ std::string TopNvtx(const std::map<std::string, uint64_t>& m) {
   return best;
 }
 
-// What pinning would save on rank `q` over the run: its pageable copies' time
-// less the time their bytes take at the rate its own large pinned host<->device
-// copies reached; without any, half their time (pinned memory at least doubles
+// What pinning would save on rank `q` over the run: for its pageable copies of
+// 1 MiB or more, their time less the time their bytes take at the rate its own
+// large pinned host<->device copies reached; for smaller ones (latency-bound),
+// and without any pinned copy, half their time (pinned memory at least doubles
 // a pageable copy's rate: the driver stages pageable memory through its own
 // pinned buffers). Scaled to the run with capture windows.
 double PinningSaves(const Report& r, uint32_t q) {
@@ -36,10 +37,12 @@ double PinningSaves(const Report& r, uint32_t q) {
   const double scale = q < r.idle.run_scale.size() ? r.idle.run_scale[q] : 1.0;  // RunScale
   double saved = m.pageable_ns / 2.0;
   if (m.pinned_ns > 0 && m.pinned_bytes > 0) {
+    // The rate holds for copies of 1 MiB or more; smaller ones keep half.
     const double pinned_ns =
-        static_cast<double>(m.pageable_bytes) *
+        static_cast<double>(m.pageable_large_bytes) *
         (static_cast<double>(m.pinned_ns) / static_cast<double>(m.pinned_bytes));
-    saved = std::max(0.0, static_cast<double>(m.pageable_ns) - pinned_ns);
+    saved = std::max(0.0, static_cast<double>(m.pageable_large_ns) - pinned_ns) +
+            static_cast<double>(m.pageable_ns - m.pageable_large_ns) / 2.0;
   }
   return saved * scale;
 }

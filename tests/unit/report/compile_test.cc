@@ -81,7 +81,8 @@ TEST(Compilation, RecompilingEveryStepIsCompilationNotHostWork) {
 // torch.compile at start-up (AON's hook ranges): one 3 s compilation of frame
 // 0 in the first step, then 200 steps of 5 ms; a start-up compile, whose action
 // is a persistent cache. A second compilation of frame 0 (compile id 0/1) is a
-// recompilation.
+// recompilation, one with its backward pass (same id), and an overlong id no
+// compile id at all.
 TEST(Compilation, TorchCompileAtStartUpAndItsRecompilation) {
   TempDir dir;
   TimelineBuilder b;
@@ -109,10 +110,12 @@ TEST(Compilation, TorchCompileAtStartUpAndItsRecompilation) {
     EXPECT_LE(r.findings.front().gain_ns, r.end_ns - kMs) << "never longer than the run";
   }
   b.Nvtx(0, "torch.compile (dynamo) 0/1", at, at + 200 * kMs, 1, 0, "AON");
+  // Its backward pass, compiled later under the same compile id: the same compilation.
+  b.Nvtx(0, "torch.compile (lazy_backward) 0/1", at + 300 * kMs, at + 350 * kMs, 1, 0, "AON");
   const CompileAnalysis c = AnalyzeCompilation(b.WriteAndLoad(dir.File("t2.h5")));
   EXPECT_EQ(c.ranks[0].compilations, 2u);
   EXPECT_EQ(c.ranks[0].recompilations, 1u);
-  EXPECT_EQ(c.ranks[0].recompile_ns, 200 * kMs);
+  EXPECT_EQ(c.ranks[0].recompile_ns, 250 * kMs);
   EXPECT_EQ(c.ranks[0].compiled.at("torch.compile frame 0"), 2u);
 }
 
@@ -128,6 +131,14 @@ TEST(Compilation, WhichRangesMarkCompilation) {
   EXPECT_EQ(CompileFramework("TSL", "Thunk:#name=dot#"), "");
   EXPECT_EQ(CompileFramework("", "torch.compile (dynamo) 0/0"), "") << "only AON's domain";
   EXPECT_EQ(CompileFramework("", "compile_model"), "");
+  // An id too long to be one is no id (and no crash).
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Nvtx(0, "torch.compile (dynamo) 0/99999999999999999999", kMs, 2 * kMs, 1, 0, "AON");
+  const CompileAnalysis c = AnalyzeCompilation(b.WriteAndLoad(dir.File("t.h5")));
+  EXPECT_EQ(c.ranks[0].compilations, 1u);
+  EXPECT_EQ(c.ranks[0].recompilations, 0u);
 }
 
 }  // namespace

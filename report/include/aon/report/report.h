@@ -346,6 +346,8 @@ struct MemoryRank {
   // Host<->device copies of pinned memory of at least 1 MiB: the rate pinning
   // reaches on this rank's link (the pageable-copies finding's reference).
   uint64_t pinned_bytes = 0, pinned_ns = 0;
+  // ... and the pageable copies of at least 1 MiB (rate-bound; smaller ones are latency-bound)
+  uint64_t pageable_large_bytes = 0, pageable_large_ns = 0;
   uint64_t small_count = 0, small_ns = 0;  // copies < 64 KiB
   uint64_t copies = 0, copy_bytes = 0, copy_ns = 0;
 };
