@@ -628,7 +628,7 @@ std::string IdleSection(const Report& r) {
   o +=
       "<section id=idle><h2>Idle and launch-bound phases</h2><p class=muted>GPU gaps of at least " +
       D(static_cast<double>(r.idle.min_gap_ns)) +
-      " and their CPU-side cause; totals over the whole run (number of gaps). Findings use the "
+      " (host launched late: of at least 1 us) and their CPU-side cause; totals over the whole run (number of gaps). Findings use the "
       "steady state "
       "(median per step x steps).</p><table><tr><th>rank</th>";
   for (GapCause c : kGapCauses) o += "<th>" + E(GapCauseName(c)) + "</th>";

@@ -2,6 +2,8 @@
 // sync call that returned in the gap, a synchronous or pageable copy, a launch
 // issued after the GPU ran dry: by a thread busy issuing CUDA calls, or by one
 // that ran other code first; or other), each with the innermost host NVTX range.
+// Shorter gaps down to 1 us count when the host launched late: that is where
+// launch overhead goes with many tiny kernels.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -128,6 +130,14 @@ constexpr uint64_t kHostWorkMinNs = 100'000;
 constexpr uint64_t kHostWorkIssueFactor = 20;
 // Spacings of a thread's calls below this are back-to-back issuing (its issue time).
 constexpr uint64_t kBackToBackNs = 100'000;
+// A gap shorter than the analysis' min_gap_ns still counts down to this length
+// when the GPU waited on a launch issued after it ran dry (host launched late):
+// eager code launching kernels of a few microseconds, each after ~10 us of
+// dispatch, leaves gaps of a few microseconds each, and they add up to the launch
+// overhead. Shorter than 1 us is the device's own kernel-to-kernel turnaround,
+// which even a CUDA graph pays; a short gap of any other cause (work queued in
+// time, waiting on a dependency) is that turnaround too.
+constexpr uint64_t kHostLateMinGapNs = 1'000;
 
 // One thread's CUDA API calls, by start, with the latest end up to each.
 struct ThreadCalls {
@@ -404,7 +414,9 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
     const size_t first_slice = a.slices.size();  // this rank's slices follow
     uint64_t busy_end = 0;
     for (size_t i = 0; i < v.size(); ++i) {
-      if (i > 0 && v[i].start > busy_end && v[i].start - busy_end >= min_gap_ns) {
+      const uint64_t examined = std::min(min_gap_ns, kHostLateMinGapNs);
+      if (i > 0 && v[i].start > busy_end && v[i].start - busy_end >= examined) {
+        const bool short_gap = v[i].start - busy_end < min_gap_ns;
         Gap g;
         g.rank = r;
         g.start_ns = busy_end;
@@ -423,6 +435,10 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
           g.cause = GapCause::kCompile;  // whatever the launch looked like: the host compiled
           g.detail = "the host was compiling for most of it";
         }
+        if (short_gap && g.cause != GapCause::kHostLate) {
+          busy_end = std::max(busy_end, v[i].end);
+          continue;
+        }
         const uint32_t tid = launch ? launch->thread_id : 0;
         const uint64_t mid = g.start_ns + (g.end_ns - g.start_ns) / 2;
         const int32_t step = windows ? StepOf(*windows, mid) : -1;
@@ -432,7 +448,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
         }
         g.nvtx = sweep.InnermostAt(mid, tid);
         RecordGap(g, r, windows, step, &range_index, &a);
-        all.push_back(std::move(g));
+        if (!short_gap) all.push_back(std::move(g));  // the longest are listed
       }
       busy_end = std::max(busy_end, v[i].end);
     }

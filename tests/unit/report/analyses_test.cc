@@ -316,6 +316,39 @@ TEST(Idle, HostLaunchingLateIsLaunchBound) {
   EXPECT_EQ(f->gain_ns, 99 * 30 * kUs);
 }
 
+// Eager code launching tiny kernels: each runs 2 us and the next is issued about
+// 8 us after the previous was, so the GPU waits a few microseconds on the host
+// before each. Those short gaps are the launch overhead and count; short gaps
+// before work that was already queued (the device's turnaround) do not. Spacings
+// vary so that the count is no threshold's lucky match.
+TEST(Idle, ShortHostLateGapsAddUpToTheLaunchOverhead) {
+  for (const uint64_t spacing : {uint64_t{5 * kUs}, uint64_t{8 * kUs}, uint64_t{9500}}) {
+    TempDir dir;
+    TimelineBuilder b;
+    b.Rank(0);
+    constexpr int kKernels = 200;
+    for (int i = 0; i < kKernels; ++i) {
+      const uint64_t launch = 1 * kMs + static_cast<uint64_t>(i) * spacing;
+      b.Kernel(0, "tiny_elementwise_kernel", launch + 1 * kUs, launch + 3 * kUs, 7, launch);
+    }
+    // Then kernels queued long before they run, 4 us apart: device turnaround.
+    const uint64_t queued = 10 * kMs;
+    for (int i = 0; i < kKernels; ++i) {
+      const uint64_t start = queued + static_cast<uint64_t>(i) * 24 * kUs;
+      b.Kernel(0, "queued_kernel", start, start + 20 * kUs, 7, queued - 1 * kMs);
+    }
+    const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+    // Each gap: from a kernel's end (launch + 3 us) to the next's start (next launch + 1 us).
+    EXPECT_EQ(r.idle.cause_ns[0].at(GapCause::kHostLate), (kKernels - 1) * (spacing - 2 * kUs))
+        << spacing;
+    EXPECT_EQ(r.idle.cause_count[0].at(GapCause::kHostLate), static_cast<uint64_t>(kKernels - 1));
+    EXPECT_EQ(r.idle.cause_count[0].count(GapCause::kOther), 0u) << "short queued gaps counted";
+    const Finding* f = FindKind(r, "launch-bound");
+    ASSERT_NE(f, nullptr) << spacing;
+    EXPECT_EQ(f->gain_ns, (kKernels - 1) * (spacing - 2 * kUs));
+  }
+}
+
 // An input pipeline: each step launches a burst of short kernels back to back,
 // then the host computes the next batch without any CUDA call while the GPU idles.
 // The gaps are host work (its own finding and action), never launch overhead;

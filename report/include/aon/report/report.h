@@ -330,6 +330,7 @@ struct IdleAnalysis {
   // capture windows, corrected for their cost (above).
   uint64_t Steady(uint32_t rank, GapCause cause, const std::string& exclude_range = "") const;
 
+  // gaps shorter than this are left out, but for host-launched-late ones of 1 us or more
   uint64_t min_gap_ns = 10000;
   std::vector<Gap> top_gaps;  // longest first
   // per rank, per cause: total gap time and count
