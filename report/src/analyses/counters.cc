@@ -54,7 +54,10 @@ std::string Pct(double v) {
 // The verdict rules (docs/counters.md, "Verdicts"):
 //   busy = gpu_active_pct (sm_active_pct when the GPU lacks it);
 //   busy < 50                                -> launch-bound (the GPU is not fed);
-//   compute = max(tensor, fp16, fp32, fp64 active), memory = dram_bandwidth:
+//   compute = max(tensor, fp16, fp32, fp64 active), memory = dram_bandwidth,
+//   each while busy (its mean / busy, at most 100: the pipes are idle whenever
+//   the GPU is, so a phase busy 62 % of its time at 55 % tensor ran its tensor
+//   cores 89 % of the time it ran at all):
 //   compute >= 60 and compute >= memory      -> compute-bound;
 //   else memory >= 60                        -> memory-bound;
 //   else                                     -> latency-bound (busy, neither near peak).
@@ -105,6 +108,14 @@ CounterVerdict JudgeCounters(const CounterMeans& m) {
           (v.compute_pipe.empty() ? "" : " (" + v.compute_pipe + ")") + ", memory " +
           Pct(v.memory_pct) + ", sm_active " + Pct(v.sm_active_pct) + ", occupancy " +
           Pct(v.occupancy_pct);
+  // The pipes while busy (above).
+  const double share = std::clamp(v.busy_pct / 100.0, 0.01, 1.0);
+  const double compute_busy = std::min(100.0, v.compute_pct / share);
+  const double memory_busy = std::min(100.0, v.memory_pct / share);
+  if (v.busy_pct >= kLaunchBoundBusyPct && share < 0.995 && v.compute_pct >= 0 &&
+      v.memory_pct >= 0) {
+    v.why += "; while busy: compute " + Pct(compute_busy) + ", memory " + Pct(memory_busy);
+  }
   if (v.busy_pct < 0) {
     v.verdict = Verdict::kUnknown;
     v.why = "no gpu_active_pct or sm_active_pct rows";
@@ -116,7 +127,7 @@ CounterVerdict JudgeCounters(const CounterMeans& m) {
   } else if (v.compute_pct < 0 || v.memory_pct < 0) {
     v.verdict = Verdict::kUnknown;
     v.why += " (no pipe or DRAM metrics to tell compute from memory)";
-  } else if (v.compute_pct >= kBoundPct && v.compute_pct >= v.memory_pct) {
+  } else if (compute_busy >= kBoundPct && compute_busy >= memory_busy) {
     v.verdict = Verdict::kComputeBound;
     v.action = v.compute_pipe == "tensor"
                    ? "the tensor cores are near peak: gains must come from doing less work "
@@ -124,7 +135,7 @@ CounterVerdict JudgeCounters(const CounterMeans& m) {
                    : "use lower precision on the tensor cores (TF32/BF16/FP16) if the math "
                      "allows; if this is the precision you need, it is near peak: algorithmic "
                      "savings";
-  } else if (v.memory_pct >= kBoundPct) {
+  } else if (memory_busy >= kBoundPct) {
     v.verdict = Verdict::kMemoryBound;
     v.action = "fuse kernels, use lower precision, improve data layout and reuse";
   } else {

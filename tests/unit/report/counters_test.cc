@@ -52,6 +52,17 @@ TEST(CounterVerdicts, EachVerdictAtItsBoundaries) {
   EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 10, 0, 60)).verdict), "memory-bound");
   EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 10, 0, 59.9)).verdict), "latency-bound");
   EXPECT_STREQ(VerdictName(JudgeCounters(Means(100, 59.9, 0, 59.9)).verdict), "latency-bound");
+  // The pipes count while busy: idle time idles them too. Busy 62 % at 55 %
+  // tensor ran the tensor cores 89 % of the time the GPU ran (cuBLAS GEMMs
+  // between host gaps); busy 80 % at 40 % compute, 30 % DRAM is 50 % / 38 %.
+  const CounterVerdict gemm = JudgeCounters(Means(62, 55, 0, 13));
+  EXPECT_STREQ(VerdictName(gemm.verdict), "compute-bound");
+  EXPECT_EQ(gemm.compute_pct, 55) << "the means are said as measured";
+  EXPECT_NE(gemm.why.find("; while busy: compute 88.7 %, memory 21.0 %"), std::string::npos)
+      << gemm.why;
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(80, 40, 0, 30)).verdict), "latency-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(75, 20, 0, 50)).verdict), "memory-bound");
+  EXPECT_STREQ(VerdictName(JudgeCounters(Means(50, 10, 0, 29.9)).verdict), "latency-bound");
   // The busiest pipe is the compute side, and it is named.
   const CounterVerdict fp32 = JudgeCounters(Means(100, 20, 65, 30, 90, 40));
   EXPECT_STREQ(VerdictName(fp32.verdict), "compute-bound");
