@@ -293,7 +293,11 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
       on_demand = true;
       demand_steps_ = 0;
     } else if (!first_window_done_ && step == kFirstWindowStep) {
-      width = 1;  // short: measures the cost before the budget sets the period
+      // Short: measures the cost before the budget sets the period. Two steps:
+      // a window's first step is its lead-in (CUPTI attaching, work queued
+      // before it did), which the report leaves out of per-step figures, so a
+      // short job's one window still has a step to measure.
+      width = kFirstWindowWidth;
       first_window_done_ = true;
     }
     // A periodic window starts here (with an on-demand one, the longer of the

@@ -16,8 +16,8 @@
 // checkpoints every 1000 steps). P is a power of two, so the windows of a larger
 // period are a subset of those of a smaller one: ranks that chose different
 // periods still capture the larger period's windows together. One extra window,
-// W = 1 at step kFirstWindowStep, measures the cost early (and gives short jobs
-// a window).
+// W = 2 at step kFirstWindowStep, measures the cost early (and gives short jobs
+// a window with a step past its lead-in).
 //
 // Budget. Each window's cost is what its steps and the two steps after it (CUPTI
 // is switched off there) took beyond the mean of recent uncaptured steps,
@@ -99,6 +99,7 @@ struct WindowSummary {
 class WindowPolicy {
  public:
   static constexpr uint64_t kFirstWindowStep = aon::kFirstWindowStep;  // records.h
+  static constexpr uint32_t kFirstWindowWidth = 2;
   static constexpr double kHeadroom = 1.25;
   static constexpr int kTailSteps = 2;
   static constexpr double kGrossOutlier = 3.0;  // x the median: not an ordinary step

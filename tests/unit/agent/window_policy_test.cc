@@ -154,12 +154,19 @@ TEST(WindowPolicy, AFixedPeriodCapturesExactlyItsSteps) {
   SimRun r = Simulate(p, 2'000, [](uint64_t) { return CostModel{}; }, 1, 1.0);
   std::set<uint64_t> want;
   for (uint64_t step = 0; step < 2'000; ++step) {
-    if (p.InWindow(step, 64) || step == WindowPolicy::kFirstWindowStep) want.insert(step);
+    if (p.InWindow(step, 64) || (step >= WindowPolicy::kFirstWindowStep &&
+                                 step < WindowPolicy::kFirstWindowStep +
+                                            WindowPolicy::kFirstWindowWidth)) {
+      want.insert(step);
+    }
   }
   EXPECT_EQ(r.captured, want);
   // Each periodic window: 3 captured steps, then a quiesced step, then the detach.
   for (uint64_t step = 0; step + 5 < 2'000; ++step) {
-    if (!p.StartsWindow(step, 64) || step <= WindowPolicy::kFirstWindowStep + 3) continue;
+    if (!p.StartsWindow(step, 64) ||
+        step <= WindowPolicy::kFirstWindowStep + WindowPolicy::kFirstWindowWidth + 2) {
+      continue;
+    }
     EXPECT_TRUE(r.decisions[step].open) << step;
     EXPECT_EQ(r.decisions[step].window_first_step, step);
     EXPECT_TRUE(r.decisions[step + 3].quiesce) << step;
