@@ -97,9 +97,9 @@ std::string EncodeRankMetadata(const RankMetadata& m) {
   for (const std::string& n : m.notes) Put(out, "note", n);
   for (const DeviceInfo& d : m.devices) {
     char buf[160];
-    std::snprintf(buf, sizeof(buf), "%u,%u,%u,%u,%llu,%u,%u", d.device_id, d.uuid_id, d.name_id,
-                  d.sm_count, static_cast<unsigned long long>(d.global_memory_bytes),
-                  d.compute_major, d.compute_minor);
+    std::snprintf(buf, sizeof(buf), "%u,%u,%u,%u,%llu,%u,%u,%u,%u", d.device_id, d.uuid_id,
+                  d.name_id, d.sm_count, static_cast<unsigned long long>(d.global_memory_bytes),
+                  d.compute_major, d.compute_minor, d.pcie_gen, d.pcie_width);
     Put(out, "device", buf);
   }
   return out;
@@ -154,8 +154,11 @@ StatusOr<RankMetadata> DecodeRankMetadata(std::string_view text) {
       DeviceInfo d{};
       unsigned long long mem = 0;
       std::string v(value);
-      if (std::sscanf(v.c_str(), "%u,%u,%u,%u,%llu,%u,%u", &d.device_id, &d.uuid_id, &d.name_id,
-                      &d.sm_count, &mem, &d.compute_major, &d.compute_minor) != 7) {
+      // Nine values; an agent of format 1.9 or older sends seven (no PCIe link).
+      const int n = std::sscanf(v.c_str(), "%u,%u,%u,%u,%llu,%u,%u,%u,%u", &d.device_id, &d.uuid_id,
+                                &d.name_id, &d.sm_count, &mem, &d.compute_major, &d.compute_minor,
+                                &d.pcie_gen, &d.pcie_width);
+      if (n != 7 && n != 9) {
         return InvalidArgument("metadata 'device': bad value '" + v + "'");
       }
       d.global_memory_bytes = mem;

@@ -10,6 +10,7 @@
 
 #include <cupti.h>
 #include <cxxabi.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "aon/base/gpu_uuid.h"
+#include "aon/base/pcie_link.h"
 #include "aon/base/timebase.h"
 #include "correlation_ids.h"
 #include "cupti_api_filter.h"
@@ -149,6 +151,75 @@ constexpr OpCorrelation kCuptiOpCorrelation = {PushOpCorrelation, PopOpCorrelati
 CorrelationIds g_correlation;
 uint32_t Correlation(uint32_t cupti_id) { return g_correlation.Map(cupti_id); }
 
+// The GPUs (ordinals below 64, one bit each) that records came from, and those
+// a rank file row describes already.
+std::atomic<uint64_t> g_devices_seen{0};
+std::atomic<uint64_t> g_devices_described{0};
+void NoteDevice(uint32_t ordinal) {
+  if (ordinal < 64) g_devices_seen.fetch_or(1ull << ordinal, std::memory_order_relaxed);
+}
+
+// A GPU's /meta/devices row with its PCIe link: once per GPU, a few small files of
+// /proc and /sys (CUPTI's own PCIe records come only to a subscriber enabled
+// before cuInit).
+void AddDevice(const SourceContext& agent, DeviceInfo info, const std::string& uuid) {
+  if (info.device_id < 64)
+    g_devices_described.fetch_or(1ull << info.device_id, std::memory_order_relaxed);
+  info.uuid_id = agent.sink().Intern(uuid, RecordKind::kKernel);
+  const PcieLink link = ReadPcieLink(uuid);
+  info.pcie_gen = link.gen;
+  info.pcie_width = link.width;
+  agent.notes().AddDevice(info);
+}
+
+// CUPTI sends its device records for contexts created while it is subscribed:
+// in budgeted mode the first window opens after the application made its
+// context, so no record comes. The GPUs the window's records came from are
+// described by the driver this process already loaded instead.
+void DescribeSeenDevices(const SourceContext& agent) {
+  const uint64_t todo = g_devices_seen.load(std::memory_order_relaxed) &
+                        ~g_devices_described.load(std::memory_order_relaxed);
+  if (todo == 0) return;
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+  if (cuda == nullptr) return;
+  using GetFn = int (*)(int*, int);
+  using NameFn = int (*)(char*, int, int);
+  using AttrFn = int (*)(int*, int, int);
+  using MemFn = int (*)(size_t*, int);
+  using UuidFn = int (*)(CUuuid*, int);
+  auto get = reinterpret_cast<GetFn>(dlsym(cuda, "cuDeviceGet"));
+  auto name = reinterpret_cast<NameFn>(dlsym(cuda, "cuDeviceGetName"));
+  auto attr = reinterpret_cast<AttrFn>(dlsym(cuda, "cuDeviceGetAttribute"));
+  auto mem = reinterpret_cast<MemFn>(dlsym(cuda, "cuDeviceTotalMem_v2"));
+  auto uuid = reinterpret_cast<UuidFn>(dlsym(cuda, "cuDeviceGetUuid_v2"));
+  if (uuid == nullptr) uuid = reinterpret_cast<UuidFn>(dlsym(cuda, "cuDeviceGetUuid"));
+  if (get != nullptr && name != nullptr && attr != nullptr && mem != nullptr && uuid != nullptr) {
+    for (uint32_t ordinal = 0; ordinal < 64; ++ordinal) {
+      if ((todo & (1ull << ordinal)) == 0) continue;
+      int device = 0;
+      CUuuid u{};
+      if (get(&device, static_cast<int>(ordinal)) != 0 || uuid(&u, device) != 0) continue;
+      char text[256] = {};
+      int sms = 0, major = 0, minor = 0;
+      size_t bytes = 0;
+      name(text, sizeof(text) - 1, device);
+      attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+      attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+      attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+      mem(&bytes, device);
+      DeviceInfo info{};
+      info.device_id = ordinal;
+      info.name_id = agent.sink().Intern(text, RecordKind::kKernel);
+      info.sm_count = static_cast<uint32_t>(sms);
+      info.global_memory_bytes = bytes;
+      info.compute_major = static_cast<uint32_t>(major);
+      info.compute_minor = static_cast<uint32_t>(minor);
+      AddDevice(agent, info, GpuUuidText(reinterpret_cast<const unsigned char*>(u.bytes)));
+    }
+  }
+  dlclose(cuda);
+}
+
 // The fields CUPTI's two copy records (MEMCPY, MEMCPY2) share by name.
 template <typename CuptiCopy>
 MemcpyRecord CommonMemcpyFields(const CuptiCopy& m) {
@@ -158,6 +229,7 @@ MemcpyRecord CommonMemcpyFields(const CuptiCopy& m) {
   r.bytes = m.bytes;
   r.correlation_id = Correlation(m.correlationId);
   r.device_id = m.deviceId;
+  NoteDevice(m.deviceId);
   r.context_id = m.contextId;
   r.stream_id = m.streamId;
   r.copy_kind = m.copyKind;
@@ -166,6 +238,11 @@ MemcpyRecord CommonMemcpyFields(const CuptiCopy& m) {
   r.flags = m.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC ? 1 : 0;
   return r;
 }
+
+// A CUDA graph was instantiated, or one ran, while CUPTI was attached
+// (CaptureWindows::Close): a kernel record of a graph, or the graph-exec
+// resource callback.
+std::atomic<bool> g_graph_exec_attached{false};
 
 void Convert(const CUpti_Activity* rec) {
   const SourceContext& agent = *g_agent;
@@ -182,10 +259,12 @@ void Convert(const CUpti_Activity* rec) {
       r.correlation_id = Correlation(k->correlationId);
       r.device_id = k->deviceId;
       NoteKernelDevice(k->deviceId);
+      NoteDevice(k->deviceId);
       r.context_id = k->contextId;
       r.stream_id = k->streamId;
       r.name_id = KernelNameId(k->name);
       r.graph_id = k->graphId;
+      if (k->graphId != 0) g_graph_exec_attached.store(true, std::memory_order_relaxed);
       r.grid_x = k->gridX;
       r.grid_y = k->gridY;
       r.grid_z = k->gridZ;
@@ -221,6 +300,7 @@ void Convert(const CUpti_Activity* rec) {
       r.bytes = m->bytes;
       r.correlation_id = Correlation(m->correlationId);
       r.device_id = m->deviceId;
+      NoteDevice(m->deviceId);
       r.context_id = m->contextId;
       r.stream_id = m->streamId;
       r.value = m->value;
@@ -272,14 +352,12 @@ void Convert(const CUpti_Activity* rec) {
       const auto* d = reinterpret_cast<const CUpti_ActivityDevice5*>(rec);
       DeviceInfo info{};
       info.device_id = d->id;
-      info.uuid_id = store.Intern(
-          GpuUuidText(reinterpret_cast<const unsigned char*>(d->uuid.bytes)), RecordKind::kKernel);
       info.name_id = store.Intern(d->name ? d->name : "", RecordKind::kKernel);
       info.sm_count = d->numMultiprocessors;
       info.global_memory_bytes = d->globalMemorySize;
       info.compute_major = d->computeCapabilityMajor;
       info.compute_minor = d->computeCapabilityMinor;
-      agent.notes().AddDevice(info);
+      AddDevice(agent, info, GpuUuidText(reinterpret_cast<const unsigned char*>(d->uuid.bytes)));
       return;
     }
     default:
@@ -317,8 +395,6 @@ uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
 // capturing cuLaunchKernelEx, on its thread) and a node cloned (graph
 // instantiation); a third notes that a graph was instantiated while attached
 // (Close). Other graph nodes return at once.
-// A CUDA graph was instantiated while CUPTI was attached (CaptureWindows::Close).
-std::atomic<bool> g_graph_exec_attached{false};
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
@@ -492,10 +568,13 @@ class CuptiCapture final : public ActivityCapture {
     // are dropped by Convert; the window's last step ended a whole step ago).
     cuptiActivityFlushAll(0);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    DescribeSeenDevices(*g_agent);
     if (g_graph_exec_attached.load(std::memory_order_relaxed)) {
       // Measured on an H200 (CUDA 13, JAX 0.11 with XLA's command buffers):
-      // after cuptiFinalize, launches of CUDA graphs instantiated while CUPTI
-      // was attached fail (CUDA_ERROR_LAUNCH_FAILED) and take the job down.
+      // after cuptiFinalize, launches of CUDA graphs that CUPTI saw (instantiated
+      // or run while it was attached: XLA instantiates its graphs in the first
+      // steps, before the first window) fail (CUDA_ERROR_LAUNCH_FAILED) and take
+      // the job down. The records just flushed say whether a graph ran.
       // So once one was, CUPTI stays subscribed between windows with every
       // activity kind off (Quiesce): it costs some time per launch, the job
       // keeps running. CUPTI's correlation ids go on counting on the same
@@ -534,6 +613,7 @@ class CuptiCapture final : public ActivityCapture {
   void FlushAtExit() {
     if (!attached_.load(std::memory_order_acquire)) return;
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    DescribeSeenDevices(*g_agent);
   }
 
  private:

@@ -54,7 +54,7 @@ testing::RankTrace RealisticRank() {
   const uint32_t ring = s.Intern("Ring"), simple = s.Intern("Simple");
   const uint32_t f32 = s.Intern("float32"), comm = s.Intern("comm0");
   t.meta.devices.push_back(
-      DeviceInfo{0, s.Intern("GPU-0"), s.Intern("NVIDIA H200"), 132, 150ull << 30, 9, 0});
+      DeviceInfo{0, s.Intern("GPU-0"), s.Intern("NVIDIA H200"), 132, 150ull << 30, 9, 0, 5, 16});
   const uint64_t t0 = 10'000'000;
 
   auto& kernels = t.Get<KernelRecord>();

@@ -44,8 +44,8 @@ RankMetadata FullMetadata() {
   for (size_t i = 0; i < kRecordKindCount; ++i) m.dropped[i] = 1000 * i + 3;
   m.notes = {"CUPTI unavailable: another profiler holds the subscriber", "memory cap reached",
              "ünïcödé note ✓"};
-  m.devices = {DeviceInfo{0, 1, 2, 132, 150'000'000'000, 9, 0},
-               DeviceInfo{1, 3, 2, 132, 150'000'000'000, 9, 0}};
+  m.devices = {DeviceInfo{0, 1, 2, 132, 150'000'000'000, 9, 0, 5, 16},
+               DeviceInfo{1, 3, 2, 132, 150'000'000'000, 9, 0, 4, 8}};
   return m;
 }
 
@@ -146,6 +146,72 @@ TEST(FormatMetadata, OlderMinorWithoutClockLeaderFieldsReadsAsOwnMeasurement) {
   EXPECT_EQ(back->clock_offset_ns, FullMetadata().clock_offset_ns);
 }
 
+// 1.10 added devices.pcie_gen and pcie_width: a 1.9 file's 32-byte device rows
+// (written here with HDF5's own API, member by member as 1.9 wrote them) read
+// with every other member in place and the link not known.
+TEST(FormatMetadata, OlderMinorDeviceRowsReadWithoutThePcieLink) {
+  TempDir dir;
+  const std::string path = dir.File("rank.h5");
+  {
+    auto writer = TraceWriter::Create(path, FileKind::kRank);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE((*writer)->WriteRankMetadata(FullMetadata()).ok());
+    ASSERT_TRUE((*writer)->WriteStrings(StringTable()).ok());
+    ASSERT_TRUE((*writer)->Finish().ok());
+  }
+  struct OldDevice {
+    uint32_t device_id, uuid_id, name_id, sm_count;
+    uint64_t global_memory_bytes;
+    uint32_t compute_major, compute_minor;
+  };
+  static_assert(sizeof(OldDevice) == 32);
+  const OldDevice rows[2] = {{0, 1, 2, 132, 150'000'000'000, 9, 0},
+                             {1, 3, 2, 78, 96ull << 30, 8, 9}};
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  ASSERT_GE(H5Ldelete(f, "/meta/devices", H5P_DEFAULT), 0);
+  hid_t type = H5Tcreate(H5T_COMPOUND, sizeof(OldDevice));
+  H5Tinsert(type, "device_id", HOFFSET(OldDevice, device_id), H5T_NATIVE_UINT32);
+  H5Tinsert(type, "uuid_id", HOFFSET(OldDevice, uuid_id), H5T_NATIVE_UINT32);
+  H5Tinsert(type, "name_id", HOFFSET(OldDevice, name_id), H5T_NATIVE_UINT32);
+  H5Tinsert(type, "sm_count", HOFFSET(OldDevice, sm_count), H5T_NATIVE_UINT32);
+  H5Tinsert(type, "global_memory_bytes", HOFFSET(OldDevice, global_memory_bytes),
+            H5T_NATIVE_UINT64);
+  H5Tinsert(type, "compute_major", HOFFSET(OldDevice, compute_major), H5T_NATIVE_UINT32);
+  H5Tinsert(type, "compute_minor", HOFFSET(OldDevice, compute_minor), H5T_NATIVE_UINT32);
+  hsize_t dims[1] = {2};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  hid_t ds = H5Dcreate2(f, "/meta/devices", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(ds, 0);
+  EXPECT_GE(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), 0);
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Tclose(type);
+  hid_t minor = H5Aopen(f, "aon_format_minor", H5P_DEFAULT);
+  const int64_t nine = 9;
+  EXPECT_GE(H5Awrite(minor, H5T_NATIVE_INT64, &nine), 0);
+  H5Aclose(minor);
+  H5Fclose(f);
+
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto back = (*reader)->ReadRankMetadata();
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->devices.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const DeviceInfo& d = back->devices[i];
+    EXPECT_EQ(d.device_id, rows[i].device_id);
+    EXPECT_EQ(d.uuid_id, rows[i].uuid_id);
+    EXPECT_EQ(d.name_id, rows[i].name_id);
+    EXPECT_EQ(d.sm_count, rows[i].sm_count);
+    EXPECT_EQ(d.global_memory_bytes, rows[i].global_memory_bytes);
+    EXPECT_EQ(d.compute_major, rows[i].compute_major);
+    EXPECT_EQ(d.compute_minor, rows[i].compute_minor);
+    EXPECT_EQ(d.pcie_gen, 0u);
+    EXPECT_EQ(d.pcie_width, 0u);
+  }
+}
+
 // The agent -> collector socket carries the 1.3 fields too (the collector
 // writes the rank file from them).
 TEST(FormatMetadata, WireCarriesClockLeaderFields) {
@@ -163,6 +229,26 @@ TEST(FormatMetadata, WireCarriesClockLeaderFields) {
   EXPECT_NE(bad.status().message().find("clock_leader_rank"), std::string::npos);
 }
 
+// The PCIe link travels with its device; an older agent's seven values still
+// decode (no link known), and any other count is refused with its key.
+TEST(FormatMetadata, WireCarriesThePcieLinkAndReadsOlderDevices) {
+  auto back = DecodeRankMetadata(EncodeRankMetadata(FullMetadata()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->devices.size(), 2u);
+  EXPECT_EQ(back->devices[0].pcie_gen, 5u);
+  EXPECT_EQ(back->devices[0].pcie_width, 16u);
+  EXPECT_EQ(back->devices[1].pcie_width, 8u);
+  auto older = DecodeRankMetadata("device=3,1,2,132,1000,9,0\n");
+  ASSERT_TRUE(older.ok()) << older.status().ToString();
+  ASSERT_EQ(older->devices.size(), 1u);
+  EXPECT_EQ(older->devices[0].device_id, 3u);
+  EXPECT_EQ(older->devices[0].pcie_gen, 0u);
+  EXPECT_EQ(older->devices[0].pcie_width, 0u);
+  auto eight = DecodeRankMetadata("device=3,1,2,132,1000,9,0,5\n");
+  ASSERT_FALSE(eight.ok());
+  EXPECT_NE(eight.status().message().find("device"), std::string::npos);
+}
+
 TEST(FormatMetadata, ExtremeValuesRoundTrip) {
   TempDir dir;
   RankMetadata m = FullMetadata();
@@ -172,7 +258,7 @@ TEST(FormatMetadata, ExtremeValuesRoundTrip) {
   m.clock_drift_ppm = -1e-9;
   m.dropped.fill(uint64_t{1} << 40);
   m.devices.clear();
-  for (uint32_t d = 0; d < 16; ++d) m.devices.push_back(DeviceInfo{d, d, d, d, d, d, d});
+  for (uint32_t d = 0; d < 16; ++d) m.devices.push_back(DeviceInfo{d, d, d, d, d, d, d, d, d});
   auto back = WriteAndRead(dir, m);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ExpectSameMetadata(m, *back);

@@ -116,7 +116,7 @@ inline RankTrace RandomRankTrace(std::mt19937_64& rng, int rank, int world,
   for (uint32_t d = 0; d < 2; ++d) {
     t.meta.devices.push_back(
         DeviceInfo{d, t.strings.Intern("GPU-" + std::to_string(rank) + "-" + std::to_string(d)),
-                   t.strings.Intern("NVIDIA H200"), 132, 150ull << 30, 9, 0});
+                   t.strings.Intern("NVIDIA H200"), 132, 150ull << 30, 9, 0, 5, 16});
   }
   return t;
 }

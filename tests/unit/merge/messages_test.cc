@@ -37,8 +37,8 @@ RankMetadata FullMetadata() {
   m.nccl_gpu_clock_spread_ns = 300;
   m.truncated = true;
   m.last_record_ns = 1'500'000'000;
-  m.devices = {DeviceInfo{0, 4, 5, 132, 150ull << 30, 9, 0},
-               DeviceInfo{1, 6, 5, 132, 150ull << 30, 9, 0}};
+  m.devices = {DeviceInfo{0, 4, 5, 132, 150ull << 30, 9, 0, 5, 16},
+               DeviceInfo{1, 6, 5, 132, 150ull << 30, 9, 0, 5, 16}};
   return m;
 }
 
@@ -98,7 +98,7 @@ ProcessOutcome FullProcessOutcome() {
   a.nccl_gpu_clock_spread_ns = 25;
   a.notes = {"note"};
   a.problems = {"p1", "p2"};
-  a.devices = {DeviceInfo{0, 10, 11, 132, 1ull << 40, 9, 0}};
+  a.devices = {DeviceInfo{0, 10, 11, 132, 1ull << 40, 9, 0, 0, 0}};
   m.ranks.push_back(a);
   RankResult empty;  // defaults: no timed record, no devices
   empty.rank = 6;

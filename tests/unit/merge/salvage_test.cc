@@ -237,14 +237,14 @@ TEST(TraceWriterRewrite, MetadataWrittenTwiceKeepsTheSecondValues) {
   const std::string path = dir.File("rank-00000.h5");
   RankMetadata first = testing::BasicMetadata(0, 1);
   first.host = "a-rather-long-host-name-first";
-  first.devices = {DeviceInfo{0, 0, 0, 1, 1, 1, 1}, DeviceInfo{1, 0, 0, 1, 1, 1, 1}};
+  first.devices = {DeviceInfo{0, 0, 0, 1, 1, 1, 1, 0, 0}, DeviceInfo{1, 0, 0, 1, 1, 1, 1, 0, 0}};
   RankMetadata second = testing::BasicMetadata(3, 8);
   second.host = "h2";
   second.truncated = 1;
   second.last_record_ns = 42;
   second.nccl_gpu_clock_pairs = 5;
   second.notes = {"one", "two"};
-  second.devices = {DeviceInfo{7, 0, 0, 132, 2, 9, 0}};
+  second.devices = {DeviceInfo{7, 0, 0, 132, 2, 9, 0, 0, 0}};
   {
     auto w = TraceWriter::Create(path, FileKind::kRank);
     ASSERT_TRUE(w.ok()) << w.status().ToString();

@@ -48,7 +48,8 @@ inline constexpr int kFormatMajor = 1;
 // external_kind 3; the step source "pytorch" (aon_framework_step).
 // 1.9: steps.thread_cpu_ns (the CPU time of the thread that marks the steps,
 // per step: a host busy between launches tells apart from one that waits).
-inline constexpr int kFormatMinor = 9;
+// 1.10: devices.pcie_gen and pcie_width (the GPU's PCIe link, from CUPTI).
+inline constexpr int kFormatMinor = 10;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -62,8 +63,13 @@ struct DeviceInfo {
   uint64_t global_memory_bytes;
   uint32_t compute_major;
   uint32_t compute_minor;
+  // The GPU's PCIe link as CUPTI reports it (1.10; 0: not known): generation
+  // (1..6) and lanes. The pageable-copies finding's reference rate when the run
+  // has no pinned copy of its own.
+  uint32_t pcie_gen;
+  uint32_t pcie_width;
 };
-static_assert(sizeof(DeviceInfo) == 32);
+static_assert(sizeof(DeviceInfo) == 40);
 template <>
 struct TableTraits<DeviceInfo> {
   using T = DeviceInfo;
@@ -76,7 +82,9 @@ struct TableTraits<DeviceInfo> {
       AON_FIELD(T, sm_count, kQuantity, "streaming multiprocessors"),
       AON_FIELD(T, global_memory_bytes, kQuantity, "device memory"),
       AON_FIELD(T, compute_major, kQuantity, "compute capability, major"),
-      AON_FIELD(T, compute_minor, kQuantity, "compute capability, minor")};
+      AON_FIELD(T, compute_minor, kQuantity, "compute capability, minor"),
+      AON_FIELD(T, pcie_gen, kQuantity, "PCIe link generation (1.10; 0: not known)"),
+      AON_FIELD(T, pcie_width, kQuantity, "PCIe link lanes (1.10; 0: not known)")};
 };
 inline const TableSchema& DeviceInfoSchema() { return SchemaOf<DeviceInfo>(); }
 
