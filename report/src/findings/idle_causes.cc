@@ -2,8 +2,8 @@
 // pageable-copies (rules/): the GPU gaps of one cause (host synchronization, host
 // work outside CUDA calls, host launched late, synchronous/pageable copies) on the rank where they
 // cost the most, in steady state (median per step x steps). Pageable copies add what pinning
-// would save of their time (PinningSaves). The straggler's
-// claimed gaps are left out: its host-late and host-work gaps, and its gaps of any
+// would save of their time (PinningSaves: at the run's own pinned rate, else the link's). The
+// straggler's claimed gaps are left out: its host-late and host-work gaps, and its gaps of any
 // cause inside its slow range.
 #include "findings/idle_causes.h"
 
@@ -27,20 +27,24 @@ std::string TopNvtx(const std::map<std::string, uint64_t>& m) {
 
 // What pinning would save on rank `q` over the run: for its pageable copies of
 // 1 MiB or more, their time less the time their bytes take at the rate its own
-// large pinned host<->device copies reached; for smaller ones (latency-bound),
-// and without any pinned copy, half their time (pinned memory at least doubles
-// a pageable copy's rate: the driver stages pageable memory through its own
-// pinned buffers). Scaled to the run with capture windows.
+// large pinned host<->device copies reached, or, with no such copy, at the most
+// its GPU's PCIe link carries (then an upper bound); for smaller ones
+// (latency-bound), and with neither reference, half their time (pinned memory
+// at least doubles a pageable copy's rate: the driver stages pageable memory
+// through its own pinned buffers). Scaled to the run with capture windows.
 double PinningSaves(const Report& r, uint32_t q) {
   const MemoryRank& m = r.memory[q];
   if (m.pageable_ns == 0) return 0;
   const double scale = q < r.idle.run_scale.size() ? r.idle.run_scale[q] : 1.0;  // RunScale
   double saved = m.pageable_ns / 2.0;
-  if (m.pinned_ns > 0 && m.pinned_bytes > 0) {
+  const double ns_per_byte =
+      m.pinned_ns > 0 && m.pinned_bytes > 0
+          ? static_cast<double>(m.pinned_ns) / static_cast<double>(m.pinned_bytes)
+      : m.link_bytes_per_ns > 0 ? 1.0 / m.link_bytes_per_ns
+                                : 0.0;
+  if (ns_per_byte > 0) {
     // The rate holds for copies of 1 MiB or more; smaller ones keep half.
-    const double pinned_ns =
-        static_cast<double>(m.pageable_large_bytes) *
-        (static_cast<double>(m.pinned_ns) / static_cast<double>(m.pinned_bytes));
+    const double pinned_ns = static_cast<double>(m.pageable_large_bytes) * ns_per_byte;
     saved = std::max(0.0, static_cast<double>(m.pageable_large_ns) - pinned_ns) +
             static_cast<double>(m.pageable_ns - m.pageable_large_ns) / 2.0;
   }
@@ -98,10 +102,15 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
     const MemoryRank& m = r.memory[worst];
     d.values["pageable_bytes"] = FormatBytes(static_cast<double>(m.pageable_bytes));
     if (m.pageable_ns > 0) d.values["pageable_rate"] = RateText(m.pageable_bytes, m.pageable_ns);
+    char link[96];
+    std::snprintf(link, sizeof link,
+                  "no pinned copy to compare: at most the GPU's PCIe gen%u x%u link, %.1f GB/s",
+                  m.pcie_gen, m.pcie_width, m.link_bytes_per_ns);
     d.values["pinned_rate"] =
         m.pinned_ns > 0
             ? "pinned copies of this run reached " + RateText(m.pinned_bytes, m.pinned_ns)
-            : "no pinned copy to compare: pinning assumed to double the rate";
+        : m.link_bytes_per_ns > 0 ? std::string(link)
+                                  : "no pinned copy to compare: pinning assumed to double the rate";
     d.numbers["pinning_saves_ns"] = PinningSaves(r, worst);
   }
   d.numbers.insert(

@@ -271,6 +271,44 @@ TEST(Idle, PinningSavesWhatTheRunsOwnPinnedCopiesShow) {
       << pageable->evidence;
 }
 
+// Without a pinned copy of its own, the run's reference is its GPU's PCIe link:
+// what the copies' bytes take at the most the link carries (an upper bound on
+// the saving, said so); without the link either, half the copies' time.
+TEST(Idle, PinningSavesAtMostWhatTheLinkCarriesWithoutAPinnedCopy) {
+  EXPECT_NEAR(PcieLinkRate(5, 16), 64.0 * 128 / 130 * 256 / 280, 1e-9);
+  EXPECT_NEAR(PcieLinkRate(4, 8), 16.0 * 128 / 130 * 256 / 280, 1e-9);
+  EXPECT_NEAR(PcieLinkRate(2, 16), 10.0 * 0.8 * 256 / 280, 1e-9);
+  EXPECT_EQ(PcieLinkRate(0, 16), 0.0);
+  EXPECT_EQ(PcieLinkRate(7, 16), 0.0);
+  for (const uint32_t gen : {5u, 4u, 0u}) {
+    TempDir dir;
+    TimelineBuilder b;
+    b.Rank(0);
+    b.Device(0, 0, "GPU-0");
+    b.devices.back().record.pcie_gen = gen;
+    b.devices.back().record.pcie_width = 16;
+    constexpr uint64_t kMiB256 = 256ull << 20;
+    for (uint64_t s = 0; s < 10; ++s) {
+      const uint64_t at = kMs + s * 50 * kMs;
+      b.Step(0, s, at, at + 50 * kMs, 0, StepSource::kPytorch);
+      const uint32_t corr = b.Memcpy(0, at + kMs, at + 41 * kMs, kMiB256, 1, true, true);
+      b.Api(0, "cudaMemcpyAsync", at + kMs - 5 * kUs, at + 41 * kMs, 1, corr);
+      b.Kernel(0, "sm90_gemm", at + 41 * kMs, at + 50 * kMs, 1);
+    }
+    const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+    const Finding* pageable = FindKind(r, "pageable-copies");
+    ASSERT_NE(pageable, nullptr) << gen;
+    const double link = PcieLinkRate(gen, 16);
+    const double per_copy = link > 0 ? 40.0 * kMs - kMiB256 / link : 20.0 * kMs;
+    EXPECT_NEAR(pageable->numbers.at("pinning_saves_ns"), 10 * per_copy, 1e3) << gen;
+    const std::string said =
+        gen == 5   ? "no pinned copy to compare: at most the GPU's PCIe gen5 x16 link, 57.6 GB/s"
+        : gen == 4 ? "at most the GPU's PCIe gen4 x16 link, 28.8 GB/s"
+                   : "no pinned copy to compare: pinning assumed to double the rate";
+    EXPECT_NE(pageable->evidence.find(said), std::string::npos) << pageable->evidence;
+  }
+}
+
 TEST(Idle, SteadyStateIgnoresAWarmupStep) {
   TempDir dir;
   TimelineBuilder b;

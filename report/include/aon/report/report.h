@@ -349,10 +349,18 @@ struct MemoryRank {
   uint64_t pinned_bytes = 0, pinned_ns = 0;
   // ... and the pageable copies of at least 1 MiB (rate-bound; smaller ones are latency-bound)
   uint64_t pageable_large_bytes = 0, pageable_large_ns = 0;
+  // The PCIe link of the GPU its pageable copies went to (/meta/devices; 0: not
+  // known) and the most that link carries, in bytes per ns (= GB/s; PcieLinkRate).
+  uint32_t pcie_gen = 0, pcie_width = 0;
+  double link_bytes_per_ns = 0;
   uint64_t small_count = 0, small_ns = 0;  // copies < 64 KiB
   uint64_t copies = 0, copy_bytes = 0, copy_ns = 0;
 };
 std::vector<MemoryRank> AnalyzeMemory(const Timeline& t);
+// The payload a PCIe link of generation `gen` (1..6) and `width` lanes carries
+// at most, in bytes per ns: lanes x transfer rate x line-code efficiency x the
+// share of a 256-byte packet that is payload. 0 for an unknown generation.
+double PcieLinkRate(uint32_t gen, uint32_t width);
 
 struct NvtxStat {
   std::string name;  // "domain:name" for non-default domains; digits runs -> "#"

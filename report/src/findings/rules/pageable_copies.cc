@@ -1,5 +1,6 @@
 // pageable-copies: GPU gaps before synchronous or pageable copies, plus what pinning would save of
-// the pageable copies' time (at the rate the run's own large pinned copies reached; else half).
+// the pageable copies' time (at the rate the run's own large pinned copies reached, else at the
+// GPU's PCIe link rate, else half).
 // Gain: those gaps on the worst rank, median per step x steps (idle_causes.cc).
 #include "findings/idle_causes.h"
 #include "findings/rule.h"
