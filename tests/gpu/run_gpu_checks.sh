@@ -8,6 +8,7 @@
 # scores the report's findings on the planted problems of tests/gpu/pathologies/
 # (tests/gpu/score_findings.py, both modes, SCORE_VARIANTS of each program).
 #   ONLY=capture   the capture checks alone;  ONLY=findings   the scorer alone
+#   (SCORE_PROGRAMS=a,b: those programs of the corpus only)
 #   (one device command may run 10 minutes: the two together take about 11).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,6 +38,7 @@ SCORE_VARIANTS=${SCORE_VARIANTS:-0}
 score_findings() {
   log "findings on the planted problems (variants $SCORE_VARIANTS, budgeted and full)"
   python3 tests/gpu/score_findings.py --bin "$BIN" --out "$OUT/score" --variants "$SCORE_VARIANTS" \
+    --programs "${SCORE_PROGRAMS:-}" \
     --timeout 120 > "$OUT/check-findings.log" 2>&1
   local rc=$?
   sed -n '/^program /,$p' "$OUT/check-findings.log" | tee "$OUT/check-findings.txt"

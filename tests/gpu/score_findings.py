@@ -176,6 +176,9 @@ def main():
                         f"exit {done.returncode}" if done.returncode != 0 else "no TRUTH line")
                     row.update(first="-", figure="-", result="FAIL", why=f"{why} (see {log})")
                     record(row)
+                    # The log stays on the GPU host with the job dirs: say its end here.
+                    print("\n".join("    | " + line for line in output.splitlines()[-25:]),
+                          flush=True)
                     continue
                 report_json = job + ".report.json"
                 rep = subprocess.run([os.path.join(args.bin, "aon-report"), "--json", report_json,
