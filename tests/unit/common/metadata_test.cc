@@ -111,28 +111,35 @@ TEST(FormatMetadata, DefaultsRoundTrip) {
   EXPECT_TRUE(back->notes.empty());
 }
 
+// Says the open file `f` is of format minor `minor`.
+void SetFormatMinor(hid_t f, int64_t minor) {
+  hid_t a = H5Aopen(f, "aon_format_minor", H5P_DEFAULT);
+  EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &minor), 0);
+  H5Aclose(a);
+}
+
+// A rank file of FullMetadata() and no strings, to edit into an older minor's.
+void WriteFullRank(const std::string& path) {
+  auto writer = TraceWriter::Create(path, FileKind::kRank);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  ASSERT_TRUE((*writer)->WriteRankMetadata(FullMetadata()).ok());
+  ASSERT_TRUE((*writer)->WriteStrings(StringTable()).ok());
+  ASSERT_TRUE((*writer)->Finish().ok());
+}
+
 // 1.3 added clock_leader_rank and clock_id: a 1.2 file (without them) reads as
 // "this rank measured for itself, clock unknown", which leaves it as it was.
 TEST(FormatMetadata, OlderMinorWithoutClockLeaderFieldsReadsAsOwnMeasurement) {
   TempDir dir;
   const std::string path = dir.File("rank.h5");
-  {
-    auto writer = TraceWriter::Create(path, FileKind::kRank);
-    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-    ASSERT_TRUE((*writer)->WriteRankMetadata(FullMetadata()).ok());
-    ASSERT_TRUE((*writer)->WriteStrings(StringTable()).ok());
-    ASSERT_TRUE((*writer)->Finish().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteFullRank(path));
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   ASSERT_GE(f, 0);
   hid_t meta = H5Gopen2(f, "/meta", H5P_DEFAULT);
   EXPECT_GE(H5Adelete(meta, "clock_leader_rank"), 0);
   EXPECT_GE(H5Adelete(meta, "clock_id"), 0);
   H5Gclose(meta);
-  hid_t minor = H5Aopen(f, "aon_format_minor", H5P_DEFAULT);
-  const int64_t two = 2;
-  EXPECT_GE(H5Awrite(minor, H5T_NATIVE_INT64, &two), 0);
-  H5Aclose(minor);
+  SetFormatMinor(f, 2);
   H5Fclose(f);
 
   auto reader = TraceReader::Open(path);
@@ -152,13 +159,7 @@ TEST(FormatMetadata, OlderMinorWithoutClockLeaderFieldsReadsAsOwnMeasurement) {
 TEST(FormatMetadata, OlderMinorDeviceRowsReadWithoutThePcieLink) {
   TempDir dir;
   const std::string path = dir.File("rank.h5");
-  {
-    auto writer = TraceWriter::Create(path, FileKind::kRank);
-    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-    ASSERT_TRUE((*writer)->WriteRankMetadata(FullMetadata()).ok());
-    ASSERT_TRUE((*writer)->WriteStrings(StringTable()).ok());
-    ASSERT_TRUE((*writer)->Finish().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteFullRank(path));
   struct OldDevice {
     uint32_t device_id, uuid_id, name_id, sm_count;
     uint64_t global_memory_bytes;
@@ -187,10 +188,7 @@ TEST(FormatMetadata, OlderMinorDeviceRowsReadWithoutThePcieLink) {
   H5Dclose(ds);
   H5Sclose(space);
   H5Tclose(type);
-  hid_t minor = H5Aopen(f, "aon_format_minor", H5P_DEFAULT);
-  const int64_t nine = 9;
-  EXPECT_GE(H5Awrite(minor, H5T_NATIVE_INT64, &nine), 0);
-  H5Aclose(minor);
+  SetFormatMinor(f, 9);
   H5Fclose(f);
 
   auto reader = TraceReader::Open(path);

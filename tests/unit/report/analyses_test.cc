@@ -245,6 +245,19 @@ TEST(Idle, PlantedGapsGetTheirHostSideCause) {
       << pageable->evidence;
 }
 
+// Ten 50 ms steps of rank 0, each a 256 MiB pageable host-to-device copy of
+// 40 ms (6.7 GB/s), then a 9 ms GEMM.
+constexpr uint64_t kPageableBytes = 256ull << 20;
+void PlantPageableSteps(TimelineBuilder* b) {
+  for (uint64_t s = 0; s < 10; ++s) {
+    const uint64_t at = kMs + s * 50 * kMs;
+    b->Step(0, s, at, at + 50 * kMs, 0, StepSource::kPytorch);
+    const uint32_t corr = b->Memcpy(0, at + kMs, at + 41 * kMs, kPageableBytes, 1, true, true);
+    b->Api(0, "cudaMemcpyAsync", at + kMs - 5 * kUs, at + 41 * kMs, 1, corr);
+    b->Kernel(0, "sm90_gemm", at + 41 * kMs, at + 50 * kMs, 1);
+  }
+}
+
 // What pinning saves comes from the run's own pinned copies when it has any:
 // 10 steps, each copying 256 MiB from pageable memory in 40 ms (6.7 GB/s),
 // and one 256 MiB pinned copy of 5 ms (53.7 GB/s): 35 ms a step, not half of 40.
@@ -252,15 +265,8 @@ TEST(Idle, PinningSavesWhatTheRunsOwnPinnedCopiesShow) {
   TempDir dir;
   TimelineBuilder b;
   b.Rank(0);
-  constexpr uint64_t kMiB256 = 256ull << 20;
-  for (uint64_t s = 0; s < 10; ++s) {
-    const uint64_t at = kMs + s * 50 * kMs;
-    b.Step(0, s, at, at + 50 * kMs, 0, StepSource::kPytorch);
-    const uint32_t corr = b.Memcpy(0, at + kMs, at + 41 * kMs, kMiB256, 1, true, true);
-    b.Api(0, "cudaMemcpyAsync", at + kMs - 5 * kUs, at + 41 * kMs, 1, corr);
-    b.Kernel(0, "sm90_gemm", at + 41 * kMs, at + 50 * kMs, 1);
-  }
-  b.Memcpy(0, 600 * kMs, 605 * kMs, kMiB256, 1, false, true);
+  PlantPageableSteps(&b);
+  b.Memcpy(0, 600 * kMs, 605 * kMs, kPageableBytes, 1, false, true);
   const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
   const Finding* pageable = FindKind(r, "pageable-copies");
   ASSERT_NE(pageable, nullptr);
@@ -287,19 +293,12 @@ TEST(Idle, PinningSavesAtMostWhatTheLinkCarriesWithoutAPinnedCopy) {
     b.Device(0, 0, "GPU-0");
     b.devices.back().record.pcie_gen = gen;
     b.devices.back().record.pcie_width = 16;
-    constexpr uint64_t kMiB256 = 256ull << 20;
-    for (uint64_t s = 0; s < 10; ++s) {
-      const uint64_t at = kMs + s * 50 * kMs;
-      b.Step(0, s, at, at + 50 * kMs, 0, StepSource::kPytorch);
-      const uint32_t corr = b.Memcpy(0, at + kMs, at + 41 * kMs, kMiB256, 1, true, true);
-      b.Api(0, "cudaMemcpyAsync", at + kMs - 5 * kUs, at + 41 * kMs, 1, corr);
-      b.Kernel(0, "sm90_gemm", at + 41 * kMs, at + 50 * kMs, 1);
-    }
+    PlantPageableSteps(&b);
     const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
     const Finding* pageable = FindKind(r, "pageable-copies");
     ASSERT_NE(pageable, nullptr) << gen;
     const double link = PcieLinkRate(gen, 16);
-    const double per_copy = link > 0 ? 40.0 * kMs - kMiB256 / link : 20.0 * kMs;
+    const double per_copy = link > 0 ? 40.0 * kMs - kPageableBytes / link : 20.0 * kMs;
     EXPECT_NEAR(pageable->numbers.at("pinning_saves_ns"), 10 * per_copy, 1e3) << gen;
     const std::string said =
         gen == 5   ? "no pinned copy to compare: at most the GPU's PCIe gen5 x16 link, 57.6 GB/s"
