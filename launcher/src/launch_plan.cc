@@ -564,6 +564,7 @@ StatusOr<LaunchPlan> PlanLaunch(const RunOptions& options, const HostContext& ho
     }
   }
   AON_ASSIGN_OR_RETURN(AgentSettings settings, AgentSettingsFor(options, plan.job_dir, host.env));
+  AON_RETURN_IF_ERROR(CheckInheritedAgentVariables(settings, host.env));
   if (plan.launcher == LauncherKind::kTorchrun) {
     // torchrun's own Python process loads the agent too (through torch's
     // NVTX/CUDA use); it is our direct child, so this tells it apart from its

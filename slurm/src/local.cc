@@ -53,6 +53,15 @@ int LocalInitPostOpt(spank_t) {
     return -1;
   }
   s.plan = *plan;
+  if (s.plan.profile) {
+    // srun passes its environment to the tasks: a bad AON_* there would reach
+    // every rank's agent, which would disable capture.
+    const Status inherited = CheckStepInheritance(s.plan);
+    if (!inherited.ok()) {
+      UserMessage(inherited.message());
+      return -1;
+    }
+  }
   // Before srun allocates anything: a job id here means salloc/sbatch made the
   // allocation, which is still there when the step ends (srun's own is not).
   s.in_allocation = std::getenv("SLURM_JOB_ID") != nullptr;

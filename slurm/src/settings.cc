@@ -322,7 +322,7 @@ StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user)
   return p;
 }
 
-StatusOr<std::vector<EnvVar>> StepEnvironment(const StepPlan& plan, const StepPaths& paths) {
+StatusOr<AgentSettings> StepSettings(const StepPlan& plan, const StepPaths& paths) {
   AgentSettings settings;
   AON_RETURN_IF_ERROR(settings.Set(AgentVar::kOutputDir, paths.job_dir));
   AON_RETURN_IF_ERROR(settings.Set(AgentVar::kJobId, paths.job_id));
@@ -340,7 +340,21 @@ StatusOr<std::vector<EnvVar>> StepEnvironment(const StepPlan& plan, const StepPa
   }
   if (!paths.collector.empty())
     AON_RETURN_IF_ERROR(settings.Set(AgentVar::kCollector, paths.collector));
+  return settings;
+}
+
+StatusOr<std::vector<EnvVar>> StepEnvironment(const StepPlan& plan, const StepPaths& paths) {
+  AON_ASSIGN_OR_RETURN(AgentSettings settings, StepSettings(plan, paths));
   return AgentEnvironment(settings, paths.agent, paths.pythonpath);
+}
+
+Status CheckStepInheritance(const StepPlan& plan, const EnvLookupFn& env) {
+  StepPaths paths;  // stand-ins: the step's own are known on its nodes only
+  paths.job_dir = "/";
+  paths.job_id = "0.0";
+  paths.collector = "unix:/";
+  AON_ASSIGN_OR_RETURN(AgentSettings settings, StepSettings(plan, paths));
+  return CheckInheritedAgentVariables(settings, env, /*spank=*/true);
 }
 
 StatusOr<std::string> ExpandPathTemplate(std::string_view tmpl, std::string_view user, uint32_t uid,

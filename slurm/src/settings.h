@@ -10,15 +10,15 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "aon/base/status.h"
 #include "aon/config/agent_env.h"
 #include "aon/config/options.h"
-#include "aon/base/status.h"
 
 namespace aon::spank {
 
@@ -40,8 +40,8 @@ struct SiteConfig {
   // GPU counters: the default of --aon-counters and the most a user may ask
   // for, in kCounterModes order off < gpm < auto ("" = the agent's, auto).
   std::string counters;
-  std::string agent;                // libaon_agent.so ("" = next to the plugin)
-  std::string bindir;               // where aon-merge / aon-report are ("" = next to the plugin)
+  std::string agent;   // libaon_agent.so ("" = next to the plugin)
+  std::string bindir;  // where aon-merge / aon-report are ("" = next to the plugin)
 
   bool ModeAllowed(Mode m) const;
 };
@@ -107,10 +107,10 @@ StatusOr<StepPlan> MakeStepPlan(const SiteConfig& site, const UserOptions& user)
 
 // What one step's tasks get besides the plan.
 struct StepPaths {
-  std::string agent;      // libaon_agent.so
-  std::string job_dir;    // AON_OUTPUT_DIR
-  std::string job_id;     // AON_JOB_ID: <job>.<step>
-  std::string collector;  // AON_COLLECTOR ("" = the agent looks beside itself)
+  std::string agent;       // libaon_agent.so
+  std::string job_dir;     // AON_OUTPUT_DIR
+  std::string job_id;      // AON_JOB_ID: <job>.<step>
+  std::string collector;   // AON_COLLECTOR ("" = the agent looks beside itself)
   std::string pythonpath;  // the job's own PYTHONPATH: AON's hook directory goes before it
 };
 
@@ -119,6 +119,11 @@ struct StepPaths {
 // profiler plugin unless --aon-nccl=off). Only what was chosen is set: the
 // job's own AON_* variables reach the tasks otherwise.
 StatusOr<std::vector<EnvVar>> StepEnvironment(const StepPlan& plan, const StepPaths& paths);
+// The AON_* settings of the step (what StepEnvironment sets).
+StatusOr<AgentSettings> StepSettings(const StepPlan& plan, const StepPaths& paths);
+// The AON_* variables of srun's environment (`env`) that the step would pass on
+// as they are: refused when the agent would refuse them (CheckInheritedAgentVariables).
+Status CheckStepInheritance(const StepPlan& plan, const EnvLookupFn& env = nullptr);
 
 // Expands %u (user name), %U (uid), %j (job id), %s (step id), %% in `tmpl`.
 StatusOr<std::string> ExpandPathTemplate(std::string_view tmpl, std::string_view user, uint32_t uid,

@@ -90,6 +90,30 @@ TEST(StepPlan, SitePolicyWins) {
   EXPECT_FALSE(MakeStepPlan(*ParseSiteArgs({"disable"}), o)->profile);
 }
 
+// srun passes its environment to the tasks: a bad AON_* the step would pass on
+// as it is gets refused before the step (naming srun's option), a good one
+// passes, and one the step sets itself is not the user's to check.
+TEST(StepPlan, ABadInheritedAgentVariableIsRefused) {
+  UserOptions o;
+  ASSERT_TRUE(SetModeOption(o, "on").ok());
+  const StepPlan plan = *MakeStepPlan(*ParseSiteArgs({"modes=on"}), o);
+  auto env = [](const char* period, const char* kinds) {
+    return [=](const char* name) -> const char* {
+      if (std::string_view(name) == "AON_CAPTURE_PERIOD") return period;
+      if (std::string_view(name) == "AON_KINDS") return kinds;
+      return nullptr;
+    };
+  };
+  const Status bad = CheckStepInheritance(plan, env("3", nullptr));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("AON_CAPTURE_PERIOD: '3'"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("unset it or pass --aon-capture-period"), std::string::npos)
+      << bad.message();
+  EXPECT_TRUE(CheckStepInheritance(plan, env("64", nullptr)).ok());
+  // AON_KINDS is the step's own (plan.kinds): replaced, whatever it was.
+  EXPECT_TRUE(CheckStepInheritance(plan, env(nullptr, "nonsense")).ok());
+}
+
 // plugstack.conf counters= is the default of --aon-counters and its ceiling
 // (off < gpm < auto): more is refused with the key named, less is allowed.
 TEST(StepPlan, SiteCountersAreTheDefaultAndTheCeiling) {

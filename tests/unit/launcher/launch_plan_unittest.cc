@@ -413,6 +413,38 @@ TEST_F(TempDir, MergeRunsOnTheJobsHostsOrWithTheProcessesAsked) {
   EXPECT_EQ(plan->merge_argv, (Args{dir_ + "/bin/aon-merge", plan->job_dir}));
 }
 
+// An AON_* variable aon-run leaves alone reaches every rank as inherited: a bad
+// one is refused before launching (exit 125), naming it, its value and the fix;
+// a good one passes; one aon-run sets itself (AON_MODE) is replaced, not checked.
+TEST_F(TempDir, PlanLaunchRefusesABadInheritedAgentVariable) {
+  RunOptions o = Options({"mpirun", "-np", "2", "./train"});
+  auto bad = PlanLaunch(o, Host({{"AON_CAPTURE_PERIOD", "3"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(PlanErrorExitStatus(bad.status()), kExitAonError);
+  const std::string& m = bad.status().message();
+  EXPECT_NE(m.find("inherited from the environment"), std::string::npos) << m;
+  EXPECT_NE(m.find("AON_CAPTURE_PERIOD"), std::string::npos) << m;
+  EXPECT_NE(m.find("'3'"), std::string::npos) << m;
+  EXPECT_NE(m.find("unset it or pass --capture-period"), std::string::npos) << m;
+  auto memory = PlanLaunch(o, Host({{"AON_COUNTERS", "sometimes"}}));
+  ASSERT_FALSE(memory.ok());
+  EXPECT_NE(memory.status().message().find("AON_COUNTERS"), std::string::npos);
+
+  auto good = PlanLaunch(o, Host({{"AON_CAPTURE_PERIOD", "64"}}));
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  auto replaced = PlanLaunch(o, Host({{"AON_MODE", "bogus"}}));
+  ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+  for (const EnvVar& v : replaced->agent_env) {
+    if (v.name == "AON_MODE") {
+      EXPECT_EQ(v.value, "budgeted");
+    }
+  }
+  // The option, when given, is what the ranks get: the inherited value is not theirs.
+  o.passthrough[session::PassthroughOption(AgentVar::kCapturePeriod)] = "128";
+  auto given = PlanLaunch(o, Host({{"AON_CAPTURE_PERIOD", "3"}}));
+  EXPECT_TRUE(given.ok()) << given.status().ToString();
+}
+
 TEST_F(TempDir, PlanLaunchKeepsAUserJobIdAndMakesOutputAbsolute) {
   HostContext host = Host({{"AON_JOB_ID", "my-run"}, {"SLURM_JOB_ID", "77"}});
   RunOptions o = Options({"srun", "-n", "2", "./train"});

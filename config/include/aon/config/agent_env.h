@@ -48,6 +48,15 @@ class AgentSettings {
   std::array<std::optional<std::string>, kAgentConfigVariableCount> values_;
 };
 
+// The AON_* variables a front end does not set reach every rank as the user's
+// environment (`env`) has them: each is checked with the agent's own parser, so
+// a bad one (AON_CAPTURE_PERIOD=3) is refused where it enters, naming it, its
+// value and the fix ("unset it or pass <the front end's option>"), instead of
+// every rank's agent refusing it and disabling capture. `spank`: name srun's
+// option (--aon-...) rather than aon-run's.
+Status CheckInheritedAgentVariables(const AgentSettings& settings, const EnvLookupFn& env,
+                                    bool spank = false);
+
 // The agent's environment, in this order:
 //   CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH = agent_path
 //   every variable set in `settings`, in the order of AgentConfigVariables()
