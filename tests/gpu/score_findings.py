@@ -55,19 +55,27 @@ def stated(finding, figure, unit):
 
 
 def impossible(findings, truth):
-    """The findings whose numbers the run cannot support."""
+    """The findings whose numbers the run cannot support. A gain extrapolated from
+    a per-step figure is held to the steps (run_s: first step's start to last
+    step's end); a whole-run figure (a compilation's gain, a phase's seconds) to
+    the program's wall time from its start-up to its TRUTH line (process_s), since
+    what happens before the first step, JAX compiling the initialization say, is
+    part of the run too."""
     bad = []
-    run_ns = truth.get("run_s", 0) * 1e9
+    steps_ns = truth.get("run_s", 0) * 1e9
+    process_ns = max(steps_ns, truth.get("process_s", 0) * 1e9)
     step_ns = truth.get("step_ms", 0) * 1e6
     for f in findings:
+        per_step = f.get("gain_per_step_ns", 0) > 0
+        run_ns, what = (steps_ns, "the steps") if per_step else (process_ns, "run")
         if run_ns > 0 and f.get("gain_ns", 0) > SLACK * run_ns:
-            bad.append(f"{f['kind']}: gain {f['gain_ns'] / 1e9:.2f} s > run {run_ns / 1e9:.2f} s")
+            bad.append(f"{f['kind']}: gain {f['gain_ns'] / 1e9:.2f} s > {what} {run_ns / 1e9:.2f} s")
         if step_ns > 0 and f.get("gain_per_step_ns", 0) > SLACK * step_ns:
             bad.append(f"{f['kind']}: {f['gain_per_step_ns'] / 1e6:.2f} ms/step > step "
                        f"{step_ns / 1e6:.2f} ms")
         seconds = f.get("numbers", {}).get("seconds")
-        if seconds is not None and run_ns > 0 and seconds * 1e9 > SLACK * run_ns:
-            bad.append(f"{f['kind']}: {seconds:.2f} s > run {run_ns / 1e9:.2f} s")
+        if seconds is not None and process_ns > 0 and seconds * 1e9 > SLACK * process_ns:
+            bad.append(f"{f['kind']}: {seconds:.2f} s > run {process_ns / 1e9:.2f} s")
     return bad
 
 

@@ -63,7 +63,9 @@ TEST(Compilation, RecompilingEveryStepIsCompilationNotHostWork) {
   ASSERT_FALSE(r.findings.empty());
   const Finding& f = r.findings.front();
   EXPECT_EQ(f.kind, "compilation");
-  EXPECT_EQ(f.gain_ns, 1000 * kMs);
+  // Static shapes save the recompilations; jit_step's first compilation stays.
+  EXPECT_EQ(f.gain_ns, 900 * kMs);
+  EXPECT_EQ(f.numbers.at("compile_ns"), 1000 * kMs);
   EXPECT_NE(f.action.find("Stop recompiling"), std::string::npos) << f.action;
   EXPECT_NE(f.action.find("JAX"), std::string::npos) << f.action;
   EXPECT_NE(f.evidence.find("10 compilations, 9 of them compiling again"), std::string::npos)
