@@ -333,8 +333,16 @@ uint64_t OutsideStepNs(const Steps* steps, uint32_t r) {
 }
 
 // IdleAnalysis::window_factor of one rank, from its slices: per captured step,
-// the share of its gap time left once the step's excess over `outside_ns` is
-// taken off, capped at `outside_ns`.
+// the share of its gap time left once AON's cost in it is taken off, capped at
+// `outside_ns`. AON's cost in a step is its excess over `outside_ns`, plus the
+// host catching up on the cost of the window's earlier steps (its lead-in:
+// CUPTI attaching, observers switched on): when the program's host waits on
+// the GPU, a host that enters a step late lets the GPU run dry and then waits
+// less, so the step comes out SHORTER than an uncaptured one, and that
+// shortfall (up to the excess not yet caught up on) is AON's, not the
+// program's. A host-bound step cannot wait less: it is not shorter, and its
+// gaps stay whole. A window starts where a captured step does not begin as the
+// one before it ends.
 std::vector<double> WindowFactors(std::span<const IdleAnalysis::Slice> rank_slices,
                                   const std::vector<Interval>& windows, uint64_t outside_ns) {
   std::vector<double> factor(windows.size(), 1.0);
@@ -344,11 +352,16 @@ std::vector<double> WindowFactors(std::span<const IdleAnalysis::Slice> rank_slic
     if (s.step >= 0 && static_cast<size_t>(s.step) < idle.size())
       idle[static_cast<size_t>(s.step)] += s.ns;
   }
+  uint64_t owed = 0;  // the window's excess so far that the host has not caught up on
   for (size_t i = 0; i < windows.size(); ++i) {
-    if (idle[i] == 0) continue;
+    if (i == 0 || windows[i - 1].end != windows[i].start) owed = 0;
     const uint64_t length = windows[i].end - windows[i].start;
     const uint64_t excess = length > outside_ns ? length - outside_ns : 0;
-    const uint64_t left = std::min(idle[i] > excess ? idle[i] - excess : 0, outside_ns);
+    const uint64_t catch_up = std::min(owed, length < outside_ns ? outside_ns - length : 0);
+    owed = owed - catch_up + excess;
+    if (idle[i] == 0) continue;
+    const uint64_t aon = excess + catch_up;
+    const uint64_t left = std::min(idle[i] > aon ? idle[i] - aon : 0, outside_ns);
     factor[i] = static_cast<double>(left) / static_cast<double>(idle[i]);
   }
   return factor;

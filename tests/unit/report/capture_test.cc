@@ -194,6 +194,48 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
   EXPECT_DOUBLE_EQ(br[0].step_idle_ns, 3.0 * kMs);
 }
 
+// A GPU-bound loop (10 ms steps, the host waiting on the GPU) whose windows
+// {40, 41} and {70, 71} open with a 14 ms lead-in (4 ms of AON's attaching):
+// the host enters step 41 late, the GPU runs dry for 1.5 ms at its start, and
+// the host, waiting less, ends it after 8 ms. That gap is AON's cost caught up
+// on (2 ms shorter than an uncaptured step, 4 ms owed), not the program's.
+// The same windows in a host-bound loop: step 41 takes its 10 ms (a host that
+// does not wait cannot wait less) and its 3 ms gap is the program's, whole.
+TimelineBuilder CatchUpJob(uint64_t next_length, uint64_t gap) {
+  TimelineBuilder b;
+  b.Rank(0);
+  uint64_t start = kMs;
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    const bool lead_in = s == 40 || s == 70, next = s == 41 || s == 71;
+    const uint64_t length = lead_in ? 14 * kMs : next ? next_length : kStep;
+    b.Step(0, s, start, start + length, lead_in || next ? kStepCaptured : 0);
+    if (lead_in) b.Kernel(0, "sgemm_kernel", start, start + length, 100 + s);
+    if (next) b.Kernel(0, "sgemm_kernel", start + gap, start + length, 100 + s);
+    start += length;
+  }
+  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  return b;
+}
+
+TEST(Windows, AStepShorterAfterItsLeadInIsTheHostCatchingUpOnAonsCost) {
+  TempDir dir;
+  const Timeline gpu_bound = CatchUpJob(8 * kMs, 1500 * testing::kUs).WriteAndLoad(dir.File("g.h5"));
+  const Steps gs = DetectSteps(gpu_bound);
+  const IdleAnalysis g = AnalyzeIdle(gpu_bound, &gs);
+  EXPECT_EQ(g.outside_step_ns[0], kStep);
+  EXPECT_EQ(g.cause_ns[0].at(GapCause::kHostWork), 2 * 1500 * testing::kUs);  // seen,
+  EXPECT_EQ(g.Steady(0, GapCause::kHostWork), 0u);                             // AON's
+  for (const Finding& f : Analyze(gpu_bound).findings) EXPECT_NE(f.kind, "host-work");
+
+  const Timeline host_bound = CatchUpJob(kStep, 3 * kMs).WriteAndLoad(dir.File("h.h5"));
+  const Steps hs = DetectSteps(host_bound);
+  const IdleAnalysis h = AnalyzeIdle(host_bound, &hs);
+  EXPECT_NEAR(static_cast<double>(h.Steady(0, GapCause::kHostWork)), 3.0 * kMs * kSteps, 1000.0);
+  const Report r = Analyze(host_bound);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings.front().kind, "host-work");
+}
+
 // Only one-step windows (a short job's first window): no step is better
 // observed, so every one counts.
 TEST(Windows, OneStepWindowsAllCount) {
