@@ -293,10 +293,11 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
       on_demand = true;
       demand_steps_ = 0;
     } else if (!first_window_done_ && step == kFirstWindowStep) {
-      // Short: measures the cost before the budget sets the period. Two steps:
-      // a window's first step is its lead-in (CUPTI attaching, work queued
-      // before it did), which the report leaves out of per-step figures, so a
-      // short job's one window still has a step to measure.
+      // Short: measures the cost before the budget sets the period. Three
+      // steps: the report leaves a window's edges out of per-step figures (its
+      // lead-in, CUPTI attaching and work queued before it did; its last step,
+      // whose gap into the next step is not traced), so a short job's one
+      // window still has a step to measure whole.
       width = kFirstWindowWidth;
       first_window_done_ = true;
     }

@@ -99,7 +99,7 @@ struct WindowSummary {
 class WindowPolicy {
  public:
   static constexpr uint64_t kFirstWindowStep = aon::kFirstWindowStep;  // records.h
-  static constexpr uint32_t kFirstWindowWidth = 2;
+  static constexpr uint32_t kFirstWindowWidth = 3;
   static constexpr double kHeadroom = 1.25;
   static constexpr int kTailSteps = 2;
   static constexpr double kGrossOutlier = 3.0;  // x the median: not an ordinary step

@@ -98,7 +98,7 @@ std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& step
     }
     // Step times from every step; GPU time per step from the steps whose GPU
     // activity the timeline holds (the captured ones in a budgeted job, less
-    // their windows' lead-ins: Steps::lead_in), against those steps' own mean length.
+    // their windows' edges: Steps::edge), against those steps' own mean length.
     if (r < steps.per_rank.size() && !steps.per_rank[r].empty()) {
       const auto& st = steps.per_rank[r];
       b.steps = st.size();
@@ -113,7 +113,7 @@ std::vector<RankBreakdown> ComputeBreakdown(const Timeline& t, const Steps& step
       const auto& gpu_steps = steps.GpuSteps(r);
       double busy = 0, compute = 0, comm = 0, length = 0, counted = 0;
       for (size_t i = 0; i < gpu_steps.size(); ++i) {
-        if (!steps.Whole(r, i)) continue;  // a lead-in: work queued before it is not seen
+        if (!steps.Whole(r, i)) continue;  // a window's edge: work across it is not seen
         const Interval& w = gpu_steps[i];
         ++counted;
         length += static_cast<double>(w.end - w.start);

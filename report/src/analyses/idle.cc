@@ -104,12 +104,12 @@ uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
     }
   }
   if (nsteps == 0) return whole;
-  // Lead-ins miss the gap that began before their window: the median comes from
-  // the other steps (a rank that has only lead-ins has none marked).
-  if (rank < lead_in.size() && lead_in[rank].size() == nsteps) {
+  // Window edges miss a gap at the window's edge: the median comes from the
+  // other steps (a rank that has only edges has none marked).
+  if (rank < edge.size() && edge[rank].size() == nsteps) {
     std::vector<uint64_t> observed;
     for (size_t i = 0; i < nsteps; ++i)
-      if (!lead_in[rank][i]) observed.push_back(per_step[i]);
+      if (!edge[rank][i]) observed.push_back(per_step[i]);
     if (!observed.empty() && observed.size() < nsteps) {
       const double per = static_cast<double>(SteadyTotal(observed)) / observed.size();
       return static_cast<uint64_t>(per * static_cast<double>(nsteps) * scale);
@@ -400,7 +400,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
   a.run_scale.assign(n, 1.0);
   a.window_factor.resize(n);
   a.outside_step_ns.assign(n, 0);
-  a.lead_in.assign(n, {});
+  a.edge.assign(n, {});
   // In a budgeted job the GPU was traced only in capture windows: the time
   // between windows is not idle, it was not looked at.
   const bool windowed = steps != nullptr && steps->windowed;
@@ -466,7 +466,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
       busy_end = std::max(busy_end, v[i].end);
     }
     if (windowed) {
-      if (r < steps->lead_in.size()) a.lead_in[r] = steps->lead_in[r];
+      if (r < steps->edge.size()) a.edge[r] = steps->edge[r];
       a.outside_step_ns[r] = OutsideStepNs(steps, r);
       a.window_factor[r] =
           WindowFactors(std::span(a.slices).subspan(first_slice), *windows, a.outside_step_ns[r]);

@@ -85,32 +85,37 @@ bool FromStepRecords(const Timeline& t, Steps* s) {
   return true;
 }
 
-// Steps::lead_in: a captured step is a lead-in when the step before it on its
-// rank was not captured (or it is the rank's first step of a windowed job);
+// Steps::edge: a captured step is a window's edge when the step before it on
+// its rank was not captured (a lead-in; or it is the rank's first step of a
+// windowed job), or the step after it was not (or it is the rank's last step);
 // none are where every captured step is one.
-void MarkLeadIns(Steps* s) {
-  s->lead_in.assign(s->captured.size(), {});
+void MarkWindowEdges(Steps* s) {
+  s->edge.assign(s->captured.size(), {});
   if (!s->windowed) return;
   for (size_t r = 0; r < s->captured.size(); ++r) {
     const std::vector<Interval>& all = r < s->per_rank.size() ? s->per_rank[r] : s->captured[r];
     const std::vector<Interval>& cap = s->captured[r];
-    std::vector<bool>& lead = s->lead_in[r];
-    lead.assign(cap.size(), true);
+    std::vector<bool>& edge = s->edge[r];
+    edge.assign(cap.size(), true);
     size_t j = 0;  // index in `all` of cap[i]
     for (size_t i = 0; i < cap.size(); ++i) {
       while (j < all.size() && all[j].start < cap[i].start) ++j;
-      lead[i] = !(i > 0 && j > 0 && all[j - 1].start == cap[i - 1].start);
+      const bool after_captured = i > 0 && j > 0 && all[j - 1].start == cap[i - 1].start;
+      const bool before_captured =
+          i + 1 < cap.size() && j + 1 < all.size() && all[j + 1].start == cap[i + 1].start;
+      edge[i] = !(after_captured && before_captured);
     }
-    // Only one-step windows: nothing better to go on, every step counts.
-    if (std::all_of(lead.begin(), lead.end(), [](bool b) { return b; }))
-      lead.assign(cap.size(), false);
+    // Only edges (windows of one or two steps): nothing better to go on, every
+    // step counts.
+    if (std::all_of(edge.begin(), edge.end(), [](bool b) { return b; }))
+      edge.assign(cap.size(), false);
   }
 }
 
 }  // namespace
 
 bool Steps::Whole(uint32_t rank, size_t i) const {
-  return rank >= lead_in.size() || i >= lead_in[rank].size() || !lead_in[rank][i];
+  return rank >= edge.size() || i >= edge[rank].size() || !edge[rank][i];
 }
 
 const std::vector<Interval>& Steps::GpuSteps(uint32_t rank) const {
@@ -192,7 +197,7 @@ Steps DetectSteps(const Timeline& t) {
   }
   if (!s.windowed) s.captured = s.per_rank;
   for (auto& v : s.captured) std::sort(v.begin(), v.end(), by_start);
-  MarkLeadIns(&s);
+  MarkWindowEdges(&s);
   s.typical_count = static_cast<size_t>(Median(counts));
   return s;
 }

@@ -167,13 +167,14 @@ TEST(Windows, IdleInsideWindowsIsCorrectedForTheirCostBeforeItIsExtrapolated) {
 // traced: the gap that began in that step, and the work that ran on into this
 // one, are not seen. 100 steps of 10 ms, each with a kernel from 5 ms into the
 // step to 2 ms into the next (GPU idle 3 ms a step, busy 7 ms in it); windows
-// {10}, {40, 41}, {72, 73}. Lead-ins 10, 40 and 72 show no gap and 5 ms busy;
-// 41 and 73 show the truth. Counting the lead-ins, the median gap would be 0.
+// {10}, {40, 41, 42}, {72, 73, 74}. Lead-ins 10, 40 and 72 show no gap and 5 ms
+// busy; 41 and 73 show the truth (42 and 74 are their windows' last steps).
+// Counting the lead-ins, the median gap would be 0.
 TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
   TempDir dir;
   TimelineBuilder b;
   b.Rank(0);
-  auto captured = [](uint64_t s) { return s == 10 || s == 40 || s == 41 || s == 72 || s == 73; };
+  auto captured = [](uint64_t s) { return s == 10 || (s >= 40 && s <= 42) || (s >= 72 && s <= 74); };
   for (uint64_t s = 0; s < kSteps; ++s) {
     const uint64_t start = kMs + s * kStep;
     b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
@@ -182,9 +183,9 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
   b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
   const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
   const Steps steps = DetectSteps(t);
-  ASSERT_EQ(steps.GpuSteps(0).size(), 5u);
-  const std::vector<bool> want = {true, true, false, true, false};
-  EXPECT_EQ(steps.lead_in[0], want);
+  ASSERT_EQ(steps.GpuSteps(0).size(), 7u);
+  const std::vector<bool> want = {true, true, false, true, true, false, true};
+  EXPECT_EQ(steps.edge[0], want);
   const IdleAnalysis a = AnalyzeIdle(t, &steps);
   // The builder's launches come just before their kernels: host work before them.
   EXPECT_NEAR(static_cast<double>(a.Steady(0, GapCause::kHostWork)), 3.0 * kMs * kSteps, 1000.0);
@@ -194,22 +195,56 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
   EXPECT_DOUBLE_EQ(br[0].step_idle_ns, 3.0 * kMs);
 }
 
+// A window's last step is followed by one whose GPU work is not traced: a gap
+// that runs on into it is not seen. 100 steps of 10 ms, each a 4 ms kernel at
+// its start, then the host waiting on it (.item()) and working until the next
+// step launches (GPU idle 6 ms a step); windows {40, 41, 42} and {72, 73, 74}.
+// The last steps 42 and 74 show no gap; 41 and 73 show 6 ms. Counting the last
+// steps, the median would be 3 ms.
+TEST(Windows, PerStepFiguresLeaveOutEachWindowsLastStep) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  auto captured = [](uint64_t s) { return (s >= 40 && s <= 42) || (s >= 72 && s <= 74); };
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    const uint64_t start = kMs + s * kStep;
+    b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
+    if (!captured(s)) continue;
+    b.Kernel(0, "sgemm_kernel", start + 10 * testing::kUs, start + 4 * kMs, 1, start);
+    b.Api(0, "cudaStreamSynchronize", start + 20 * testing::kUs, start + 4 * kMs + 5 * testing::kUs,
+          1);
+  }
+  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const Steps steps = DetectSteps(t);
+  const std::vector<bool> want = {true, false, true, true, false, true};
+  EXPECT_EQ(steps.edge[0], want);
+  const IdleAnalysis a = AnalyzeIdle(t, &steps);
+  EXPECT_NEAR(static_cast<double>(a.Steady(0, GapCause::kHostSync)),
+              6.0 * kMs * kSteps, 1000.0);
+  const Report r = Analyze(t);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings.front().kind, "idle-host-sync");
+  EXPECT_NEAR(r.findings.front().gain_per_step_ns, 6.0 * kMs, 1000.0);
+}
+
 // A GPU-bound loop (10 ms steps, the host waiting on the GPU) whose windows
-// {40, 41} and {70, 71} open with a 14 ms lead-in (4 ms of AON's attaching):
-// the host enters step 41 late, the GPU runs dry for 1.5 ms at its start, and
-// the host, waiting less, ends it after 8 ms. That gap is AON's cost caught up
-// on (2 ms shorter than an uncaptured step, 4 ms owed), not the program's.
-// The same windows in a host-bound loop: step 41 takes its 10 ms (a host that
-// does not wait cannot wait less) and its 3 ms gap is the program's, whole.
+// {40, 41, 42} and {70, 71, 72} open with a 14 ms lead-in (4 ms of AON's
+// attaching): the host enters step 41 late, the GPU runs dry for 1.5 ms at its
+// start, and the host, waiting less, ends it after 8 ms. That gap is AON's cost
+// caught up on (2 ms shorter than an uncaptured step, 4 ms owed), not the
+// program's. The same windows in a host-bound loop: step 41 takes its 10 ms (a
+// host that does not wait cannot wait less) and its 3 ms gap is the program's,
+// whole.
 TimelineBuilder CatchUpJob(uint64_t next_length, uint64_t gap) {
   TimelineBuilder b;
   b.Rank(0);
   uint64_t start = kMs;
   for (uint64_t s = 0; s < kSteps; ++s) {
-    const bool lead_in = s == 40 || s == 70, next = s == 41 || s == 71;
+    const bool lead_in = s == 40 || s == 70, next = s == 41 || s == 71, last = s == 42 || s == 72;
     const uint64_t length = lead_in ? 14 * kMs : next ? next_length : kStep;
-    b.Step(0, s, start, start + length, lead_in || next ? kStepCaptured : 0);
-    if (lead_in) b.Kernel(0, "sgemm_kernel", start, start + length, 100 + s);
+    b.Step(0, s, start, start + length, lead_in || next || last ? kStepCaptured : 0);
+    if (lead_in || last) b.Kernel(0, "sgemm_kernel", start, start + length, 100 + s);
     if (next) b.Kernel(0, "sgemm_kernel", start + gap, start + length, 100 + s);
     start += length;
   }
@@ -250,7 +285,7 @@ TEST(Windows, OneStepWindowsAllCount) {
   b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
   const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
   const Steps steps = DetectSteps(t);
-  EXPECT_EQ(steps.lead_in[0], std::vector<bool>{false});
+  EXPECT_EQ(steps.edge[0], std::vector<bool>{false});
   EXPECT_DOUBLE_EQ(ComputeBreakdown(t, steps)[0].step_busy_ns, 4.0 * kMs);
 }
 

@@ -151,14 +151,18 @@ struct Steps {
   // capture, or steps not from AON) `windowed` is false and captured == per_rank.
   bool windowed = false;
   std::vector<std::vector<Interval>> captured;
-  // Per rank and captured step: the first step of its window (a lead-in), set
-  // only where the rank has other captured steps. The GPU work queued before the
-  // window was not traced, so a lead-in misses the gap that began before it (and
-  // the work still running into it): per-step idle and busy figures leave it out.
-  std::vector<std::vector<bool>> lead_in;
+  // Per rank and captured step: an edge of its window, set only where the rank
+  // has captured steps that are none. The first step of a window (its lead-in)
+  // misses the gap that began before it and the work still running into it
+  // (the step before was not traced); the last misses the gap that runs on into
+  // the next step, whose first launch is not traced (a host that waits on the
+  // GPU and then works before the step ends: .item(), then logging), and the
+  // rank's last step ran until the process ended. Per-step idle and busy
+  // figures leave edges out.
+  std::vector<std::vector<bool>> edge;
   // The steps whose GPU activity the timeline holds for `rank`.
   const std::vector<Interval>& GpuSteps(uint32_t rank) const;
-  // Whether captured step `i` of `rank` counts in per-step figures (!lead_in).
+  // Whether captured step `i` of `rank` counts in per-step figures (!edge).
   bool Whole(uint32_t rank, size_t i) const;
 };
 Steps DetectSteps(const Timeline& t);
@@ -322,10 +326,10 @@ struct IdleAnalysis {
   std::vector<std::vector<double>> window_factor;
   // per rank: median step outside capture windows (0: no such step)
   std::vector<uint64_t> outside_step_ns;
-  // per rank and captured step: Steps::lead_in (left out of the median per step)
-  std::vector<std::vector<bool>> lead_in;
+  // per rank and captured step: Steps::edge (left out of the median per step)
+  std::vector<std::vector<bool>> edge;
   // Steady-state gap time of one cause on one rank (median per step over the
-  // captured steps that are not lead-ins x steps, the steps of the whole run; the
+  // captured steps that are not window edges x steps, the steps of the whole run; the
   // whole-run sum without steps), leaving out gaps in range `exclude_range`; with
   // capture windows, corrected for their cost (above).
   uint64_t Steady(uint32_t rank, GapCause cause, const std::string& exclude_range = "") const;
