@@ -2,7 +2,8 @@
 // pageable-copies (rules/): the GPU gaps of one cause (host synchronization, host
 // work outside CUDA calls, host launched late, synchronous/pageable copies) on the rank where they
 // cost the most, in steady state (median per step x steps). Pageable copies add what pinning
-// would save of their time (PinningSaves: at the run's own pinned rate, else the link's). The
+// would save of their time (MemoryRank::pinning_saves_ns: at the run's own pinned rate, else the
+// link's). The
 // straggler's claimed gaps are left out: its host-late and host-work gaps, and its gaps of any
 // cause inside its slow range.
 #include "findings/idle_causes.h"
@@ -25,32 +26,6 @@ std::string TopNvtx(const std::map<std::string, uint64_t>& m) {
   return best;
 }
 
-// What pinning would save on rank `q` over the run: for its pageable copies of
-// 1 MiB or more, their time less the time their bytes take at the rate its own
-// large pinned host<->device copies reached, or, with no such copy, at the most
-// its GPU's PCIe link carries (then an upper bound); for smaller ones
-// (latency-bound), and with neither reference, half their time (pinned memory
-// at least doubles a pageable copy's rate: the driver stages pageable memory
-// through its own pinned buffers). Scaled to the run with capture windows.
-double PinningSaves(const Report& r, uint32_t q) {
-  const MemoryRank& m = r.memory[q];
-  if (m.pageable_ns == 0) return 0;
-  const double scale = q < r.idle.run_scale.size() ? r.idle.run_scale[q] : 1.0;  // RunScale
-  double saved = m.pageable_ns / 2.0;
-  const double ns_per_byte =
-      m.pinned_ns > 0 && m.pinned_bytes > 0
-          ? static_cast<double>(m.pinned_ns) / static_cast<double>(m.pinned_bytes)
-      : m.link_bytes_per_ns > 0 ? 1.0 / m.link_bytes_per_ns
-                                : 0.0;
-  if (ns_per_byte > 0) {
-    // The rate holds for copies of 1 MiB or more; smaller ones keep half.
-    const double pinned_ns = static_cast<double>(m.pageable_large_bytes) * ns_per_byte;
-    saved = std::max(0.0, static_cast<double>(m.pageable_large_ns) - pinned_ns) +
-            static_cast<double>(m.pageable_ns - m.pageable_large_ns) / 2.0;
-  }
-  return saved * scale;
-}
-
 std::string RateText(uint64_t bytes, uint64_t ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f GB/s", static_cast<double>(bytes) / static_cast<double>(ns));
@@ -63,18 +38,20 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
   const Report& r = in.report;
   const int straggler = in.claims.straggler_rank;
   uint32_t worst = 0;
-  double worst_ns = 0, all = 0;
+  double worst_ns = 0, worst_gaps_ns = 0, all = 0;
   uint64_t count = 0;
   for (uint32_t q = 0; q < r.idle.cause_ns.size(); ++q) {
     const bool is_straggler = static_cast<int>(q) == straggler;
     // The straggler's late launches are its lateness, claimed by its finding.
     if ((cause == GapCause::kHostLate || cause == GapCause::kHostWork) && is_straggler) continue;
-    double ns =
+    const double gaps_ns =
         static_cast<double>(r.idle.Steady(q, cause, is_straggler ? in.claims.straggler_range : ""));
-    if (cause == GapCause::kSyncCopy && q < r.memory.size()) ns += PinningSaves(r, q);
+    double ns = gaps_ns;
+    if (cause == GapCause::kSyncCopy && q < r.memory.size())
+      ns += static_cast<double>(r.memory[q].pinning_saves_ns);
     all += ns;
     if (ns > worst_ns) {
-      worst_ns = ns, worst = q;
+      worst_ns = ns, worst_gaps_ns = gaps_ns, worst = q;
       auto jt = r.idle.cause_count[q].find(cause);
       count = jt == r.idle.cause_count[q].end() ? 0 : jt->second;
     }
@@ -84,8 +61,12 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
   d.rank = static_cast<int>(worst);
   d.gain_ns = worst_ns;
   d.values["rank"] = std::to_string(worst);
-  d.values["idle"] = in.PerStepText(worst_ns);
-  d.values["gaps"] = std::to_string(count);
+  // The gaps alone: pinning's saving of the copies' own time is said apart
+  // (pageable copies made while the GPU was busy leave no gap at all).
+  if (worst_gaps_ns > 0 || cause != GapCause::kSyncCopy) {
+    d.values["idle"] = in.PerStepText(worst_gaps_ns);
+    d.values["gaps"] = std::to_string(count);
+  }
   d.values["cause"] = GapCauseName(cause);
   const std::string range =
       TopNvtx(r.idle.cause_nvtx_ns[worst].count(cause) ? r.idle.cause_nvtx_ns[worst].at(cause)
@@ -111,10 +92,13 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
             ? "pinned copies of this run reached " + RateText(m.pinned_bytes, m.pinned_ns)
         : m.link_bytes_per_ns > 0 ? std::string(link)
                                   : "no pinned copy to compare: pinning assumed to double the rate";
-    d.numbers["pinning_saves_ns"] = PinningSaves(r, worst);
+    d.numbers["pinning_saves_ns"] = static_cast<double>(m.pinning_saves_ns);
+    if (m.pinning_saves_ns > 0)
+      d.values["saves"] = in.PerStepText(static_cast<double>(m.pinning_saves_ns));
   }
-  d.numbers.insert(
-      {{"idle_ns", worst_ns}, {"gaps", static_cast<double>(count)}, {"all_ranks_ns", all}});
+  d.numbers.insert({{"idle_ns", worst_gaps_ns},
+                    {"gaps", static_cast<double>(count)},
+                    {"all_ranks_ns", all}});
   return d;
 }
 

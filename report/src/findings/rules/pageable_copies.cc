@@ -1,7 +1,8 @@
 // pageable-copies: GPU gaps before synchronous or pageable copies, plus what pinning would save of
 // the pageable copies' time (at the rate the run's own large pinned copies reached, else at the
 // GPU's PCIe link rate, else half).
-// Gain: those gaps on the worst rank, median per step x steps (idle_causes.cc).
+// Gain: those gaps on the worst rank, median per step x steps, plus what pinning saves of the
+// copies' own time (MemoryRank::pinning_saves_ns; idle_causes.cc). The evidence says each.
 #include "findings/idle_causes.h"
 #include "findings/rule.h"
 
@@ -16,9 +17,10 @@ AON_FINDING_RULE(pageable_copies) {
           "Use pinned host memory and asynchronous copies (pin_memory=True, "
           "non_blocking=True)",
       .evidence =
-          "rank {rank}'s GPU idles {idle} in {gaps} gaps ({cause})[, mostly in "
+          "rank {rank}[: its GPU idles {idle} in {gaps} gaps ({cause})][, mostly in "
           "\"{range}\"][; longest: {longest}][; {pageable_copies} pageable copies, "
-          "{pageable_bytes}][ at {pageable_rate}][ ({pinned_rate})]",
+          "{pageable_bytes}][ at {pageable_rate}][ ({pinned_rate})][: pinning saves {saves} of "
+          "their time]",
       .detect = [](const RuleInput& in,
                    Claims*) { return DetectIdleCause(in, GapCause::kSyncCopy); },
   };
