@@ -19,7 +19,6 @@
 // the reduction in the module; copies and memsets outside every range. Ranges
 // are begun only while aon_ops_active() says so (a window), as the observer
 // does; O counts those the agent recorded (begin returned an id).
-#include <dlfcn.h>
 #include <mpi.h>
 #include <nvtx3/nvToolsExt.h>
 #include <stdint.h>
@@ -36,6 +35,7 @@
 
 #include "aon/capture_api.h"
 #include "aon/synthetic_device.h"
+#include "fake_driver.h"
 
 namespace {
 
@@ -52,14 +52,12 @@ struct FrameworkApi {
 };
 
 FrameworkApi FindFrameworkApi() {
+  using aon::synthetic::AgentFunction;
   FrameworkApi api;
-  const char* path = std::getenv("CUDA_INJECTION64_PATH");
-  void* lib = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  if (lib == nullptr) return api;
-  api.begin = reinterpret_cast<decltype(api.begin)>(dlsym(lib, "aon_op_begin"));
-  api.end = reinterpret_cast<decltype(api.end)>(dlsym(lib, "aon_op_end"));
-  api.active = reinterpret_cast<decltype(api.active)>(dlsym(lib, "aon_ops_active"));
-  api.step = reinterpret_cast<decltype(api.step)>(dlsym(lib, "aon_framework_step"));
+  api.begin = AgentFunction<decltype(api.begin)>("aon_op_begin");
+  api.end = AgentFunction<decltype(api.end)>("aon_op_end");
+  api.active = AgentFunction<decltype(api.active)>("aon_ops_active");
+  api.step = AgentFunction<decltype(api.step)>("aon_framework_step");
   if (!api.begin || !api.end || !api.active || !api.step) api = FrameworkApi{};
   return api;
 }
@@ -83,27 +81,6 @@ class Range {
   const FrameworkApi& api_;
   uint64_t id_ = 0;
 };
-
-const AonSyntheticDeviceV1* LoadFakeDriver(int rank) {
-  const char* path = std::getenv("CUDA_INJECTION64_PATH");
-  if (path == nullptr || *path == '\0') {
-    if (rank == 0) std::printf("aon-synthetic-app: CUDA_INJECTION64_PATH not set: running without AON\n");
-    return nullptr;
-  }
-  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    std::fprintf(stderr, "aon-synthetic-app: cannot load %s: %s\n", path, dlerror());
-    return nullptr;
-  }
-  using InitFn = int (*)();
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "InitializeInjection"));
-  auto get = reinterpret_cast<AonGetSyntheticDeviceFn>(dlsym(lib, "aonSyntheticDeviceV1"));
-  if (init == nullptr || get == nullptr || init() == 0) {
-    std::fprintf(stderr, "aon-synthetic-app: %s is not an AON agent with a synthetic device\n", path);
-    return nullptr;
-  }
-  return get();
-}
 
 }  // namespace
 
@@ -147,7 +124,7 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const AonSyntheticDeviceV1* gpu = LoadFakeDriver(rank);
+  const AonSyntheticDeviceV1* gpu = aon::synthetic::LoadFakeDriver("aon-synthetic-app", rank == 0);
   const FrameworkApi framework = ops && gpu != nullptr ? FindFrameworkApi() : FrameworkApi{};
   if (ops && gpu != nullptr && framework.begin == nullptr) {
     std::fprintf(stderr, "aon-synthetic-app: --ops: the agent has no aon_op_begin\n");

@@ -150,7 +150,7 @@ std::string RenderTerminal(const Report& r) {
       r.source.empty() ? "?" : r.source.c_str(), r.steps.typical_count, r.steps.method.c_str());
   o += buf;
   if (r.synthetic)
-    o += "*** SYNTHETIC: the GPU activity in this timeline is FAKE (aon-synthetic-app) ***\n";
+    o += "*** SYNTHETIC: the GPU activity in this timeline is FAKE (AON's synthetic device) ***\n";
   int notes = 0;
   for (const std::string& n : r.notes) {
     if (++notes > 3) {

@@ -3,6 +3,7 @@
 
     python3 tests/gpu/score_findings.py --bin build-gpu/bin --out /tmp/score
         [--modes budgeted,full] [--programs input_python,item_sync] [--variants all|0,2]
+        [--corpus tests/findings/synthetic_corpus.json]
 
 Each program of tests/gpu/pathologies/corpus.json runs under aon-run in each mode
 (budgeted, the default, and --mode full); its TRUTH line says what it measured
@@ -12,10 +13,17 @@ possible: a gain no longer than the run, a per-step gain no longer than a step.
 Prints one table (program | variant | mode | planted | first finding | stated vs
 truth | result), writes <out>/score.json, and exits 1 unless every row passes.
 A program whose framework is not installed is listed as SKIP, not scored.
+
+--corpus picks another corpus of the same form: tests/findings/synthetic_corpus.json
+holds the same planted problems on AON's synthetic GPU (examples/synthetic/
+pathology.cc), for CI; its entries name a `program` of --bin (with `args`)
+instead of a Python `script`, need nothing ("needs": "synthetic"), and a missing
+program is a FAIL there, never a SKIP.
 """
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -131,8 +139,9 @@ def main():
     p.add_argument("--programs", default="", help="comma-separated names (default: all)")
     p.add_argument("--variants", default="all", help="'all' or comma-separated indexes")
     p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--corpus", default=CORPUS, help="the corpus (default: the GPU programs')")
     args = p.parse_args()
-    corpus = json.load(open(CORPUS))
+    corpus = json.load(open(args.corpus))
     chosen = set(filter(None, args.programs.split(",")))
     modes = args.modes.split(",")
     os.makedirs(args.out, exist_ok=True)
@@ -151,7 +160,7 @@ def main():
             continue
         need = entry.get("needs", "torch")
         if need not in available:
-            available[need] = have(need)
+            available[need] = need == "synthetic" or have(need)
         variants = list(enumerate(entry["variants"]))
         if args.variants != "all":
             keep = {int(v) for v in args.variants.split(",")}
@@ -165,10 +174,15 @@ def main():
                     record(row)
                     continue
                 job = os.path.join(args.out, f"job-{entry['name']}-v{index}-{mode}")
+                shutil.rmtree(job, ignore_errors=True)  # this scorer's own, from a run before
                 run = [os.path.join(args.bin, "aon-run")]
                 if mode != "budgeted":
                     run += ["--mode", mode]
-                run += ["-o", job, sys.executable, os.path.join(ROOT, entry["script"])]
+                run += ["-o", job]
+                if "program" in entry:
+                    run += [os.path.join(args.bin, entry["program"])] + entry.get("args", [])
+                else:
+                    run += [sys.executable, os.path.join(ROOT, entry["script"])]
                 run += [str(a) for a in variant["args"]]
                 log = job + ".log"
                 try:
