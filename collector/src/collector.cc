@@ -668,10 +668,12 @@ void Collector::Finalize(Rank& r, bool died) {
     m.truncated = 0;
   }
   m.last_record_ns = r.intake.last_record_ns();
+  for (size_t k = 0; k < kRecordKindCount; ++k) {
+    if (r.region.valid()) m.dropped[k] = std::max(m.dropped[k], r.consumer.Dropped(k));
+    m.dropped[k] += r.lost[k];  // received, not written: counted whatever became of the ring
+    m.unwritten[k] = r.lost[k];
+  }
   if (r.region.valid()) {
-    for (size_t k = 0; k < kRecordKindCount; ++k) {
-      m.dropped[k] = std::max(m.dropped[k], r.consumer.Dropped(k)) + r.lost[k];
-    }
     if (uint64_t s = r.consumer.Dropped(ring::kStringDropSlot); s > 0) {
       r.notes.push_back("ring full: " + std::to_string(s) + " names were dropped at first use");
     }

@@ -83,9 +83,10 @@ std::string FieldTablesMarkdown() {
   std::string out;
   out += "### Record tables (`/records/<kind>`)\n\n";
   ForEachRankFileRecordType([&](auto tag) { TableOf<decltype(tag)>(out); });
-  out += "### `/meta/devices` and `/meta/ranks`\n\n";
+  out += "### `/meta/devices`, `/meta/ranks` and `/meta/drops`\n\n";
   TableOf<DeviceInfo>(out);
   TableOf<RankSummary>(out);
+  TableOf<RankDrops>(out);
   out += "### Rank metadata (`/meta` attributes of a rank file)\n\n";
   out += "| attribute | type | since | meaning |\n|---|---|---|---|\n";
   for (const MetaField& f : RankMetadataFields()) {
@@ -110,6 +111,9 @@ std::string FieldTablesMarkdown() {
   out +=
       "| dropped_<kind> | u64 | 1.0 | records of that kind dropped (memory cap, file already "
       "written) |\n";
+  out +=
+      "| unwritten_<kind> | u64 | 1.11 | of dropped_<kind>, the records the collector received "
+      "but could not write (disk full, I/O error) |\n";
   out += "| notes | string | 1.0 | newline-separated degradations, each once |\n";
   return out;
 }

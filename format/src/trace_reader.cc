@@ -221,8 +221,12 @@ StatusOr<RankMetadata> TraceReader::ReadRankMetadata() const {
         f.member));
   }
   for (size_t i = 0; i < kRecordKindCount; ++i) {
-    auto d = GetMetaInt(std::string("dropped_") + RecordKindName(static_cast<RecordKind>(i)));
-    m.dropped[i] = d.ok() ? static_cast<uint64_t>(*d) : 0;  // kinds added in later minors
+    // Absent: a kind added in a later minor, or unwritten before 1.11.
+    const std::string kind = RecordKindName(static_cast<RecordKind>(i));
+    auto d = GetMetaInt("dropped_" + kind);
+    m.dropped[i] = d.ok() ? static_cast<uint64_t>(*d) : 0;
+    auto u = GetMetaInt("unwritten_" + kind);
+    m.unwritten[i] = u.ok() ? std::min(static_cast<uint64_t>(*u), m.dropped[i]) : 0;
   }
   AON_ASSIGN_OR_RETURN(std::string notes, GetMetaString("notes"));
   size_t pos = 0;

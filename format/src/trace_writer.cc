@@ -129,8 +129,9 @@ Status TraceWriter::WriteRankMetadata(const RankMetadata& m) {
         f.member));
   }
   for (size_t i = 0; i < kRecordKindCount; ++i) {
-    AON_RETURN_IF_ERROR(SetMetaAttribute(
-        std::string("dropped_") + RecordKindName(static_cast<RecordKind>(i)), m.dropped[i]));
+    const std::string kind = RecordKindName(static_cast<RecordKind>(i));
+    AON_RETURN_IF_ERROR(SetMetaAttribute("dropped_" + kind, m.dropped[i]));
+    AON_RETURN_IF_ERROR(SetMetaAttribute("unwritten_" + kind, m.unwritten[i]));
   }
   std::string notes;
   for (const std::string& n : m.notes) {

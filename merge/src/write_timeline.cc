@@ -239,6 +239,7 @@ Status WriteTimeline(const TimelineTarget& target, const WriteOptions& options,
 
   std::set<std::string> job_ids, sources;
   std::vector<std::string> synthetic_ranks;
+  std::vector<RankDrops> drops;
   bool all_synced = true;
   int64_t worst_bound = 0;
   for (const auto& [rank, file] : merged) {
@@ -251,8 +252,13 @@ Status WriteTimeline(const TimelineTarget& target, const WriteOptions& options,
     } else {
       worst_bound = std::max(worst_bound, m.clock_error_bound_ns);
     }
-    for (size_t k = 0; k < kRecordKindCount; ++k) report->dropped[k] += m.dropped[k];
+    for (size_t k = 0; k < kRecordKindCount; ++k) {
+      report->dropped[k] += m.dropped[k];
+      if (m.dropped[k] > 0)
+        drops.push_back({rank, static_cast<uint32_t>(k), m.dropped[k], m.unwritten[k]});
+    }
   }
+  AON_RETURN_IF_ERROR(writer.AppendTable(RankDropsSchema(), drops.data(), drops.size(), "meta"));
   report->job_id = Join({job_ids.begin(), job_ids.end()}, ",");
   if (job_ids.size() > 1) {
     report->problems.push_back("ranks disagree on the job id (" + report->job_id +

@@ -10,7 +10,8 @@ namespace aon::report {
 
 std::span<const Analysis* const> AnalysisTable() {
   static constexpr const Analysis* kTable[] = {
-      &kStepsAnalysis,         &kCaptureAnalysis, &kBreakdownAnalysis, &kKernelsAnalysis,
+      &kStepsAnalysis,         &kCaptureAnalysis, &kLossAnalysis,      &kBreakdownAnalysis,
+      &kKernelsAnalysis,
       &kCommunicationAnalysis, &kCompileAnalysis, &kIdleAnalysis,      &kMemoryAnalysis,
       &kNvtxAnalysis,          &kHeatAnalysis,    &kTorchAnalysis,     &kCountersAnalysis,
   };

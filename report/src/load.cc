@@ -122,6 +122,19 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
     info.window_step_ratio = s.window_step_ratio;
     info.amortized_cost = s.amortized_cost;
     info.local_rank = s.local_rank;
+    info.dropped_total = s.dropped;
+  }
+  // What each rank lost, per kind (1.11).
+  if (auto rows = reader->ReadAllOf<RankDrops>(RankDropsSchema(), "meta"); rows.ok()) {
+    for (const RankDrops& d : *rows) {
+      if (d.rank >= n) continue;
+      RankInfo& info = t.ranks[d.rank];
+      info.drops_by_kind = true;
+      if (d.kind < kRecordKindCount) {
+        info.dropped[d.kind] += d.dropped;
+        info.unwritten[d.kind] += std::min(d.unwritten, d.dropped);
+      }
+    }
   }
   // Ranks with records but no row (an older or partial table) still count as present.
   std::vector<bool> has(n, false);

@@ -316,6 +316,34 @@ std::string RenderJson(const Report& r) {
     Member(w, "statement", c.statement);
     w.EndObject();
   }
+  // What was lost (always present; empty when nothing was).
+  w.Key("lost");
+  w.BeginObject();
+  Member(w, "records", static_cast<double>(r.loss.dropped));
+  Member(w, "statement", r.loss.statement);
+  w.Key("ranks");
+  w.BeginArray();
+  for (const RankLoss& q : r.loss.ranks) {
+    w.BeginObject();
+    Member(w, "rank", static_cast<double>(q.rank));
+    Member(w, "records", static_cast<double>(q.dropped));
+    w.Key("kinds");
+    w.BeginArray();
+    for (const KindLoss& k : q.kinds) {
+      w.BeginObject();
+      Member(w, "kind", std::string(RecordKindName(k.kind)));
+      Member(w, "kept", static_cast<double>(k.kept));
+      Member(w, "lost", static_cast<double>(k.dropped));
+      Member(w, "unwritten", static_cast<double>(k.unwritten));
+      Member(w, "share", k.share());
+      Member(w, "why", k.why());
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
   w.Key("steps");
   w.BeginObject();
   Member(w, "method", r.steps.method);

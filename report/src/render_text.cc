@@ -142,6 +142,8 @@ std::string RenderTerminal(const Report& r) {
        ")\n";
   // What profiling cost comes first (docs/always-on.md).
   if (!r.capture.statement.empty()) o += Wrap(r.capture.statement, 100, "");
+  // Then what was lost, before any figure built on what was kept.
+  if (!r.loss.statement.empty()) o += Wrap("*** " + r.loss.statement, 100, "");
   uint32_t ok = 0;
   for (const RankInfo& i : r.ranks) ok += i.status == RankStatus::kOk;
   std::snprintf(

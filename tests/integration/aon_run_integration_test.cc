@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -345,6 +346,15 @@ void ExpectCountsMatch(const Timeline& timeline, int rank, const Counts& want) {
         have == timeline.counts.end() || !have->second.count(kind) ? 0 : have->second.at(kind);
     EXPECT_EQ(got, n) << "rank " << rank << " " << kind;
   }
+}
+
+// The metadata of rank `rank`'s file in job directory `job`.
+aon::StatusOr<aon::RankMetadata> RankFileMetadata(const std::string& job, int rank) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "/rank-%05d.h5", rank);
+  auto reader = aon::TraceReader::Open(job + name);
+  if (!reader.ok()) return reader.status();
+  return (*reader)->ReadRankMetadata();
 }
 
 class SyntheticMpirunTest : public AonRunTest {
@@ -866,6 +876,54 @@ TEST_F(SyntheticMpirunTest, FlightModeWithoutATriggerKeepsNoRecords) {
   EXPECT_TRUE(said) << "the file says what flight mode left out";
 }
 
+// Records lost to the memory cap (#34 item 5): a 1 MiB cap and PM samples every
+// 20 us overflow each rank's ring. The report says, per rank and kind, exactly
+// what the rank files counted as dropped and what the timeline kept, in its
+// JSON and first thing in the terminal summary; the findings built on those
+// kinds say so.
+TEST_F(SyntheticMpirunTest, RecordsLostToTheMemoryCapAreSaidPerRankAndKind) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r =
+      AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "--memory-cap", "1M",
+                  "--counters-sample-interval", "20", "mpirun", "-np", "2", "--oversubscribe",
+                  kSyntheticApp, "--iterations", "800", "--host-us", "0"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  const Timeline timeline = ReadTimeline(job + "/timeline.h5");
+  const std::string json_path = tmp_ + "/report.json";
+  ProcessResult rep =
+      RunProcess({kBinDir + "/aon-report", "--json", json_path, "--no-html", job}, {}, tmp_);
+  ASSERT_EQ(rep.exit_status, 0) << rep.Describe();
+  std::ifstream in(json_path);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t total = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto meta = RankFileMetadata(job, rank);
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    uint64_t rank_total = 0;
+    for (size_t k = 0; k < aon::kRecordKindCount; ++k) {
+      const uint64_t dropped = meta->dropped[k];
+      if (dropped == 0) continue;
+      const std::string kind = aon::RecordKindName(static_cast<aon::RecordKind>(k));
+      const auto have = timeline.counts.find(rank);
+      const uint64_t kept =
+          have == timeline.counts.end() || !have->second.count(kind) ? 0 : have->second.at(kind);
+      const std::string row = "{\"kind\":\"" + kind + "\",\"kept\":" + std::to_string(kept) +
+                              ",\"lost\":" + std::to_string(dropped) + ",\"unwritten\":0,";
+      EXPECT_TRUE(Contains(json, row)) << "rank " << rank << ": " << row;
+      rank_total += dropped;
+    }
+    EXPECT_GT(rank_total, 0u) << "rank " << rank << " lost nothing: the cap did not bite";
+    EXPECT_TRUE(Contains(json, "{\"rank\":" + std::to_string(rank) +
+                                   ",\"records\":" + std::to_string(rank_total) + ","))
+        << "rank " << rank;
+    total += rank_total;
+  }
+  EXPECT_TRUE(Contains(json, "\"lost\":{\"records\":" + std::to_string(total) + ","))
+      << json.substr(0, 400);
+  EXPECT_TRUE(Contains(rep.out, "*** Records were lost: rank 0 lost")) << rep.Describe();
+  EXPECT_TRUE(Contains(json, "built on incomplete records: rank ")) << "a finding says so";
+}
+
 // Clock synchronization for real: each rank runs in its own time namespace with
 // CLOCK_MONOTONIC shifted by 2 s x rank (as ranks on hosts with different
 // clocks), the agent measures its offset to rank 0 over the job's PMIx, and the
@@ -883,11 +941,7 @@ TEST_F(SyntheticMpirunTest, RanksWithShiftedClocksAreAlignedInTheTimeline) {
   std::set<std::string> clock_ids;
   std::map<int, int64_t> bounds;  // rank -> its clock error bound
   for (int rank = 0; rank < 3; ++rank) {
-    char name[32];
-    std::snprintf(name, sizeof(name), "/rank-%05d.h5", rank);
-    auto reader = aon::TraceReader::Open(job + name);
-    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-    auto meta = (*reader)->ReadRankMetadata();
+    auto meta = RankFileMetadata(job, rank);
     ASSERT_TRUE(meta.ok()) << meta.status().ToString();
     ASSERT_TRUE(meta->clock_synchronized) << "rank " << rank << r.Describe();
     // Reference = local + offset: rank r's clock is 2r s ahead of rank 0's.

@@ -30,6 +30,7 @@ struct Analysis {
 // One per file of this folder.
 extern const Analysis kStepsAnalysis;          // steps.cc
 extern const Analysis kCaptureAnalysis;        // capture.cc
+extern const Analysis kLossAnalysis;           // loss.cc
 extern const Analysis kBreakdownAnalysis;      // breakdown.cc
 extern const Analysis kKernelsAnalysis;        // kernels.cc
 extern const Analysis kCommunicationAnalysis;  // communication.cc

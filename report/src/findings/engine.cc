@@ -99,6 +99,20 @@ std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingR
     f.action = ExpandTemplate(rule.action, d->values);
     f.evidence = ExpandTemplate(rule.evidence, d->values);
     f.numbers = std::move(d->numbers);
+    // Built on records its rank lost some of: says which, and how many.
+    double lost = 0;
+    std::string said;
+    for (size_t k = 0; k < kRecordKindCount; ++k) {
+      if (!(rule.uses & (1u << k))) continue;
+      auto [share, text] = r.loss.Of(f.rank, static_cast<RecordKind>(k));
+      if (text.empty()) continue;
+      lost = std::max(lost, share);
+      said += (said.empty() ? "" : ", ") + text;
+    }
+    if (!said.empty()) {
+      f.evidence += "; built on incomplete records: " + said;
+      f.numbers["lost_share"] = lost;
+    }
     const double rank_ns = d->rank_ns > 0 ? d->rank_ns : d->gain_ns;
     fired.push_back({i, std::move(f), rank_ns});
   }

@@ -28,7 +28,7 @@ TEST(Analyses, EachRunsAfterWhatItNeeds) {
     EXPECT_TRUE(done.insert(a->name).second) << "twice: " << a->name;
     names.push_back(a->name);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"steps", "capture", "breakdown", "kernels",
+  EXPECT_EQ(names, (std::vector<std::string>{"steps", "capture", "loss", "breakdown", "kernels",
                                              "communication", "compile", "idle", "memory", "nvtx",
                                              "heat", "torch", "counters"}));
 }

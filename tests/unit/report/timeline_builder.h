@@ -42,6 +42,7 @@ class TimelineBuilder {
   std::vector<Merged<OpRecord>> ops;
   std::vector<Merged<ExternalCorrelationRecord>> external;
   std::vector<RankSummary> ranks;
+  std::vector<RankDrops> drops;  // /meta/drops (1.11)
   std::string source = "cupti";
   int64_t world_size = 0;
   int64_t clock_synchronized = 0;
@@ -256,6 +257,9 @@ class TimelineBuilder {
     }
     if (!ranks.empty()) {
       AON_RETURN_IF_ERROR(w->AppendTable(RankSummarySchema(), ranks.data(), ranks.size(), "meta"));
+    }
+    if (!drops.empty()) {
+      AON_RETURN_IF_ERROR(w->AppendTable(RankDropsSchema(), drops.data(), drops.size(), "meta"));
     }
     AON_RETURN_IF_ERROR(w->WriteStrings(strings));
     return w->Finish();

@@ -48,8 +48,11 @@ inline constexpr int kFormatMajor = 1;
 // external_kind 3; the step source "pytorch" (aon_framework_step).
 // 1.9: steps.thread_cpu_ns (the CPU time of the thread that marks the steps,
 // per step: a host busy between launches tells apart from one that waits).
-// 1.10: devices.pcie_gen and pcie_width (the GPU's PCIe link, from CUPTI).
-inline constexpr int kFormatMinor = 10;
+// 1.10: devices.pcie_gen and pcie_width (the GPU's PCIe link, from /proc and /sys).
+// 1.11: unwritten_<kind> of a rank file (of the dropped records, those the
+// collector received but could not write: disk full, I/O error) and /meta/drops
+// of a timeline (records dropped per rank and kind, and of them unwritten).
+inline constexpr int kFormatMinor = 11;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -143,6 +146,10 @@ struct RankMetadata {
   uint64_t end_ns = 0;
   std::string end_reason;                            // "exit", "signal SIGTERM", ...
   std::array<uint64_t, kRecordKindCount> dropped{};  // per RecordKind
+  // Of `dropped`, the records the collector received but could not write (disk
+  // full, I/O error; 1.11, 0 in older files). The rest were dropped before they
+  // reached it: the agent's memory cap (its ring was full).
+  std::array<uint64_t, kRecordKindCount> unwritten{};
   std::vector<std::string> notes;  // degradations, each said once ("CUPTI unavailable: ...")
   // Capture windows and what they cost (1.5; docs/always-on.md). capture_mode:
   // "budgeted" (CUPTI in windows on aligned steps, inside overhead_budget), "full"
@@ -181,9 +188,10 @@ struct RankMetadata {
 // label of aon-inspect are all `name`; the HDF5 writer and reader, the wire
 // encoder and decoder, aon-inspect and docs/trace-format.md iterate this table.
 // Storage: strings as strings, uint64 as u64, double as f64, the other integers
-// and bools as i64 (bools 0/1). Three fields are not scalars and are handled
+// and bools as i64 (bools 0/1). Four fields are not scalars and are handled
 // next to the table by each of those users: dropped (one value per record kind:
-// "dropped_<kind>" attributes, "dropped.<kind>" wire keys), notes (one string,
+// "dropped_<kind>" attributes, "dropped.<kind>" wire keys), unwritten (likewise
+// "unwritten_<kind>" attributes; the collector's own, never on the wire), notes (one string,
 // newline-separated, in files; one "note" key per note on the wire) and
 // devices (the /meta/devices table; "device" wire keys).
 struct MetaField {
@@ -287,6 +295,32 @@ struct TableTraits<RankSummary> {
       AON_PADDING(T, padding_)};
 };
 inline const TableSchema& RankSummarySchema() { return SchemaOf<RankSummary>(); }
+
+// What a rank lost, per record kind (1.11; timelines): one row per rank and kind
+// with a record dropped (RankMetadata::dropped and ::unwritten). The report says
+// it beside what was kept, and why.
+struct RankDrops {
+  uint32_t rank;
+  uint32_t kind;       // RecordKind
+  uint64_t dropped;    // all records of that kind the rank lost
+  uint64_t unwritten;  // of them, received by the collector but not written (disk)
+};
+static_assert(sizeof(RankDrops) == 24);
+template <>
+struct TableTraits<RankDrops> {
+  using T = RankDrops;
+  static constexpr const char* kName = "drops";
+  static constexpr const char* kDoc =
+      "/meta/drops of a timeline: records a rank dropped, per kind (1.11; only kinds with any)";
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, rank, kId, "rank"),
+      AON_FIELD(T, kind, kId, "record kind (RecordKind: 0 kernels, 1 memcpy, ... as /records)"),
+      AON_FIELD(T, dropped, kQuantity, "records of that kind the rank dropped"),
+      AON_FIELD(T, unwritten, kQuantity,
+                "of them, records the collector received but could not write (disk full, I/O "
+                "error); the rest: the agent's memory cap")};
+};
+inline const TableSchema& RankDropsSchema() { return SchemaOf<RankDrops>(); }
 // Copies a rank file's capture fields into its timeline row.
 void SetCaptureSummary(const RankMetadata& m, RankSummary* row);
 

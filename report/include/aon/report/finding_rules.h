@@ -56,6 +56,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <span>
@@ -66,6 +67,13 @@
 #include "aon/report/report.h"
 
 namespace aon::report {
+
+// FindingRule::uses of these kinds.
+constexpr uint32_t Uses(std::initializer_list<RecordKind> kinds) {
+  uint32_t bits = 0;
+  for (RecordKind k : kinds) bits |= 1u << static_cast<uint32_t>(k);
+  return bits;
+}
 
 // What rules of higher precedence have claimed, for the rules after them.
 struct Claims {
@@ -100,6 +108,10 @@ struct Detection {
 struct FindingRule {
   std::string_view id;        // Finding::kind
   int precedence = 0;         // unique in a table; smaller runs first and wins ties
+  // The record kinds the rule's figures rest on: a finding whose rank (every
+  // rank, for -1) lost records of one of them says so in its evidence, with the
+  // share lost (LossSummary). Bits 1 << RecordKind.
+  uint32_t uses = 0;
   std::string_view detects;   // one line: what fires the rule (docs, tests)
   std::string_view action;    // template of Finding::action
   std::string_view evidence;  // template of Finding::evidence
@@ -120,5 +132,6 @@ std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingR
 
 // Fills a template (syntax above).
 std::string ExpandTemplate(std::string_view text, const std::map<std::string, std::string>& values);
+
 
 }  // namespace aon::report

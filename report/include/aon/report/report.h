@@ -17,6 +17,7 @@
 //     order (the k-th NCCL kernel of one name on each rank is one collective).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -46,6 +47,12 @@ struct RankInfo {
   double window_step_ratio = 0;  // 0: not measured
   double amortized_cost = -1;    // fraction of step time; -1: not measured
   uint32_t local_rank = 0;       // rank on its node (/meta/ranks)
+  // What the rank lost: all records (RankSummary::dropped), and per RecordKind
+  // from /meta/drops (1.11; `drops_by_kind` false in older timelines): dropped,
+  // and of those unwritten (received by the collector, not written: disk).
+  uint64_t dropped_total = 0;
+  bool drops_by_kind = false;
+  std::array<uint64_t, kRecordKindCount> dropped{}, unwritten{};
 };
 
 struct Timeline {
@@ -500,6 +507,35 @@ struct Finding {
   std::map<std::string, double> numbers;  // key numbers for --json
 };
 
+// What the job lost (RankInfo's drops) against what the timeline kept, per rank
+// and record kind: said in every report, and by every finding built on a kind
+// its rank lost records of.
+struct KindLoss {
+  RecordKind kind = RecordKind::kKernel;
+  uint64_t kept = 0, dropped = 0, unwritten = 0;
+  double share() const {  // of the records the rank made of this kind
+    return kept + dropped > 0 ? static_cast<double>(dropped) / static_cast<double>(kept + dropped)
+                              : 0.0;
+  }
+  // "memory cap", "not written (disk)" or both.
+  std::string why() const;
+};
+struct RankLoss {
+  uint32_t rank = 0;
+  uint64_t dropped = 0;  // all kinds
+  std::vector<KindLoss> kinds;  // those with drops; empty when the timeline does not say
+};
+struct LossSummary {
+  std::vector<RankLoss> ranks;  // those that lost records
+  uint64_t dropped = 0;
+  std::string statement;  // "" when nothing was lost
+  // The largest share of kind `kind` lost by `rank` (-1: every rank), and the
+  // text that says it ("" when none was lost): "rank 0 lost 42 % of its kernels
+  // (memory cap)".
+  std::pair<double, std::string> Of(int rank, RecordKind kind) const;
+};
+LossSummary SummarizeLoss(const Timeline& t);
+
 // What capturing cost the job and what it covered (docs/always-on.md), from the
 // ranks' own measurements: said first in every report.
 struct CaptureSummary {
@@ -565,6 +601,7 @@ struct Report {
   uint64_t start_ns = 0, end_ns = 0;  // GPU activity window over all ranks
   uint64_t records = 0;
   CaptureSummary capture;
+  LossSummary loss;
   Steps steps;
   std::vector<RankBreakdown> breakdown;
   std::vector<KernelStats> kernels;

@@ -13,6 +13,8 @@ AON_FINDING_RULE(host_work) {
   static constexpr FindingRule kRule{
       .id = "host-work",
       .precedence = 35,
+      .uses = Uses({RecordKind::kKernel, RecordKind::kMemcpy, RecordKind::kMemset, RecordKind::kApi,
+                    RecordKind::kSteps}),
       .detects =
           "GPU gaps while the launching thread ran code outside any CUDA call before its next "
           "launch (input pipeline, Python work, logging)",

@@ -10,6 +10,8 @@ AON_FINDING_RULE(idle_host_sync) {
   static constexpr FindingRule kRule{
       .id = "idle-host-sync",
       .precedence = 30,
+      .uses = Uses({RecordKind::kKernel, RecordKind::kMemcpy, RecordKind::kMemset, RecordKind::kApi,
+                    RecordKind::kSync, RecordKind::kSteps}),
       .detects = "GPU gaps ended by a blocking synchronization call",
       .action =
           "Remove host synchronization from the loop (e.g. .item(), .cpu(), "

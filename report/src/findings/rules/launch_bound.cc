@@ -11,6 +11,8 @@ AON_FINDING_RULE(launch_bound) {
   static constexpr FindingRule kRule{
       .id = "launch-bound",
       .precedence = 40,
+      .uses = Uses({RecordKind::kKernel, RecordKind::kMemcpy, RecordKind::kMemset, RecordKind::kApi,
+                    RecordKind::kSteps}),
       .detects =
           "GPU gaps before work the host launched after the GPU ran dry, while it was issuing "
           "CUDA calls back to back (launch overhead)",

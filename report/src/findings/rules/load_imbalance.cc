@@ -38,6 +38,7 @@ AON_FINDING_RULE(load_imbalance) {
   static constexpr FindingRule kRule{
       .id = "load-imbalance",
       .precedence = 60,
+      .uses = Uses({RecordKind::kKernel}),
       .detects = "one rank's compute-kernel time exceeds the mean rank's by >= 2 %",
       .action = "Rebalance work: rank {rank} computes {excess} more than the mean rank",
       .evidence = "compute kernels {max} on rank {rank} vs {mean} mean",

@@ -12,6 +12,8 @@ AON_FINDING_RULE(pageable_copies) {
   static constexpr FindingRule kRule{
       .id = "pageable-copies",
       .precedence = 50,
+      .uses = Uses({RecordKind::kKernel, RecordKind::kMemcpy, RecordKind::kMemset, RecordKind::kApi,
+                    RecordKind::kSteps}),
       .detects = "GPU gaps before synchronous or pageable copies, and pageable copy time",
       .action =
           "Use pinned host memory and asynchronous copies (pin_memory=True, "

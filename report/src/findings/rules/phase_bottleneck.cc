@@ -85,6 +85,7 @@ AON_FINDING_RULE(phase_bottleneck) {
   static constexpr FindingRule kRule{
       .id = "phase-bottleneck",
       .precedence = 70,
+      .uses = Uses({RecordKind::kNvtx, RecordKind::kCounters}),
       .detects =
           "the longest NVTX phase whose GPU counters say launch-, memory- or "
           "latency-bound (docs/counters.md)",

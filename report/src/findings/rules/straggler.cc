@@ -116,6 +116,7 @@ AON_FINDING_RULE(straggler) {
   static constexpr FindingRule kRule{
       .id = "straggler",
       .precedence = 10,
+      .uses = Uses({RecordKind::kNccl, RecordKind::kKernel, RecordKind::kSteps}),
       .detects = "one rank arrives last at >= 50 % of collectives (or twice its share)",
       .action =
           "Make rank {rank} keep pace: it arrives last at {last_share} of {collectives} "

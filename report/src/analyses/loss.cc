@@ -1,0 +1,101 @@
+// Loss: what each rank lost (records dropped: the agent's memory cap, or
+// received by the collector and not written) against what the timeline kept,
+// per record kind (LossSummary). Every rendering says it; findings built on a
+// kind their rank lost records of say so (findings/engine.cc).
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "analyses/analysis.h"
+
+namespace aon::report {
+
+namespace {
+
+// "42 %", "0.3 %", "0.0012 %": a loss is never said as 0 %.
+std::string LostPercent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, share >= 0.01 ? "%.0f %%" : "%.2g %%", share * 100);
+  return buf;
+}
+
+}  // namespace
+
+std::string KindLoss::why() const {
+  const uint64_t capped = dropped > unwritten ? dropped - unwritten : 0;
+  if (unwritten == 0) return "memory cap";
+  if (capped == 0) return "not written: disk";
+  return "memory cap, and not written: disk";
+}
+
+std::pair<double, std::string> LossSummary::Of(int rank, RecordKind kind) const {
+  const RankLoss* worst = nullptr;
+  const KindLoss* worst_kind = nullptr;
+  for (const RankLoss& r : ranks) {
+    if (rank >= 0 && static_cast<int>(r.rank) != rank) continue;
+    for (const KindLoss& k : r.kinds) {
+      if (k.kind == kind && k.dropped > 0 &&
+          (worst_kind == nullptr || k.share() > worst_kind->share()))
+        worst = &r, worst_kind = &k;
+    }
+  }
+  if (worst_kind == nullptr) return {0.0, ""};
+  return {worst_kind->share(), "rank " + std::to_string(worst->rank) + " lost " +
+                                   LostPercent(worst_kind->share()) + " of its " +
+                                   RecordKindName(kind) + " (" + worst_kind->why() + ")"};
+}
+
+LossSummary SummarizeLoss(const Timeline& t) {
+  LossSummary s;
+  // Records kept, per rank and kind.
+  std::vector<std::array<uint64_t, kRecordKindCount>> kept(t.world_size);
+  ForEachRecordType([&](auto tag) {
+    using T = decltype(tag);
+    const auto& records = const_cast<Timeline&>(t).Records<T>();
+    for (const auto& m : records)
+      if (m.rank < kept.size()) ++kept[m.rank][static_cast<size_t>(TableTraits<T>::kKind)];
+  });
+  std::string said;
+  for (const RankInfo& info : t.ranks) {
+    if (info.dropped_total == 0 &&
+        std::all_of(info.dropped.begin(), info.dropped.end(), [](uint64_t d) { return d == 0; }))
+      continue;
+    RankLoss r;
+    r.rank = info.rank;
+    r.dropped = info.dropped_total;
+    std::string kinds;
+    if (info.drops_by_kind) {
+      r.dropped = 0;
+      for (size_t k = 0; k < kRecordKindCount; ++k) {
+        if (info.dropped[k] == 0) continue;
+        KindLoss l;
+        l.kind = static_cast<RecordKind>(k);
+        l.kept = info.rank < kept.size() ? kept[info.rank][k] : 0;
+        l.dropped = info.dropped[k];
+        l.unwritten = std::min(info.unwritten[k], info.dropped[k]);
+        r.dropped += l.dropped;
+        kinds += (kinds.empty() ? "" : ", ") + LostPercent(l.share()) + " of its " +
+                 RecordKindName(l.kind) + " (" + std::to_string(l.dropped) + "; " + l.why() + ")";
+        r.kinds.push_back(l);
+      }
+    } else {
+      kinds = std::to_string(r.dropped) + " records (the timeline does not say of which kinds)";
+    }
+    s.dropped += r.dropped;
+    said += (said.empty() ? "" : "; ") + ("rank " + std::to_string(r.rank) + " lost " + kinds);
+    s.ranks.push_back(std::move(r));
+  }
+  if (!s.ranks.empty()) {
+    s.statement = "Records were lost: " + said +
+                  ". Figures come from what was kept; findings built on a kind with losses say "
+                  "so. A memory cap: raise --memory-cap (or capture fewer kinds); not written: "
+                  "free space where the job directory is.";
+  }
+  return s;
+}
+
+const Analysis kLossAnalysis = {"loss", "", "loss",
+                                [](const Timeline& t, Report* r) { r->loss = SummarizeLoss(t); }};
+
+}  // namespace aon::report
