@@ -67,6 +67,9 @@ std::span<const MetaField> RankMetadataFields() {
        "1 if the process ended without finishing its capture (killed): the trace stops early"},
       {"last_record_ns", &M::last_record_ns, 2,
        "the latest record time written (host timebase; 0 = unknown or none)"},
+      {"collector_lost_ns", &M::collector_lost_ns, 11,
+       "when the node collector exited while this rank ran (host timebase; 0: it did not): the "
+       "rank wrote the rest itself, and aon-merge joins that file with the collector's .partial"},
       {"nccl_gpu_clock_offset_ns", &M::nccl_gpu_clock_offset_ns, 1,
        "NCCL %globaltimer -> host timebase: host = gpu + offset"},
       {"nccl_gpu_clock_pairs", &M::nccl_gpu_clock_pairs, 1,

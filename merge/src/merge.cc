@@ -106,6 +106,22 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   report->world_size = decided.world_size;
   report->ranks = std::move(decided.ranks);
   report->problems = std::move(decided.problems);
+  // Ranks whose collector died: which part came from where (join.h).
+  for (const std::string& line : listing.join_problems) report->problems.push_back(line);
+  for (const std::string& line : listing.joined) report->problems.push_back(line);
+  for (uint32_t r = 0; r < report->world_size; ++r) {
+    if (!decided.merged_from[r]) continue;
+    const RankMetadata& m = job.candidates[*decided.merged_from[r]].found.meta;
+    if (m.collector_lost_ns == 0) continue;
+    RankOutcome& o = report->ranks[r];
+    for (const std::string& n : m.notes) {
+      if (n.find("aon-merge joined") != std::string::npos) o.message = n;
+    }
+    if (o.message.empty()) {
+      o.message = "the node collector exited while this rank ran; merged from " + o.path +
+                  ", the rank's own file: what the collector had flushed is not in it";
+    }
+  }
   if (decided.nothing_to_merge()) {
     std::string msg = "nothing to merge in '" + options.job_dir + "': no rank file could be read";
     for (const std::string& p : report->problems) msg += "\n  " + p;

@@ -77,6 +77,8 @@ std::string Pack(const ScanList& m) {
   p.Bool(m.listed);
   PackListed(p, m.finals);
   PackListed(p, m.partials);
+  p.Strs(m.joined);
+  p.Strs(m.join_problems);
   return p.Take();
 }
 
@@ -85,6 +87,8 @@ Status Unpack(std::string_view bytes, ScanList* m) {
   m->listed = u.Bool();
   m->finals = UnpackListed(u);
   m->partials = UnpackListed(u);
+  m->joined = u.Strs();
+  m->join_problems = u.Strs();
   return Finish(u, bytes, "scan list");
 }
 

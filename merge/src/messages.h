@@ -58,6 +58,9 @@ struct ScanList {
   bool listed = false;             // false: the directory could not be listed here (Agree says why)
   std::vector<ListedFile> finals;  // rank-*.h5, sorted by path
   std::vector<ListedFile> partials;  // rank-*.h5.partial, sorted by path
+  // What this process's join (join.h) did before listing: ranks whose two parts
+  // it joined, and pairs it could not join.
+  std::vector<std::string> joined, join_problems;
 };
 std::string Pack(const ScanList& m);
 Status Unpack(std::string_view bytes, ScanList* m);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "exchange.h"
+#include "join.h"
 
 namespace aon::merge {
 namespace {
@@ -66,7 +67,16 @@ StatusOr<ScanList> ListJobDir(const std::string& dir) {
 }
 
 StatusOr<JobListing> ScanJob(MergeComm& comm, const std::string& job_dir) {
+  // Joins first, everywhere, then lists: no process lists a pair another is joining.
+  JoinResult join;
+  std::error_code ec;
+  if (fs::is_directory(job_dir, ec)) join = JoinSplitRanks(job_dir);
+  AON_RETURN_IF_ERROR(Agree(comm, Status::Ok()));
   auto mine = ListJobDir(job_dir);
+  if (mine.ok()) {
+    mine->joined = std::move(join.joined);
+    mine->join_problems = std::move(join.problems);
+  }
   AON_ASSIGN_OR_RETURN(const std::vector<ScanList> all,
                        AllgatherMessage(comm, mine.ok() ? *mine : ScanList{}));
   // The directory must be readable where the merge runs: the first process's
@@ -75,6 +85,9 @@ StatusOr<JobListing> ScanJob(MergeComm& comm, const std::string& job_dir) {
   JobListing listing;
   for (size_t q = 0; q < all.size(); ++q) {
     if (!all[q].listed) continue;
+    listing.joined.insert(listing.joined.end(), all[q].joined.begin(), all[q].joined.end());
+    listing.join_problems.insert(listing.join_problems.end(), all[q].join_problems.begin(),
+                                 all[q].join_problems.end());
     for (auto [files, seen] : {std::pair{&all[q].finals, &listing.finals},
                                std::pair{&all[q].partials, &listing.partials}}) {
       for (const ListedFile& f : *files) {

@@ -30,6 +30,9 @@ using SeenFiles = std::map<std::string, SeenFile>;  // by path
 struct JobListing {
   SeenFiles finals;    // rank-*.h5
   SeenFiles partials;  // rank-*.h5.partial
+  // Ranks whose collector part and own part the processes joined first (join.h),
+  // and pairs that could not be joined: said in the merge's report.
+  std::vector<std::string> joined, join_problems;
 };
 
 // The rank of "rank-<N>.h5" (partial = false) or "rank-<N>.h5.partial".
@@ -41,9 +44,9 @@ std::string RankFileName(uint32_t rank);
 // when it cannot be listed).
 StatusOr<ScanList> ListJobDir(const std::string& dir);
 
-// Collective: every process lists the directory and all lists are united. The
-// first process's listing error is everyone's; NotFound when no process sees a
-// rank file.
+// Collective: every process first joins the split ranks it sees (join.h), then
+// lists the directory, and all lists are united. The first process's listing
+// error is everyone's; NotFound when no process sees a rank file.
 StatusOr<JobListing> ScanJob(MergeComm& comm, const std::string& job_dir);
 
 // Gives each path to one process that sees it: largest first, each to the

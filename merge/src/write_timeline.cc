@@ -111,6 +111,7 @@ std::vector<RankSummary> RankRows(const JobOutcome& outcome, const MergedRanks& 
       row.nccl_gpu_clock_pairs = m->nccl_gpu_clock_pairs;
       row.nccl_gpu_clock_spread_ns = m->nccl_gpu_clock_spread_ns;
       SetCaptureSummary(*m, &row);
+      if (m->collector_lost_ns != 0) row.flags |= kRankCollectorLost;
     }
     if (outcome.first_ns[r] != UINT64_MAX) {
       row.first_ns = outcome.first_ns[r];

@@ -150,6 +150,8 @@ void Agent::ConnectCollector() {
 }
 
 void Agent::OnCollectorLost() {
+  uint64_t none = 0;
+  collector_lost_ns_.compare_exchange_strong(none, TimebaseNowNs(), std::memory_order_acq_rel);
   collector_lost_.store(true, std::memory_order_release);
   Note(
       "the node collector exited while this rank runs: its file keeps what it flushed; the "
@@ -306,6 +308,7 @@ void Agent::Finish(const char* reason) {
     // own file until the merge copies its leader's model: not a degradation.
     if (!clock.synchronized && clock.leader_rank < 0 && identity_.world_size != 1) Note(clock.note);
     m.dropped = sink_->Dropped();
+    m.collector_lost_ns = collector_lost_ns_.load(std::memory_order_acquire);
     m.capture_mode = capture_summary.capture_mode;
     m.step_source = capture_summary.step_source;
     m.steps = capture_summary.steps;
@@ -330,6 +333,8 @@ void Agent::Finish(const char* reason) {
       }
       Note("the collector did not finish this rank's file (" + done.status().message() +
            "): written by the rank itself (degraded)");
+      // Its .partial file, if any, holds what it flushed: aon-merge joins the two.
+      if (m.collector_lost_ns == 0) m.collector_lost_ns = TimebaseNowNs();
       std::lock_guard<std::mutex> lock(meta_mu_);
       m.notes = notes_;
     }

@@ -83,6 +83,8 @@ class Agent final : public AgentNotes {
   // The node collector that drains the ring (null: degraded, written in-process).
   std::unique_ptr<CollectorLink> collector_;
   std::atomic<bool> collector_lost_{false};
+  // When the collector was found gone (0: never): RankMetadata::collector_lost_ns.
+  std::atomic<uint64_t> collector_lost_ns_{0};
   RealtimeAnchor anchor_;
   pid_t pid_ = 0;  // a forked child must not write its parent's rank file
   uint64_t start_ns_ = 0;

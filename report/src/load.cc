@@ -123,6 +123,7 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
     info.amortized_cost = s.amortized_cost;
     info.local_rank = s.local_rank;
     info.dropped_total = s.dropped;
+    info.collector_lost = (s.flags & kRankCollectorLost) != 0;
   }
   // What each rank lost, per kind (1.11).
   if (auto rows = reader->ReadAllOf<RankDrops>(RankDropsSchema(), "meta"); rows.ok()) {

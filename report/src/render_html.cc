@@ -477,7 +477,12 @@ std::string SummarySection(const Report& r) {
          "</p><table><tr><th>rank</th><th class=l>records</th><th>kept</th><th>lost</th>"
          "<th>share lost</th><th class=l>why</th></tr>\n";
     for (const RankLoss& q : r.loss.ranks) {
-      if (q.kinds.empty()) {
+      if (!q.collector_lost.empty()) {
+        o += "<tr><td>" + std::to_string(q.rank) +
+             "</td><td class=l>all kinds</td><td>-</td><td>-</td><td>-</td><td class=l>collector "
+             "lost: " + E(q.collector_lost) + "</td></tr>\n";
+      }
+      if (q.kinds.empty() && q.dropped > 0) {
         o += "<tr><td>" + std::to_string(q.rank) + "</td><td class=l>all kinds</td><td>-</td><td>" +
              std::to_string(q.dropped) + "</td><td>-</td><td class=l>not said (older timeline)"
              "</td></tr>\n";

@@ -327,6 +327,7 @@ std::string RenderJson(const Report& r) {
     w.BeginObject();
     Member(w, "rank", static_cast<double>(q.rank));
     Member(w, "records", static_cast<double>(q.dropped));
+    Member(w, "collector_lost", q.collector_lost);
     w.Key("kinds");
     w.BeginArray();
     for (const KindLoss& k : q.kinds) {

@@ -1,7 +1,7 @@
 // Loss: what each rank lost (records dropped: the agent's memory cap, or
 // received by the collector and not written) against what the timeline kept,
 // per record kind (LossSummary). Every rendering says it; findings built on a
-// kind their rank lost records of say so (findings/engine.cc).
+// kind their rank lost records of say so (report/src/findings/engine.cc).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -58,12 +58,15 @@ LossSummary SummarizeLoss(const Timeline& t) {
   });
   std::string said;
   for (const RankInfo& info : t.ranks) {
-    if (info.dropped_total == 0 &&
+    if (info.dropped_total == 0 && !info.collector_lost &&
         std::all_of(info.dropped.begin(), info.dropped.end(), [](uint64_t d) { return d == 0; }))
       continue;
     RankLoss r;
     r.rank = info.rank;
     r.dropped = info.dropped_total;
+    if (info.collector_lost)
+      r.collector_lost =
+          info.message.empty() ? std::string("the node collector exited while it ran") : info.message;
     std::string kinds;
     if (info.drops_by_kind) {
       r.dropped = 0;
@@ -79,18 +82,22 @@ LossSummary SummarizeLoss(const Timeline& t) {
                  RecordKindName(l.kind) + " (" + std::to_string(l.dropped) + "; " + l.why() + ")";
         r.kinds.push_back(l);
       }
-    } else {
+    } else if (r.dropped > 0) {
       kinds = std::to_string(r.dropped) + " records (the timeline does not say of which kinds)";
     }
     s.dropped += r.dropped;
-    said += (said.empty() ? "" : "; ") + ("rank " + std::to_string(r.rank) + " lost " + kinds);
+    if (!kinds.empty())
+      said += (said.empty() ? "" : "; ") + ("rank " + std::to_string(r.rank) + " lost " + kinds);
+    if (!r.collector_lost.empty())
+      said += (said.empty() ? "" : "; ") + ("rank " + std::to_string(r.rank) + ": " + r.collector_lost);
     s.ranks.push_back(std::move(r));
   }
   if (!s.ranks.empty()) {
     s.statement = "Records were lost: " + said +
                   ". Figures come from what was kept; findings built on a kind with losses say "
                   "so. A memory cap: raise --memory-cap (or capture fewer kinds); not written: "
-                  "free space where the job directory is.";
+                  "free space where the job directory is; a collector that exited: its log "
+                  "(aon-run -v) says why.";
   }
   return s;
 }

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -32,6 +33,7 @@
 #include "aon/format/metadata_wire.h"
 #include "aon/ipc/collector_protocol.h"
 #include "aon/ipc/shm_ring.h"
+#include "aon/merge/merge.h"
 #include "skip_or_fail.h"
 
 namespace aon {
@@ -336,6 +338,43 @@ class CollectorTest : public AgentTest {
   }
 };
 
+// After the collector of a rank died: the merge joins what it flushed
+// (`partial`, `before` marks) and what the rank wrote itself (`own`, `after`)
+// into rank-00000.h5, every mark once, the two inputs kept as *.joined; the
+// timeline's rank row is flagged and says what was joined.
+void ExpectTheMergeJoinsBothParts(const std::string& dir, const std::string& partial,
+                                  const std::string& own, uint64_t before, uint64_t after) {
+  merge::MergeOptions options;
+  options.job_dir = dir;
+  merge::MergeReport report;
+  const Status merged = merge::MergeJob(options, &report);
+  ASSERT_TRUE(merged.ok()) << merged.ToString();
+  EXPECT_FALSE(fs::exists(partial));
+  EXPECT_FALSE(fs::exists(own));
+  EXPECT_TRUE(fs::exists(partial + ".joined"));
+  EXPECT_TRUE(fs::exists(own + ".joined"));
+  auto joined = TraceReader::Open(dir + "/rank-00000.h5");
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  auto marks = (*joined)->ReadAll<NvtxRecord>();
+  ASSERT_TRUE(marks.ok());
+  EXPECT_EQ(marks->size(), before + after) << "each part whole, nothing twice";
+  std::set<uint64_t> times;
+  for (const NvtxRecord& n : *marks) times.insert(n.start_ns);
+  EXPECT_EQ(times.size(), marks->size()) << "a mark in both parts";
+  auto meta = (*joined)->ReadRankMetadata();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_TRUE(HasNote(*meta, "aon-merge joined rank-00000.h5.partial")) << Notes(*meta);
+  auto timeline = TraceReader::Open(dir + "/timeline.h5");
+  ASSERT_TRUE(timeline.ok()) << timeline.status().ToString();
+  auto rows = (*timeline)->ReadAllOf<RankSummary>(RankSummarySchema(), "meta");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].flags & kRankCollectorLost, kRankCollectorLost);
+  ASSERT_EQ(report.ranks.size(), 1u);
+  EXPECT_NE(report.ranks[0].message.find("aon-merge joined"), std::string::npos)
+      << report.ranks[0].message;
+}
+
 TEST_F(CollectorTest, KilledRankKeepsEverythingThatReachedItsRing) {
   RunningChild c = Start("marks-forever");
   long acknowledged = 0;
@@ -443,8 +482,52 @@ TEST_F(CollectorTest, KilledCollectorLeavesAReadableFileAndTheAppRuns) {
   auto meta = r->ReadRankMetadata();
   ASSERT_TRUE(meta.ok());
   EXPECT_TRUE(HasNote(*meta, "collector exited")) << ReadAll(c.err_path) << Notes(*meta);
+  EXPECT_GT(meta->collector_lost_ns, 0u);
   EXPECT_GT(CountNvtx(*r), 0u);
   EXPECT_NE(ReadAll(c.err_path).find("collector exited"), std::string::npos);
+  ExpectTheMergeJoinsBothParts(dir_, partial_path, own, CountNvtx(**partial), CountNvtx(*r));
+}
+
+// The collector killed before its first flush: its .partial holds the rank's
+// metadata and no record; the merge still joins it with the rank's own file.
+TEST_F(CollectorTest, CollectorKilledBeforeItsFirstFlushIsJoinedToo) {
+  const std::string stop_file = dir_ + "/stop";
+  RunningChild c = Start("marks-until-stopped", {{"STOP_FILE", stop_file}});
+  const std::string partial_path = dir_ + "/rank-00000.h5.partial";
+  std::vector<pid_t> collectors;
+  auto t0 = std::chrono::steady_clock::now();
+  while ((collectors.empty() || !fs::exists(partial_path)) &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    ASSERT_GT(c.ReadProgress(), 0) << ReadAll(c.err_path);
+    collectors = PidsOf(SocketName());
+  }
+  ASSERT_EQ(collectors.size(), 1u) << ReadAll(c.err_path);
+  kill(collectors[0], SIGKILL);
+  ASSERT_TRUE(WaitUntilDead(collectors[0])) << "the collector outlived SIGKILL";
+  std::FILE* stop = std::fopen(stop_file.c_str(), "w");
+  ASSERT_NE(stop, nullptr);
+  std::fclose(stop);
+  while (c.ReadProgress() > 0) {
+  }
+  int st = c.Wait();
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << ReadAll(c.err_path);
+  std::string own;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("rank-00000.pid") && name.ends_with(".h5")) own = e.path().string();
+  }
+  ASSERT_FALSE(own.empty()) << ReadAll(c.err_path);
+  uint64_t before = 0, after = 0;
+  {
+    auto p = TraceReader::Open(partial_path);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    before = CountNvtx(**p);
+    auto o = TraceReader::Open(own);
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    after = CountNvtx(**o);
+  }
+  EXPECT_GT(after, 0u);
+  ExpectTheMergeJoinsBothParts(dir_, partial_path, own, before, after);
 }
 
 TEST_F(CollectorTest, OneCollectorServesEveryRankOfTheNode) {

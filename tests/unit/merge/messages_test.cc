@@ -63,7 +63,9 @@ StatusMessage FullStatusMessage() {
 ScanList FullScanList() {
   return {true,
           {{"/job/rank-00000.h5", 12345}, {"/job/rank-00001.h5", 0}},
-          {{"/job/rank-00002.h5.partial", UINT64_MAX}}};
+          {{"/job/rank-00002.h5.partial", UINT64_MAX}},
+          {"/job/rank-00003.h5: joined"},
+          {"/job/rank-00004.pid9.h5: not joined", ""}};
 }
 
 CandidateSummaries FullCandidateSummaries() {
@@ -125,6 +127,8 @@ void ExpectSame(const ScanList& a, const ScanList& b) {
   EXPECT_EQ(a.listed, b.listed);
   ExpectSame(a.finals, b.finals);
   ExpectSame(a.partials, b.partials);
+  EXPECT_EQ(a.joined, b.joined);
+  EXPECT_EQ(a.join_problems, b.join_problems);
 }
 
 void ExpectSame(const OpenResult& a, const OpenResult& b) {

@@ -49,7 +49,7 @@ inline constexpr int kFormatMajor = 1;
 // 1.9: steps.thread_cpu_ns (the CPU time of the thread that marks the steps,
 // per step: a host busy between launches tells apart from one that waits).
 // 1.10: devices.pcie_gen and pcie_width (the GPU's PCIe link, from /proc and /sys).
-// 1.11: unwritten_<kind> of a rank file (of the dropped records, those the
+// 1.11: collector_lost_ns and unwritten_<kind> of a rank file (of the dropped records, those the
 // collector received but could not write: disk full, I/O error) and /meta/drops
 // of a timeline (records dropped per rank and kind, and of them unwritten).
 inline constexpr int kFormatMinor = 11;
@@ -179,6 +179,11 @@ struct RankMetadata {
   // early; last_record_ns = the latest record time written (host timebase).
   bool truncated = false;
   uint64_t last_record_ns = 0;
+  // When this rank's node collector exited while the rank ran (host timebase;
+  // 1.11, 0: it did not). The collector's .partial file holds what it flushed
+  // before; the rank wrote what its ring still held, and everything after, into
+  // a file of its own, which aon-merge joins with that .partial.
+  uint64_t collector_lost_ns = 0;
 
   std::vector<DeviceInfo> devices;
 };
@@ -257,9 +262,13 @@ struct RankSummary {
   double amortized_cost;  // -1: not measured
   uint8_t status;         // RankStatus
   uint8_t capture_mode;   // CaptureMode
-  uint8_t padding_[6];
+  uint8_t flags;          // kRankCollectorLost (1.11; 0 in older timelines)
+  uint8_t padding_[5];
 };
 static_assert(sizeof(RankSummary) == 152);
+// RankSummary::flags: the rank's node collector exited while it ran
+// (RankMetadata::collector_lost_ns): message_id says what was joined and lost.
+inline constexpr uint8_t kRankCollectorLost = 1;
 template <>
 struct TableTraits<RankSummary> {
   using T = RankSummary;
@@ -292,6 +301,9 @@ struct TableTraits<RankSummary> {
       AON_FIELD(T, status, kEnum, "ok, missing, corrupt, truncated, unsupported",
                 kRankStatusValues),
       AON_FIELD(T, capture_mode, kEnum, "how the rank captured (1.5)", kCaptureModeValues),
+      AON_FIELD(T, flags, kQuantity,
+                "1: the node collector exited while the rank ran; the message says what aon-merge "
+                "joined and what was lost (1.11)"),
       AON_PADDING(T, padding_)};
 };
 inline const TableSchema& RankSummarySchema() { return SchemaOf<RankSummary>(); }

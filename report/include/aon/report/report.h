@@ -52,6 +52,9 @@ struct RankInfo {
   // and of those unwritten (received by the collector, not written: disk).
   uint64_t dropped_total = 0;
   bool drops_by_kind = false;
+  // The node collector exited while the rank ran (kRankCollectorLost): `message`
+  // says what the merge joined and what lies between unrecorded.
+  bool collector_lost = false;
   std::array<uint64_t, kRecordKindCount> dropped{}, unwritten{};
 };
 
@@ -524,6 +527,8 @@ struct RankLoss {
   uint32_t rank = 0;
   uint64_t dropped = 0;  // all kinds
   std::vector<KindLoss> kinds;  // those with drops; empty when the timeline does not say
+  // The node collector exited while the rank ran: what was joined and lost ("": it did not).
+  std::string collector_lost;
 };
 struct LossSummary {
   std::vector<RankLoss> ranks;  // those that lost records
