@@ -67,6 +67,8 @@ std::span<const MetaField> RankMetadataFields() {
        "1 if the process ended without finishing its capture (killed): the trace stops early"},
       {"last_record_ns", &M::last_record_ns, 2,
        "the latest record time written (host timebase; 0 = unknown or none)"},
+      {"capture_disabled", &M::capture_disabled, 11,
+       "why this rank captured nothing (\"\": it captured): a setting it was given was refused"},
       {"collector_lost_ns", &M::collector_lost_ns, 11,
        "when the node collector exited while this rank ran (host timebase; 0: it did not): the "
        "rank wrote the rest itself, and aon-merge joins that file with the collector's .partial"},

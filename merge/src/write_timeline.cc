@@ -112,6 +112,11 @@ std::vector<RankSummary> RankRows(const JobOutcome& outcome, const MergedRanks& 
       row.nccl_gpu_clock_spread_ns = m->nccl_gpu_clock_spread_ns;
       SetCaptureSummary(*m, &row);
       if (m->collector_lost_ns != 0) row.flags |= kRankCollectorLost;
+      if (!m->capture_disabled.empty()) {
+        row.flags |= kRankCaptureDisabled;
+        if (o.message.empty())
+          row.message_id = strings.Intern("capture disabled: " + m->capture_disabled);
+      }
     }
     if (outcome.first_ns[r] != UINT64_MAX) {
       row.first_ns = outcome.first_ns[r];

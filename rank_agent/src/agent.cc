@@ -92,6 +92,7 @@ Agent::Agent() {
     fprintf(stderr, "[aon] rank %d: capture disabled: %s\n", identity_.rank,
             config.status().message().c_str());
     notes_.push_back("capture disabled: " + config.status().message());
+    capture_disabled_ = config.status().message();
     // Still write the (empty) trace, so the reason reaches the job directory.
     if (const char* dir = getenv(AgentConfigVariable(AgentVar::kOutputDir).env))
       config_.output_dir = dir;
@@ -177,6 +178,7 @@ RankMetadata Agent::BaseMetadata() const {
   m.agent_version = kAgentVersion;
   m.start_ns = start_ns_;
   m.source = ChoiceName(config_.source);  // what was asked; Finish says what ran
+  m.capture_disabled = capture_disabled_;
   return m;
 }
 

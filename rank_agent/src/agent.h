@@ -92,6 +92,7 @@ class Agent final : public AgentNotes {
   std::mutex meta_mu_;  // guards notes_, source_, devices_, finish_hooks_
   std::vector<std::string> notes_;
   std::string source_ = "none";
+  std::string capture_disabled_;  // RankMetadata::capture_disabled (set once, at start)
   std::vector<DeviceInfo> devices_;
 
   std::unique_ptr<clocksync::RankClockSync> clock_sync_;

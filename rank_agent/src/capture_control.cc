@@ -271,9 +271,18 @@ void CaptureControl::Finish(RankMetadata* m) {
     step_.end_ns = now;
     if (Enabled(RecordKind::kSteps)) sink_.Push(step_);
   }
-  m->capture_mode = std::string(ChoiceName(config_.mode));
   const char* source = EnumValueName(kStepSourceValues, static_cast<int64_t>(tracker_.active()));
   m->step_source = source != nullptr ? source : "none";
+  m->steps = static_cast<int64_t>(steps_);
+  if (!records_) {
+    // Capture disabled (a refused setting): no mode ran, nothing was captured
+    // and nothing cost; the windows the policy counted were never opened.
+    m->capture_mode.clear();
+    m->amortized_cost = -1;
+    have_step_ = false;
+    return;
+  }
+  m->capture_mode = std::string(ChoiceName(config_.mode));
   // A period fixed by AON_CAPTURE_PERIOD is not held to the budget: 0 says so.
   m->overhead_budget = budgeted_ && config_.capture_period == 0 ? config_.overhead_budget : 0.0;
   if (budgeted_) {

@@ -19,7 +19,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   static std::atomic<bool> started{false};
   if (started.exchange(true)) return 1;
   const SourceContext& agent = Agent::Get().context();
-  if (!agent.recording()) return 1;
+  // Capture disabled by a refused setting: no GPU source runs (the rank file
+  // says source "none", and why), so nothing costs the application anything.
+  if (!agent.recording() || !agent.records()) return 1;
   if (agent.config().source == aon::GpuSource::kSynthetic) {
     StartSyntheticSource(agent);
   } else {

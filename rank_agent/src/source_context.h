@@ -41,6 +41,8 @@ class SourceContext {
   AgentNotes& notes() const { return notes_; }
   // False in a launcher process: no source may start there.
   bool recording() const { return recording_; }
+  // False where nothing may be recorded: a bad configuration disabled capture.
+  bool records() const { return records_; }
   bool enabled(RecordKind k) const { return records_ && config_.enabled(k); }
 
  private:

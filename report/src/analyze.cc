@@ -24,6 +24,11 @@ namespace {
 std::vector<std::string> Notes(const Timeline& t, const Report& r) {
   std::vector<std::string> notes;
   for (const RankInfo& info : t.ranks) {
+    if (info.capture_disabled) {
+      notes.push_back("rank " + std::to_string(info.rank) + " recorded nothing: " +
+                      (info.message.empty() ? std::string("capture disabled") : info.message) +
+                      " (the application ran on)");
+    }
     if (info.status != RankStatus::kOk) {
       notes.push_back("rank " + std::to_string(info.rank) + " is " + RankStatusName(info.status) +
                       (info.message.empty() ? "" : " (" + info.message + ")") +

@@ -124,6 +124,7 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
     info.local_rank = s.local_rank;
     info.dropped_total = s.dropped;
     info.collector_lost = (s.flags & kRankCollectorLost) != 0;
+    info.capture_disabled = (s.flags & kRankCaptureDisabled) != 0;
   }
   // What each rank lost, per kind (1.11).
   if (auto rows = reader->ReadAllOf<RankDrops>(RankDropsSchema(), "meta"); rows.ok()) {

@@ -876,6 +876,41 @@ TEST_F(SyntheticMpirunTest, FlightModeWithoutATriggerKeepsNoRecords) {
   EXPECT_TRUE(said) << "the file says what flight mode left out";
 }
 
+// A setting refused by every rank (#34 item 4): AON_CAPTURE_PERIOD=3 given to
+// the ranks by mpirun itself, past aon-run's check. The application runs as
+// it would without AON; each rank file says capture was disabled and why, no
+// source ran ("none", not the cupti asked by default), and the report says it
+// and states no cost for windows that never opened.
+TEST_F(SyntheticMpirunTest, ARefusedSettingIsSaidAndNothingClaimsToHaveRun) {
+  const std::string job = tmp_ + "/job";
+  ProcessResult r =
+      AonRunReal({"-o", job, "--source", "synthetic", "mpirun", "-np", "2", "--oversubscribe", "-x",
+                  "AON_CAPTURE_PERIOD=3", kSyntheticApp, "--iterations", "20"});
+  ASSERT_EQ(r.exit_status, 0) << r.Describe();
+  for (int rank = 0; rank < 2; ++rank) {
+    auto meta = RankFileMetadata(job, rank);
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    EXPECT_TRUE(Contains(meta->capture_disabled, "AON_CAPTURE_PERIOD: '3'"))
+        << meta->capture_disabled;
+    EXPECT_EQ(meta->source, "none");
+    EXPECT_EQ(meta->capture_mode, "");
+  }
+  auto reader = aon::TraceReader::Open(job + "/timeline.h5");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto source = (*reader)->GetMetaString("source");
+  ASSERT_TRUE(source.ok());
+  EXPECT_EQ(*source, "none");
+  const Timeline timeline = ReadTimeline(job + "/timeline.h5");
+  ASSERT_EQ(timeline.ranks.size(), 2u);
+  for (const aon::RankSummary& row : timeline.ranks)
+    EXPECT_EQ(row.flags & aon::kRankCaptureDisabled, aon::kRankCaptureDisabled) << row.rank;
+  ProcessResult rep = RunProcess({kBinDir + "/aon-report", "--no-html", job}, {}, tmp_);
+  ASSERT_EQ(rep.exit_status, 0) << rep.Describe();
+  EXPECT_TRUE(Contains(rep.out, "rank 0 recorded nothing: capture disabled: AON_CAPTURE_PERIOD"))
+      << rep.Describe();
+  EXPECT_FALSE(Contains(rep.out, "AON cost this job")) << rep.Describe();
+}
+
 // Records lost to the memory cap (#34 item 5): a 1 MiB cap and PM samples every
 // 20 us overflow each rank's ring. The report says, per rank and kind, exactly
 // what the rank files counted as dropped and what the timeline kept, in its

@@ -107,6 +107,8 @@ TEST_F(AgentTest, BadSettingDisablesCaptureButNotTheApplication) {
   ASSERT_TRUE(meta.ok());
   ASSERT_FALSE(meta->notes.empty());
   EXPECT_NE(meta->notes[0].find("bogus"), std::string::npos) << meta->notes[0];
+  EXPECT_NE(meta->capture_disabled.find("bogus"), std::string::npos) << meta->capture_disabled;
+  EXPECT_EQ(meta->source, "none") << "nothing ran";
   auto nvtx = r->ReadAll<NvtxRecord>();
   ASSERT_TRUE(nvtx.ok());
   EXPECT_TRUE(nvtx->empty());

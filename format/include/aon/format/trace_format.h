@@ -49,7 +49,7 @@ inline constexpr int kFormatMajor = 1;
 // 1.9: steps.thread_cpu_ns (the CPU time of the thread that marks the steps,
 // per step: a host busy between launches tells apart from one that waits).
 // 1.10: devices.pcie_gen and pcie_width (the GPU's PCIe link, from /proc and /sys).
-// 1.11: collector_lost_ns and unwritten_<kind> of a rank file (of the dropped records, those the
+// 1.11: collector_lost_ns, capture_disabled and unwritten_<kind> of a rank file (of the dropped records, those the
 // collector received but could not write: disk full, I/O error) and /meta/drops
 // of a timeline (records dropped per rank and kind, and of them unwritten).
 inline constexpr int kFormatMinor = 11;
@@ -184,6 +184,9 @@ struct RankMetadata {
   // before; the rank wrote what its ring still held, and everything after, into
   // a file of its own, which aon-merge joins with that .partial.
   uint64_t collector_lost_ns = 0;
+  // Why this rank captured nothing (1.11; "": it captured): a setting it was
+  // given was refused, so capture was disabled and the application ran on.
+  std::string capture_disabled;
 
   std::vector<DeviceInfo> devices;
 };
@@ -269,6 +272,8 @@ static_assert(sizeof(RankSummary) == 152);
 // RankSummary::flags: the rank's node collector exited while it ran
 // (RankMetadata::collector_lost_ns): message_id says what was joined and lost.
 inline constexpr uint8_t kRankCollectorLost = 1;
+// ... the rank captured nothing: a setting was refused (RankMetadata::capture_disabled).
+inline constexpr uint8_t kRankCaptureDisabled = 2;
 template <>
 struct TableTraits<RankSummary> {
   using T = RankSummary;
@@ -302,8 +307,9 @@ struct TableTraits<RankSummary> {
                 kRankStatusValues),
       AON_FIELD(T, capture_mode, kEnum, "how the rank captured (1.5)", kCaptureModeValues),
       AON_FIELD(T, flags, kQuantity,
-                "1: the node collector exited while the rank ran; the message says what aon-merge "
-                "joined and what was lost (1.11)"),
+                "bits (1.11): 1 the node collector exited while the rank ran (the message says "
+                "what aon-merge joined and what was lost); 2 capture was disabled (the message "
+                "says why)"),
       AON_PADDING(T, padding_)};
 };
 inline const TableSchema& RankSummarySchema() { return SchemaOf<RankSummary>(); }

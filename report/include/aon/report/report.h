@@ -55,6 +55,8 @@ struct RankInfo {
   // The node collector exited while the rank ran (kRankCollectorLost): `message`
   // says what the merge joined and what lies between unrecorded.
   bool collector_lost = false;
+  // Capture was disabled (kRankCaptureDisabled): `message` says why.
+  bool capture_disabled = false;
   std::array<uint64_t, kRecordKindCount> dropped{}, unwritten{};
 };
 
