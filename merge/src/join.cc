@@ -165,62 +165,64 @@ std::string Seconds(uint64_t ns) {
 }
 
 // Writes `target` from the collector's part and the rank's own; on success the
-// inputs are renamed to <name>.joined. Says what it joined, or why not.
+// inputs are renamed to <name>.joined. The output is written under a hidden
+// name (`temp`, no rank file the merge lists) and takes its own name only once
+// whole; until then no input is touched, so a merge that dies here leaves the
+// two parts as they were. Says what it joined.
 Status Join(const RankPart& collector, const RankPart& own, const std::string& target,
-            std::string* said) {
-  // The collector's file is rank-N.h5.partial, the very name the writer of
-  // rank-N.h5 writes through: it is read under its .joined name.
-  const std::string collector_joined = collector.path + std::string(kJoinedSuffix);
-  if (std::rename(collector.path.c_str(), collector_joined.c_str()) != 0)
-    return ErrnoStatus("cannot rename " + collector.path, errno);
-  auto undo = [&](Status st) {
-    unlink((target + std::string(kPartialSuffix)).c_str());
-    std::rename(collector_joined.c_str(), collector.path.c_str());
-    return st;
-  };
-  auto first = TraceReader::Open(collector_joined);
-  if (!first.ok()) return undo(first.status());
+            const std::string& temp, std::string* said) {
+  auto first = TraceReader::Open(collector.path);
+  if (!first.ok()) return first.status();
   auto second = TraceReader::Open(own.path);
-  if (!second.ok()) return undo(second.status());
+  if (!second.ok()) return second.status();
   auto strings = (*second)->ReadStrings();  // the agent's own table: every name of both parts
-  if (!strings.ok()) return undo(strings.status());
+  if (!strings.ok()) return strings.status();
   WriteOptions options;
-  auto writer = TraceWriter::Create(target, FileKind::kRank, options);
-  if (!writer.ok()) return undo(writer.status());
+  auto writer = TraceWriter::Create(temp, FileKind::kRank, options);
+  if (!writer.ok()) return writer.status();
   Span before, after;
   std::string unreadable, none;
   Status st = CopyRecords(**first, **writer, /*salvage=*/true, &before, &unreadable);
   if (st.ok()) st = CopyRecords(**second, **writer, /*salvage=*/false, &after, &none);
   const std::string collector_name = fs::path(collector.path).filename().string();
   const std::string own_name = fs::path(own.path).filename().string();
+  const uint64_t lost_at = own.meta.collector_lost_ns;
   RankMetadata m = own.meta;
-  std::string note = "the node collector exited while this rank ran (at " +
-                     Seconds(own.meta.collector_lost_ns) + " on the host clock): aon-merge joined " +
-                     collector_name + " (what the collector had flushed";
+  std::string note = "the node collector exited while this rank ran (found gone at " +
+                     Seconds(lost_at) + " on the host clock): aon-merge joined " + collector_name +
+                     " (what the collector had flushed";
   if (!before.empty()) note += ", records up to " + Seconds(before.last);
   if (!unreadable.empty())
     note += "; its last chunk was cut off where the collector died: " + unreadable + " records lost";
-  note += ") and " + own_name + " (what the rank wrote itself";
-  if (!after.empty()) note += ", records from " + Seconds(after.first);
-  note += ")";
-  if (!before.empty() && !after.empty() && after.first > before.last)
-    note += "; the " + Seconds(after.first - before.last) +
-            " between them were read by the collector but never written: not recorded";
+  note += ") and " + own_name + " (what the rank wrote itself: what its ring still held, and after)";
+  // Records the collector had read but not flushed are missing: they were made
+  // after its last flushed record and before it was found gone.
+  if (!before.empty() && lost_at > before.last)
+    note += "; records made in the " + Seconds(lost_at - before.last) +
+            " before the collector was found gone may be missing (read by it, never written)";
   m.notes.push_back(note);
   if (st.ok()) st = (*writer)->WriteRankMetadata(m);
   if (st.ok()) st = (*writer)->WriteStrings(*strings);
   if (st.ok()) st = (*writer)->Finish();
   if (!st.ok()) {
     writer->reset();
-    return undo(st);
+    unlink((temp + std::string(kPartialSuffix)).c_str());
+    return st;
   }
-  if (std::rename(own.path.c_str(), (own.path + std::string(kJoinedSuffix)).c_str()) != 0) {
-    // Both would be merged: the joined file wins over the rank's own by name.
-    *said = target + ": " + note + " (" + own_name + " could not be renamed: " +
-            std::strerror(errno) + ")";
-    return Status::Ok();
+  // The output takes its name (never over a file: the caller holds the lock and
+  // saw none), then the inputs step aside.
+  struct stat seen {};
+  if (lstat(target.c_str(), &seen) == 0 || std::rename(temp.c_str(), target.c_str()) != 0) {
+    unlink(temp.c_str());
+    return IoError("cannot name the joined file " + target);
   }
-  *said = target + ": " + note;
+  std::string kept;
+  for (const std::string& input : {collector.path, own.path}) {
+    if (std::rename(input.c_str(), (input + std::string(kJoinedSuffix)).c_str()) != 0)
+      kept += " (" + fs::path(input).filename().string() + " could not be renamed: " +
+              std::strerror(errno) + ")";
+  }
+  *said = target + ": " + note + kept;
   return Status::Ok();
 }
 
@@ -253,11 +255,15 @@ JoinResult JoinSplitRanks(const std::string& dir) {
                              fs::path(mine.path).filename().string() + " alone");
       continue;
     }
-    JoinLock lock(target + ".joining");
+    // Hidden names (a leading '.'): no rank file of the merge's listing.
+    const std::string dir_of = fs::path(target).parent_path().string();
+    const std::string stem = fs::path(target).filename().string();
+    JoinLock lock(dir_of + "/." + stem + ".joining");
     if (!lock.held()) continue;  // another merge process joins it
-    if (lstat(collector->path.c_str(), &st) != 0) continue;  // joined meanwhile
+    if (lstat(collector->path.c_str(), &st) != 0 || lstat(target.c_str(), &st) == 0)
+      continue;  // joined meanwhile
     std::string said;
-    Status joined = Join(*collector, mine, target, &said);
+    Status joined = Join(*collector, mine, target, dir_of + "/.joining-" + stem, &said);
     if (joined.ok()) {
       out.joined.push_back(said);
     } else {

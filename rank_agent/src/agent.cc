@@ -333,10 +333,12 @@ void Agent::Finish(const char* reason) {
         Log("collector wrote %s (%s)", done->c_str(), reason);
         return;
       }
-      Note("the collector did not finish this rank's file (" + done.status().message() +
+      Note("the collector did not finish this rank's file (" + done.error().message() +
            "): written by the rank itself (degraded)");
-      // Its .partial file, if any, holds what it flushed: aon-merge joins the two.
-      if (m.collector_lost_ns == 0) m.collector_lost_ns = TimebaseNowNs();
+      // Gone (not merely slow: that one may still finish its file): its
+      // .partial holds what it flushed, and aon-merge joins the two.
+      if (m.collector_lost_ns == 0 && done.error().code() != CollectorErrc::kTimedOut)
+        m.collector_lost_ns = TimebaseNowNs();
       std::lock_guard<std::mutex> lock(meta_mu_);
       m.notes = notes_;
     }

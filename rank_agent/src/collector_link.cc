@@ -145,12 +145,13 @@ CollectorLink::~CollectorLink() {
   if (fd_ >= 0) close(fd_);
 }
 
-StatusOr<std::string> CollectorLink::Finish(const RankMetadata& final_metadata, int timeout_ms) {
+CollectorOr<std::string> CollectorLink::Finish(const RankMetadata& final_metadata, int timeout_ms) {
   auto sent = SendRequest(fd_, CollectorRequest::Finish(EncodeRankMetadata(final_metadata)));
-  if (!sent.ok()) return sent.status();
+  if (!sent.ok()) return sent.error();
   auto path = ReceiveReply(fd_, CollectorVerb::kFinish, timeout_ms);
   if (!path.ok()) {
-    return Unavailable("the collector could not finish the rank file: " + path.error().message());
+    return CollectorError(path.error().code(), "the collector could not finish the rank file: " +
+                                                   path.error().message());
   }
   return std::move(path).value();
 }

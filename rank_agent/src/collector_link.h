@@ -14,6 +14,7 @@
 #include "aon/base/status.h"
 #include "aon/config/agent_config.h"
 #include "aon/format/trace_format.h"
+#include "aon/ipc/collector_protocol.h"
 
 namespace aon::agent {
 
@@ -35,7 +36,9 @@ class CollectorLink {
 
   // Sends the final metadata and waits up to timeout_ms for the collector to
   // have written and closed the rank file. Returns its path.
-  StatusOr<std::string> Finish(const RankMetadata& final_metadata, int timeout_ms);
+  // The rank file's path; an error's code tells a collector that is gone from
+  // one that did not answer in time (kTimedOut: it may still finish the file).
+  CollectorOr<std::string> Finish(const RankMetadata& final_metadata, int timeout_ms);
 
  private:
   explicit CollectorLink(int fd) : fd_(fd) {}
