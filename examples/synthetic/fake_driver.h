@@ -33,7 +33,13 @@ inline const AonSyntheticDeviceV1* LoadFakeDriver(const char* program, bool say)
     std::fprintf(stderr, "%s: %s is not an AON agent with a synthetic device\n", program, path);
     return nullptr;
   }
-  return get();
+  const AonSyntheticDeviceV1* device = get();
+  if (device == nullptr)
+    std::fprintf(stderr,
+                 "%s: the agent started no synthetic device (capture disabled? its message "
+                 "above says why): running without a GPU\n",
+                 program);
+  return device;
 }
 
 // A function of the agent already loaded (aon/capture_api.h), or null.

@@ -39,8 +39,9 @@
 //   memory_bound phase "elementwise" (DRAM-bound kernels, --phase-ms) and phase
 //                "gemm" (tensor-bound, --gemm-ms) per step, each waited for;
 //                elementwise_s = the wall time of every "elementwise" range.
-//   compute_bound  phase "gemm" of --gpu-ms tensor-bound kernels queued ahead;
-//                the host waits half a step before the next: nothing is wrong.
+//   compute_bound  phase "gemm" of --gpu-ms tensor-bound kernels, the host
+//                waiting until the last is left before it marks the step (one
+//                kernel ahead, never dry): nothing is wrong.
 //   compile_startup  XLA compiling module jit_step for --compile-ms in the first
 //                step (host), then steps of --gpu-ms: compile_s.
 //   recompile    XLA compiling jit_step again every step (--compile-ms), then
@@ -67,7 +68,7 @@ namespace {
 
 constexpr const char* kProgram = "aon-synthetic-pathology";
 constexpr uint32_t kStream = 7;
-constexpr uint64_t kLaunchLatencyNs = 4000;  // synthetic_source.cc's model
+constexpr uint64_t kLaunchLatencyNs = AON_SYNTHETIC_LAUNCH_LATENCY_NS;
 constexpr int kWarmup = 3;
 // The longest host silence between two device calls that is a framework's
 // dispatch of the next operation (microseconds; the planted spacings are at
@@ -150,6 +151,8 @@ class Run {
     last_end_ = end;
     steps_.push_back({Ms(end - step_start_), Ms(step_idle_), Ms(step_dispatch_idle_)});
   }
+  // When the stream runs dry, as the replay has it (0: nothing issued yet).
+  uint64_t busy_until() const { return busy_until_; }
 
   void Compile(const std::string& module, int program_id, uint64_t ns) {
     nvtxEventAttributes_t a{};
@@ -215,9 +218,12 @@ void GpuWork(Run& run, double ms, const char* name = "synthetic_gemm_kernel") {
   }
 }
 
-// The copy durations the device gives (synthetic_source.cc), for the replay.
+// The copy durations the device gives (its model: aon/synthetic_device.h).
 uint64_t CopyNs(uint64_t bytes, bool pinned) {
-  return 2000 + static_cast<uint64_t>(static_cast<double>(bytes) / (pinned ? 25.0 : 6.25));
+  return AON_SYNTHETIC_COPY_FIXED_NS +
+         static_cast<uint64_t>(static_cast<double>(bytes) /
+                               (pinned ? AON_SYNTHETIC_COPY_BYTES_PER_NS_PINNED
+                                       : AON_SYNTHETIC_COPY_BYTES_PER_NS_PAGEABLE));
 }
 
 using Figures = std::map<std::string, double>;
@@ -305,15 +311,18 @@ Figures MemoryBoundCase(Run& run, const Options& o) {
 
 Figures ComputeBoundCase(Run& run, const Options& o) {
   run.Profile(95, 20, 85);
+  const uint64_t kernel = std::min<uint64_t>(Ns(o.gpu_ms), 1000000);  // GpuWork's largest
   for (int s = 0; s < o.steps; ++s) {
     run.BeginStep();
     nvtxRangePushA("gemm");
     GpuWork(run, o.gpu_ms, "synthetic_bf16_gemm_kernel");
+    // The host waits until the step's last kernel is left (as on an event
+    // recorded before it), then marks the step: it never runs ahead by more
+    // than that kernel, and never lets the GPU run dry.
+    const uint64_t now = NowNs(), until = run.busy_until() > kernel ? run.busy_until() - kernel : 0;
+    if (until > now) HostWork(until - now);
     nvtxRangePop();
     run.EndStep();
-    // The host waits while the GPU runs half of the step: it never runs far
-    // ahead and never lets the GPU run dry.
-    HostWork(Ns(o.gpu_ms / 2));
   }
   return run.Figures();
 }

@@ -32,10 +32,11 @@
 namespace aon::agent {
 namespace {
 
-constexpr uint64_t kLaunchLatencyNs = 4000;
-constexpr double kCopyBytesPerNs = 25.0;          // ~25 GB/s, pinned host memory
-constexpr double kPageableCopyBytesPerNs = 6.25;  // pageable host memory
-constexpr uint64_t kCopyFixedNs = 2000;
+// The model (aon/synthetic_device.h says it to the programs that use it).
+constexpr uint64_t kLaunchLatencyNs = AON_SYNTHETIC_LAUNCH_LATENCY_NS;
+constexpr double kCopyBytesPerNs = AON_SYNTHETIC_COPY_BYTES_PER_NS_PINNED;  // ~25 GB/s
+constexpr double kPageableCopyBytesPerNs = AON_SYNTHETIC_COPY_BYTES_PER_NS_PAGEABLE;
+constexpr uint64_t kCopyFixedNs = AON_SYNTHETIC_COPY_FIXED_NS;
 constexpr uint32_t kDeviceId = 0;
 constexpr uint32_t kContextId = 1;
 

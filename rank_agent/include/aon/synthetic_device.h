@@ -21,6 +21,18 @@ extern "C" {
 
 #define AON_SYNTHETIC_ALL_STREAMS 0xffffffffu
 
+/* The device's timing model, for programs that plant figures on it: an
+ * operation starts AON_SYNTHETIC_LAUNCH_LATENCY_NS after it is issued or when
+ * its stream is free, whichever is later; a copy lasts
+ * AON_SYNTHETIC_COPY_FIXED_NS + bytes / rate, the rate in bytes per ns being
+ * ..._PINNED for device memory and pinned host memory (asynchronous copies)
+ * and ..._PAGEABLE for pageable host memory (synchronous host copies: the
+ * driver stages them through a pinned buffer). */
+#define AON_SYNTHETIC_LAUNCH_LATENCY_NS 4000u
+#define AON_SYNTHETIC_COPY_FIXED_NS 2000u
+#define AON_SYNTHETIC_COPY_BYTES_PER_NS_PINNED 25.0
+#define AON_SYNTHETIC_COPY_BYTES_PER_NS_PAGEABLE 6.25
+
 typedef struct AonSyntheticDeviceV1 {
   uint32_t struct_size;
   // Queues a kernel of `duration_ns` on `stream` (asynchronous, like a launch).
