@@ -340,17 +340,20 @@ uint64_t OutsideStepNs(const Steps* steps, uint32_t r) {
 // the GPU, a host that enters a step late lets the GPU run dry and then waits
 // less, so the step comes out SHORTER than an uncaptured one, and that
 // shortfall (up to the excess not yet caught up on) is AON's, not the
-// program's. A host-bound step cannot wait less: it is not shorter, and its
-// gaps stay whole. A window starts where a captured step does not begin as the
-// one before it ends.
+// program's; it is the gap the step began with (the GPU ran dry before the
+// late host marked it), so no more than that gap is taken. A host-bound step
+// cannot wait less: it is not shorter, and its gaps stay whole. A window starts
+// where a captured step does not begin as the one before it ends.
 std::vector<double> WindowFactors(std::span<const IdleAnalysis::Slice> rank_slices,
                                   const std::vector<Interval>& windows, uint64_t outside_ns) {
   std::vector<double> factor(windows.size(), 1.0);
   if (outside_ns == 0) return factor;
-  std::vector<uint64_t> idle(windows.size(), 0);
+  std::vector<uint64_t> idle(windows.size(), 0), carried(windows.size(), 0);
   for (const IdleAnalysis::Slice& s : rank_slices) {
-    if (s.step >= 0 && static_cast<size_t>(s.step) < idle.size())
+    if (s.step >= 0 && static_cast<size_t>(s.step) < idle.size()) {
       idle[static_cast<size_t>(s.step)] += s.ns;
+      if (s.carried) carried[static_cast<size_t>(s.step)] += s.ns;
+    }
   }
   uint64_t owed = 0;  // the window's excess so far that the host has not caught up on
   for (size_t i = 0; i < windows.size(); ++i) {
@@ -360,7 +363,7 @@ std::vector<double> WindowFactors(std::span<const IdleAnalysis::Slice> rank_slic
     const uint64_t catch_up = std::min(owed, length < outside_ns ? outside_ns - length : 0);
     owed = owed - catch_up + excess;
     if (idle[i] == 0) continue;
-    const uint64_t aon = excess + catch_up;
+    const uint64_t aon = excess + std::min(catch_up, carried[i]);
     const uint64_t left = std::min(idle[i] > aon ? idle[i] - aon : 0, outside_ns);
     factor[i] = static_cast<double>(left) / static_cast<double>(idle[i]);
   }
@@ -384,6 +387,7 @@ void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, i
     if (slice.step >= 0) {
       const Interval& w = (*windows)[static_cast<size_t>(slice.step)];
       slice.ns = std::min(g.end_ns, w.end) - std::max(g.start_ns, w.start);
+      slice.carried = g.start_ns <= w.start;
     }
   }
   a->slices.push_back(slice);

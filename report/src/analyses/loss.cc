@@ -13,10 +13,18 @@ namespace aon::report {
 
 namespace {
 
-// "42 %", "0.3 %", "0.0012 %": a loss is never said as 0 %.
+// "42 %", "99.7 %", "0.3 %", "0.0012 %": a loss is never said as 0 % nor,
+// short of all, as 100 %.
 std::string LostPercent(double share) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, share >= 0.01 ? "%.0f %%" : "%.2g %%", share * 100);
+  const double pct = share * 100;
+  if (pct >= 1 && pct < 99.5) {
+    std::snprintf(buf, sizeof buf, "%.0f %%", pct);
+  } else if (share < 1) {
+    std::snprintf(buf, sizeof buf, "%.3g %%", std::min(pct, 99.9));
+  } else {
+    std::snprintf(buf, sizeof buf, "100 %%");
+  }
   return buf;
 }
 
@@ -34,6 +42,11 @@ std::pair<double, std::string> LossSummary::Of(int rank, RecordKind kind) const 
   const KindLoss* worst_kind = nullptr;
   for (const RankLoss& r : ranks) {
     if (rank >= 0 && static_cast<int>(r.rank) != rank) continue;
+    if (r.kinds.empty() && r.dropped > 0 && worst_kind == nullptr) {
+      // A timeline that does not say of which kinds: the rank's total.
+      return {0.0, "rank " + std::to_string(r.rank) + " lost " + std::to_string(r.dropped) +
+                       " records of kinds the timeline does not name"};
+    }
     for (const KindLoss& k : r.kinds) {
       if (k.kind == kind && k.dropped > 0 &&
           (worst_kind == nullptr || k.share() > worst_kind->share()))
@@ -44,6 +57,15 @@ std::pair<double, std::string> LossSummary::Of(int rank, RecordKind kind) const 
   return {worst_kind->share(), "rank " + std::to_string(worst->rank) + " lost " +
                                    LostPercent(worst_kind->share()) + " of its " +
                                    RecordKindName(kind) + " (" + worst_kind->why() + ")"};
+}
+
+std::string LossSummary::CollectorLost(int rank) const {
+  for (const RankLoss& r : ranks) {
+    if ((rank < 0 || static_cast<int>(r.rank) == rank) && !r.collector_lost.empty())
+      return "rank " + std::to_string(r.rank) +
+             "'s node collector exited while it ran: a stretch of its records is missing";
+  }
+  return "";
 }
 
 LossSummary SummarizeLoss(const Timeline& t) {

@@ -73,10 +73,17 @@ void PinningSaves(const Timeline& t, const Steps* steps, std::vector<MemoryRank>
     }
     std::sort(observed.begin(), observed.end());
     const size_t n = observed.size(), mid = n / 2;
-    const double median = n % 2 ? static_cast<double>(observed[mid])
-                                : (static_cast<double>(observed[mid - 1]) + observed[mid]) / 2;
+    double each_step = n % 2 ? static_cast<double>(observed[mid])
+                            : (static_cast<double>(observed[mid - 1]) + observed[mid]) / 2;
+    // Copies in fewer than half of the steps (every k-th step): the median is
+    // 0, the mean says what they cost a step.
+    if (each_step == 0) {
+      double sum = 0;
+      for (uint64_t v : observed) sum += static_cast<double>(v);
+      each_step = sum / static_cast<double>(n);
+    }
     const size_t ran = q < steps->per_rank.size() ? steps->per_rank[q].size() : n;
-    r.pinning_saves_ns = static_cast<uint64_t>(median * static_cast<double>(ran));
+    r.pinning_saves_ns = static_cast<uint64_t>(each_step * static_cast<double>(ran));
   }
 }
 

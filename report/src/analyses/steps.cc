@@ -96,17 +96,24 @@ void MarkWindowEdges(Steps* s) {
     const std::vector<Interval>& all = r < s->per_rank.size() ? s->per_rank[r] : s->captured[r];
     const std::vector<Interval>& cap = s->captured[r];
     std::vector<bool>& edge = s->edge[r];
+    std::vector<bool> lead(cap.size(), true);
     edge.assign(cap.size(), true);
-    size_t j = 0;  // index in `all` of cap[i]
+    size_t j = 0, longer = 0;  // j: index in `all` of cap[i]; windows of 2+ steps
     for (size_t i = 0; i < cap.size(); ++i) {
       while (j < all.size() && all[j].start < cap[i].start) ++j;
       const bool after_captured = i > 0 && j > 0 && all[j - 1].start == cap[i - 1].start;
       const bool before_captured =
           i + 1 < cap.size() && j + 1 < all.size() && all[j + 1].start == cap[i + 1].start;
+      lead[i] = !after_captured;
+      longer += lead[i] && before_captured;
       edge[i] = !(after_captured && before_captured);
     }
-    // Only edges (windows of one or two steps): nothing better to go on, every
-    // step counts.
+    // Windows of two steps (AON_CAPTURE_STEPS=2) have no whole step: when most
+    // windows of several steps have none, only lead-ins are left out (their
+    // last steps, the better half); with windows of one step only, every step
+    // counts.
+    const auto whole = static_cast<size_t>(std::count(edge.begin(), edge.end(), false));
+    if (2 * whole < longer) edge = lead;
     if (std::all_of(edge.begin(), edge.end(), [](bool b) { return b; }))
       edge.assign(cap.size(), false);
   }

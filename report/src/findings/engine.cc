@@ -99,13 +99,15 @@ std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingR
     f.action = ExpandTemplate(rule.action, d->values);
     f.evidence = ExpandTemplate(rule.evidence, d->values);
     f.numbers = std::move(d->numbers);
-    // Built on records its rank lost some of: says which, and how many.
+    // Built on records its rank (any rank, for a comparison) lost some of:
+    // says which, and how many.
+    const int whose = rule.across_ranks ? -1 : f.rank;
     double lost = 0;
-    std::string said;
+    std::string said = r.loss.CollectorLost(whose);
     for (size_t k = 0; k < kRecordKindCount; ++k) {
       if (!(rule.uses & (1u << k))) continue;
-      auto [share, text] = r.loss.Of(f.rank, static_cast<RecordKind>(k));
-      if (text.empty()) continue;
+      auto [share, text] = r.loss.Of(whose, static_cast<RecordKind>(k));
+      if (text.empty() || said.find(text) != std::string::npos) continue;
       lost = std::max(lost, share);
       said += (said.empty() ? "" : ", ") + text;
     }

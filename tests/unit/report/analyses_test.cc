@@ -277,6 +277,25 @@ TEST(Idle, PinningSavesWhatTheRunsOwnPinnedCopiesShow) {
       << pageable->evidence;
 }
 
+// Pageable copies in every fifth step only: the median step saves nothing, the
+// mean says what they cost: two copies of 40 ms that pinned would take 5 ms
+// (the run's own pinned rate), 70 ms over the ten steps.
+TEST(Idle, PinningSavesOfCopiesInSomeStepsIsTheirMean) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  for (uint64_t s = 0; s < 10; ++s) {
+    const uint64_t at = kMs + s * 50 * kMs;
+    b.Step(0, s, at, at + 50 * kMs, 0, StepSource::kPytorch);
+    if (s % 5 == 0) b.Memcpy(0, at + kMs, at + 41 * kMs, kPageableBytes, 1, true, true);
+    b.Kernel(0, "sm90_gemm", at + 41 * kMs, at + 50 * kMs, 1);
+  }
+  b.Memcpy(0, 600 * kMs, 605 * kMs, kPageableBytes, 1, false, true);
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  ASSERT_EQ(r.memory.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(r.memory[0].pinning_saves_ns), 2 * 35.0 * kMs, 1e3);
+}
+
 // Without a pinned copy of its own, the run's reference is its GPU's PCIe link:
 // what the copies' bytes take at the most the link carries (an upper bound on
 // the saving, said so); without the link either, half the copies' time.

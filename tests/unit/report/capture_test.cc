@@ -271,6 +271,27 @@ TEST(Windows, AStepShorterAfterItsLeadInIsTheHostCatchingUpOnAonsCost) {
   EXPECT_EQ(r.findings.front().kind, "host-work");
 }
 
+// Windows of two steps (AON_CAPTURE_STEPS=2) after the first of three: leaving
+// both edges out would leave one step of the whole run (11, right after CUPTI
+// attached); only their lead-ins are left out then.
+TEST(Windows, TwoStepWindowsLeaveOutOnlyTheirLeadIns) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  auto captured = [](uint64_t s) {
+    return (s >= 10 && s <= 12) || s == 40 || s == 41 || s == 60 || s == 61 || s == 80 || s == 81;
+  };
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    const uint64_t start = kMs + s * kStep;
+    b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
+    if (captured(s)) b.Kernel(0, "sgemm_kernel", start + 5 * kMs, start + 9 * kMs, 100);
+  }
+  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  const Steps steps = DetectSteps(b.WriteAndLoad(dir.File("t.h5")));
+  const std::vector<bool> lead_ins = {true, false, false, true, false, true, false, true, false};
+  EXPECT_EQ(steps.edge[0], lead_ins);
+}
+
 // Only one-step windows (a short job's first window): no step is better
 // observed, so every one counts.
 TEST(Windows, OneStepWindowsAllCount) {

@@ -89,7 +89,7 @@ std::optional<Detection> Gain200(const RuleInput&, Claims*) {
 std::optional<Detection> Never(const RuleInput&, Claims*) { return std::nullopt; }
 
 FindingRule Rule(const char* id, int precedence, decltype(FindingRule::detect) detect) {
-  return FindingRule{id, precedence, 0, "test", "act", "because", true, detect};
+  return FindingRule{id, precedence, 0, false, "test", "act", "because", true, detect};
 }
 
 TEST(FindingRules, LargerGainFirstThenPrecedenceWhateverTheTableOrder) {

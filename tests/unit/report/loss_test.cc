@@ -122,25 +122,35 @@ TEST(Loss, AnOlderTimelineSaysTheTotalOnly) {
 }
 
 // A rank whose node collector exited: the merge's note (what it joined, what
-// lies between unrecorded) is said with the losses, also with no record dropped.
+// lies between unrecorded) is said with the losses, also with no record
+// dropped, and a finding on that rank says a stretch of its records is missing.
 TEST(Loss, ARankWhoseCollectorExitedSaysWhatWasJoined) {
   TempDir dir;
   TimelineBuilder b = LossyJob();
   b.drops.clear();
   b.ranks[0].dropped = b.ranks[1].dropped = 0;
-  b.ranks[1].flags = kRankCollectorLost;
-  b.ranks[1].message_id =
+  b.ranks[0].flags = kRankCollectorLost;
+  b.ranks[0].message_id =
       b.strings.Intern("the node collector exited while this rank ran: aon-merge joined two parts");
   const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
   ASSERT_EQ(r.loss.ranks.size(), 1u);
-  EXPECT_EQ(r.loss.ranks[0].rank, 1u);
+  EXPECT_EQ(r.loss.ranks[0].rank, 0u);
   EXPECT_EQ(r.loss.ranks[0].collector_lost,
             "the node collector exited while this rank ran: aon-merge joined two parts");
-  EXPECT_NE(r.loss.statement.find("rank 1: the node collector exited"), std::string::npos)
+  EXPECT_NE(r.loss.statement.find("rank 0: the node collector exited"), std::string::npos)
       << r.loss.statement;
   EXPECT_NE(RenderJson(r).find("\"collector_lost\":\"the node collector exited"),
             std::string::npos);
   EXPECT_NE(RenderHtml(r).find("collector lost: the node collector exited"), std::string::npos);
+  const Finding* host = nullptr;
+  for (const Finding& f : r.findings)
+    if (f.kind == "host-work") host = &f;
+  ASSERT_NE(host, nullptr);
+  ASSERT_EQ(host->rank, 0);
+  EXPECT_NE(host->evidence.find("built on incomplete records: rank 0's node collector exited "
+                                "while it ran: a stretch of its records is missing"),
+            std::string::npos)
+      << host->evidence;
 }
 
 }  // namespace

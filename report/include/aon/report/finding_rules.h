@@ -112,6 +112,9 @@ struct FindingRule {
   // rank, for -1) lost records of one of them says so in its evidence, with the
   // share lost (LossSummary). Bits 1 << RecordKind.
   uint32_t uses = 0;
+  // Whether its figures compare ranks (a straggler against the others): then
+  // any rank's losses make it incomplete, not only those of the rank it names.
+  bool across_ranks = false;
   std::string_view detects;   // one line: what fires the rule (docs, tests)
   std::string_view action;    // template of Finding::action
   std::string_view evidence;  // template of Finding::evidence

@@ -170,7 +170,8 @@ struct Steps {
   // the next step, whose first launch is not traced (a host that waits on the
   // GPU and then works before the step ends: .item(), then logging), and the
   // rank's last step ran until the process ended. Per-step idle and busy
-  // figures leave edges out.
+  // figures leave edges out; where most windows of several steps would have
+  // none left (windows of two steps), only lead-ins; windows of one step all count.
   std::vector<std::vector<bool>> edge;
   // The steps whose GPU activity the timeline holds for `rank`.
   const std::vector<Interval>& GpuSteps(uint32_t rank) const;
@@ -323,6 +324,7 @@ struct IdleAnalysis {
     int32_t step;
     uint32_t range;  // index into range_names (innermost host range, 0 = none)
     uint64_t ns;
+    bool carried = false;  // the gap began at or before its step began
   };
   std::vector<Slice> slices;
   std::vector<std::string> range_names{std::string()};
@@ -538,8 +540,10 @@ struct LossSummary {
   std::string statement;  // "" when nothing was lost
   // The largest share of kind `kind` lost by `rank` (-1: every rank), and the
   // text that says it ("" when none was lost): "rank 0 lost 42 % of its kernels
-  // (memory cap)".
+  // (memory cap)"; for a timeline that names no kinds, the rank's total.
   std::pair<double, std::string> Of(int rank, RecordKind kind) const;
+  // "rank R's node collector exited: ..." for `rank` (-1: any), "" if none.
+  std::string CollectorLost(int rank) const;
 };
 LossSummary SummarizeLoss(const Timeline& t);
 

@@ -99,7 +99,7 @@ AON_FINDING_RULE(compilation) {
   static constexpr FindingRule kRule{
       .id = "compilation",
       .precedence = 5,
-      .uses = Uses({RecordKind::kNvtx}),
+      .uses = Uses({RecordKind::kNvtx, RecordKind::kOps}),
       .detects =
           "the host compiling (XLA compiler passes, torch.compile compilations) for a share "
           "of the run: start-up or recompilation time, never a phase of the program",

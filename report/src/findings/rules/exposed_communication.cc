@@ -50,6 +50,7 @@ AON_FINDING_RULE(exposed_communication) {
       .id = "exposed-communication",
       .precedence = 20,
       .uses = Uses({RecordKind::kKernel, RecordKind::kNccl}),
+      .across_ranks = true,
       .detects = "NCCL kernel time not overlapped by compute, beyond waiting for stragglers",
       .action =
           "Overlap communication with compute: {exposed_share} of communication time is "

@@ -39,6 +39,7 @@ AON_FINDING_RULE(load_imbalance) {
       .id = "load-imbalance",
       .precedence = 60,
       .uses = Uses({RecordKind::kKernel}),
+      .across_ranks = true,
       .detects = "one rank's compute-kernel time exceeds the mean rank's by >= 2 %",
       .action = "Rebalance work: rank {rank} computes {excess} more than the mean rank",
       .evidence = "compute kernels {max} on rank {rank} vs {mean} mean",

@@ -117,6 +117,7 @@ AON_FINDING_RULE(straggler) {
       .id = "straggler",
       .precedence = 10,
       .uses = Uses({RecordKind::kNccl, RecordKind::kKernel, RecordKind::kSteps}),
+      .across_ranks = true,
       .detects = "one rank arrives last at >= 50 % of collectives (or twice its share)",
       .action =
           "Make rank {rank} keep pace: it arrives last at {last_share} of {collectives} "
