@@ -147,6 +147,7 @@ void Agent::ConnectCollector() {
     return;
   }
   collector_ = std::move(link).value();
+  if (!collector_->note().empty()) Note(collector_->note());
   Log("node collector writes %s", collector_->rank_file().c_str());
 }
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "aon/base/spawn.h"
@@ -75,23 +77,18 @@ std::string CollectorLink::FindCollector(const AgentConfig& config) {
   return path.ok() ? *path : "";
 }
 
-StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfig& config,
-                                                                const std::string& collector_path,
-                                                                const RankMetadata& hello,
-                                                                int ring_fd) {
-  // The key that makes the socket name unguessable lives in the job directory
-  // (collector_protocol.h); the first rank of a job made without aon-run or srun
-  // makes both.
-  if (mkdir(config.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return ErrnoStatus("cannot create the job directory " + config.output_dir, errno);
-  }
-  auto endpoint = JobCollector(config.job_id, config.output_dir, KeyMode::kCreate);
-  if (!endpoint.ok()) return endpoint.status();
-  const std::string& name = endpoint->name;
-  auto connected = ConnectToCollector(*endpoint);
+namespace {
+
+// Connects to the collector of `endpoint`, starting it from `collector_path`
+// when nothing listens there.
+CollectorOr<int> ConnectOrStart(const AgentConfig& config, const std::string& collector_path,
+                                const CollectorEndpoint& endpoint) {
+  const std::string& name = endpoint.name;
+  auto connected = ConnectToCollector(endpoint);
   if (connected.code() == CollectorErrc::kNoCollector) {
     if (collector_path.empty()) {
-      return NotFound("no aon-collector found (set AON_COLLECTOR)");
+      return CollectorError(CollectorErrc::kNoCollector,
+                            "no aon-collector found (set AON_COLLECTOR)");
     }
     std::vector<std::string> args = {"--daemon",
                                      "--socket-name",
@@ -115,22 +112,73 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
                                      "--counters-interval-ms",
                                      std::to_string(config.counters_interval_ms)};
     if (config.verbose > 0) args.push_back("--verbose");
-    AON_RETURN_IF_ERROR(SpawnCollector(collector_path, args));
+    if (Status spawned = SpawnCollector(collector_path, args); !spawned.ok())
+      return CollectorError(CollectorErrc::kNoCollector, spawned.message());
     // The spawned collector (or one another rank started) binds within ms.
     for (int i = 0; i < 250 && connected.code() == CollectorErrc::kNoCollector; ++i) {
-      connected = ConnectToCollector(*endpoint);
+      connected = ConnectToCollector(endpoint);
       if (connected.code() == CollectorErrc::kNoCollector) SleepMs(i < 50 ? 2 : 10);
     }
     if (connected.code() == CollectorErrc::kNoCollector) {
-      return Unavailable("the collector started from " + collector_path +
-                         " did not accept connections: " + connected.error().message());
+      return CollectorError(CollectorErrc::kNoCollector,
+                            "the collector started from " + collector_path +
+                                " did not accept connections: " + connected.error().message());
+    }
+  }
+  return connected;
+}
+
+// The job's collector under a fresh key, unless another rank renewed the one
+// `taken` ends in first (then under that one): the directory is locked while
+// the key is read and replaced, so the ranks of a node agree on one new name.
+CollectorOr<CollectorEndpoint> RenewedCollector(const AgentConfig& config,
+                                                const std::string& taken) {
+  const int dir = open(config.output_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dir < 0)
+    return CollectorError(CollectorErrc::kNoKey,
+                          "cannot open " + config.output_dir + ": " + std::strerror(errno));
+  while (flock(dir, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  auto now = JobCollector(config.job_id, config.output_dir, KeyMode::kRead);
+  if (now.ok() && now->name == taken)
+    now = JobCollector(config.job_id, config.output_dir, KeyMode::kRenew);
+  close(dir);  // and the lock with it
+  return now;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfig& config,
+                                                                const std::string& collector_path,
+                                                                const RankMetadata& hello,
+                                                                int ring_fd) {
+  // The key that makes the socket name unguessable lives in the job directory
+  // (collector_protocol.h); the first rank of a job made without aon-run or srun
+  // makes both.
+  if (mkdir(config.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoStatus("cannot create the job directory " + config.output_dir, errno);
+  }
+  auto endpoint = JobCollector(config.job_id, config.output_dir, KeyMode::kCreate);
+  if (!endpoint.ok()) return endpoint.status();
+  auto connected = ConnectOrStart(config, collector_path, *endpoint);
+  std::string note;
+  if (connected.code() == CollectorErrc::kWrongPeer) {
+    // Another user holds the name: it learnt it from /proc/net/unix while a
+    // collector of this job held it, and took it when that one exited. A fresh
+    // key gives the job a name nobody else knows until its collector holds it.
+    auto fresh = RenewedCollector(config, endpoint->name);
+    if (fresh.ok()) {
+      note = connected.error().message() +
+             ": this job's collector key was renewed, its collector runs under the new name";
+      connected = ConnectOrStart(config, collector_path, *fresh);
     }
   }
   // Another user's socket (kWrongPeer) ends here: nothing, the ring least of
   // all, was sent to it.
-  if (!connected.ok()) return connected.status();
+  if (!connected.ok()) return connected.error().ToStatus();
   const int fd = *connected;
   std::unique_ptr<CollectorLink> link(new CollectorLink(fd));
+  link->note_ = std::move(note);
   auto sent = SendRequest(fd, CollectorRequest::Hello(EncodeRankMetadata(hello)), ring_fd);
   if (!sent.ok()) return sent.status();
   auto rank_file = ReceiveReply(fd, CollectorVerb::kHello, 10000);

@@ -32,6 +32,9 @@ class CollectorLink {
   ~CollectorLink();
 
   const std::string& rank_file() const { return rank_file_; }
+  // Said once by the agent when not empty: the job's collector name was held by
+  // another user and its key was renewed to reach a collector of its own.
+  const std::string& note() const { return note_; }
   int fd() const { return fd_; }
 
   // Sends the final metadata and waits up to timeout_ms for the collector to
@@ -44,6 +47,7 @@ class CollectorLink {
   explicit CollectorLink(int fd) : fd_(fd) {}
   int fd_ = -1;
   std::string rank_file_;
+  std::string note_;
 };
 
 }  // namespace aon::agent

@@ -658,11 +658,14 @@ TEST_F(CollectorTest, FlightRecorderDumpsOnRequestAndWhenARankDies) {
   EXPECT_GE(CountNvtx(*r), static_cast<uint64_t>(acknowledged));
 }
 
-// The attack: another user binds the job's socket name before the job
-// starts. The agent checks who listens before it sends anything: the squatter
-// gets no byte and no ring, the rank says so (stderr and the file's notes) and
-// writes its own file; the application runs to its end.
-TEST_F(CollectorTest, AnotherUsersSquatterGetsNothingAndTheRankWritesItsOwnFile) {
+// The attack: another user binds the job's socket name (as it could,
+// from /proc/net/unix, once a collector of the job held it and exited). The
+// agent checks who listens before it sends anything: the squatter gets no byte
+// and no ring. The rank then renews the job's key (a name the squatter cannot
+// know until the job's collector holds it), starts its collector under it and
+// says so once; the application runs to its end and its file is the
+// collector's, as without a squatter.
+TEST_F(CollectorTest, AnotherUsersSquatterGetsNothingAndTheJobTakesANewName) {
   const auto nobody = Nobody();
   if (!nobody) AON_SKIP_OR_FAIL(<< "needs root and a 'nobody' user (a second user)");
   // The name is the real one (the test, root, can read the key; the squatter
@@ -682,15 +685,19 @@ TEST_F(CollectorTest, AnotherUsersSquatterGetsNothingAndTheRankWritesItsOwnFile)
   const std::string err = ReadAll(c.err_path);
   EXPECT_NE(err.find(uid), std::string::npos) << err;
   EXPECT_EQ(err.find(uid), err.rfind(uid)) << "said more than once: " << err;
+  auto renewed = JobCollector("collector-test", dir_, KeyMode::kRead);
+  ASSERT_TRUE(renewed.ok()) << renewed.error().message();
+  EXPECT_NE(renewed->name, endpoint->name) << "the key was not renewed";
   auto r = OpenRank0();
   ASSERT_TRUE(r);
   auto meta = r->ReadRankMetadata();
   ASSERT_TRUE(meta.ok());
   EXPECT_TRUE(HasNote(*meta, uid)) << Notes(*meta);
-  EXPECT_TRUE(HasNote(*meta, "writes its trace itself")) << Notes(*meta);
+  EXPECT_TRUE(HasNote(*meta, "collector key was renewed")) << Notes(*meta);
+  EXPECT_TRUE(HasNote(*meta, "collector pid")) << "not written by a collector: " << Notes(*meta);
+  EXPECT_FALSE(HasNote(*meta, "writes its trace itself")) << Notes(*meta);
   EXPECT_EQ(meta->truncated, 0);
   EXPECT_GT(CountNvtx(*r), 0u) << "the rank's records were lost";
-  EXPECT_TRUE(PidsOf(dir_).empty()) << "a collector was started although the name is taken";
 }
 
 // What another user can compute (the uid and the hash of job id and directory)

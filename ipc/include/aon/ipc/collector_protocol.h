@@ -30,8 +30,12 @@
 //     from its own uid; TRIGGER and QUIESCE from its own uid or root (slurmstepd
 //     ends the step's collector). Anyone else gets ERROR and is closed.
 // With both, a key that leaked (or a collector that died and left its name free)
-// still gives another user nothing: they can only make the ranks write their
-// own files.
+// still gives another user nothing. A name shows in /proc/net/unix while a
+// collector holds it: after that collector exits, another user may bind it. An
+// agent that finds its job's name held by another uid renews the job's key
+// (under a lock on the job directory, so the node's ranks agree) and starts its
+// collector under the new name, which nobody else can know before it is bound;
+// the squatter holds a name the job no longer uses.
 //
 // Each message is one datagram of at most kMaxMessageBytes: a first line
 // "VERB[ ARGUMENT]\n", then, for HELLO and FINISH only, a body.
