@@ -115,6 +115,41 @@ INSTANTIATE_TEST_SUITE_P(NcclPaths, StragglerTest, ::testing::Values(false, true
                            return p.param ? "Records" : "KernelOrder";
                          });
 
+// Two ranks; each step one all-reduce that rank 1 reaches 8 ms late, then
+// three small collectives that rank 0 reaches 20 us after rank 1 (a tie: who
+// is "last" there is noise). Rank 1 is last at a quarter of the collectives,
+// and causes nearly all the waiting: it is the straggler, by its lateness.
+TEST(Communication, AStragglerIsTheRankLateForMostOfTheWaitingNotOnlyTheOftenLast) {
+  TempDir dir;
+  TimelineBuilder b;
+  constexpr int kSteps = 12;
+  const uint64_t period = 20 * kMs;
+  for (uint32_t r = 0; r < 2; ++r) b.Rank(r);
+  for (int s = 0; s < kSteps; ++s) {
+    const uint64_t base = static_cast<uint64_t>(s) * period + kMs;
+    for (uint32_t r = 0; r < 2; ++r) {
+      b.Nvtx(r, "step " + std::to_string(s), base, base + period - 100 * kUs, 100 + r, 0);
+      b.Kernel(r, "gemm", base, base + 2 * kMs, 100 + r, base);
+      const uint64_t arrival = base + 2 * kMs + (r == 1 ? 8 * kMs : 0);
+      b.Coll(r, "AllReduce", 0xa, static_cast<uint64_t>(s), arrival, base + 11 * kMs, 4 << 20);
+      for (uint64_t k = 0; k < 3; ++k) {
+        const uint64_t at = base + (12 + k) * kMs + (r == 0 ? 20 * kUs : 0);
+        b.Coll(r, "Broadcast", 0xb, static_cast<uint64_t>(s) * 3 + k, at, at + 500 * kUs, 4096);
+      }
+    }
+  }
+  const Report r = Analyze(b.WriteAndLoad(dir.File("timeline.h5")));
+  ASSERT_EQ(r.comm.collectives.size(), 4u * kSteps);
+  EXPECT_DOUBLE_EQ(r.comm.stragglers[1].last_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(r.comm.stragglers[0].last_fraction, 0.75);
+  const Finding* f = FindKind(r, "straggler");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 1);
+  EXPECT_EQ(f->gain_ns, kSteps * 8 * kMs);
+  EXPECT_NEAR(f->numbers.at("lateness_share"), 8000.0 / (8000 + 60), 1e-9);
+  EXPECT_NE(f->evidence.find("causes 99"), std::string::npos) << f->evidence;
+}
+
 TEST(Communication, RecordsOnlyMatchCollectivesSeenOnAllRanks) {
   TempDir dir;
   TimelineBuilder b;
