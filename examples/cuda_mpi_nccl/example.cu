@@ -1,7 +1,7 @@
 // aon-example-cuda: a small CUDA + MPI + NCCL + NVTX program that AON is demonstrated
 // and checked with. One MPI rank per GPU.
 //
-//   aon-example-cuda [--iterations N] [--no-nccl]
+//   aon-example-cuda [--iterations N] [--no-nccl] [--delay-rank R --delay-ms MS]
 //   mpirun -np 2 aon-example-cuda             (plain)
 //   aon-run mpirun -np 2 aon-example-cuda     (profiled)
 //
@@ -42,6 +42,16 @@
 //
 // Nothing here makes hidden copies, memsets or kernels (no cudaMemcpyToSymbol, thrust,
 // cub, managed memory): the counts are exact for the program's own calls.
+//
+// A planted straggler (the findings corpus, tests/gpu/pathologies/): with --delay-rank R
+// --delay-ms MS, rank R computes on the host for MS ms (a busy loop, no CUDA call) in
+// the NVTX range "straggler_delay" between "compute" and "communicate" of every
+// iteration, so the other ranks wait for it in the all-reduce. Rank 0 then prints, last,
+//   TRUTH {"straggle_ms": ..., "straggler_rank": R, "step_ms": ..., ...}
+// what the ranks measured: straggle_ms is the median over iterations of the last
+// rank's arrival at the all-reduce minus the second-last's (steady_clock, gathered
+// through MPI: the ranks of one node share that clock), straggler_rank the rank that
+// arrived last most often (tests/gpu/pathologies/README.md names the other keys).
 
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -187,13 +197,18 @@ struct Counts {
 struct Options {
   long iterations = 20;
   bool use_nccl = true;
+  int delay_rank = -1;
+  double delay_ms = 0;
 };
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: aon-example-cuda [--iterations N] [--no-nccl]\n"
+               "usage: aon-example-cuda [--iterations N] [--no-nccl] [--delay-rank R --delay-ms MS]\n"
                "  --iterations N  iterations to run (default 20, 1..1000000)\n"
-               "  --no-nccl       do the all-reduce with MPI on the host instead of NCCL\n");
+               "  --no-nccl       do the all-reduce with MPI on the host instead of NCCL\n"
+               "  --delay-rank R  a planted straggler: rank R computes on the host for\n"
+               "  --delay-ms MS   MS ms (0..10000) before every all-reduce; rank 0 prints a\n"
+               "                  TRUTH line of what the ranks measured\n");
 }
 
 // Returns 0 on success, 1 for --help, 2 for a bad command line.
@@ -203,26 +218,33 @@ int parse_args(int argc, char** argv, Options& opt) {
     if (arg == "--help" || arg == "-h") return 1;
     if (arg == "--no-nccl") {
       opt.use_nccl = false;
-    } else if (arg == "--iterations" || arg.rfind("--iterations=", 0) == 0) {
+    } else if (const std::string name = arg.substr(0, arg.find('='));
+               name == "--iterations" || name == "--delay-rank" || name == "--delay-ms") {
       const char* value = nullptr;
-      if (arg == "--iterations") {
+      if (arg.find('=') == std::string::npos) {
         if (i + 1 >= argc) {
-          std::fprintf(stderr, "aon-example-cuda: --iterations needs a value\n");
+          std::fprintf(stderr, "aon-example-cuda: %s needs a value\n", name.c_str());
           return 2;
         }
         value = argv[++i];
       } else {
-        value = argv[i] + std::strlen("--iterations=");
+        value = argv[i] + name.size() + 1;
       }
       char* end = nullptr;
       errno = 0;
-      const long n = std::strtol(value, &end, 10);
-      if (errno != 0 || end == value || *end != '\0' || n < 1 || n > 1000000) {
-        std::fprintf(stderr, "aon-example-cuda: bad --iterations value '%s' (1..1000000)\n",
-                     value);
+      const double v = std::strtod(value, &end);
+      const double most = name == "--delay-ms" ? 10000 : name == "--delay-rank" ? 65535 : 1000000;
+      const double least = name == "--iterations" ? 1 : 0;
+      const bool whole = name != "--delay-ms";
+      if (errno != 0 || end == value || *end != '\0' || !(v >= least && v <= most) ||
+          (whole && v != std::floor(v))) {
+        std::fprintf(stderr, "aon-example-cuda: bad %s value '%s' (%s%g..%g)\n", name.c_str(),
+                     value, whole ? "a whole number " : "", least, most);
         return 2;
       }
-      opt.iterations = n;
+      if (name == "--iterations") opt.iterations = static_cast<long>(v);
+      if (name == "--delay-rank") opt.delay_rank = static_cast<int>(v);
+      if (name == "--delay-ms") opt.delay_ms = v;
     } else {
       std::fprintf(stderr, "aon-example-cuda: unknown argument '%s'\n", arg.c_str());
       return 2;
@@ -298,6 +320,7 @@ void other_collectives(ncclComm_t comm, cudaStream_t stream, int rank, int world
 }
 
 int main(int argc, char** argv) {
+  const auto process_start = std::chrono::steady_clock::now();
   // NVLink multicast (NVLS) must stay off (examples/README.md). The launch environment
   // sets it; this is the default if it did not. Before any NCCL call, which reads the
   // environment once.
@@ -416,7 +439,17 @@ int main(int argc, char** argv) {
 
   // ---- iterations --------------------------------------------------------------------
   const auto t0 = std::chrono::steady_clock::now();
+  // Per iteration: its wall time and this rank's arrival at the all-reduce (ns of
+  // steady_clock), for the TRUTH line.
+  std::vector<double> iteration_ms;
+  std::vector<int64_t> arrivals;
+  auto steady_ns = [] {
+    return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now().time_since_epoch())
+                                    .count());
+  };
   for (long it = 0; it < opt.iterations; ++it) {
+    const auto iteration_start = std::chrono::steady_clock::now();
     const std::string iter_name = "iteration " + std::to_string(it);
     nvtxRangePushA(iter_name.c_str());
     ++counts.nvtx;
@@ -464,6 +497,17 @@ int main(int argc, char** argv) {
     }
     nvtxRangePop();  // compute
 
+    if (rank == opt.delay_rank && opt.delay_ms > 0) {
+      // The planted straggler: host computation, no CUDA call, no sleep.
+      nvtxRangePushA("straggler_delay");
+      ++counts.nvtx;
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::nanoseconds(static_cast<int64_t>(opt.delay_ms * 1e6));
+      volatile uint64_t spin = 0;
+      while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+      nvtxRangePop();
+    }
+
     // -- communicate: one all-reduce (sum of floats) on its own stream --
     nvtxRangePushA("communicate");
     ++counts.nvtx;
@@ -474,6 +518,7 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMemset(d_recv, 0xff, kCommN * sizeof(float)));  // NaNs until overwritten
     ++counts.memset;
     CUDA_CHECK(cudaDeviceSynchronize());
+    arrivals.push_back(steady_ns());
     if (opt.use_nccl) {
       NCCL_CHECK(ncclAllReduce(d_send, d_recv, kCommN, ncclFloat, ncclSum, comm,
                                comm_stream));
@@ -503,7 +548,11 @@ int main(int argc, char** argv) {
 
     CUDA_CHECK(cudaDeviceSynchronize());
     nvtxRangePop();  // iteration
+    iteration_ms.push_back(std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - iteration_start)
+                               .count());
   }
+  const auto iterations_end = std::chrono::steady_clock::now();
   // ---- the all-reduce as a CUDA graph, replayed -----------------------------------------
   // NCCL reports a captured collective once, at capture; AON turns each replay of
   // its kernel into a record of its own. Outside any NVTX range: instantiating a
@@ -575,6 +624,47 @@ int main(int argc, char** argv) {
               graph_replays);
   std::printf("AON_EXAMPLE_OK rank=%d\n", rank);
   std::fflush(stdout);
+
+  if (opt.delay_rank >= 0) {
+    // Every rank's arrivals to rank 0; the ranks of one node share steady_clock.
+    std::vector<int64_t> all(rank == 0 ? arrivals.size() * static_cast<size_t>(world) : 0);
+    MPI_CHECK(MPI_Gather(arrivals.data(), static_cast<int>(arrivals.size()), MPI_INT64_T,
+                         all.data(), static_cast<int>(arrivals.size()), MPI_INT64_T, 0,
+                         MPI_COMM_WORLD));
+    if (rank == 0) {
+      const size_t n = arrivals.size();
+      std::vector<double> straggle;
+      std::vector<long> last_count(static_cast<size_t>(world), 0);
+      for (size_t i = 0; i < n; ++i) {
+        int64_t last = INT64_MIN, second = INT64_MIN;
+        int last_rank = 0;
+        for (int q = 0; q < world; ++q) {
+          const int64_t a = all[static_cast<size_t>(q) * n + i];
+          if (a >= last) second = last, last = a, last_rank = q;
+          else if (a > second) second = a;
+        }
+        ++last_count[static_cast<size_t>(last_rank)];
+        if (world > 1) straggle.push_back(static_cast<double>(last - second) / 1e6);
+      }
+      auto median = [](std::vector<double> v) {
+        if (v.empty()) return 0.0;
+        std::sort(v.begin(), v.end());
+        const size_t m = v.size() / 2;
+        return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+      };
+      const auto most = std::max_element(last_count.begin(), last_count.end());
+      const double process_s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                            process_start)
+                                   .count();
+      std::printf("TRUTH {\"steps\": %zu, \"warmup\": 0, \"measured_steps\": %zu, "
+                  "\"run_s\": %.6f, \"process_s\": %.6f, \"step_ms\": %.6f, "
+                  "\"straggle_ms\": %.6f, \"straggler_rank\": %ld, \"ranks\": %d}\n",
+                  n, n, std::chrono::duration<double>(iterations_end - t0).count(), process_s,
+                  median(iteration_ms), median(straggle),
+                  static_cast<long>(most - last_count.begin()), world);
+      std::fflush(stdout);
+    }
+  }
 
   MPI_CHECK(MPI_Finalize());
   return 0;

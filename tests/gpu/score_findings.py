@@ -18,7 +18,13 @@ A program whose framework is not installed is listed as SKIP, not scored.
 holds the same planted problems on AON's synthetic GPU (examples/synthetic/
 pathology.cc), for CI; its entries name a `program` of --bin (with `args`)
 instead of a Python `script`, need nothing ("needs": "synthetic"), and a missing
-program is a FAIL there, never a SKIP.
+program is a FAIL there, never a SKIP; so is a missing program of the GPU
+corpus ("needs": "build": AON's own build has it).
+
+An entry may name a `launcher` (["mpirun", "-np", "2"]: the program runs under it,
+under aon-run) and `gpus`, the GPUs it needs: on a GPU host with fewer it is a
+SKIP that says so (the synthetic GPU has as many as asked). `expect.rank` names
+the TRUTH key of the rank the first finding must be about.
 """
 import argparse
 import json
@@ -33,6 +39,14 @@ CORPUS = os.path.join(HERE, "pathologies", "corpus.json")
 # A finding may round; a gain stated a few percent over the run is still impossible
 # once it is more than this.
 SLACK = 1.05
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    except OSError:
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
 
 
 def have(module):
@@ -108,6 +122,9 @@ def score(entry, truth, report):
                             f"{first['gain_per_step_ns'] / 1e6:.2f} ms/step of a problem-free program")
     elif first is None or first["kind"] != want:
         problems.append(f"first finding {first_text}, want {want}")
+    elif expect.get("rank") and first.get("rank") != truth.get(expect["rank"]):
+        problems.append(f"first finding about rank {first.get('rank')}, want rank "
+                        f"{truth.get(expect['rank'])}")
     about = expect.get("not_about")
     if about:
         for f in findings:
@@ -146,6 +163,7 @@ def main():
     modes = args.modes.split(",")
     os.makedirs(args.out, exist_ok=True)
     available = {}
+    gpus = None
     rows, results = [], []
 
     def record(row):
@@ -160,7 +178,13 @@ def main():
             continue
         need = entry.get("needs", "torch")
         if need not in available:
-            available[need] = need == "synthetic" or have(need)
+            available[need] = need in ("synthetic", "build") or have(need)
+        gpus_short = None
+        if need != "synthetic" and entry.get("gpus", 1) > 1:
+            if gpus is None:
+                gpus = gpu_count()
+            if gpus < entry["gpus"]:
+                gpus_short = f"needs {entry['gpus']} GPUs, {gpus} here"
         variants = list(enumerate(entry["variants"]))
         if args.variants != "all":
             keep = {int(v) for v in args.variants.split(",")}
@@ -169,8 +193,9 @@ def main():
             for mode in modes:
                 row = {"program": entry["name"], "variant": index, "mode": mode,
                        "planted": entry["expect"].get("first") or "(no problem)"}
-                if not available[need]:
-                    row.update(first="-", figure="-", result="SKIP", why=f"no {need} here")
+                if not available[need] or gpus_short:
+                    row.update(first="-", figure="-", result="SKIP",
+                               why=gpus_short or f"no {need} here")
                     record(row)
                     continue
                 job = os.path.join(args.out, f"job-{entry['name']}-v{index}-{mode}")
@@ -178,7 +203,7 @@ def main():
                 run = [os.path.join(args.bin, "aon-run")]
                 if mode != "budgeted":
                     run += ["--mode", mode]
-                run += ["-o", job]
+                run += ["-o", job] + entry.get("launcher", [])
                 if "program" in entry:
                     run += [os.path.join(args.bin, entry["program"])] + entry.get("args", [])
                 else:
