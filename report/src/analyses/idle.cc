@@ -264,12 +264,29 @@ void ClassifyGap(const Timeline& t, const std::vector<std::pair<const ApiRecord*
   auto it = std::lower_bound(b.begin(), b.end(), g->start_ns,
                              [](const auto& x, uint64_t tt) { return x.first->end_ns < tt; });
   const ApiRecord* sync = nullptr;
+  const ApiRecord* late_sync = nullptr;  // a sync (not a copy) called after the GPU ran dry
   bool sync_copy = false;
   for (; it != b.end() && it->first->end_ns <= g->end_ns; ++it) {
     if (it->first->start_ns <= g->start_ns) {
       sync = it->first;
       sync_copy = it->second;
       break;
+    }
+    if (late_sync == nullptr && !it->second) late_sync = it->first;
+  }
+  // 1b. The thread issued calls up to a sync that found the queue already
+  // drained, then ran code outside CUDA before its next launch: the program's
+  // order is still launch, wait for the GPU, work with nothing queued (.item()
+  // then logging), whether or not the wait blocked. Whether it did depends on
+  // how fast the host issued the step, and a capture window slows that
+  // (CUPTI's cost per call): the same line of code must get the same cause in
+  // and out of windows. Host work that comes before the sync is host work.
+  if (sync == nullptr && late_sync != nullptr && launch != nullptr && thread != nullptr &&
+      launch->start_ns > late_sync->end_ns) {
+    const uint64_t enough = std::max(kHostWorkMinNs, kHostWorkIssueFactor * thread->issue_ns);
+    if (thread->LongestSilence(g->start_ns, late_sync->start_ns) < enough &&
+        thread->LongestSilence(late_sync->end_ns, launch->start_ns) >= enough) {
+      sync = late_sync;
     }
   }
   const bool next_is_sync_copy =

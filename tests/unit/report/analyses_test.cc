@@ -483,6 +483,52 @@ TEST(Idle, HostWorkBetweenBurstsIsNotLaunchBound) {
   }
 }
 
+// .item() then host work, where the host issued the step slowly enough (as in a
+// capture window, CUPTI's cost per call) that the GPU had run dry before the
+// sync: the sync returns at once, and the gap is still the sync's (the program
+// waits for the GPU, then works with nothing queued), as it is when the sync
+// blocks. Host work before the sync is host work: the sync did not idle the GPU.
+TEST(Idle, AGapAfterASyncIsTheSyncsWhetherOrNotItBlocked) {
+  struct Case {
+    uint64_t sync_after_ns;  // the sync's call after the last kernel's end (0: before it)
+    uint64_t work_before_ns;  // host work between the last launch and the sync
+    GapCause want;
+  };
+  for (const Case c : {Case{0, 0, GapCause::kHostSync}, Case{30 * kUs, 0, GapCause::kHostSync},
+                       Case{80 * kUs, 0, GapCause::kHostSync},
+                       Case{2 * kMs, 2 * kMs, GapCause::kHostWork}}) {
+    TempDir dir;
+    TimelineBuilder b;
+    b.Rank(0);
+    constexpr int kSteps = 6;
+    const uint64_t work = 3 * kMs;  // after the sync, nothing queued
+    uint64_t t = 1 * kMs;
+    for (int s = 0; s < kSteps; ++s) {
+      const uint64_t step_start = t;
+      uint64_t end = 0;
+      for (int k = 0; k < 10; ++k, t += 10 * kUs) {
+        end = t + 14 * kUs;
+        b.Kernel(0, "k", t + 4 * kUs, end, 9, static_cast<int64_t>(t));
+      }
+      // The last kernel ends at `end`; calls issued back to back up to the sync
+      // (an event record every 10 us), unless the host works first.
+      uint64_t sync_start = c.sync_after_ns ? end + c.sync_after_ns : end - 5 * kUs;
+      if (c.work_before_ns == 0) {
+        for (uint64_t at = t; at + 10 * kUs < sync_start; at += 10 * kUs)
+          b.Api(0, "cudaEventRecord", at, at + 3 * kUs, 9);
+      }
+      const uint64_t sync_end = std::max(sync_start, end) + 8 * kUs;
+      b.Api(0, "cudaStreamSynchronize", sync_start, sync_end, 9);
+      t = sync_end + work;
+      b.Nvtx(0, "step " + std::to_string(s), step_start, t, 9, 0);
+    }
+    const IdleAnalysis a = AnalyzeIdle(b.WriteAndLoad(dir.File("t.h5")));
+    ASSERT_EQ(a.cause_count[0].size(), 1u) << c.sync_after_ns;
+    EXPECT_EQ(a.cause_count[0].begin()->first, c.want) << c.sync_after_ns;
+    EXPECT_EQ(a.cause_count[0].begin()->second, static_cast<uint64_t>(kSteps - 1));
+  }
+}
+
 // The line between the two causes is the thread's own issue time: a thread that
 // issues a launch every 10 us needs a call-free stretch of 20 x 10 = 200 us
 // before a late launch for host work; 150 us is still launch overhead.
