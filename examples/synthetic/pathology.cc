@@ -47,6 +47,21 @@
 //   recompile    XLA compiling jit_step again every step (--compile-ms), then
 //                --gpu-ms of its kernels: recompile_s = every step's compile but
 //                the first.
+//   straggler    MPI ranks (mpirun -np N), each step --gpu-ms of kernels, then an
+//                all-reduce; rank --delay-rank first computes on the host for
+//                --delay-ms (NVTX "straggler_delay"). The all-reduce plays NCCL:
+//                its profiler plugin (NCCL_PROFILER_PLUGIN, AON's agent) gets the
+//                Coll event at each rank's arrival, the device runs the
+//                collective's kernel from the arrival to the last rank's (the
+//                planted delay, for the others) and its transfer, and MPI
+//                exchanges the arrivals, so the ranks really wait for the last
+//                one. Then a small broadcast (the ranks tied within
+//                microseconds: which one is last there is noise). Rank 0 prints
+//                the TRUTH line: straggle_ms = median over measured steps of the
+//                last arrival at the all-reduce minus the second-last,
+//                straggler_rank the rank last most often there.
+#include <dlfcn.h>
+#include <mpi.h>
 #include <nvtx3/nvToolsExt.h>
 #include <stdint.h>
 #include <sys/prctl.h>
@@ -61,6 +76,7 @@
 #include <string>
 #include <vector>
 
+#include "aon/nccl_profiler_abi.h"
 #include "aon/synthetic_device.h"
 #include "fake_driver.h"
 
@@ -110,6 +126,8 @@ struct Options {
   double host_ms = 8, gpu_ms = 2, mb = 64, pinned_mb = 8, kernel_us = 2, spacing_us = 15;
   int kernels = 200;
   double phase_ms = 12, gemm_ms = 3, compile_ms = 300;
+  double delay_ms = 10;
+  int delay_rank = 1;
 };
 
 // The device, the replay of its timing and the step marks.
@@ -348,13 +366,127 @@ Figures CompileCase(Run& run, const Options& o, bool every_step) {
   return f;
 }
 
+// NCCL as its profiler plugin sees it: one communicator over MPI_COMM_WORLD.
+class FakeNccl {
+ public:
+  bool Open(int rank, int nranks) {
+    const char* path = std::getenv("NCCL_PROFILER_PLUGIN");
+    void* lib = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (lib != nullptr) p_ = static_cast<AonNcclProfilerV5*>(dlsym(lib, "ncclProfiler_v5"));
+    if (p_ == nullptr) {
+      std::fprintf(stderr,
+                   "%s: the straggler case needs NCCL's profiler plugin in NCCL_PROFILER_PLUGIN "
+                   "(run it under aon-run; --nccl off has none): %s\n",
+                   kProgram, path == nullptr ? "not set" : dlerror());
+      return false;
+    }
+    int mask = 0;
+    if (p_->init(&ctx_, 0x57a66e7ull, &mask, "synthetic-comm", 1, nranks, rank, nullptr) != 0) {
+      std::fprintf(stderr, "%s: the NCCL profiler plugin's init failed\n", kProgram);
+      return false;
+    }
+    colls_ = (mask & kNcclProfileColl) != 0;
+    return true;
+  }
+  // A collective's Coll event from the rank's arrival (Begin) to its end (End).
+  void* Begin(const char* func, uint64_t seq, size_t count) {
+    if (!colls_) return nullptr;
+    AonNcclEventV5 e{};
+    e.type = kNcclProfileColl;
+    e.coll.seq_number = seq;
+    e.coll.func = func;
+    e.coll.count = count;
+    e.coll.root = 0;
+    e.coll.datatype = "ncclFloat32";
+    e.coll.n_channels = 2;
+    e.coll.n_warps = 16;
+    e.coll.algo = "RING";
+    e.coll.proto = "LL";
+    void* h = nullptr;
+    p_->start_event(ctx_, &h, &e);
+    return h;
+  }
+  void End(void* h) {
+    if (h != nullptr) p_->stop_event(h);
+  }
+  void Close() {
+    if (ctx_ != nullptr) p_->finalize(ctx_);
+    ctx_ = nullptr;
+  }
+
+ private:
+  AonNcclProfilerV5* p_ = nullptr;
+  void* ctx_ = nullptr;
+  bool colls_ = false;
+};
+
+Figures StragglerCase(Run& run, const Options& o) {
+  int rank = 0, nranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  FakeNccl nccl;
+  if (nranks < 2 || o.delay_rank >= nranks || !nccl.Open(rank, nranks)) {
+    if (nranks < 2 || o.delay_rank >= nranks)
+      std::fprintf(stderr, "%s: the straggler case needs mpirun -np N (N >= 2, > --delay-rank)\n",
+                   kProgram);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  constexpr uint64_t kTransferNs = 300000, kBroadcastNs = 50000;
+  std::vector<int64_t> arrivals(static_cast<size_t>(nranks));
+  std::vector<double> straggle;
+  std::vector<int> last_count(static_cast<size_t>(nranks), 0);
+  for (int s = 0; s < o.steps; ++s) {
+    run.BeginStep();
+    GpuWork(run, o.gpu_ms);
+    run.Sync();  // the backward pass's gradients are ready
+    if (rank == o.delay_rank) {
+      nvtxRangePushA("straggler_delay");
+      HostWork(Ns(o.delay_ms));
+      nvtxRangePop();
+    }
+    // The all-reduce: arrival, the kernel (waiting for the last rank, then the
+    // transfer), the ranks meeting, the end.
+    const auto arrival = static_cast<int64_t>(NowNs());
+    void* coll = nccl.Begin("AllReduce", static_cast<uint64_t>(2 * s), 1 << 20);
+    const uint64_t wait = rank == o.delay_rank ? 0 : Ns(o.delay_ms);
+    run.Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", wait + kTransferNs);
+    MPI_Allgather(&arrival, 1, MPI_INT64_T, arrivals.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+    run.Sync();
+    nccl.End(coll);
+    // A small broadcast that every rank reaches together.
+    void* bcast = nccl.Begin("Broadcast", static_cast<uint64_t>(2 * s + 1), 1024);
+    run.Kernel("ncclDevKernel_Broadcast_RING_LL", kBroadcastNs);
+    MPI_Barrier(MPI_COMM_WORLD);
+    run.Sync();
+    nccl.End(bcast);
+    run.EndStep();
+    if (s >= kWarmup) {
+      const auto last = std::max_element(arrivals.begin(), arrivals.end());
+      int64_t second = INT64_MIN;
+      for (auto it = arrivals.begin(); it != arrivals.end(); ++it)
+        if (it != last) second = std::max(second, *it);
+      straggle.push_back(static_cast<double>(*last - second) / 1e6);
+      ++last_count[static_cast<size_t>(last - arrivals.begin())];
+    }
+  }
+  nccl.Close();
+  Figures f = run.Figures();
+  f["straggle_ms"] = Median(straggle);
+  f["straggler_rank"] =
+      static_cast<double>(std::max_element(last_count.begin(), last_count.end()) -
+                          last_count.begin());
+  f["ranks"] = nranks;
+  f["rank"] = rank;
+  return f;
+}
+
 bool Parse(int argc, char** argv, Options* o) {
   std::map<std::string, double*> numbers = {
       {"--host-ms", &o->host_ms},       {"--gpu-ms", &o->gpu_ms},
       {"--mb", &o->mb},                 {"--pinned-mb", &o->pinned_mb},
       {"--kernel-us", &o->kernel_us},   {"--spacing-us", &o->spacing_us},
       {"--phase-ms", &o->phase_ms},     {"--gemm-ms", &o->gemm_ms},
-      {"--compile-ms", &o->compile_ms}};
+      {"--compile-ms", &o->compile_ms}, {"--delay-ms", &o->delay_ms}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -364,6 +496,11 @@ bool Parse(int argc, char** argv, Options* o) {
       const int v = std::atoi(argv[++i]);
       if (v <= 0) return false;
       (a == "--steps" ? o->steps : o->kernels) = v;
+    } else if (a == "--delay-rank" && has_value) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end != '\0' || v < 0 || v > 65535) return false;
+      o->delay_rank = static_cast<int>(v);
     } else if (numbers.count(a) && has_value) {
       char* end = nullptr;
       const double v = std::strtod(argv[++i], &end);
@@ -388,12 +525,13 @@ int main(int argc, char** argv) {
       {"memory_bound", MemoryBoundCase},
       {"compute_bound", ComputeBoundCase},
       {"compile_startup", [](Run& r, const Options& x) { return CompileCase(r, x, false); }},
-      {"recompile", [](Run& r, const Options& x) { return CompileCase(r, x, true); }}};
+      {"recompile", [](Run& r, const Options& x) { return CompileCase(r, x, true); }},
+      {"straggler", StragglerCase}};
   if (!Parse(argc, argv, &o) || !cases.count(o.name)) {
     std::fprintf(stderr,
                  "usage: %s --case NAME [--steps N] [--host-ms X] [--gpu-ms X] [--mb X] "
                  "[--pinned-mb X] [--kernels N] [--kernel-us X] [--spacing-us X] [--phase-ms X] "
-                 "[--gemm-ms X] [--compile-ms X]\ncases:",
+                 "[--gemm-ms X] [--compile-ms X] [--delay-rank R] [--delay-ms X]\ncases:",
                  kProgram);
     for (const auto& [name, fn] : cases) std::fprintf(stderr, " %s", name.c_str());
     std::fprintf(stderr, "\n(the header of examples/synthetic/pathology.cc says what each plants)\n");
@@ -406,9 +544,17 @@ int main(int argc, char** argv) {
   if (gpu == nullptr) return 3;
   std::printf("%s: SYNTHETIC workload, case %s, %d steps (no real GPU)\n", kProgram,
               o.name.c_str(), o.steps);
+  // Only the straggler case is an MPI program: the others run alone.
+  const bool mpi = o.name == "straggler";
+  if (mpi) MPI_Init(&argc, &argv);
   Run run(gpu);
   Figures f = cases.at(o.name)(run, o);
   gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
+  if (mpi) {
+    const bool truth_here = f["rank"] == 0;
+    MPI_Finalize();
+    if (!truth_here) return 0;  // rank 0 says what every rank measured
+  }
   f["process_s"] = static_cast<double>(NowNs() - g_started) / 1e9;
   std::string json;
   for (const auto& [key, value] : f) {

@@ -21,8 +21,8 @@ instead of a Python `script`, need nothing ("needs": "synthetic"), and a missing
 program is a FAIL there, never a SKIP; so is a missing program of the GPU
 corpus ("needs": "build": AON's own build has it).
 
-An entry may name a `launcher` (["mpirun", "-np", "2"]: the program runs under it,
-under aon-run) and `gpus`, the GPUs it needs: on a GPU host with fewer it is a
+An entry (or one of its variants) may name a `launcher` (["mpirun", "-np", "2"]:
+the program runs under it, under aon-run) and `gpus`, the GPUs it needs: on a GPU host with fewer it is a
 SKIP that says so (the synthetic GPU has as many as asked). `expect.rank` names
 the TRUTH key of the rank the first finding must be about.
 """
@@ -203,7 +203,7 @@ def main():
                 run = [os.path.join(args.bin, "aon-run")]
                 if mode != "budgeted":
                     run += ["--mode", mode]
-                run += ["-o", job] + entry.get("launcher", [])
+                run += ["-o", job] + variant.get("launcher", entry.get("launcher", []))
                 if "program" in entry:
                     run += [os.path.join(args.bin, entry["program"])] + entry.get("args", [])
                 else:
