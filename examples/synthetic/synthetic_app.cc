@@ -103,10 +103,11 @@ int main(int argc, char** argv) {
           "usage: aon-synthetic-app [--iterations N] [--host-us US] [--phases MS] [--ops]\n"
           "An MPI loop on a SYNTHETIC (fake) GPU to demonstrate AON without a GPU.\n"
           "--host-us: host work per iteration, microseconds (default 100)\n"
-          "--phases: after the loop, three NVTX phases of MS ms each whose kernels the\n"
-          "  synthetic GPU's counters see as compute-bound, memory-bound and, with\n"
-          "  tiny kernels between host work, launch-bound (phase:compute, phase:memory,\n"
-          "  phase:launch)\n"
+          "--phases: after the loop, four NVTX phases of MS ms each whose kernels the\n"
+          "  synthetic GPU's counters see as compute-bound, memory-bound, launch-bound\n"
+          "  (tiny kernels, 20 us of host issuing between them) and host-bound (tiny\n"
+          "  kernels, 1 ms of host work outside CUDA calls between them): phase:compute,\n"
+          "  phase:memory, phase:launch, phase:host\n"
           "--ops: play AON's PyTorch integration: steps marked by aon_framework_step(),\n"
           "  kernels inside framework ranges model > aten::linear > aten::addmm\n");
       return 0;
@@ -189,11 +190,13 @@ int main(int argc, char** argv) {
     const char* kernel;
     double sm, dram, tensor;
     uint64_t kernel_ns, host_gap_us;
+    bool spin;  // the host gap is issuing work (a busy loop), not time away from CUDA (a sleep)
   };
   const Phase phases[] = {
-      {"phase:compute", "synthetic_bf16_gemm_kernel", 95, 20, 85, 2'000'000, 0},
-      {"phase:memory", "synthetic_elementwise_add_kernel", 70, 92, 0, 2'000'000, 0},
-      {"phase:launch", "synthetic_tiny_kernel", 40, 10, 0, 5'000, 200},
+      {"phase:compute", "synthetic_bf16_gemm_kernel", 95, 20, 85, 2'000'000, 0, false},
+      {"phase:memory", "synthetic_elementwise_add_kernel", 70, 92, 0, 2'000'000, 0, false},
+      {"phase:launch", "synthetic_tiny_kernel", 40, 10, 0, 5'000, 20, true},
+      {"phase:host", "synthetic_tiny_kernel", 40, 10, 0, 5'000, 1000, false},
   };
   for (const Phase& p : phase_ms > 0 ? std::span<const Phase>(phases) : std::span<const Phase>()) {
     nvtxRangePushA(p.name);
@@ -211,9 +214,18 @@ int main(int argc, char** argv) {
         gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
     }
     while (gpu && p.host_gap_us > 0 && std::chrono::steady_clock::now() < end) {
-      // Launch-bound: a tiny kernel, then host work far longer than it.
+      // A tiny kernel, then host time far longer than it: launch overhead (the
+      // host busy issuing, as a framework's dispatcher is between launches) or
+      // host work away from CUDA (an input pipeline).
       gpu->launch_kernel(kCompute, p.kernel, p.kernel_ns, 1024, 256), ++c.kernels;
-      std::this_thread::sleep_for(std::chrono::microseconds(p.host_gap_us));
+      const auto gap = std::chrono::microseconds(p.host_gap_us);
+      if (p.spin) {
+        for (const auto until = std::chrono::steady_clock::now() + gap;
+             std::chrono::steady_clock::now() < until;) {
+        }
+      } else {
+        std::this_thread::sleep_for(gap);
+      }
     }
     if (gpu) gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS), ++c.sync;
     nvtxRangePop();

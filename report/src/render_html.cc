@@ -382,7 +382,8 @@ std::string CountersSection(const Report& r) {
   if (c.synthetic)
     o += "<div class=synthetic>SYNTHETIC: these counters are FAKE (the labeled fake NVML).</div>";
   o += "<p class=muted>Verdicts: busy = gpu_active (else sm_active); busy &lt; 50 %: "
-       "launch-bound; compute (busiest of tensor/fp16/fp32/fp64/SM issue) &ge; 60 % and &ge; "
+       "launch-bound, or for a phase host-bound when most of the trace's GPU gaps in it are "
+       "host work outside CUDA calls, host synchronization or synchronous copies; compute (busiest of tensor/fp16/fp32/fp64/SM issue) &ge; 60 % and &ge; "
        "memory: "
        "compute-bound; else DRAM bandwidth &ge; 60 %: memory-bound; else latency-bound. A phase "
        "needs 2 sample intervals of overlap; PM samples (capture windows) are used where they "

@@ -262,6 +262,11 @@ void Counters(JsonWriter& w, const CounterAnalysis& c) {
     Member(w, "instances", static_cast<double>(p.instances));
     w.Key("sampled");
     w.Bool(p.sampled);
+    Member(w, "traced_ns", static_cast<double>(p.traced_ns));
+    w.Key("idle_by_cause_ns");
+    w.BeginObject();
+    for (const auto& [cause, ns] : p.idle_ns) Member(w, GapCauseName(cause), static_cast<double>(ns));
+    w.EndObject();
     w.EndObject();
   }
   w.EndArray();

@@ -10,8 +10,12 @@ PASS/FAIL at the end:
   - the timeline holds GPM rows (source gpm) of the GPU: GPU active in
     contiguous intervals near the sampling interval, every other metric in
     those same intervals, lacking some only where the notes say NVML gave NaN;
-  - the three planted phases get their verdicts in the report: phase:compute
-    compute-bound, phase:memory memory-bound, phase:launch launch-bound;
+  - the four planted phases get their verdicts in the report: phase:compute
+    compute-bound, phase:memory memory-bound, phase:launch launch-bound,
+    phase:host host-bound (the counters call it idle as they do phase:launch;
+    the trace's gaps inside it say host work: in the default budgeted mode
+    only where capture windows traced 5 ms of it or more, else launch-bound,
+    the counters' word alone, and the line says which);
   - with NCU_CSV: GPM's DRAM figure of the memory phase and its tensor figure of
     the compute phase against ncu's per-kernel figures of the same kernels.
     GPM averages the whole interval (gaps between kernels included, the GPU is
@@ -32,7 +36,7 @@ METRICS = {1: "gpu_active_pct", 2: "sm_active_pct", 3: "sm_occupancy_pct", 4: "t
            9: "dram_bandwidth_pct", 10: "pcie_tx_mib_per_s", 11: "pcie_rx_mib_per_s",
            12: "nvlink_tx_mib_per_s", 13: "nvlink_rx_mib_per_s"}
 WANT = {"phase:compute": "compute-bound", "phase:memory": "memory-bound",
-        "phase:launch": "launch-bound"}
+        "phase:launch": "launch-bound", "phase:host": "host-bound"}
 
 
 def main():
@@ -99,7 +103,7 @@ def main():
         nm = name(int(n["name_id"]))
         if nm in WANT:
             phases[nm] = (int(n["start_ns"]), int(n["end_ns"]))
-    say(set(phases) == set(WANT), "the three phases are in the timeline: %s" % sorted(phases))
+    say(set(phases) == set(WANT), "the four phases are in the timeline: %s" % sorted(phases))
     means = {}
     for nm, (s, e) in sorted(phases.items()):
         line = []
@@ -118,8 +122,11 @@ def main():
     got = {p["name"]: p for p in rep.get("counters", {}).get("phases", [])}
     for nm, verdict in WANT.items():
         p = got.get(nm, {})
-        say(p.get("verdict") == verdict, "%s: report says %s (want %s)" %
-            (nm, p.get("verdict"), verdict))
+        traced = p.get("traced_ns", 0)
+        if verdict == "host-bound" and traced < 5e6:
+            verdict = "launch-bound"  # no trace of it to tell the cause from
+        say(p.get("verdict") == verdict, "%s: report says %s (want %s; %.0f ms traced, gaps %s)" %
+            (nm, p.get("verdict"), verdict, traced / 1e6, p.get("idle_by_cause_ns", {})))
 
     if ncu:
         # ncu --csv: one row per (kernel launch, metric).

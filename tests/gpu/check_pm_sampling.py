@@ -20,8 +20,9 @@ PASS/FAIL:
     neighbours' ramps in the samples at its edges), and the tensor figures are
     different counters (any tensor pipe vs HMMA ops);
   - aon-report judges the GEMM compute-bound, the stream add memory-bound and
-    the tiny kernel launch-bound, each from PM samples, and the three NVTX
-    phases the same.
+    the tiny kernel launch-bound, each from PM samples, and the NVTX phases
+    the same, but for phase:host (the tiny kernel between 1 ms sleeps):
+    host-bound, from the trace's gaps in it.
 """
 import csv
 import json
@@ -136,7 +137,7 @@ def main():
             want.pop(g)
     say(not want, "every planted kernel judged (missing: %s)" % sorted(want))
     phases = {"phase:compute": "compute-bound", "phase:memory": "memory-bound",
-              "phase:launch": "launch-bound"}
+              "phase:launch": "launch-bound", "phase:host": "host-bound"}
     for p in c.get("phases", []):
         if p["name"] in phases:
             say(p["verdict"] == phases[p["name"]] and p.get("sampled"),

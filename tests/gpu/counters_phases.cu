@@ -3,7 +3,10 @@
 // tests/gpu/check_counters.py:
 //   phase:compute  large bf16 GEMMs through cuBLAS (tensor cores): compute-bound
 //   phase:memory   a streaming elementwise add over 3 x 2 GiB: memory-bound
-//   phase:launch   1-thread kernels with host work between them: launch-bound
+//   phase:launch   1-thread kernels, the host issuing (a 20 us spin) between
+//                  them: launch-bound (launch overhead)
+//   phase:host     1-thread kernels with 1 ms of host work away from CUDA (a
+//                  sleep) between them: host-bound
 // Each phase runs for --seconds S (default 3) of wall time and ends with the
 // device idle. Prints one line per phase: kernels launched and seconds.
 #include <cublas_v2.h>
@@ -84,15 +87,22 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&counter, sizeof(int)));
   CHECK(cudaStreamSynchronize(stream));
 
-  auto run = [&](const char* name, auto&& one, bool host_gaps) {
+  // host_gap_us > 0: a launch, then that long on the host, spinning (issuing
+  // work, as a framework's dispatcher is between launches) or asleep (work
+  // away from CUDA, as an input pipeline's).
+  auto run = [&](const char* name, auto&& one, int host_gap_us, bool spin) {
     nvtxRangePushA(name);
     const auto begin = Clock::now();
     long launched = 0;
     while (Seconds(begin, Clock::now()) < seconds) {
       one();
       ++launched;
-      if (host_gaps) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));  // host work
+      if (host_gap_us > 0 && spin) {
+        for (const auto until = Clock::now() + std::chrono::microseconds(host_gap_us);
+             Clock::now() < until;) {
+        }
+      } else if (host_gap_us > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(host_gap_us));
       } else if (launched % 4 == 0) {
         CHECK(cudaStreamSynchronize(stream));  // a short queue keeps the phase's end sharp
       }
@@ -105,9 +115,11 @@ int main(int argc, char** argv) {
   run("phase:compute", [&] {
     cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, A, CUDA_R_16BF, n, B, CUDA_R_16BF, n,
                  &beta, C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  }, false);
-  run("phase:memory", [&] { StreamAddKernel<<<sms * 8, 256, 0, stream>>>(x, y, z, words); }, false);
-  run("phase:launch", [&] { TinyKernel<<<1, 1, 0, stream>>>(counter); }, true);
+  }, 0, false);
+  run("phase:memory", [&] { StreamAddKernel<<<sms * 8, 256, 0, stream>>>(x, y, z, words); }, 0,
+      false);
+  run("phase:launch", [&] { TinyKernel<<<1, 1, 0, stream>>>(counter); }, 20, true);
+  run("phase:host", [&] { TinyKernel<<<1, 1, 0, stream>>>(counter); }, 1000, false);
   CHECK(cudaGetLastError());
   cublasDestroy(blas);
   std::printf("counters_phases: done\n");

@@ -114,7 +114,11 @@ class CountersTest : public ::testing::Test {
   }
   // Runs aon-report --json on the job's timeline, then `python` on its
   // "counters" object (`c`); its output, also printed for the log (the numbers
-  // behind each verdict), lands in `out`.
+  // behind each verdict), lands in `out`. `python` may call idle(p): the
+  // verdict docs/counters.md gives a phase the counters call GPU-idle (busy
+  // < 50 %), from the trace's gaps inside it (its idle_by_cause_ns over at
+  // least 5 ms traced): host-bound when host work, host synchronization or
+  // synchronous copies hold more than half of that gap time, else launch-bound.
   void ReportCounters(const std::string& python, ProcessResult* out) const {
     const std::string json = tmp_ + "/report.json";
     ProcessResult rep = RunProcess(
@@ -122,7 +126,15 @@ class CountersTest : public ::testing::Test {
     ASSERT_EQ(rep.exit_status, 0) << rep.Describe();
     *out = RunProcess(
         {"python3", "-c",
-         "import json,sys\nc = json.load(open(sys.argv[1]))['counters']\n" + python, json},
+         "import json,sys\nc = json.load(open(sys.argv[1]))['counters']\n"
+         "def idle(p):\n"
+         "  g = p['idle_by_cause_ns']\n"
+         "  host = max(g.get(k, 0) for k in ('host work outside CUDA calls',\n"
+         "             'host synchronization', 'synchronous/pageable copy'))\n"
+         "  held = p['traced_ns'] >= 5e6 and host > 0.5 * sum(g.values())\n"
+         "  return 'host-bound' if held else 'launch-bound'\n" +
+             python,
+         json},
         {}, tmp_);
     ASSERT_EQ(out->exit_status, 0) << out->Describe();
     std::cout << out->out;
@@ -206,10 +218,12 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
   struct Want {
     double sm, dram, tensor;
     bool busy;
+    double host_gap_us;  // between the 5 us kernels of a phase that is not busy
   };
-  const std::map<std::string, Want> phases = {{"phase:compute", {95, 20, 85, true}},
-                                              {"phase:memory", {70, 92, 0, true}},
-                                              {"phase:launch", {40, 10, 0, false}}};
+  const std::map<std::string, Want> phases = {{"phase:compute", {95, 20, 85, true, 0}},
+                                              {"phase:memory", {70, 92, 0, true, 0}},
+                                              {"phase:launch", {40, 10, 0, false, 20}},
+                                              {"phase:host", {40, 10, 0, false, 1000}}};
   for (int rank = 0; rank < 2; ++rank) {
     const aon::GpuUuid gpu = aon::GpuUuidFromText(Uuid(rank));
     for (const auto& n : *nvtx) {
@@ -241,13 +255,17 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
         // as the timeline holds them (ranks and collector of one host share
         // its clock; seen: within 0.0002 points, 100 ns of the 50 ms).
         EXPECT_NEAR(active, covered_pct(static_cast<uint32_t>(rank), c.start_ns, c.end_ns), 0.01);
-        // The launch-bound phase runs 5 us kernels between >= 200 us of host
-        // work, whatever the machine's load. (The GPU-bound phases keep the
+        // The phases that are not busy launch a 5 us kernel, then spend at
+        // least 20 us (or 1 ms) on the host, whatever the machine's load: their
+        // kernels start at least that far apart, so an interval holds at most
+        // length / gap + 1 of them. (The GPU-bound phases keep the
         // device's queue 100 ms ahead of the host, so they are busy but for
         // the start of the phase and a host stalled longer than that: their
         // kernels, not a fixed figure, say how busy.)
         if (!want->second.busy) {
-          EXPECT_LE(active, 100.0 * 5 / 205 + 1e-6);
+          const double length_us = static_cast<double>(c.end_ns - c.start_ns) / 1e3;
+          EXPECT_LE(active,
+                    100.0 * 5 * (length_us / want->second.host_gap_us + 1) / length_us + 1e-6);
         }
       }
       // 1500 ms at 50 ms: about 28 whole intervals inside the phase; the
@@ -261,8 +279,16 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
   // kernels' profile implies, from the rows of the GPU its ranks used (tied by
   // UUID through /meta/devices). The numbers: compute 85 % tensor >= 60 and
   // >= 20 % DRAM; memory 92 % DRAM with the busiest pipe fp32 = 70 x 0.6 = 42 %;
-  // launch: the GPU busy <= 2.5 % of each interval, and still under 50 % with
-  // up to 100 ms of the previous phase's GPU work inside the 700 ms range.
+  // launch: the GPU busy <= 20 % of each interval (5 us kernels 20 us apart),
+  // and still under 50 % with up to 100 ms of the previous phase's GPU work
+  // inside the 700 ms range; its trace's gaps are the host issuing (no 100 us
+  // without a CUDA call), so launch-bound, unless the machine is so loaded that
+  // the host thread, taken off its CPU between launches for milliseconds, is
+  // away from CUDA for most of the gap time: the trace cannot tell that from
+  // host work, so the verdict is the one its gaps imply (idle(p); the rule
+  // itself on known gaps: tests/unit/report/counters_test.cc). host: as idle
+  // by the counters, its gaps 1 ms sleeps outside any CUDA call (longer when
+  // loaded): host-bound.
   if (!fs::exists(kReport)) AON_SKIP_OR_FAIL(<< kReport << " is not built");
   ProcessResult py;
   ASSERT_NO_FATAL_FAILURE(ReportCounters(
@@ -270,21 +296,23 @@ TEST_F(CountersTest, EachPlantedPhaseGetsTheFiguresOfItsKernels) {
       "c['synthetic'])\n"
       "for p in c['phases']:\n"
       "  print(p['name'], p['verdict'], p['busy_pct'], p['compute_pct'], p['compute_pipe'] or '-',"
-      " p['memory_pct'], p['intervals'])\n",
+      " p['memory_pct'], p['intervals'], idle(p) if p['busy_pct'] < 50 else '-', "
+      "p['idle_by_cause_ns'])\n",
       &py));
   EXPECT_TRUE(Contains(py.out, "gpus 2 [0, 1] True\n")) << py.out;
   const std::map<std::string, std::string> verdicts = {{"phase:compute", "compute-bound"},
                                                        {"phase:memory", "memory-bound"},
-                                                       {"phase:launch", "launch-bound"}};
+                                                       {"phase:launch", "launch-bound"},
+                                                       {"phase:host", "host-bound"}};
   for (const auto& [phase, verdict] : verdicts) {
     const size_t at = py.out.find("\n" + phase + " ");
     ASSERT_NE(at, std::string::npos) << phase << "\n" << py.out;
     std::istringstream line(py.out.substr(at + 1, py.out.find('\n', at + 1) - at - 1));
-    std::string name, got, pipe;
+    std::string name, got, pipe, implied;
     double busy = -1, compute = -1, memory = -1, intervals = 0;
-    line >> name >> got >> busy >> compute >> pipe >> memory >> intervals;
+    line >> name >> got >> busy >> compute >> pipe >> memory >> intervals >> implied;
     SCOPED_TRACE(py.out);
-    EXPECT_EQ(got, verdict) << phase;
+    EXPECT_EQ(got, phase == "phase:launch" ? implied : verdict) << phase;
     EXPECT_GE(intervals, 2.0) << phase;
     if (verdict == "compute-bound") {
       EXPECT_EQ(pipe, "tensor");
@@ -451,7 +479,8 @@ TEST_F(CountersTest, PmSamplesGiveEachKernelItsPlantedFigures) {
       ReportCounters("for k in c['kernels']:\n"
                      "  print('kernel', k['name'], k['verdict'], k['sampled'], k['intervals'])\n"
                      "for p in c['phases']:\n"
-                     "  print('phase', p['name'], p['verdict'], p['sampled'], p['intervals'])\n",
+                     "  print('phase', p['name'], p['verdict'], p['sampled'], p['intervals'],"
+                     " idle(p) if p['busy_pct'] < 50 else '-', p['idle_by_cause_ns'])\n",
                      &py));
   for (const auto& [what, verdict] : std::vector<std::pair<std::string, std::string>>{
            {"kernel synthetic_bf16_gemm_kernel", "compute-bound"},
@@ -459,13 +488,16 @@ TEST_F(CountersTest, PmSamplesGiveEachKernelItsPlantedFigures) {
            {"kernel synthetic_tiny_kernel", "launch-bound"},
            {"phase phase:compute", "compute-bound"},
            {"phase phase:memory", "memory-bound"},
-           {"phase phase:launch", "launch-bound"}}) {
+           {"phase phase:launch", "launch-bound"},
+           {"phase phase:host", "host-bound"}}) {
     const size_t at = py.out.find(what + " ");
     ASSERT_NE(at, std::string::npos) << what << "\n" << py.out;
     std::istringstream line(py.out.substr(at, py.out.find('\n', at) - at));
-    std::string kind, name, got, sampled;
-    line >> kind >> name >> got >> sampled;
-    EXPECT_EQ(got, verdict) << what << "\n" << py.out;
+    std::string kind, name, got, sampled, intervals, implied;
+    line >> kind >> name >> got >> sampled >> intervals >> implied;
+    // phase:launch: the verdict its trace's gaps imply (see
+    // EachPlantedPhaseGetsTheFiguresOfItsKernels).
+    EXPECT_EQ(got, what == "phase phase:launch" ? implied : verdict) << what << "\n" << py.out;
     EXPECT_EQ(sampled, "True") << what << " is judged from PM samples\n" << py.out;
   }
 }

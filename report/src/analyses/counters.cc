@@ -75,6 +75,8 @@ const char* VerdictName(Verdict v) {
       return "memory-bound";
     case Verdict::kLatencyBound:
       return "latency-bound";
+    case Verdict::kHostBound:
+      return "host-bound";
   }
   return "unknown";
 }
@@ -380,13 +382,93 @@ void CrossCheck(const std::vector<std::vector<Interval>>& busy, const Steps* ste
   p->verdict.why = buf;
 }
 
+// Why a launch-bound phase's GPU idles, from the trace (IdleAnalysis' gaps,
+// classified by what the host did: docs/counters.md, "Verdicts"): the counters
+// say the GPU is not fed, not why, and the actions differ. Over the phase's
+// traced time (inside captured steps with capture windows, kCrossCheckMinNs at
+// least), when one cause that is not launch overhead holds more than half of
+// the gap time there (host work outside CUDA calls, host synchronization,
+// synchronous copies), the phase is host-bound with that cause's action: CUDA
+// graphs do nothing for a host that computes or waits. Otherwise it stays
+// launch-bound; either way `why` gives the shares.
+constexpr double kCauseMajority = 0.5;
+
+const char* HostBoundAction(GapCause c) {
+  switch (c) {
+    case GapCause::kHostWork:
+      return "GPU idle while the host runs code outside CUDA calls (input pipeline, Python "
+             "work, logging): load and transform data in DataLoader workers (num_workers > 0, "
+             "pin_memory, prefetching), move that work off the critical path; CUDA graphs do "
+             "not help";
+    case GapCause::kHostSync:
+      return "GPU idle while the host waits on it: remove synchronization from the loop "
+             "(.item(), .cpu(), cudaStreamSynchronize), read values every N steps";
+    case GapCause::kSyncCopy:
+      return "GPU idle around synchronous or pageable copies: pin host memory and copy "
+             "asynchronously (pin_memory=True, non_blocking=True)";
+    default:
+      return "";
+  }
+}
+
+void AttributeIdle(const IdleAnalysis& idle, const Steps* steps,
+                   const std::vector<std::vector<const IdleAnalysis::Slice*>>& slices,
+                   CounterPhase* p) {
+  if (p->verdict.verdict != Verdict::kLaunchBound) return;
+  for (const auto& [rank, spans] : p->spans) {
+    if (rank >= slices.size()) continue;
+    if (steps != nullptr && steps->windowed) {
+      p->traced_ns += IntersectionLength(Union(steps->GpuSteps(rank)), spans);
+    } else if (rank < idle.steps.size()) {
+      p->traced_ns += TotalLength(spans);
+    }
+    for (const IdleAnalysis::Slice* s : slices[rank]) {
+      const uint64_t in = LengthWithin(spans, {s->start_ns, s->start_ns + s->ns});
+      if (in > 0) p->idle_ns[s->cause] += in;
+    }
+  }
+  if (p->traced_ns < kCrossCheckMinNs) return;
+  uint64_t gaps = 0, top_ns = 0;
+  GapCause top = GapCause::kOther;
+  for (const auto& [cause, ns] : p->idle_ns) {
+    gaps += ns;
+    if (ns > top_ns) top = cause, top_ns = ns;
+  }
+  if (gaps == 0) return;
+  std::string shares;
+  for (GapCause c : kGapCauses) {
+    auto it = p->idle_ns.find(c);
+    if (it == p->idle_ns.end() || it->second == 0) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.0f %%", shares.empty() ? "" : ", ", GapCauseName(c),
+                  100.0 * static_cast<double>(it->second) / static_cast<double>(gaps));
+    shares += buf;
+  }
+  char head[160];
+  std::snprintf(head, sizeof head, "; the trace has its GPU idle %.0f %% of %s traced: ",
+                100.0 * static_cast<double>(gaps) / static_cast<double>(p->traced_ns),
+                FormatDuration(static_cast<double>(p->traced_ns)).c_str());
+  p->verdict.why += head + shares;
+  const char* action = HostBoundAction(top);
+  if (*action == '\0' ||
+      static_cast<double>(top_ns) <= kCauseMajority * static_cast<double>(gaps))
+    return;
+  p->verdict.verdict = Verdict::kHostBound;
+  p->verdict.action = action;
+}
+
 // A phase is the program's work: its ranges' time while the host compiled is
 // compilation's (CompileAnalysis), left out of its seconds and its counters,
 // and compile ranges are not phases.
 void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied,
                  const std::vector<GpuRows>& rows, const CompileAnalysis* compile,
-                 const Steps* steps, CounterAnalysis* a) {
+                 const Steps* steps, const IdleAnalysis* idle, CounterAnalysis* a) {
   const std::vector<std::vector<Interval>> busy = GpuBusyUnions(t);
+  std::vector<std::vector<const IdleAnalysis::Slice*>> slices(t.world_size);
+  if (idle != nullptr) {
+    for (const IdleAnalysis::Slice& s : idle->slices)
+      if (s.rank < slices.size()) slices[s.rank].push_back(&s);
+  }
   std::map<std::string, size_t> index;
   // per phase and rank: its ranges, whose union is the phase's wall time there
   // (ranges of one name on several threads at once count once)
@@ -460,6 +542,7 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
       p.verdict = JudgeCounters(p.means);
       CrossCheck(busy, steps, &p);
     }
+    if (idle != nullptr) AttributeIdle(*idle, steps, slices, &p);
   }
   std::stable_sort(
       a->phases.begin(), a->phases.end(),
@@ -598,7 +681,7 @@ void JudgeModules(const std::vector<std::vector<size_t>>& tied, const std::vecto
 
 CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
                                 const Steps* steps, std::vector<TorchModule>* modules,
-                                const CompileAnalysis* compile) {
+                                const CompileAnalysis* compile, const IdleAnalysis* idle) {
   CounterAnalysis a;
   if (t.counters.empty()) {
     a.note =
@@ -610,16 +693,17 @@ CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats
   std::vector<GpuRows> rows;
   CollectGpus(t, &a, &rows);
   const auto tied = TieRanks(t, &a);
-  JudgePhases(t, tied, rows, compile, steps, &a);
+  JudgePhases(t, tied, rows, compile, steps, idle, &a);
   JudgeKernels(t, tied, rows, kernels, steps, &a);
   if (modules != nullptr) JudgeModules(tied, rows, a, modules);
   return a;
 }
 
 const Analysis kCountersAnalysis = {
-    "counters", "steps,kernels,torch,compile", "counters, torch.modules[].verdict",
+    "counters", "steps,kernels,torch,compile,idle", "counters, torch.modules[].verdict",
     [](const Timeline& t, Report* r) {
-      r->counters = AnalyzeCounters(t, r->kernels, &r->steps, &r->torch.modules, &r->compile);
+      r->counters =
+          AnalyzeCounters(t, r->kernels, &r->steps, &r->torch.modules, &r->compile, &r->idle);
     }};
 
 }  // namespace aon::report

@@ -394,6 +394,7 @@ void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, i
   ++a->cause_count[r][g.cause];
   a->cause_nvtx_ns[r][g.cause][g.nvtx] += g.length();
   IdleAnalysis::Slice slice{r, g.cause, -1, 0, g.length()};
+  slice.start_ns = g.start_ns;
   if (!g.nvtx.empty()) {
     auto [it2, added] = range_index->emplace(g.nvtx, static_cast<uint32_t>(a->range_names.size()));
     if (added) a->range_names.push_back(g.nvtx);
@@ -403,7 +404,8 @@ void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, i
     slice.step = step;
     if (slice.step >= 0) {
       const Interval& w = (*windows)[static_cast<size_t>(slice.step)];
-      slice.ns = std::min(g.end_ns, w.end) - std::max(g.start_ns, w.start);
+      slice.start_ns = std::max(g.start_ns, w.start);
+      slice.ns = std::min(g.end_ns, w.end) - slice.start_ns;
       slice.carried = g.start_ns <= w.start;
     }
   }

@@ -287,6 +287,73 @@ TEST(CounterPhases, CountersThatContradictTheTraceGiveNoVerdict) {
   EXPECT_EQ(wait->verdict.verdict, Verdict::kLaunchBound) << wait->verdict.why;
 }
 
+// The counters say a phase's GPU idles (busy < 50 %), not why; its traced gaps
+// do. Three phases the counters see alike (busy 20 %): tiny kernels issued
+// back to back every 25 us (launch overhead: launch-bound), one kernel per
+// 1 ms of host work away from CUDA (host-bound, an input pipeline's action),
+// and one per 1 ms after a synchronize that drained the queue (host-bound,
+// synchronization's action). Without the trace's analysis all three stay
+// launch-bound.
+TEST(CounterPhases, AnIdlePhaseIsLaunchOrHostBoundAsItsTracedGapsSay) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  b.Device(0, 0, kGpuA);
+  for (uint64_t at = 0; at < 600 * kMs; at += 100 * kMs)
+    Sample(&b, kGpuA, 0, at, at + 100 * kMs, 20, 1, 2, 3);
+  constexpr uint32_t kTid = 9;
+  // feed: a launch every 25 us, its kernel 4 us later for 5 us.
+  for (uint64_t t = 1 * kMs; t + 25 * kUs < 199 * kMs; t += 25 * kUs)
+    b.Kernel(0, "tiny", t + 4 * kUs, t + 9 * kUs, kTid, static_cast<int64_t>(t));
+  b.Nvtx(0, "feed", 0, 200 * kMs, kTid, 0);
+  // load: a launch, then 1 ms of host work with no CUDA call.
+  for (uint64_t t = 201 * kMs; t + kMs < 399 * kMs; t += kMs)
+    b.Kernel(0, "tiny", t + 4 * kUs, t + 9 * kUs, kTid, static_cast<int64_t>(t));
+  b.Nvtx(0, "load", 200 * kMs, 400 * kMs, kTid, 0);
+  // wait: a launch, a synchronize returning after the kernel, then host work.
+  for (uint64_t t = 401 * kMs; t + kMs < 599 * kMs; t += kMs) {
+    b.Kernel(0, "tiny", t + 4 * kUs, t + 9 * kUs, kTid, static_cast<int64_t>(t));
+    b.Api(0, "cudaStreamSynchronize", t + 3 * kUs, t + 12 * kUs, kTid);
+  }
+  b.Nvtx(0, "wait", 400 * kMs, 600 * kMs, kTid, 0);
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const IdleAnalysis idle = AnalyzeIdle(t);
+  const CounterAnalysis a = AnalyzeCounters(t, {}, nullptr, nullptr, nullptr, &idle);
+  const CounterPhase* feed = Phase(a, "feed");
+  const CounterPhase* load = Phase(a, "load");
+  const CounterPhase* wait = Phase(a, "wait");
+  ASSERT_TRUE(feed && load && wait);
+  EXPECT_STREQ(VerdictName(feed->verdict.verdict), "launch-bound") << feed->verdict.why;
+  // Each phase's gaps are its own cause's but for the one gap that crosses
+  // into it from the phase before (2 ms of host time between the phases).
+  auto share = [](const CounterPhase* p, GapCause c) {
+    uint64_t all = 0;
+    for (const auto& [cause, ns] : p->idle_ns) all += ns;
+    return p->idle_ns.count(c) ? static_cast<double>(p->idle_ns.at(c)) / static_cast<double>(all)
+                               : 0.0;
+  };
+  EXPECT_GT(share(feed, GapCause::kHostLate), 0.98);
+  EXPECT_GT(share(load, GapCause::kHostWork), 0.98);
+  EXPECT_GT(share(wait, GapCause::kHostSync), 0.98);
+  EXPECT_TRUE(Contains(feed->verdict.why, "the trace has its GPU idle 80 % of 200 ms traced: "
+                                          "host launched late 99 %"))
+      << feed->verdict.why;
+  EXPECT_TRUE(Contains(feed->verdict.action, "CUDA graphs")) << feed->verdict.action;
+  EXPECT_STREQ(VerdictName(load->verdict.verdict), "host-bound") << load->verdict.why;
+  EXPECT_TRUE(Contains(load->verdict.action, "DataLoader")) << load->verdict.action;
+  EXPECT_STREQ(VerdictName(wait->verdict.verdict), "host-bound") << wait->verdict.why;
+  EXPECT_TRUE(Contains(wait->verdict.action, ".item()")) << wait->verdict.action;
+  // The gap time inside a phase is all of its traced time that no kernel
+  // covers: load's 200 ms less its 197 kernels of 5 us.
+  EXPECT_EQ(load->traced_ns, 200 * kMs);
+  uint64_t load_idle = 0;
+  for (const auto& [cause, ns] : load->idle_ns) load_idle += ns;
+  EXPECT_EQ(load_idle, 200 * kMs - 197 * 5 * kUs);
+  const CounterAnalysis counters_only = AnalyzeCounters(t, {});
+  for (const char* name : {"feed", "load", "wait"})
+    EXPECT_STREQ(VerdictName(Phase(counters_only, name)->verdict.verdict), "launch-bound") << name;
+}
+
 TEST(CounterPhases, RanksAreTiedToTheirGpusByUuid) {
   TempDir dir;
   TimelineBuilder b = TwoRanksTwoGpus();

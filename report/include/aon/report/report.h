@@ -325,6 +325,7 @@ struct IdleAnalysis {
     uint32_t range;  // index into range_names (innermost host range, 0 = none)
     uint64_t ns;
     bool carried = false;  // the gap began at or before its step began
+    uint64_t start_ns = 0;  // where the slice begins (the gap clipped to its step)
   };
   std::vector<Slice> slices;
   std::vector<std::string> range_names{std::string()};
@@ -429,8 +430,14 @@ enum class Verdict : uint8_t {
   kComputeBound,
   kMemoryBound,
   kLatencyBound,
+  // Phases only: the counters say the GPU is not fed (launch-bound's test) and
+  // the trace says why, a cause other than launch overhead: its GPU idles while
+  // the host runs code outside CUDA calls, waits on a synchronization, or makes
+  // synchronous copies (docs/counters.md, "Verdicts").
+  kHostBound,
 };
-// "unknown", "too short", "launch-bound", "compute-bound", "memory-bound", "latency-bound".
+// "unknown", "too short", "launch-bound", "compute-bound", "memory-bound", "latency-bound",
+// "host-bound".
 const char* VerdictName(Verdict v);
 struct CounterVerdict {
   Verdict verdict = Verdict::kUnknown;
@@ -476,6 +483,10 @@ struct CounterPhase {
   CounterMeans means;    // rows weighted by their overlap with each instance
   CounterVerdict verdict;
   bool sampled = false;  // judged from PM samples (else from the node's GPM metrics)
+  // The trace's view of it (with an IdleAnalysis): its time inside traced steps
+  // (the whole phase without capture windows) and the GPU gaps there, by cause.
+  uint64_t traced_ns = 0;
+  std::map<GapCause, uint64_t> idle_ns;
 };
 struct CounterKernel {
   std::string name;
@@ -495,11 +506,14 @@ struct CounterAnalysis {
 // 10); `steps` (optional) the capture windows: with them, only sample intervals
 // inside a rank's captured steps can judge its kernels.
 struct TorchModule;
-// With `modules`: also each module's verdict (TorchModule::verdict).
+// With `modules`: also each module's verdict (TorchModule::verdict). With
+// `idle`: a launch-bound phase whose traced GPU gaps have another cause for the
+// most part is host-bound, with that cause's action (Verdict::kHostBound).
 CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
                                 const Steps* steps = nullptr,
                                 std::vector<TorchModule>* modules = nullptr,
-                                const CompileAnalysis* compile = nullptr);
+                                const CompileAnalysis* compile = nullptr,
+                                const IdleAnalysis* idle = nullptr);
 // Minimum overlap, in sample intervals, for a phase or kernel verdict.
 inline constexpr double kMinCounterIntervals = 2;
 inline constexpr double kKernelDominance = 0.8;

@@ -1,6 +1,6 @@
 // Phase bottleneck: the longest NVTX phase whose GPU counters say it is not
-// compute-bound (launch-, memory- or latency-bound; report/src/analyses/counters.cc
-// judges), narrowed to the phase inside it that the time is spent in. The
+// compute-bound (launch-, host-, memory- or latency-bound; report/src/analyses/counters.cc
+// judges, host-bound from the trace's gaps inside a phase the counters call idle), narrowed to the phase inside it that the time is spent in. The
 // counters say why a phase is slow, not how much faster it could be: the rule
 // states no gain (0, rendered "gain not estimated"). It ranks as if a tenth of
 // the phase were at stake (Detection::rank_ns): above gains smaller than that,
@@ -19,7 +19,8 @@ constexpr double kStakeShare = 0.1;  // the ranking weight of a verdict, as a sh
 
 bool Bottleneck(const CounterPhase& p) {
   const Verdict v = p.verdict.verdict;
-  return v == Verdict::kLaunchBound || v == Verdict::kMemoryBound || v == Verdict::kLatencyBound;
+  return v == Verdict::kLaunchBound || v == Verdict::kHostBound || v == Verdict::kMemoryBound ||
+         v == Verdict::kLatencyBound;
 }
 
 // Share of `inner`'s time, over its ranks, that lies inside `outer`'s ranges.
@@ -87,8 +88,9 @@ AON_FINDING_RULE(phase_bottleneck) {
       .precedence = 70,
       .uses = Uses({RecordKind::kNvtx, RecordKind::kCounters}),
       .detects =
-          "the longest NVTX phase whose GPU counters say launch-, memory- or "
-          "latency-bound (docs/counters.md)",
+          "the longest NVTX phase whose GPU counters say launch-, host-, memory- or "
+          "latency-bound (host-bound: idle by the counters, and the trace's gaps in it are "
+          "mostly host work, synchronization or synchronous copies; docs/counters.md)",
       .action = "Phase \"{phase}\" is {verdict} for {time} of the run: {what}",
       .evidence = "GPU counters over {intervals} sample intervals: {numbers}[ ({synthetic})]",
       .detect = DetectPhaseBottleneck,
