@@ -101,13 +101,31 @@ def impossible(findings, truth):
     return bad
 
 
-def score(entry, truth, report):
+def verdict_problems(truth, report, mode):
+    """A program whose TRUTH names expected_verdicts ({phase: verdict}) gets
+    them for its NVTX phases: in --mode full each one exactly; in the budgeted
+    mode each one, or no verdict ("too short", "unknown") with the reason
+    said, where no capture window's PM samples covered the phase."""
+    want = truth.get("expected_verdicts") or {}
+    got = {p["name"]: p for p in report.get("counters", {}).get("phases", [])}
+    bad = []
+    for name, verdict in sorted(want.items()):
+        p = got.get(name)
+        if p is None:
+            bad.append(f"phase {name}: not in the report")
+        elif p["verdict"] != verdict and not (
+                mode == "budgeted" and p["verdict"] in ("too short", "unknown") and p.get("why")):
+            bad.append(f"phase {name}: {p['verdict']}, want {verdict} ({p.get('why', '')})")
+    return bad
+
+
+def score(entry, truth, report, mode="full"):
     """(first finding text, stated vs truth text, PASS/FAIL, why)."""
     expect = entry["expect"]
     findings = report.get("findings", [])
     first = findings[0] if findings else None
     first_text = first["kind"] if first else "(none)"
-    problems = impossible(findings, truth)
+    problems = impossible(findings, truth) + verdict_problems(truth, report, mode)
     want = expect.get("first")
     if want is None:
         # No planted problem: the first finding is none of the kinds this program
@@ -236,7 +254,7 @@ def main():
                     record(row)
                     continue
                 report = json.load(open(report_json))
-                first, figure, result, why = score(entry, truth, report)
+                first, figure, result, why = score(entry, truth, report, mode)
                 row.update(first=first, figure=figure, result=result, why=why)
                 results.append({"row": row, "truth": truth,
                                 "findings": report.get("findings", [])})
