@@ -135,7 +135,7 @@ Status PlanPasses(const TraceReader& reader, const TimelineView& timeline,
                   uint64_t chunk, std::vector<std::vector<uint32_t> >* passes) {
   std::vector<uint32_t> ranks;
   for (const RankSummary& row : timeline.ranks) {
-    if (row.status == static_cast<uint8_t>(RankStatus::kOk) && options.filter.KeepsRank(row.rank)) {
+    if (RankMerged(static_cast<RankStatus>(row.status)) && options.filter.KeepsRank(row.rank)) {
       ranks.push_back(row.rank);
     }
   }

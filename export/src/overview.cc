@@ -190,7 +190,7 @@ Frame NumberRanks(const std::vector<RankSummary>& rows, int64_t start_meta, int6
   // Ranks that were merged, densely numbered.
   uint32_t max_rank = 0;
   for (const RankSummary& row : rows) {
-    if (row.status != static_cast<uint8_t>(RankStatus::kOk)) continue;
+    if (!RankMerged(static_cast<RankStatus>(row.status))) continue;
     f.ok.push_back(&row);
     max_rank = std::max(max_rank, row.rank);
   }

@@ -129,6 +129,48 @@ void UnpackChunk(const RowLayout& layout, const uint8_t* chunk, size_t chunk_row
   }
 }
 
+uint32_t Fletcher32(const uint8_t* data, size_t n) {
+  // 360 words keep both sums below 2^32 between folds (sum2 grows by at most
+  // 360 x 360 / 2 x 0xffff plus the folded start).
+  constexpr size_t kWordsPerFold = 360;
+  uint32_t sum1 = 0, sum2 = 0;
+  size_t words = n / 2;
+  while (words > 0) {
+    const size_t block = std::min(words, kWordsPerFold);
+    words -= block;
+    for (size_t w = 0; w < block; ++w, data += 2) {
+      sum1 += static_cast<uint32_t>(data[0]) << 8 | data[1];
+      sum2 += sum1;
+    }
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  }
+  if (n % 2 != 0) {
+    sum1 += static_cast<uint32_t>(*data) << 8;
+    sum2 += sum1;
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  }
+  sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+  sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  return sum2 << 16 | sum1;
+}
+
+void AppendChecksum(ChunkBuffer* chunk) {
+  const uint32_t sum = Fletcher32(chunk->data(), chunk->size());
+  for (int b = 0; b < 4; ++b) chunk->push_back(static_cast<uint8_t>(sum >> (8 * b)));
+}
+
+bool CheckAndStripChecksum(const uint8_t* chunk, size_t* n) {
+  if (*n < 4) return false;
+  const size_t body = *n - 4;
+  uint32_t stored = 0;
+  for (int b = 0; b < 4; ++b) stored |= static_cast<uint32_t>(chunk[body + b]) << (8 * b);
+  if (stored != Fletcher32(chunk, body)) return false;
+  *n = body;
+  return true;
+}
+
 #ifdef AON_HAVE_LIBDEFLATE
 
 Deflater::Deflater(int level) : level_(level) {}

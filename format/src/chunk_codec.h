@@ -11,7 +11,10 @@
 //   - shuffle + deflate (filter ids 2 and 1, in that order): the bytes
 //     shuffled (byte j of every row, row after row, then byte j + 1: HDF5's
 //     H5Z_FILTER_SHUFFLE with the packed row size), then one zlib stream
-//     (RFC 1950: what H5Z_FILTER_DEFLATE writes and reads).
+//     (RFC 1950: what H5Z_FILTER_DEFLATE writes and reads);
+//   - either one, checksummed (filter id 3 last): the bytes followed by their
+//     Fletcher-32 checksum, 4 bytes little-endian, as H5Z_FILTER_FLETCHER32
+//     writes and checks it (Fletcher32 below).
 // Why: HDF5 converts a compound row member by member through buffers it zeroes
 // for every call, and zlib inflates and deflates at a third of libdeflate's
 // speed (bench/RESULTS.md, "Merge speed"). libdeflate is used when the build
@@ -58,6 +61,16 @@ void UnpackChunk(const RowLayout& layout, const uint8_t* chunk, size_t chunk_row
 // zlib streams (RFC 1950), as HDF5's deflate filter writes them. Level 1 is
 // AON's run-length encoder (run_deflate.h), the fastest; 2-9 (up to 12 with
 // libdeflate) the library's levels.
+// HDF5's Fletcher-32 of `n` bytes: 16-bit words taken big-endian (a last odd
+// byte as a word's high byte), both sums folded to 16 bits every 360 words
+// and at the end; the result is sum2 << 16 | sum1.
+uint32_t Fletcher32(const uint8_t* data, size_t n);
+// Appends the checksum of the buffer's bytes (the checksum filter's output).
+void AppendChecksum(ChunkBuffer* chunk);
+// A stored checksummed chunk of `*n` bytes: true when its last 4 bytes are the
+// checksum of the others, and *n is then the size without them.
+bool CheckAndStripChecksum(const uint8_t* chunk, size_t* n);
+
 class Deflater {
  public:
   explicit Deflater(int level);

@@ -22,12 +22,20 @@ std::optional<DirectChunks> DirectlyReadable(hid_t ds, hid_t disk, const TableSc
     H5Eclear2(H5E_DEFAULT);
     return std::nullopt;
   }
-  DirectChunks out{.chunk_rows = chunk[0], .deflated = false};
-  const int filters = H5Pget_nfilters(dcpl.get());
+  DirectChunks out{.chunk_rows = chunk[0], .deflated = false, .checksummed = false};
+  int filters = H5Pget_nfilters(dcpl.get());
+  unsigned flags = 0, config = 0;
+  size_t nvalues = 0;
+  if (filters > 0 && H5Pget_filter2(dcpl.get(), static_cast<unsigned>(filters - 1), &flags,
+                                    &nvalues, nullptr, 0, nullptr,
+                                    &config) == H5Z_FILTER_FLETCHER32) {
+    out.checksummed = true;
+    --filters;
+  }
   if (filters == 0) return out;
   if (filters != 2) return std::nullopt;
-  unsigned flags = 0, config = 0, shuffle_bytes[1] = {0};
-  size_t nvalues = 1;
+  unsigned shuffle_bytes[1] = {0};
+  nvalues = 1;
   if (H5Pget_filter2(dcpl.get(), 0, &flags, &nvalues, shuffle_bytes, 0, nullptr, &config) !=
           H5Z_FILTER_SHUFFLE ||
       (nvalues >= 1 && shuffle_bytes[0] != H5Tget_size(disk))) {

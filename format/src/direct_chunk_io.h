@@ -3,7 +3,8 @@
 // decode chunks (RunShares). Internal to aon::format.
 //
 // A record table stored the way AON stores it (chunked rows of the packed type
-// DiskType(schema), either unfiltered or shuffle + deflate) is written and read
+// DiskType(schema), either unfiltered or shuffle + deflate, either one with or
+// without a Fletcher-32 checksum last) is written and read
 // a chunk at a time with H5Dwrite_chunk / H5Dread_chunk: the rows are packed,
 // shuffled and compressed here (libdeflate where built with it), not by HDF5's
 // pipeline and conversion. The chunks are HDF5's own filters' format, so every
@@ -26,7 +27,8 @@ namespace aon::hdf5 {
 // How a table read directly stores its chunks.
 struct DirectChunks {
   uint64_t chunk_rows = 0;
-  bool deflated = false;  // shuffle + deflate; else unfiltered
+  bool deflated = false;     // shuffle + deflate; else unfiltered
+  bool checksummed = false;  // then Fletcher-32 (the last filter)
 };
 
 // How `ds` (row type `disk`) stores its chunks, when they can be read directly

@@ -20,6 +20,8 @@ const char* RankStatusName(RankStatus status) {
       return "truncated";
     case RankStatus::kUnsupported:
       return "unsupported";
+    case RankStatus::kDamaged:
+      return "damaged";
   }
   return "unknown";
 }

@@ -312,7 +312,7 @@ void TraceReader::ChunkScratchDeleter::operator()(ChunkScratch* s) const { delet
 // (disjoint rows), taking the next one as they finish the last; once every
 // chunk is read, this thread decodes too. One thread: read all, then decode.
 Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows,
-                               bool deflated, const std::vector<uint64_t>& stored, uint64_t first,
+                               bool deflated, bool checksummed, const std::vector<uint64_t>& stored, uint64_t first,
                                uint64_t count, void* out, const std::string& ctx,
                                const RowsVisitor* visit) const {
   const hid_t ds = static_cast<hid_t>(dataset);
@@ -327,7 +327,8 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
       const std::vector<uint64_t> sizes(
           stored.begin() + static_cast<ptrdiff_t>(c),
           stored.begin() + static_cast<ptrdiff_t>(std::min(chunks, c + kWindow)));
-      AON_RETURN_IF_ERROR(ReadChunks(dataset, schema, chunk_rows, deflated, sizes, lo, hi - lo,
+      AON_RETURN_IF_ERROR(ReadChunks(dataset, schema, chunk_rows, deflated, checksummed, sizes, lo,
+                                     hi - lo,
                                      static_cast<uint8_t*>(out) + (lo - first) * schema.record_size,
                                      ctx, visit));
     }
@@ -375,18 +376,22 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
       if (threads > 1) state.notify_all();
     }
   };
-  // Chunk i by worker w; false when it does not inflate.
-  auto decode = [&](unsigned w, uint64_t i) {
+  // Chunk i by worker w: 0 when decoded, else why not.
+  enum Failure : uint8_t { kDecoded, kChecksum, kInflate, kSize };
+  auto decode = [&](unsigned w, uint64_t i) -> Failure {
     const uint64_t c = first_chunk + i;
     const uint8_t* chunk = s.stored[i].data();
+    size_t size = s.stored[i].size();
+    if (checksummed && !chunk_codec::CheckAndStripChecksum(chunk, &size)) return kChecksum;
     if (deflated) {
       ChunkScratch::Worker& worker = s.workers[w];
       worker.inflated.resize(chunk_bytes);
-      if (!worker.inflater.InflateExact(s.stored[i].data(), s.stored[i].size(),
-                                        worker.inflated.data(), chunk_bytes)) {
-        return false;
+      if (!worker.inflater.InflateExact(chunk, size, worker.inflated.data(), chunk_bytes)) {
+        return kInflate;
       }
       chunk = worker.inflated.data();
+    } else if (size != chunk_bytes) {
+      return kSize;
     }
     const uint64_t lo = std::max(first, c * chunk_rows);
     const uint64_t hi = std::min(first + count, (c + 1) * chunk_rows);
@@ -394,9 +399,10 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
     chunk_codec::UnpackChunk(layout, chunk, chunk_rows, lo - c * chunk_rows, hi - lo, deflated,
                              rows);
     if (visit != nullptr) (*visit)(rows, hi - lo);
-    return true;
+    return kDecoded;
   };
-  std::vector<uint64_t> bad(threads, UINT64_MAX);  // per worker: its first chunk that failed
+  // Per worker: its first chunk that failed, and why.
+  std::vector<std::pair<uint64_t, Failure>> bad(threads, {UINT64_MAX, kDecoded});
   auto share = [&](unsigned w) {
     if (w == 0) read_all();
     for (;;) {
@@ -408,7 +414,8 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
         if ((st & kDone) != 0) return;
         state.wait(st, std::memory_order_acquire);
       }
-      if (!decode(w, i) && bad[w] == UINT64_MAX) bad[w] = i;
+      const Failure f = decode(w, i);
+      if (f != kDecoded && bad[w].first == UINT64_MAX) bad[w] = {i, f};
     }
   };
   if (!RunShares(threads, share, helpers_)) {
@@ -416,11 +423,18 @@ Status TraceReader::ReadChunks(int64_t dataset, const TableSchema& schema, uint6
   }
   // The first chunk that went wrong names the error, as when each chunk is
   // read and decoded in turn.
-  const uint64_t worst = *std::min_element(bad.begin(), bad.end());
+  const auto [worst, why] = *std::min_element(bad.begin(), bad.end());
   if (worst != UINT64_MAX && worst < (state.load() & ~kDone)) {
-    return DataLoss(ctx + " (corrupt or truncated): the chunk of rows from " +
-                    std::to_string((first_chunk + worst) * chunk_rows) + " does not inflate to " +
-                    Bytes(chunk_bytes));
+    const std::string chunk = " (corrupt or truncated): the chunk of rows from " +
+                              std::to_string((first_chunk + worst) * chunk_rows);
+    switch (why) {
+      case kChecksum:
+        return DataLoss(ctx + chunk + " fails its checksum (damaged since it was written)");
+      case kInflate:
+        return DataLoss(ctx + chunk + " does not inflate to " + Bytes(chunk_bytes));
+      default:
+        return DataLoss(ctx + chunk + " is not " + Bytes(chunk_bytes) + " long");
+    }
   }
   return unreadable;
 }
@@ -446,8 +460,8 @@ Status TraceReader::ReadTable(const TableSchema& schema, uint64_t first, uint64_
   AON_RETURN_IF_ERROR(CheckChunksToRead(ds.get(), first, count, H5Tget_size(disk.get()),
                                         file_bytes_, ctx, &stored));
   if (const std::optional<DirectChunks> direct = DirectlyReadable(ds.get(), disk.get(), schema)) {
-    return ReadChunks(ds.get(), schema, direct->chunk_rows, direct->deflated, stored, first, count,
-                      out, ctx, visit);
+    return ReadChunks(ds.get(), schema, direct->chunk_rows, direct->deflated, direct->checksummed,
+                      stored, first, count, out, ctx, visit);
   }
   hsize_t start[1] = {first}, cnt[1] = {count};
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr);

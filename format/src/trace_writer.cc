@@ -174,6 +174,7 @@ Status TraceWriter::AppendTable(const TableSchema& schema, const void* records, 
       H5Pset_shuffle(dcpl.get());
       H5Pset_deflate(dcpl.get(), static_cast<unsigned>(options_.deflate_level));
     }
+    if (options_.checksum) H5Pset_fletcher32(dcpl.get());
     Hid disk = DiskType(schema);
     ds = Dataset(H5Dcreate2(grp.get(), schema.name.c_str(), disk.get(), space.get(), H5P_DEFAULT,
                             dcpl.get(), H5P_DEFAULT));
@@ -315,6 +316,7 @@ Status TraceWriter::WriteChunks(int64_t dataset, const TableSchema& schema, cons
       for (uint64_t c = next.fetch_add(1, std::memory_order_relaxed); c < in_round;
            c = next.fetch_add(1, std::memory_order_relaxed)) {
         ok[w] = ok[w] && make(w, c);
+        if (ok[w] && options_.checksum) chunk_codec::AppendChecksum(&s.compressed[c]);
       }
     };
     if (!RunShares(used, share, s.helpers.get()) ||
@@ -380,7 +382,8 @@ Status TraceWriter::WriteStrings(const StringTable& strings) {
 
 // Appends to a 1-D extendable array dataset, creating it on first use.
 static Status AppendArray(hid_t group, const char* name, hid_t mem_type, hid_t file_type,
-                          const void* data, uint64_t n, uint64_t chunk, int deflate) {
+                          const void* data, uint64_t n, uint64_t chunk, int deflate,
+                          bool checksum) {
   Hid ds;
   if (H5Lexists(group, name, H5P_DEFAULT) > 0) {
     ds = Dataset(H5Dopen2(group, name, H5P_DEFAULT));
@@ -394,6 +397,7 @@ static Status AppendArray(hid_t group, const char* name, hid_t mem_type, hid_t f
       H5Pset_shuffle(dcpl.get());
       H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate));
     }
+    if (checksum) H5Pset_fletcher32(dcpl.get());
     ds = Dataset(
         H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
   }
@@ -430,10 +434,11 @@ Status TraceWriter::AppendStrings(std::span<const std::string> strings) {
   Hid grp = Group(static_cast<hid_t>(g));
   const std::string ctx = FormatContext(path_);
   AON_RETURN_IF_ERROR(AppendArray(grp.get(), "data", H5T_NATIVE_UINT8, H5T_STD_U8LE, data.data(),
-                                  data.size(), 1 << 16, options_.deflate_level)
+                                  data.size(), 1 << 16, options_.deflate_level, options_.checksum)
                           .WithContext(ctx));
   AON_RETURN_IF_ERROR(AppendArray(grp.get(), "offsets", H5T_NATIVE_UINT64, H5T_STD_U64LE,
-                                  offsets.data(), offsets.size(), 4096, options_.deflate_level)
+                                  offsets.data(), offsets.size(), 4096, options_.deflate_level,
+                                  options_.checksum)
                           .WithContext(ctx));
   strings_bytes_ += data.size();
   return Status::Ok();

@@ -29,6 +29,9 @@ struct OpenResult {
   // Found while opening, not fatal (a missing table, no string table yet);
   // reported in candidate order before any decision about ranks.
   std::vector<std::string> open_problems;
+  // What a finished file lacks that it should hold (a table): the rank is
+  // then merged as damaged, this its message ("" when whole).
+  std::string damage;
 };
 
 struct Candidate {

@@ -32,7 +32,7 @@ E EnumFrom(Unpacker& u) {
   return static_cast<E>(v);
 }
 
-RankStatus RankStatusFrom(Unpacker& u) { return EnumFrom<RankStatus, RankStatus::kUnsupported>(u); }
+RankStatus RankStatusFrom(Unpacker& u) { return EnumFrom<RankStatus, RankStatus::kDamaged>(u); }
 
 void PackListed(Packer& p, const std::vector<ListedFile>& files) {
   p.U64(files.size());
@@ -109,14 +109,16 @@ std::string Pack(const CandidateSummaries& m) {
       p.U64(f.table_rows[k]);
     }
     p.Strs(f.open_problems);
+    p.Str(f.damage);
   }
   return p.Take();
 }
 
 Status Unpack(std::string_view bytes, CandidateSummaries* m) {
   Unpacker u(bytes);
-  // The smallest summary: index, status, reason length, meta_read, the tables, problems.
-  constexpr size_t kMinSummary = (5 + 2 * kRecordKindCount) * sizeof(uint64_t);
+  // The smallest summary: index, status, reason length, meta_read, the tables,
+  // problems, damage length.
+  constexpr size_t kMinSummary = (6 + 2 * kRecordKindCount) * sizeof(uint64_t);
   m->opened.assign(u.Count(kMinSummary), CandidateSummary{});
   for (CandidateSummary& c : m->opened) {
     if (!u.ok()) break;
@@ -141,6 +143,7 @@ Status Unpack(std::string_view bytes, CandidateSummaries* m) {
       f.table_rows[k] = u.U64();
     }
     f.open_problems = u.Strs();
+    f.damage = u.Str();
   }
   return Finish(u, bytes, "candidate summaries");
 }
@@ -207,6 +210,7 @@ std::string Pack(const ProcessOutcome& m) {
     p.U64(r.first_ns);
     p.U64(r.last_ns);
     p.U64(r.bad_string_ids);
+    for (uint64_t n : r.damaged) p.U64(n);
     p.U64(static_cast<uint64_t>(r.status));
     p.Str(r.message);
     p.I64(r.nccl_gpu_clock_offset_ns);
@@ -225,8 +229,9 @@ Status Unpack(std::string_view bytes, ProcessOutcome* m) {
   m->status.code = EnumFrom<StatusCode, StatusCode::kInternal>(u);
   m->status.message = u.Str();
   for (uint64_t& n : m->written) n = u.U64();
-  // The smallest rank result: 10 numbers, the message's length, three list counts.
-  constexpr size_t kMinRank = 13 * sizeof(uint64_t);
+  // The smallest rank result: 10 numbers, the damaged counts, the message's
+  // length, three list counts.
+  constexpr size_t kMinRank = (13 + kRecordKindCount) * sizeof(uint64_t);
   m->ranks.assign(u.Count(kMinRank), RankResult{});
   for (RankResult& r : m->ranks) {
     if (!u.ok()) break;
@@ -237,6 +242,7 @@ Status Unpack(std::string_view bytes, ProcessOutcome* m) {
     r.first_ns = u.U64();
     r.last_ns = u.U64();
     r.bad_string_ids = u.U64();
+    for (uint64_t& n : r.damaged) n = u.U64();
     r.status = RankStatusFrom(u);
     r.message = u.Str();
     r.nccl_gpu_clock_offset_ns = u.I64();

@@ -146,7 +146,9 @@ struct RankResult {
   uint64_t first_ns = UINT64_MAX;  // UINT64_MAX: no timed record
   uint64_t last_ns = 0;
   uint64_t bad_string_ids = 0;
-  RankStatus status = RankStatus::kOk;  // corrupt when a read failed mid-merge
+  // Per kind: records in its file the merge could not read (a damaged table).
+  std::array<uint64_t, kRecordKindCount> damaged{};
+  RankStatus status = RankStatus::kOk;  // damaged or corrupt when a read failed mid-merge
   std::string message;
   // The NCCL calibration and notes as resolved by the merge (nccl_resolve.h).
   int64_t nccl_gpu_clock_offset_ns = 0;

@@ -365,8 +365,10 @@ OpenResult OpenRankFile(const std::string& path, bool partial, StringTable* stri
       // A .partial file has only the tables flushed so far, and a file older than
       // the kind has none: expected, not a problem.
       if (partial || reader->format_minor() < KindSinceMinor<T>()) return;
-      f.open_problems.push_back(path + ": has no /records/" +
-                                RecordKindName(RecordTraits<T>::kKind) + " table; merged as empty");
+      const std::string missing =
+          path + ": has no /records/" + RecordKindName(RecordTraits<T>::kKind) + " table";
+      f.open_problems.push_back(missing + "; merged as empty");
+      f.damage += (f.damage.empty() ? "" : "; ") + missing;
     } else {
       table_status = n.status();
     }

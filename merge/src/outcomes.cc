@@ -27,6 +27,7 @@ ProcessOutcome OutcomeOf(const Status& local, const RecordsMerged& merged,
     r.first_ns = in.first_ns;
     r.last_ns = in.last_ns;
     r.bad_string_ids = in.bad_string_ids;
+    r.damaged = in.damaged;
     r.status = in.outcome->status;
     r.message = in.outcome->message;
     r.nccl_gpu_clock_offset_ns = m.nccl_gpu_clock_offset_ns;
@@ -59,6 +60,7 @@ Status GatherOutcomes(MergeComm& comm, const ProcessOutcome& mine, const MergedR
   outcome->first_ns.assign(world, UINT64_MAX);
   outcome->last_ns.assign(world, 0);
   outcome->bad_string_ids.assign(world, 0);
+  outcome->damaged.assign(world, {});
   std::vector<std::vector<std::string>> rank_problems(world);
   for (size_t q = 0; q < all.size(); ++q) {
     ProcessOutcome& o = all[q];
@@ -76,6 +78,12 @@ Status GatherOutcomes(MergeComm& comm, const ProcessOutcome& mine, const MergedR
       outcome->bad_string_ids[r.rank] = r.bad_string_ids;
       ro.status = r.status;
       ro.message = std::move(r.message);
+      outcome->damaged[r.rank] = r.damaged;
+      if (r.bad_string_ids > 0) {  // names shown as "": the rank is not whole
+        if (ro.status == RankStatus::kOk) ro.status = RankStatus::kDamaged;
+        ro.message += (ro.message.empty() ? "" : "; ") + std::to_string(r.bad_string_ids) +
+                      " string ids beyond its string table (those names merged as \"\")";
+      }
       m.nccl_gpu_clock_offset_ns = r.nccl_gpu_clock_offset_ns;
       m.nccl_gpu_clock_pairs = r.nccl_gpu_clock_pairs;
       m.nccl_gpu_clock_spread_ns = r.nccl_gpu_clock_spread_ns;
@@ -94,11 +102,13 @@ Status GatherOutcomes(MergeComm& comm, const ProcessOutcome& mine, const MergedR
     RankOutcome& o = report->ranks[rank];
     if (!file->partial || o.status != RankStatus::kTruncated) continue;
     std::string& msg = o.message;
+    const std::string damage = msg;  // a table it could not read, said already
     msg = file->path + ": " + kSalvagedNote + "; ";
     msg += outcome->first_ns[rank] != UINT64_MAX
                ? "last record at " + std::to_string(outcome->last_ns[rank]) + " ns (timeline clock)"
                : std::string("no records were flushed");
     if (file->found.meta.truncated) msg += "; the process ended without finishing (killed?)";
+    if (!damage.empty()) msg += "; " + damage;
     report->problems.push_back(msg);
   }
   return Status::Ok();

@@ -24,6 +24,8 @@ struct JobOutcome {
   std::array<std::vector<uint64_t>, kRecordKindCount> written_by;  // [kind][process]
   // Per expected rank, on the timeline clock; first_ns UINT64_MAX: no timed record.
   std::vector<uint64_t> first_ns, last_ns, bad_string_ids;
+  // Per rank and kind: records in its file the merge could not read.
+  std::vector<std::array<uint64_t, kRecordKindCount>> damaged;
   std::vector<Merged<DeviceInfo>> devices;  // every merged rank's GPUs, by rank
 };
 

@@ -110,6 +110,10 @@ Reconciliation Reconcile(std::string_view job_dir, std::span<const Candidate> ca
     for (uint64_t d : m.dropped) o.dropped += d;
     if (c.partial) {
       o.status = RankStatus::kTruncated;  // message once its last record is known
+    } else if (!c.found.damage.empty()) {
+      o.status = RankStatus::kDamaged;
+      o.message = c.found.damage;
+      if (m.truncated) o.message += "; process ended without finishing (killed?)";
     } else if (m.truncated) {
       o.status = RankStatus::kTruncated;
       o.message = c.path + ": process ended without finishing (killed?); trace ends at " +

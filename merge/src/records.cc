@@ -176,13 +176,30 @@ void PlanNcclGathering(RankInput& in) {
   in.nccl_ids = NcclReferencedRecords(*nccl, *graph, *ext);
 }
 
-void FailRank(RankInput& in, RecordKind kind, const std::string& what, bool partly) {
+// A rank whose file cannot be reopened: this kind and the later ones are not
+// in the timeline.
+void FailRank(RankInput& in, RecordKind kind, const std::string& what) {
   in.failed = true;
   in.outcome->status = RankStatus::kCorrupt;
-  in.outcome->message = what + (partly ? " (part of its " : " (its ") + RecordKindName(kind) +
-                        (partly ? " records and its later kinds are not in the timeline)"
-                                : " and later kinds are not in the timeline)");
+  in.outcome->message =
+      what + " (its " + RecordKindName(kind) + " and later kinds are not in the timeline)";
   in.problems.push_back(in.outcome->message);
+}
+
+// A table of the rank that could not be read to its end (a chunk that fails
+// its checksum or does not decode): what was read before it is merged, the
+// rest of the kind is counted as damaged once the kind is done, and the
+// rank's other kinds are merged as usual. The rank's status says so.
+void DamageTable(RankInput& in, RecordKind kind, const std::string& what) {
+  const size_t k = static_cast<size_t>(kind);
+  if (in.damaged_kind[k]) return;
+  in.damaged_kind[k] = true;
+  RankOutcome& o = *in.outcome;
+  const std::string said = what + " (the rest of its " + std::string(RecordKindName(kind)) +
+                           " records is not in the timeline)";
+  if (o.status == RankStatus::kOk) o.status = RankStatus::kDamaged;
+  o.message += (o.message.empty() ? "" : "; ") + said;
+  in.problems.push_back(said);
 }
 
 // A rank's records with unified string ids and on the reference clock. Returns
@@ -450,7 +467,11 @@ class KindMerge {
           cx_.done_records,
           0.5 + 0.5 * static_cast<double>(round + 1) / static_cast<double>(rounds_), total_);
     }
-    for (size_t i = 0; i < inputs_.size(); ++i) inputs_[i].outcome->records += sent_[i];
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      RankInput& in = inputs_[i];
+      in.outcome->records += sent_[i];
+      if (in.damaged_kind[k]) in.damaged[k] = rows_[i] > sent_[i] ? rows_[i] - sent_[i] : 0;
+    }
     cx_.done_records += 2 * total_;
     return Status::Ok();
   }
@@ -503,7 +524,7 @@ class KindMerge {
       T* const rank_kept = kept_records_ == nullptr ? nullptr : kept_records_ + kept_rows;
       kept_rows += rows_[i];
       if (Status st = Reopen(in, cx_.threads, cx_.helpers); !st.ok()) {
-        FailRank(in, kKind, st.message(), false);
+        FailRank(in, kKind, st.message());
         continue;
       }
       const CloseWhenDone close{in};
@@ -547,7 +568,7 @@ class KindMerge {
     RankInput& in = inputs_[i];
     auto all = in.reader->template ReadAll<T>();
     if (!all.ok()) {
-      FailRank(in, kKind, all.status().message(), false);
+      DamageTable(in, kKind, all.status().message());
       return;
     }
     nccl_kept_[i] = std::move(all).value();
@@ -611,10 +632,8 @@ class KindMerge {
       block_first = first;
       Status st =
           in.reader->ReadTable(RecordTraits<T>::Schema(), first, n, into, "records", &prepare);
-      if (!st.ok()) {
-        FailRank(in, kKind, st.message(), false);
-        kept_[i] = {};
-        blocks_[i].clear();
+      if (!st.ok()) {  // the blocks before this one are merged
+        DamageTable(in, kKind, st.message());
         break;
       }
       if (keep_) kept_[i] = std::span<T>(rank_kept, first + n);
@@ -627,7 +646,7 @@ class KindMerge {
     }
     in.bad_string_ids += bad_ids.load(std::memory_order_relaxed);
     if constexpr (kNcclSource) {
-      if (gather_ids != nullptr && !in.failed) KeepGathered(in, gathered);
+      if (gather_ids != nullptr && !in.damaged_kind[k]) KeepGathered(in, gathered);
     }
   }
 
@@ -682,8 +701,8 @@ class KindMerge {
         Status st = Reopen(in, cx_.threads, cx_.helpers);
         if (st.ok())
           st = in.reader->ReadTable(RecordTraits<T>::Schema(), b.first, b.count, buf.data());
-        if (!st.ok()) {
-          FailRank(in, kKind, st.message(), true);
+        if (!st.ok()) {  // what earlier rounds sent is merged
+          DamageTable(in, kKind, st.message());
           blocks_[i].clear();
           break;
         }

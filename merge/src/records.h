@@ -42,7 +42,11 @@ struct RankInput {
   std::unique_ptr<TraceReader> reader;
   std::vector<uint32_t> string_map;  // rank-local id -> unified id
   uint64_t bad_string_ids = 0;
-  bool failed = false;  // a read failed mid-merge: no further kinds from this rank
+  bool failed = false;  // its file could not be reopened: no further kinds from this rank
+  // Per kind: a table that could not be read to its end (DamageTable), and
+  // then how many of its records are not in the timeline.
+  std::array<bool, kRecordKindCount> damaged_kind{};
+  std::array<uint64_t, kRecordKindCount> damaged{};
   uint64_t first_ns = UINT64_MAX;
   uint64_t last_ns = 0;
   LinearClock clock;

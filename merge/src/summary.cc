@@ -57,9 +57,18 @@ std::string FormatMergeSummary(const MergeReport& report) {
   const auto partial = static_cast<uint32_t>(std::count_if(
       report.ranks.begin(), report.ranks.end(),
       [](const RankOutcome& r) { return r.status == RankStatus::kTruncated && r.records > 0; }));
+  // A damaged rank is merged but for the part its message names.
+  const auto damaged = static_cast<uint32_t>(
+      std::count_if(report.ranks.begin(), report.ranks.end(),
+                    [](const RankOutcome& r) { return r.status == RankStatus::kDamaged; }));
   out << "aon-merge: job " << (report.job_id.empty() ? "(no id)" : report.job_id) << ": merged "
-      << report.ranks_ok() + partial << " of " << report.world_size << " ranks";
-  if (partial > 0) out << " (" << partial << " truncated)";
+      << report.ranks_ok() + partial + damaged << " of " << report.world_size << " ranks";
+  if (partial > 0 || damaged > 0) {
+    out << " (";
+    if (partial > 0) out << partial << " truncated" << (damaged > 0 ? ", " : "");
+    if (damaged > 0) out << damaged << " damaged";
+    out << ")";
+  }
   out << " from " << report.job_dir << "\n";
   for (const RankOutcome& o : report.ranks) {
     if (o.status == RankStatus::kOk) continue;

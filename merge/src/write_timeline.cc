@@ -259,9 +259,10 @@ Status WriteTimeline(const TimelineTarget& target, const WriteOptions& options,
       worst_bound = std::max(worst_bound, m.clock_error_bound_ns);
     }
     for (size_t k = 0; k < kRecordKindCount; ++k) {
-      report->dropped[k] += m.dropped[k];
-      if (m.dropped[k] > 0)
-        drops.push_back({rank, static_cast<uint32_t>(k), m.dropped[k], m.unwritten[k]});
+      const uint64_t damaged = rank < outcome.damaged.size() ? outcome.damaged[rank][k] : 0;
+      report->dropped[k] += m.dropped[k] + damaged;
+      if (m.dropped[k] > 0 || damaged > 0)
+        drops.push_back({rank, static_cast<uint32_t>(k), m.dropped[k], m.unwritten[k], damaged});
     }
   }
   AON_RETURN_IF_ERROR(writer.AppendTable(RankDropsSchema(), drops.data(), drops.size(), "meta"));

@@ -32,7 +32,9 @@ std::vector<std::string> Notes(const Timeline& t, const Report& r) {
     if (info.status != RankStatus::kOk) {
       notes.push_back("rank " + std::to_string(info.rank) + " is " + RankStatusName(info.status) +
                       (info.message.empty() ? "" : " (" + info.message + ")") +
-                      ": its numbers are absent");
+                      (info.status == RankStatus::kDamaged
+                           ? ": its numbers come from what could be read"
+                           : ": its numbers are absent"));
     }
   }
   if (t.kernels.empty() && t.memcpys.empty() && t.memsets.empty()) {

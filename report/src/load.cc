@@ -10,7 +10,7 @@ namespace aon::report {
 size_t Timeline::HostCount() const {
   std::set<std::string> hosts;
   for (const RankInfo& r : ranks) {
-    if (r.status == RankStatus::kOk && !r.host.empty()) hosts.insert(r.host);
+    if (RankMerged(r.status) && !r.host.empty()) hosts.insert(r.host);
   }
   return hosts.size();
 }
@@ -135,6 +135,7 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
       if (d.kind < kRecordKindCount) {
         info.dropped[d.kind] += d.dropped;
         info.unwritten[d.kind] += std::min(d.unwritten, d.dropped);
+        info.damaged[d.kind] += d.damaged;
       }
     }
   }

@@ -82,7 +82,7 @@ std::string CaptureTable(const Report& r) {
       "<th>cost</th></tr>\n";
   char buf[64];
   for (const RankInfo& i : r.ranks) {
-    if (i.status != RankStatus::kOk) continue;
+    if (!RankMerged(i.status)) continue;
     const char* mode = EnumValueName(kCaptureModeValues, static_cast<int64_t>(i.capture_mode));
     o += "<tr><td>" + std::to_string(i.rank) + "</td><td class=l>" + E(mode ? mode : "?") +
          "</td><td>" + std::to_string(i.steps) + "</td><td>" + std::to_string(i.captured_steps) +

@@ -341,6 +341,7 @@ std::string RenderJson(const Report& r) {
       Member(w, "kept", static_cast<double>(k.kept));
       Member(w, "lost", static_cast<double>(k.dropped));
       Member(w, "unwritten", static_cast<double>(k.unwritten));
+      Member(w, "damaged", static_cast<double>(k.damaged));
       Member(w, "share", k.share());
       Member(w, "why", k.why());
       w.EndObject();

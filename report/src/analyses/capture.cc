@@ -85,7 +85,7 @@ CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps) {
   std::vector<double> costs, ratios;
   std::vector<uint64_t> nsteps, captured, windows;
   for (const RankInfo& info : t.ranks) {
-    if (info.status != RankStatus::kOk || info.capture_mode == CaptureMode::kUnknown) continue;
+    if (!RankMerged(info.status) || info.capture_mode == CaptureMode::kUnknown) continue;
     c.known = true;
     const std::string mode =
         EnumValueName(kCaptureModeValues, static_cast<int64_t>(info.capture_mode));

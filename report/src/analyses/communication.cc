@@ -253,7 +253,7 @@ Communication AnalyzeCommunication(const Timeline& t, const Steps* steps) {
   for (uint32_t r = 0; r < t.world_size; ++r) c.stragglers[r].rank = r;
   std::set<uint32_t> ok_ranks;
   for (const RankInfo& r : t.ranks) {
-    if (r.status == RankStatus::kOk) ok_ranks.insert(r.rank);
+    if (RankMerged(r.status)) ok_ranks.insert(r.rank);
   }
 
   bool have_coll = false;

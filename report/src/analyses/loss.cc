@@ -31,10 +31,14 @@ std::string LostPercent(double share) {
 }  // namespace
 
 std::string KindLoss::why() const {
-  const uint64_t capped = dropped > unwritten ? dropped - unwritten : 0;
-  if (unwritten == 0) return "memory cap";
-  if (capped == 0) return "not written: disk";
-  return "memory cap, and not written: disk";
+  const uint64_t lost_at_capture = dropped > damaged ? dropped - damaged : 0;
+  const uint64_t not_written = std::min(unwritten, lost_at_capture);
+  std::string why;
+  auto add = [&](const char* what) { why += (why.empty() ? "" : ", and ") + std::string(what); };
+  if (lost_at_capture > not_written) add("memory cap");
+  if (not_written > 0) add("not written: disk");
+  if (damaged > 0) add("damaged in the rank file");
+  return why.empty() ? "memory cap" : why;
 }
 
 std::pair<double, std::string> LossSummary::Of(int rank, RecordKind kind) const {
@@ -80,8 +84,11 @@ LossSummary SummarizeLoss(const Timeline& t) {
   });
   std::string said;
   for (const RankInfo& info : t.ranks) {
-    if (info.dropped_total == 0 && !info.collector_lost &&
-        std::all_of(info.dropped.begin(), info.dropped.end(), [](uint64_t d) { return d == 0; }))
+    auto none = [](const auto& counts) {
+      return std::all_of(counts.begin(), counts.end(), [](uint64_t d) { return d == 0; });
+    };
+    if (info.dropped_total == 0 && !info.collector_lost && none(info.dropped) &&
+        none(info.damaged))
       continue;
     RankLoss r;
     r.rank = info.rank;
@@ -93,12 +100,13 @@ LossSummary SummarizeLoss(const Timeline& t) {
     if (info.drops_by_kind) {
       r.dropped = 0;
       for (size_t k = 0; k < kRecordKindCount; ++k) {
-        if (info.dropped[k] == 0) continue;
+        if (info.dropped[k] == 0 && info.damaged[k] == 0) continue;
         KindLoss l;
         l.kind = static_cast<RecordKind>(k);
         l.kept = info.rank < kept.size() ? kept[info.rank][k] : 0;
-        l.dropped = info.dropped[k];
+        l.dropped = info.dropped[k] + info.damaged[k];
         l.unwritten = std::min(info.unwritten[k], info.dropped[k]);
+        l.damaged = info.damaged[k];
         r.dropped += l.dropped;
         kinds += (kinds.empty() ? "" : ", ") + LostPercent(l.share()) + " of its " +
                  RecordKindName(l.kind) + " (" + std::to_string(l.dropped) + "; " + l.why() + ")";
@@ -118,8 +126,9 @@ LossSummary SummarizeLoss(const Timeline& t) {
     s.statement = "Records were lost: " + said +
                   ". Figures come from what was kept; findings built on a kind with losses say "
                   "so. A memory cap: raise --memory-cap (or capture fewer kinds); not written: "
-                  "free space where the job directory is; a collector that exited: its log "
-                  "(aon-run -v) says why.";
+                  "free space where the job directory is; damaged in the rank file: the file "
+                  "changed after it was written (disk, copy; aon-merge names the chunk); a "
+                  "collector that exited: its log (aon-run -v) says why.";
   }
   return s;
 }

@@ -265,10 +265,11 @@ std::string ChunkKey(uint32_t size, uint64_t first_row) {
 
 TEST(HostileFile, AnUnfilteredChunkShorterThanAChunkIsRefused) {
   // A chunk of 8 kernels stated one byte short: HDF5 read a whole chunk out
-  // of the shorter buffer (heap-buffer-overflow in H5VM_memcpyvv).
+  // of the shorter buffer (heap-buffer-overflow in H5VM_memcpyvv). Files
+  // without checksums (written before them) are read still.
   TempDir dir;
-  const std::string path =
-      WriteRank(dir, "rank-00000.h5", 20, {.deflate_level = 0, .chunk_records = 8});
+  const std::string path = WriteRank(dir, "rank-00000.h5", 20,
+                                     {.deflate_level = 0, .chunk_records = 8, .checksum = false});
   const uint32_t chunk_bytes = static_cast<uint32_t>(8 * DiskRowBytes(path, "/records/kernels"));
   testing::PatchBytes(path, ChunkKey(chunk_bytes, 8), ChunkKey(chunk_bytes - 1, 8));
   auto r = OpenOk(path);
@@ -283,22 +284,27 @@ TEST(HostileFile, AnUnfilteredChunkShorterThanAChunkIsRefused) {
 
 // A chunk whose deflate stream is damaged, among chunks decoded by several
 // threads (TraceReader::SetDecodeThreads): the read fails naming that chunk,
-// whichever thread met it, and the same as when one thread decodes.
+// whichever thread met it, and the same as when one thread decodes. With
+// checksums (the default) the chunk fails its checksum before it is inflated;
+// without (older files), it does not inflate.
 TEST(HostileFile, AChunkThatDoesNotInflateIsNamedWhateverThreadDecodesIt) {
+  for (const bool checksum : {false, true}) {
   TempDir dir;
-  const std::string path =
-      WriteRank(dir, "rank-00000.h5", 200, {.deflate_level = 4, .chunk_records = 8});
+  const std::string path = WriteRank(dir, "rank-00000.h5", 200,
+                                     {.deflate_level = 4, .chunk_records = 8, .checksum = checksum});
   testing::RewriteChunk(path, "/records/kernels", 8 * 13, std::vector<char>(100, 'x'));
+  const std::string named = std::string("the chunk of rows from 104 ") +
+                            (checksum ? "fails its checksum" : "does not inflate");
   for (unsigned threads : {1u, 3u, 8u}) {
-    SCOPED_TRACE(std::to_string(threads) + " decoding threads");
+    SCOPED_TRACE(std::to_string(threads) + " decoding threads, checksum " + std::to_string(checksum));
     auto r = OpenOk(path);
     ASSERT_NE(r, nullptr);
     r->SetDecodeThreads(threads);
-    ExpectRefused(r->ReadAll<KernelRecord>().status(), path,
-                  {"/records/kernels", "the chunk of rows from 104 does not inflate"});
+    ExpectRefused(r->ReadAll<KernelRecord>().status(), path, {"/records/kernels", named.c_str()});
     std::vector<KernelRecord> before(104);
     const Status ok = r->ReadTable(RecordTraits<KernelRecord>::Schema(), 0, 104, before.data());
     EXPECT_TRUE(ok.ok()) << "the chunks before it read as usual: " << ok.ToString();
+  }
   }
 }
 
@@ -307,9 +313,13 @@ TEST(HostileFile, AChunkThatDoesNotInflateIsNamedWhateverThreadDecodesIt) {
 // rows come back the same for any number of threads, with or without a kept
 // pool, and a damaged chunk in a later window is the one named.
 TEST(HostileFile, LongReadsInWindowsNameTheFirstDamagedChunk) {
+  for (const bool checksum : {false, true}) {
+  SCOPED_TRACE("checksum " + std::to_string(checksum));
   TempDir dir;
-  const std::string path =
-      WriteRank(dir, "rank-00000.h5", 1000, {.deflate_level = 4, .chunk_records = 8});
+  const std::string path = WriteRank(dir, "rank-00000.h5", 1000,
+                                     {.deflate_level = 4, .chunk_records = 8, .checksum = checksum});
+  const std::string named = std::string("the chunk of rows from 800 ") +
+                            (checksum ? "fails its checksum" : "does not inflate");
   std::vector<KernelRecord> expected;
   {
     auto r = OpenOk(path);
@@ -341,11 +351,113 @@ TEST(HostileFile, LongReadsInWindowsNameTheFirstDamagedChunk) {
     auto r = OpenOk(path);
     ASSERT_NE(r, nullptr);
     r->SetDecodeThreads(threads, &pool);
-    ExpectRefused(r->ReadAll<KernelRecord>().status(), path,
-                  {"/records/kernels", "the chunk of rows from 800 does not inflate"});
+    ExpectRefused(r->ReadAll<KernelRecord>().status(), path, {"/records/kernels", named.c_str()});
     std::vector<KernelRecord> before(800);
     AON_ASSERT_OK(r->ReadTable(schema, 0, 800, before.data()));
     EXPECT_TRUE(testing::FieldsEqual(schema, &expected[799], &before[799]));
+  }
+  }
+}
+
+// Where chunk `first_row` of dataset `name` lies in the file: (address, size).
+std::pair<uint64_t, uint64_t> ChunkPlace(const std::string& path, const std::string& name,
+                                         hsize_t first_row) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  hsize_t offset[1] = {first_row};
+  unsigned mask = 0;
+  haddr_t addr = 0;
+  hsize_t size = 0;
+  const herr_t got = H5Dget_chunk_info_by_coord(ds, offset, &mask, &addr, &size);
+  H5Dclose(ds);
+  H5Fclose(f);
+  EXPECT_GE(got, 0) << name << " row " << first_row;
+  return {addr, size};
+}
+
+// One bit flipped in the middle of a stored chunk, as a bad disk or a bad copy
+// would: the read names that chunk and stops there, unfiltered or deflated,
+// for any number of decoding threads; the chunks before it read as they were.
+// (Without checksums an unfiltered chunk read back with one record changed.)
+TEST(HostileFile, AFlippedBitInAStoredChunkFailsItsChecksum) {
+  for (const int level : {0, 4}) {
+    SCOPED_TRACE("deflate level " + std::to_string(level));
+    TempDir dir;
+    const std::string path =
+        WriteRank(dir, "rank-00000.h5", 200, {.deflate_level = level, .chunk_records = 8});
+    const auto [addr, size] = ChunkPlace(path, "/records/kernels", 8 * 13);
+    ASSERT_GT(size, 8u);
+    std::string bytes = testing::FileBytes(path);
+    ASSERT_LT(addr + size, bytes.size());
+    bytes[addr + size / 2] ^= 0x10;
+    testing::WriteFileBytes(path, bytes);
+    for (unsigned threads : {1u, 3u}) {
+      SCOPED_TRACE(std::to_string(threads) + " decoding threads");
+      auto r = OpenOk(path);
+      ASSERT_NE(r, nullptr);
+      r->SetDecodeThreads(threads);
+      ExpectRefused(r->ReadAll<KernelRecord>().status(), path,
+                    {"/records/kernels", "the chunk of rows from 104 fails its checksum"});
+      std::vector<KernelRecord> before(104);
+      const Status ok = r->ReadTable(RecordTraits<KernelRecord>::Schema(), 0, 104, before.data());
+      EXPECT_TRUE(ok.ok()) << "the chunks before it read as usual: " << ok.ToString();
+    }
+  }
+}
+
+// The checksums AON writes with its own chunks are the ones HDF5's Fletcher-32
+// filter checks, and the other way round: a table appended in parts (the rows
+// up to a chunk boundary go through HDF5's pipeline, whole chunks are written
+// directly) reads back the same through HDF5's pipeline (which checks every
+// chunk's checksum) and through AON's direct reads (which check them too).
+TEST(Checksums, AonsChunksAndHdf5sChunksCheckEachOther) {
+  for (const int level : {0, 1, 4}) {
+    SCOPED_TRACE("deflate level " + std::to_string(level));
+    TempDir dir;
+    const std::string path = dir.File("rank-00000.h5");
+    std::mt19937_64 rng(11);
+    std::vector<KernelRecord> kernels;
+    for (int i = 0; i < 203; ++i) kernels.push_back(testing::RandomRecord<KernelRecord>(rng));
+    {
+      auto w = TraceWriter::Create(path, FileKind::kRank,
+                                   {.deflate_level = level, .chunk_records = 16});
+      AON_ASSERT_OK(w.status());
+      AON_ASSERT_OK((*w)->WriteRankMetadata(testing::BasicMetadata(0, 1)));
+      StringTable strings;
+      AON_ASSERT_OK((*w)->WriteStrings(strings));
+      // 5 rows (HDF5's pipeline), then 198: 11 rows to the boundary (HDF5),
+      // 11 whole chunks (direct) and 11 rows (HDF5).
+      AON_ASSERT_OK((*w)->Append(std::span<const KernelRecord>(kernels.data(), 5)));
+      AON_ASSERT_OK((*w)->Append(std::span<const KernelRecord>(kernels.data() + 5, 198)));
+      AON_ASSERT_OK((*w)->Finish());
+    }
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t ds = H5Dopen2(f, "/records/kernels", H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(ds);
+    EXPECT_GT(H5Pget_nfilters(dcpl), 0);
+    unsigned flags = 0, config = 0;
+    size_t nvalues = 0;
+    EXPECT_EQ(H5Pget_filter2(dcpl, static_cast<unsigned>(H5Pget_nfilters(dcpl) - 1), &flags,
+                             &nvalues, nullptr, 0, nullptr, &config),
+              H5Z_FILTER_FLETCHER32);
+    hid_t type = H5Dget_type(ds);
+    std::vector<char> through_hdf5(203 * H5Tget_size(type));
+    EXPECT_GE(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, through_hdf5.data()), 0)
+        << "HDF5's filter refused a checksum AON wrote";
+    H5Tclose(type);
+    H5Pclose(dcpl);
+    H5Dclose(ds);
+    H5Fclose(f);
+    auto r = OpenOk(path);
+    ASSERT_NE(r, nullptr);
+    auto back = r->ReadAll<KernelRecord>();
+    AON_ASSERT_OK(back.status());
+    ASSERT_EQ(back->size(), kernels.size());
+    const TableSchema& schema = RecordTraits<KernelRecord>::Schema();
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      ASSERT_TRUE(testing::FieldsEqual(schema, &kernels[i], &(*back)[i])) << "record " << i;
+    }
   }
 }
 

@@ -490,6 +490,20 @@ TEST(MergeJobBadInput, CorruptTruncatedAndNewerFilesAreNamedAndSkipped) {
   });
 }
 
+// Kernels with random fields and string ids inside the rank's string table.
+KernelRecord RandomKernel(std::mt19937_64& rng, const StringTable& strings) {
+  KernelRecord k = testing::RandomRecord<KernelRecord>(rng);
+  for (const Field& f : RecordTraits<KernelRecord>::Schema().fields) {
+    if (testing::IsStringField(f.name)) testing::SetField(&k, f, rng() % strings.size());
+  }
+  return k;
+}
+
+// A rank file damaged in the middle of its kernels (a bad disk, a bad copy):
+// the chunk fails its checksum; the rank is merged as "damaged", with every
+// kernel before the damaged part and its other kinds, and the kernels lost are
+// counted in /meta/drops. (Before checksums and per-table damage, the whole
+// rank was left out as corrupt.)
 TEST(MergeJobBadInput, DamagedRecordDataIsNamedAndTheRestMerged) {
   TempDir dir;
   std::mt19937_64 rng(31);
@@ -497,8 +511,14 @@ TEST(MergeJobBadInput, DamagedRecordDataIsNamedAndTheRestMerged) {
   for (int r = 0; r < 2; ++r) {
     RankTrace t;
     t.meta = testing::BasicMetadata(r, 2);
-    for (int i = 0; i < 200000; ++i) {
-      t.Get<KernelRecord>().push_back(testing::RandomRecord<KernelRecord>(rng));
+    t.strings.Intern("kernel");
+    for (int i = 0; i < 200000; ++i) t.Get<KernelRecord>().push_back(RandomKernel(rng, t.strings));
+    for (int i = 0; i < 50; ++i) {
+      MemcpyRecord m = testing::RandomRecord<MemcpyRecord>(rng);
+      for (const Field& f : RecordTraits<MemcpyRecord>::Schema().fields) {
+        if (testing::IsStringField(f.name)) testing::SetField(&m, f, 0);
+      }
+      t.Get<MemcpyRecord>().push_back(m);
     }
     traces.push_back(std::move(t));
   }
@@ -514,16 +534,34 @@ TEST(MergeJobBadInput, DamagedRecordDataIsNamedAndTheRestMerged) {
   MergeReport report;
   AON_ASSERT_OK(MergeJob(Options(dir), &report));
   EXPECT_EQ(report.ranks_ok(), 1u);
-  EXPECT_EQ(report.ranks[1].status, RankStatus::kCorrupt);
+  EXPECT_EQ(report.ranks[1].status, RankStatus::kDamaged);
   EXPECT_TRUE(Contains(report.ranks[1].message, damaged)) << report.ranks[1].message;
+  EXPECT_TRUE(Contains(report.ranks[1].message, "fails its checksum")) << report.ranks[1].message;
+  EXPECT_TRUE(Contains(report.ranks[1].message, "the rest of its kernels records"))
+      << report.ranks[1].message;
   EXPECT_TRUE(AnyProblemContains(report, damaged)) << Problems(report);
   Timeline t = OpenTimeline(report.timeline_path);
   ASSERT_EQ(t.ranks.size(), 2u);
-  EXPECT_EQ(t.ranks[1].status, static_cast<uint8_t>(RankStatus::kCorrupt));
+  EXPECT_EQ(t.ranks[1].status, static_cast<uint8_t>(RankStatus::kDamaged));
   EXPECT_EQ(*t.reader->GetMetaInt("ranks_ok"), 1);
-  std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}};
+  // Rank 1's kernels up to the damaged part, all of its copies.
+  auto drops = t.reader->ReadAllOf<RankDrops>(RankDropsSchema(), "meta");
+  AON_ASSERT_OK(drops.status());
+  uint64_t lost = 0;
+  for (const RankDrops& d : *drops) {
+    EXPECT_EQ(d.rank, 1u);
+    EXPECT_EQ(d.kind, static_cast<uint32_t>(RecordKind::kKernel));
+    lost += d.damaged;
+  }
+  EXPECT_GT(lost, 0u);
+  EXPECT_LT(lost, 200000u);
+  RankTrace kept = traces[1];
+  kept.Get<KernelRecord>().resize(200000 - lost);
+  std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}, {1, &kept}};
   testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
                                                 testing::ReferenceMerge<KernelRecord>(good));
+  testing::ExpectMatchesReference<MemcpyRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<MemcpyRecord>(good));
 }
 
 // Crafted rank files (hostile_file_util.h) among good ones: each is refused
@@ -538,9 +576,7 @@ TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
     RankTrace t;
     t.meta = testing::BasicMetadata(r, kRanks);
     t.strings.Intern("kernel-" + std::to_string(r));
-    for (int i = 0; i < 3000 + 100 * r; ++i) {
-      t.Get<KernelRecord>().push_back(testing::RandomRecord<KernelRecord>(rng));
-    }
+    for (int i = 0; i < 3000 + 100 * r; ++i) t.Get<KernelRecord>().push_back(RandomKernel(rng, t.strings));
     traces.push_back(std::move(t));
   }
   testing::WriteJob(dir.path(), traces);

@@ -53,6 +53,7 @@ OpenResult FullOpenResult() {
     f.table_rows[k] = 1000 * k + 7;
   }
   f.open_problems = {"/job/rank-00003.h5: has no /records/sync table; merged as empty", ""};
+  f.damage = "/job/rank-00003.h5: the finished file has no /records table";
   return f;
 }
 
@@ -93,6 +94,7 @@ ProcessOutcome FullProcessOutcome() {
   a.first_ns = 1000;
   a.last_ns = 2000;
   a.bad_string_ids = 3;
+  for (size_t k = 0; k < kRecordKindCount; ++k) a.damaged[k] = 5 * k + 2;
   a.status = RankStatus::kCorrupt;
   a.message = "read failed";
   a.nccl_gpu_clock_offset_ns = -40;
@@ -141,6 +143,7 @@ void ExpectSame(const OpenResult& a, const OpenResult& b) {
   EXPECT_EQ(a.has_table, b.has_table);
   EXPECT_EQ(a.table_rows, b.table_rows);
   EXPECT_EQ(a.open_problems, b.open_problems);
+  EXPECT_EQ(a.damage, b.damage);
 }
 
 void ExpectSame(const CandidateSummaries& a, const CandidateSummaries& b) {
@@ -169,6 +172,7 @@ void ExpectSame(const ProcessOutcome& a, const ProcessOutcome& b) {
     EXPECT_EQ(x.first_ns, y.first_ns);
     EXPECT_EQ(x.last_ns, y.last_ns);
     EXPECT_EQ(x.bad_string_ids, y.bad_string_ids);
+    EXPECT_EQ(x.damaged, y.damaged);
     EXPECT_EQ(x.status, y.status);
     EXPECT_EQ(x.message, y.message);
     EXPECT_EQ(x.nccl_gpu_clock_offset_ns, y.nccl_gpu_clock_offset_ns);
@@ -268,7 +272,7 @@ TEST(MergeMessages, CandidateSummariesRoundTripAndRejectGarbage) {
   CheckMessage(CandidateSummaries{}, "candidate summaries");
   // A rank status past the last one is malformed.
   std::string bytes = Pack(FullCandidateSummaries());
-  const uint64_t bad = static_cast<uint64_t>(RankStatus::kUnsupported) + 1;
+  const uint64_t bad = static_cast<uint64_t>(RankStatus::kDamaged) + 1;
   std::memcpy(bytes.data() + 16, &bad, sizeof(bad));  // count, index, then the status
   CandidateSummaries m;
   EXPECT_FALSE(Unpack(bytes, &m).ok());

@@ -33,8 +33,8 @@ TimelineBuilder LossyJob() {
   }
   b.ranks[0].dropped = 25;
   b.ranks[1].dropped = 10;
-  b.drops.push_back({0, static_cast<uint32_t>(RecordKind::kKernel), 25, 0});
-  b.drops.push_back({1, static_cast<uint32_t>(RecordKind::kMemcpy), 10, 4});
+  b.drops.push_back({0, static_cast<uint32_t>(RecordKind::kKernel), 25, 0, 0});
+  b.drops.push_back({1, static_cast<uint32_t>(RecordKind::kMemcpy), 10, 4, 0});
   return b;
 }
 
@@ -105,6 +105,35 @@ TEST(Loss, FindingsBuiltOnIncompleteKindsSaySo) {
     EXPECT_EQ(f.numbers.count("lost_share"), 0u);
   }
   EXPECT_EQ(RenderTerminal(w).find("Records were lost"), std::string::npos);
+}
+
+// Records in a rank's file that the merge could not read (a damaged table,
+// /meta/drops.damaged, 1.12) are lost as well, said as such, and the findings
+// built on that kind say so.
+TEST(Loss, RecordsDamagedInTheRankFileAreLostAndSaidSo) {
+  TempDir dir;
+  TimelineBuilder b = LossyJob();
+  b.drops.clear();
+  b.ranks[0].dropped = b.ranks[1].dropped = 0;
+  b.drops.push_back({0, static_cast<uint32_t>(RecordKind::kKernel), 0, 0, 30});
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  ASSERT_EQ(r.loss.ranks.size(), 1u);
+  EXPECT_EQ(r.loss.ranks[0].rank, 0u);
+  const KindLoss& k = r.loss.ranks[0].kinds.at(0);
+  EXPECT_EQ(k.kind, RecordKind::kKernel);
+  EXPECT_EQ(k.kept, 50u);
+  EXPECT_EQ(k.dropped, 30u);
+  EXPECT_EQ(k.damaged, 30u);
+  EXPECT_EQ(k.why(), "damaged in the rank file");
+  EXPECT_NE(r.loss.statement.find("rank 0 lost 38 % of its kernels (30; damaged in the rank file)"),
+            std::string::npos)
+      << r.loss.statement;
+  EXPECT_NE(RenderJson(r).find("\"lost\":30,\"unwritten\":0,\"damaged\":30"), std::string::npos);
+  bool caveat = false;
+  for (const Finding& f : r.findings)
+    caveat |= f.evidence.find("rank 0 lost 38 % of its kernels (damaged in the rank file)") !=
+              std::string::npos;
+  EXPECT_TRUE(caveat) << "a finding built on kernels says they are incomplete";
 }
 
 // A timeline from before 1.11 has a rank's total only: said as such.

@@ -42,6 +42,9 @@ struct WriteOptions {
   // Threads that pack and compress the whole chunks of one append (this one
   // among them); HDF5 is called from the appending thread only. 1: none.
   unsigned compress_threads = 1;
+  // Every chunk of every table carries a Fletcher-32 checksum (HDF5's filter,
+  // checked on every read): a damaged chunk is named, not read as records.
+  bool checksum = true;
 };
 
 class TraceWriter {
@@ -192,10 +195,11 @@ class TraceReader {
  private:
   TraceReader(std::string path, int64_t file) : path_(std::move(path)), file_(file) {}
   // ReadTable of a table whose chunks are read directly (format/src/direct_chunk_io.h, "Direct
-  // chunk I/O"): chunks of `chunk_rows`, shuffled and deflated or unfiltered;
-  // `stored` = each chunk's stored size, checked.
+  // chunk I/O"): chunks of `chunk_rows`, shuffled and deflated or unfiltered,
+  // each with its checksum when `checksummed`; `stored` = each chunk's stored
+  // size, checked.
   Status ReadChunks(int64_t dataset, const TableSchema& schema, uint64_t chunk_rows, bool deflated,
-                    const std::vector<uint64_t>& stored, uint64_t first, uint64_t count, void* out,
+                    bool checksummed, const std::vector<uint64_t>& stored, uint64_t first, uint64_t count, void* out,
                     const std::string& ctx, const RowsVisitor* visit) const;
   struct ChunkScratch;
   struct ChunkScratchDeleter {

@@ -52,7 +52,11 @@ inline constexpr int kFormatMajor = 1;
 // 1.11: collector_lost_ns, capture_disabled and unwritten_<kind> of a rank file (of the dropped records, those the
 // collector received but could not write: disk full, I/O error) and /meta/drops
 // of a timeline (records dropped per rank and kind, and of them unwritten).
-inline constexpr int kFormatMinor = 11;
+// 1.12: every chunk of every table carries a Fletcher-32 checksum (HDF5's
+// filter 3, last in the pipeline), checked on every read; /meta/drops.damaged
+// (records of a rank file that could not be read back: a damaged table) and the
+// rank status "damaged".
+inline constexpr int kFormatMinor = 12;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -226,16 +230,25 @@ enum class RankStatus : uint8_t {
   kMissing = 1,
   kCorrupt = 2,
   kTruncated = 3,
-  kUnsupported = 4
+  kUnsupported = 4,
+  // Merged, but not whole: a table that failed its checksum or could not be
+  // read (the rest of that kind is not in the timeline), a table missing
+  // from a finished file, string ids beyond its string table (1.12). The
+  // message says what.
+  kDamaged = 5
 };
 const char* RankStatusName(RankStatus status);
+// Whether a rank's records are in the timeline: whole (ok) or with a damaged
+// part its message names. Truncated ranks are merged too, up to where they end.
+inline bool RankMerged(RankStatus s) { return s == RankStatus::kOk || s == RankStatus::kDamaged; }
 // RankMetadata::capture_mode as a number (RankSummary).
 enum class CaptureMode : uint8_t { kUnknown = 0, kBudgeted = 1, kFull = 2, kFlight = 3 };
 inline constexpr EnumValue kCaptureModeValues[] = {
     {0, "unknown"}, {1, "budgeted"}, {2, "full"}, {3, "flight"}};
 
 inline constexpr EnumValue kRankStatusValues[] = {
-    {0, "ok"}, {1, "missing"}, {2, "corrupt"}, {3, "truncated"}, {4, "unsupported"}};
+    {0, "ok"}, {1, "missing"}, {2, "corrupt"}, {3, "truncated"}, {4, "unsupported"},
+    {5, "damaged"}};
 
 struct RankSummary {
   uint32_t rank;
@@ -303,7 +316,9 @@ struct TableTraits<RankSummary> {
                 "median step time in windows / outside them, measured by the rank (1.5)"),
       AON_FIELD(T, amortized_cost, kQuantity,
                 "step time the windows added, as a share of all step time; -1 unknown (1.5)"),
-      AON_FIELD(T, status, kEnum, "ok, missing, corrupt, truncated, unsupported",
+      AON_FIELD(T, status, kEnum,
+                "ok, missing, corrupt, truncated, unsupported, damaged (1.12: merged but for the "
+                "part its message names)",
                 kRankStatusValues),
       AON_FIELD(T, capture_mode, kEnum, "how the rank captured (1.5)", kCaptureModeValues),
       AON_FIELD(T, flags, kQuantity,
@@ -322,21 +337,26 @@ struct RankDrops {
   uint32_t kind;       // RecordKind
   uint64_t dropped;    // all records of that kind the rank lost
   uint64_t unwritten;  // of them, received by the collector but not written (disk)
+  uint64_t damaged;    // in its file, but unreadable there (1.12): not in the timeline
 };
-static_assert(sizeof(RankDrops) == 24);
+static_assert(sizeof(RankDrops) == 32);
 template <>
 struct TableTraits<RankDrops> {
   using T = RankDrops;
   static constexpr const char* kName = "drops";
   static constexpr const char* kDoc =
-      "/meta/drops of a timeline: records a rank dropped, per kind (1.11; only kinds with any)";
+      "/meta/drops of a timeline: records a rank dropped or its file lost, per kind (1.11; only "
+      "kinds with any)";
   static constexpr Field kFields[] = {
       AON_FIELD(T, rank, kId, "rank"),
       AON_FIELD(T, kind, kId, "record kind (RecordKind: 0 kernels, 1 memcpy, ... as /records)"),
       AON_FIELD(T, dropped, kQuantity, "records of that kind the rank dropped"),
       AON_FIELD(T, unwritten, kQuantity,
                 "of them, records the collector received but could not write (disk full, I/O "
-                "error); the rest: the agent's memory cap")};
+                "error); the rest: the agent's memory cap"),
+      AON_FIELD(T, damaged, kQuantity,
+                "records of that kind in the rank's file that could not be read back (a chunk that "
+                "fails its checksum or does not decode) and are not in the timeline (1.12)")};
 };
 inline const TableSchema& RankDropsSchema() { return SchemaOf<RankDrops>(); }
 // Copies a rank file's capture fields into its timeline row.

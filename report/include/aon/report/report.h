@@ -58,6 +58,8 @@ struct RankInfo {
   // Capture was disabled (kRankCaptureDisabled): `message` says why.
   bool capture_disabled = false;
   std::array<uint64_t, kRecordKindCount> dropped{}, unwritten{};
+  // Per kind: records in its file the merge could not read (1.12).
+  std::array<uint64_t, kRecordKindCount> damaged{};
 };
 
 struct Timeline {
@@ -533,12 +535,14 @@ struct Finding {
 // its rank lost records of.
 struct KindLoss {
   RecordKind kind = RecordKind::kKernel;
-  uint64_t kept = 0, dropped = 0, unwritten = 0;
+  // dropped: all lost; of them unwritten (collector, disk) and damaged (in the
+  // rank file, unreadable there); the rest: the agent's memory cap.
+  uint64_t kept = 0, dropped = 0, unwritten = 0, damaged = 0;
   double share() const {  // of the records the rank made of this kind
     return kept + dropped > 0 ? static_cast<double>(dropped) / static_cast<double>(kept + dropped)
                               : 0.0;
   }
-  // "memory cap", "not written (disk)" or both.
+  // "memory cap", "not written: disk", "damaged in the rank file", or several.
   std::string why() const;
 };
 struct RankLoss {

@@ -47,7 +47,7 @@ std::string RangeEvidence(const Report& r, uint32_t rank, double* extra_per_step
         it == s.per_rank_range_ns.end() ? 0 : static_cast<double>(it->second) / steps_of(rank);
     std::vector<double> others;
     for (uint32_t q = 0; q < r.world_size; ++q) {
-      if (q == rank || r.ranks[q].status != RankStatus::kOk) continue;
+      if (q == rank || !RankMerged(r.ranks[q].status)) continue;
       auto jt = s.per_rank_range_ns.find(q);
       others.push_back(
           jt == s.per_rank_range_ns.end() ? 0 : static_cast<double>(jt->second) / steps_of(q));
