@@ -120,6 +120,9 @@ struct Rank {
   std::string path;
   std::unique_ptr<TraceWriter> writer;
   Status write_error;  // first failure of the file; later records are counted lost
+  // The first flush a full disk or a quota refused (TraceWriter::Reserve): its
+  // records are counted lost, the file stays whole, later flushes try again.
+  Status no_room;
 
   RingIntake intake;         // strings, record count, steps from the ring
   RecordBatches pending;     // full mode: drained since the last flush
@@ -177,6 +180,7 @@ class Collector {
   void SampleCounters(uint64_t now, const Rank* finishing = nullptr);
   Rank* CounterHolder(const Rank* finishing = nullptr);
   void Fail(Rank& r, const Status& st);
+  bool MakeRoom(Rank& r, uint64_t bytes);
   bool flight() const { return o_.mode == CaptureMode::kFlight; }
   std::string RankPath(int rank, int64_t pid) const;
 
@@ -344,6 +348,12 @@ void Collector::OnHello(std::unique_ptr<Rank>& slot, Message m, const CollectorR
   auto writer = TraceWriter::Create(r.path, FileKind::kRank, wo);
   if (!writer.ok()) return refuse(writer.status().message());
   r.writer = std::move(writer).value();
+  // Room to finish the file, whatever comes: no room now refuses the rank.
+  if (!MakeRoom(r, 0)) {
+    r.writer.reset();
+    unlink((r.path + ".partial").c_str());  // empty: nothing of the rank is lost
+    return refuse(r.no_room.message());
+  }
   RankMetadata running = r.meta;
   running.end_reason = "running (written by the node collector up to its last flush)";
   running.truncated = 1;
@@ -365,6 +375,23 @@ void Collector::Fail(Rank& r, const Status& st) {
       stderr,
       "[aon] collector: rank %d: writing %s failed: %s; its later records are counted as lost\n",
       r.meta.rank, r.path.c_str(), st.message().c_str());
+}
+
+// Room in the rank's file for `bytes` of records, the names not yet written
+// and what finishing the file writes (the metadata and notes), reserved before
+// a flush writes anything: a full disk refuses the flush whole, and the file
+// stays readable and can still be finished. False: refused (said once).
+bool Collector::MakeRoom(Rank& r, uint64_t bytes) {
+  for (const std::string& s : r.intake.Unwritten(false)) bytes += s.size() + 8;
+  const Status st = r.writer->Reserve(bytes + TraceWriter::kFinishRoom);
+  if (st.ok()) return true;
+  if (r.no_room.ok()) {
+    r.no_room = st;
+    fprintf(stderr,
+            "[aon] collector: rank %d: %s; records are counted as lost until there is room\n",
+            r.meta.rank, st.message().c_str());
+  }
+  return false;
 }
 
 void Collector::Drain(Rank& r, uint64_t now) {
@@ -480,6 +507,11 @@ void Collector::FlushRank(Rank& r) {
     r.pending.Clear();
     return;
   }
+  if (!MakeRoom(r, r.pending.bytes())) {
+    r.Lose(r.pending);
+    r.pending.Clear();
+    return;
+  }
   Status st = r.pending.AppendTo(*r.writer);
   if (!st.ok()) {
     // What did not reach the file counts as lost (a partial append included).
@@ -506,24 +538,26 @@ void Collector::Trigger(const std::string& reason) {
   for (auto& rp : ranks_) {
     Rank& r = *rp;
     if (r.done) continue;
-    uint64_t n = 0, first = UINT64_MAX, last = 0;
+    uint64_t n = 0, first = UINT64_MAX, last = 0, bytes = 0;
+    for (const Chunk& c : r.window) bytes += c.records.bytes();
+    const bool room = r.write_error.ok() && MakeRoom(r, bytes);
     for (Chunk& c : r.window) {
       n += c.records.records();
       if (n > 0) {
         first = std::min(first, c.at_ns);
         last = std::max(last, c.at_ns);
       }
-      if (r.write_error.ok()) {
+      if (room && r.write_error.ok()) {
         Status st = c.records.AppendTo(*r.writer);
         if (!st.ok()) Fail(r, st);
       }
-      if (!r.write_error.ok()) r.Lose(c.records);
+      if (!room || !r.write_error.ok()) r.Lose(c.records);
       c.records.Release();
     }
     r.window.clear();
     r.window_bytes = 0;
-    WriteStrings(r, false);
-    if (r.write_error.ok()) {
+    if (room) WriteStrings(r, false);
+    if (room && r.write_error.ok()) {
       Status st = r.writer->Flush();
       if (!st.ok()) Fail(r, st);
     }
@@ -673,6 +707,8 @@ void Collector::Finalize(Rank& r, bool died) {
     m.dropped[k] += r.lost[k];  // received, not written: counted whatever became of the ring
     m.unwritten[k] = r.lost[k];
   }
+  const Status& lost_why = r.write_error.ok() ? r.no_room : r.write_error;
+  m.unwritten_why = r.lost_records > 0 ? lost_why.message() : "";
   if (r.region.valid()) {
     if (uint64_t s = r.consumer.Dropped(ring::kStringDropSlot); s > 0) {
       r.notes.push_back("ring full: " + std::to_string(s) + " names were dropped at first use");
@@ -688,7 +724,7 @@ void Collector::Finalize(Rank& r, bool died) {
   if (r.lost_records > 0) {
     const std::string lost =
         "collector: " + std::to_string(r.lost_records) +
-        " records could not be written (counted as dropped): " + r.write_error.message();
+        " records could not be written (counted as dropped): " + lost_why.message();
     r.notes.push_back(lost);
     fprintf(stderr, "[aon] rank %d: %s\n", r.meta.rank, lost.c_str());
   }
@@ -724,7 +760,7 @@ void Collector::Finalize(Rank& r, bool died) {
       if (!st.ok()) answer = {CollectorReplyKind::kError, st.message()};
       if (st.ok() && r.lost_records > 0) {
         answer.text += " (" + std::to_string(r.lost_records) +
-                       " records lost: " + r.write_error.message() + ")";
+                       " records lost: " + m.unwritten_why + ")";
       }
       Send(r.sock, answer);
     }

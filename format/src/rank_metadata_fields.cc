@@ -69,6 +69,10 @@ std::span<const MetaField> RankMetadataFields() {
        "the latest record time written (host timebase; 0 = unknown or none)"},
       {"capture_disabled", &M::capture_disabled, 11,
        "why this rank captured nothing (\"\": it captured): a setting it was given was refused"},
+      {"unwritten_why", &M::unwritten_why, 12,
+       "why this file's writer (the collector, or the rank without one) could not write some "
+       "records it had (\"\": it wrote them all): "
+       "its first error, naming ENOSPC, EDQUOT or EIO; unwritten_<kind> counts them"},
       {"collector_lost_ns", &M::collector_lost_ns, 11,
        "when the node collector exited while this rank ran (host timebase; 0: it did not): the "
        "rank wrote the rest itself, and aon-merge joins that file with the collector's .partial"},

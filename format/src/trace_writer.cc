@@ -1,5 +1,6 @@
 // TraceWriter (aon/format/trace_file.h): HDF5 trace files written through the
 // serial HDF5 C API, whole record chunks packed and compressed by AON.
+#include <fcntl.h>
 #include <hdf5.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <unordered_map>
 #include <variant>
@@ -33,6 +35,7 @@ TraceWriter::TraceWriter(std::string path, FileKind kind, WriteOptions options, 
 
 TraceWriter::~TraceWriter() {
   if (file_ >= 0) H5Fclose(static_cast<hid_t>(file_));
+  GiveBackRoom();
 }
 
 StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, FileKind kind,
@@ -67,6 +70,8 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& pa
         FormatContext(partial) + " was replaced between its creation and its opening: not written");
   }
   std::unique_ptr<TraceWriter> w(new TraceWriter(path, kind, options, file));
+  w->reserve_fd_ = fcntl(*static_cast<int*>(handle), F_DUPFD_CLOEXEC, 0);
+  w->reserve_unsupported_ = w->reserve_fd_ < 0;
   int64_t major = kFormatMajor, minor = kFormatMinor;
   AON_RETURN_IF_ERROR(
       WriteScalarAttribute(file, "aon_format_major", H5T_NATIVE_INT64, H5T_STD_I64LE, &major));
@@ -452,6 +457,51 @@ Status TraceWriter::Flush() {
   return Status::Ok();
 }
 
+Status TraceWriter::Reserve(uint64_t bytes) {
+  if (file_ < 0) return InvalidArgument(FormatContext(path_) + " is already finished");
+  if (reserve_unsupported_) return Status::Ok();
+  // HDF5's metadata (chunk indexes, heaps, attributes) beside the data, and
+  // what deflate can add to a chunk that does not compress.
+  constexpr uint64_t kMetadataRoom = 64 << 10;
+  struct stat st {};
+  haddr_t eoa = 0;
+  if (fstat(reserve_fd_, &st) != 0 || H5Fget_eoa(static_cast<hid_t>(file_), &eoa) < 0) {
+    return IoError("cannot size " + FormatContext(path_ + ".partial"));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t end = std::max<uint64_t>(size, eoa) + bytes + bytes / 32 + kMetadataRoom;
+  // [size, reserved_end_) is allocated already (by earlier calls).
+  const uint64_t from = std::max(size, reserved_end_);
+  if (end <= from) return Status::Ok();
+  if (fallocate(reserve_fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
+                static_cast<off_t>(end - from)) != 0) {
+    const int e = errno;
+    if (e == EOPNOTSUPP || e == ENOSYS) {
+      reserve_unsupported_ = true;
+      return Status::Ok();
+    }
+    const char* name = e == ENOSPC ? "ENOSPC" : e == EDQUOT ? "EDQUOT" : e == EIO ? "EIO" : "";
+    return Status(StatusCode::kIoError,
+                  "no room for " + std::to_string(end - from) + " more bytes of " +
+                      FormatContext(path_ + ".partial") + ": " + std::strerror(e) +
+                      (*name != 0 ? std::string(" (") + name + ")" : std::string()));
+  }
+  reserved_end_ = end;
+  return Status::Ok();
+}
+
+// The room reserved past the file's end, unused, goes back to the file system.
+void TraceWriter::GiveBackRoom() {
+  if (reserve_fd_ < 0) return;
+  struct stat st {};
+  if (fstat(reserve_fd_, &st) == 0 && reserved_end_ > static_cast<uint64_t>(st.st_size)) {
+    (void)fallocate(reserve_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
+                    static_cast<off_t>(reserved_end_ - st.st_size));
+  }
+  close(reserve_fd_);
+  reserve_fd_ = -1;
+}
+
 Status TraceWriter::Finish() {
   if (finished_) return Status::Ok();
   Status st;
@@ -467,6 +517,7 @@ Status TraceWriter::Finish() {
   file_ = -1;
   if (H5Fclose(f) < 0)
     return IoError("closing " + FormatContext(path_ + ".partial") + ": " + Hdf5Error());
+  GiveBackRoom();
   if (std::rename((path_ + ".partial").c_str(), path_.c_str()) != 0) {
     return ErrnoStatus("renaming " + path_ + ".partial to its final name", errno);
   }

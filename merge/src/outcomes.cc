@@ -84,6 +84,13 @@ Status GatherOutcomes(MergeComm& comm, const ProcessOutcome& mine, const MergedR
         ro.message += (ro.message.empty() ? "" : "; ") + std::to_string(r.bad_string_ids) +
                       " string ids beyond its string table (those names merged as \"\")";
       }
+      if (!m.unwritten_why.empty()) {  // records its writer had and could not write
+        uint64_t n = 0;
+        for (uint64_t u : m.unwritten) n += u;
+        if (ro.status == RankStatus::kOk) ro.status = RankStatus::kDamaged;
+        ro.message += (ro.message.empty() ? "" : "; ") + std::to_string(n) +
+                      " of its records could not be written: " + m.unwritten_why;
+      }
       m.nccl_gpu_clock_offset_ns = r.nccl_gpu_clock_offset_ns;
       m.nccl_gpu_clock_pairs = r.nccl_gpu_clock_pairs;
       m.nccl_gpu_clock_spread_ns = r.nccl_gpu_clock_spread_ns;

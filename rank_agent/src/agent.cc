@@ -357,7 +357,23 @@ void Agent::WriteInProcess(const RankMetadata& m) {
   auto writer = TraceWriter::Create(path, FileKind::kRank);
   Status st = writer.ok() ? Status::Ok() : writer.status();
   if (st.ok()) st = (*writer)->WriteRankMetadata(m);
-  if (st.ok()) st = sink_->WriteInProcess(**writer);
+  RecordSink::Unwritten lost;
+  if (st.ok()) st = sink_->WriteInProcess(**writer, &lost);
+  if (st.ok() && !lost.why.empty()) {
+    // What did not fit is dropped, counted and said, in the file it did not fit in.
+    RankMetadata said = m;
+    uint64_t n = 0;
+    for (size_t k = 0; k < kRecordKindCount; ++k) {
+      said.dropped[k] += lost.records[k];
+      said.unwritten[k] += lost.records[k];
+      n += lost.records[k];
+    }
+    said.unwritten_why = lost.why;
+    said.notes.push_back("rank: " + std::to_string(n) +
+                         " records could not be written (counted as dropped): " + lost.why);
+    fprintf(stderr, "[aon] rank %d: %s\n", identity_.rank, said.notes.back().c_str());
+    st = (*writer)->WriteRankMetadata(said);
+  }
   if (st.ok()) st = (*writer)->Finish();
   if (!st.ok()) {
     fprintf(stderr, "[aon] rank %d: writing the trace failed: %s\n", identity_.rank,

@@ -75,18 +75,36 @@ void RecordSink::MarkFinished() {
   if (region_.valid()) region_.header()->producer_state.store(1, std::memory_order_release);
 }
 
-Status RecordSink::WriteInProcess(TraceWriter& writer) {
+Status RecordSink::WriteInProcess(TraceWriter& writer, Unwritten* unwritten) {
   constexpr size_t kBatch = 4096;
+  uint64_t names_bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(strings_mu_);
+    names_bytes = strings_.bytes() + 8 * strings_.size();
+  }
   RecordBatches batches;
+  // The batch of `kind` (every batch: kCount) into the file, or counted as
+  // unwritten when the file has no room for it; room for the names is kept.
+  auto write = [&](RecordKind kind) -> Status {
+    const Status room = writer.Reserve(batches.bytes() + names_bytes);
+    if (room.ok()) return kind == RecordKind::kCount ? batches.AppendTo(writer)
+                                                     : batches.FlushKind(kind, writer);
+    if (unwritten->why.empty()) unwritten->why = room.message();
+    const auto held = batches.CountsPerKind();
+    for (size_t k = 0; k < kRecordKindCount; ++k) {
+      if (kind != RecordKind::kCount && k != static_cast<size_t>(kind)) continue;
+      unwritten->records[k] += held[k];
+      batches.DropKind(static_cast<RecordKind>(k));
+    }
+    return Status::Ok();
+  };
   Status st;
   if (region_.valid()) {
     ring::Consumer consumer(region_);
     while (st.ok()) {
       auto drained = consumer.Drain([&](const ring::Entry& e) {
         const RecordKind kind = batches.Add(e);
-        if (kind != RecordKind::kCount && st.ok() && batches.Count(kind) >= kBatch) {
-          st = batches.FlushKind(kind, writer);
-        }
+        if (kind != RecordKind::kCount && st.ok() && batches.Count(kind) >= kBatch) st = write(kind);
       });
       if (!drained.ok()) {
         st = drained.status();
@@ -95,7 +113,7 @@ Status RecordSink::WriteInProcess(TraceWriter& writer) {
       if (drained->bytes == 0) break;
     }
   }
-  if (st.ok()) st = batches.AppendTo(writer);
+  if (st.ok()) st = write(RecordKind::kCount);
   AON_RETURN_IF_ERROR(st);
   std::lock_guard<std::mutex> lock(strings_mu_);
   return writer.WriteStrings(strings_);

@@ -71,9 +71,17 @@ class RecordSink {
   const ring::Region& region() const { return region_; }
   uint64_t ring_bytes() const { return region_.ring_bytes(); }
 
+  // What the degraded mode could not write: room refused (a full disk, a
+  // quota), per kind, and the first refusal.
+  struct Unwritten {
+    std::array<uint64_t, kRecordKindCount> records{};
+    std::string why;
+  };
   // Degraded mode (no collector): drains the ring into `writer`, in batches,
-  // and writes the string table. Bounded memory (one batch per kind).
-  Status WriteInProcess(TraceWriter& writer);
+  // and writes the string table. Bounded memory (one batch per kind). Each
+  // batch is written only once the file has room for it (TraceWriter::Reserve):
+  // a batch refused is counted in *unwritten, and the file stays whole.
+  Status WriteInProcess(TraceWriter& writer, Unwritten* unwritten);
 
  private:
   ring::Region region_;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -957,6 +958,65 @@ TEST_F(SyntheticMpirunTest, RecordsLostToTheMemoryCapAreSaidPerRankAndKind) {
       << json.substr(0, 400);
   EXPECT_TRUE(Contains(rep.out, "*** Records were lost: rank 0 lost")) << rep.Describe();
   EXPECT_TRUE(Contains(json, "built on incomplete records: rank ")) << "a finding says so";
+}
+
+// #34 item 3: a job directory on a 2 MiB tmpfs that fills while the job runs.
+// Every flush reserves its room first (TraceWriter::Reserve), so a full disk
+// refuses whole flushes: the application is unaffected, both rank files are
+// finished and readable, the records that did not fit are counted (dropped =
+// unwritten + memory cap) and ENOSPC is named in the file and the rank status.
+// Exact accounting: for every kind the synthetic app counts, timeline + dropped
+// equals what the app did.
+TEST_F(SyntheticMpirunTest, AFullDiskCostsTheFlushesThatDidNotFitAndSaysWhy) {
+  if (geteuid() != 0) AON_SKIP_OR_FAIL(<< "mounting a small tmpfs needs root");
+  const std::string small = tmp_ + "/small";
+  ASSERT_EQ(mkdir(small.c_str(), 0700), 0);
+  if (mount("tmpfs", small.c_str(), "tmpfs", 0, "size=2m,mode=0700") != 0)
+    AON_SKIP_OR_FAIL(<< "cannot mount a tmpfs on " << small << ": " << strerror(errno));
+  struct Unmount {
+    std::string at;
+    ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
+  } unmount{small};
+  const std::string job = small + "/job";
+  ProcessResult r = AonRunReal({"-o", job, "--source", "synthetic", "--mode", "full", "mpirun",
+                                "-np", "2", "--oversubscribe", kSyntheticApp, "--iterations",
+                                "20000", "--host-us", "0"});
+  ASSERT_EQ(r.exit_status, 0) << "the application is unaffected\n" << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "(ENOSPC)")) << r.Describe();
+  const auto expected = ParseExpectations(r.out);
+  ASSERT_EQ(expected.size(), 2u) << r.Describe();
+  // Merged elsewhere (the tmpfs is full): every rank file is whole.
+  const std::string timeline_path = tmp_ + "/t.h5";
+  ProcessResult merge = RunProcess({kBinDir + "/aon-merge", "-q", "--no-chrome", "--no-overview",
+                                    "--no-perfetto", "-o", timeline_path, job},
+                                   {}, tmp_);
+  ASSERT_EQ(merge.exit_status, 0) << merge.Describe();
+  const Timeline timeline = ReadTimeline(timeline_path);
+  ASSERT_EQ(timeline.ranks.size(), 2u);
+  uint64_t unwritten_total = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto meta = RankFileMetadata(job, rank);
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    EXPECT_TRUE(Contains(meta->unwritten_why, "ENOSPC")) << meta->unwritten_why;
+    for (size_t k = 0; k < aon::kRecordKindCount; ++k) {
+      EXPECT_LE(meta->unwritten[k], meta->dropped[k]);
+      unwritten_total += meta->unwritten[k];
+    }
+    for (const auto& [kind, n] : expected.at(rank)) {
+      aon::RecordKind id{};
+      ASSERT_TRUE(aon::ParseRecordKind(kind, &id)) << kind;
+      const auto have = timeline.counts.find(rank);
+      const uint64_t kept =
+          have == timeline.counts.end() || !have->second.count(kind) ? 0 : have->second.at(kind);
+      EXPECT_EQ(kept + meta->dropped[static_cast<size_t>(id)], n)
+          << "rank " << rank << " " << kind << ": kept + dropped = what the app did";
+    }
+    EXPECT_EQ(timeline.ranks[rank].status, static_cast<uint8_t>(aon::RankStatus::kDamaged));
+  }
+  EXPECT_GT(unwritten_total, 0u) << "the disk did not fill: the test proves nothing";
+  ProcessResult inspect = RunProcess({kBinDir + "/aon-inspect", timeline_path}, {}, tmp_);
+  EXPECT_TRUE(Contains(inspect.out, "could not be written")) << inspect.Describe();
+  EXPECT_TRUE(Contains(inspect.out, "ENOSPC")) << inspect.Describe();
 }
 
 // Clock synchronization for real: each rank runs in its own time namespace with

@@ -101,6 +101,21 @@ class TraceWriter {
   // renames it to its final path. After an error the .partial file stays.
   Status Finish();
 
+  // Makes room for `bytes` more of this file (records and names as they are in
+  // memory: a bound on what they take compressed) and for HDF5's own metadata,
+  // before anything is written: the disk space is allocated now (fallocate,
+  // the file's size unchanged), so that a full disk or a quota refuses this
+  // call, naming ENOSPC or EDQUOT, instead of failing a write half done, which
+  // can leave the file unreadable. After a refusal the file is as it was and
+  // may still be finished. On a file system without fallocate it does nothing
+  // (reserving() is then false). Room not used is given back by Finish().
+  Status Reserve(uint64_t bytes);
+  // What a writer that reserves keeps in hand, beyond its next append, for
+  // finishing the file: its metadata, notes and last names (with Reserve's
+  // own allowance for HDF5's metadata).
+  static constexpr uint64_t kFinishRoom = 64 << 10;
+  bool reserving() const { return !reserve_unsupported_; }
+
  private:
   TraceWriter(std::string path, FileKind kind, WriteOptions options, int64_t file);
   Status EnsureGroup(std::string_view group, int64_t* id);
@@ -125,6 +140,12 @@ class TraceWriter {
   uint64_t strings_bytes_ =
       0;  // bytes in /strings/data so far (AppendStrings)  // timelines hold Merged<T> records
   std::unique_ptr<ChunkScratch, ChunkScratchDeleter> scratch_;  // buffers of WriteChunks
+  // Reserve(): the file's descriptor (a duplicate of HDF5's) and the end of the
+  // space allocated for it so far.
+  int reserve_fd_ = -1;
+  uint64_t reserved_end_ = 0;
+  bool reserve_unsupported_ = false;
+  void GiveBackRoom();
 };
 
 class TraceReader {

@@ -55,7 +55,8 @@ inline constexpr int kFormatMajor = 1;
 // 1.12: every chunk of every table carries a Fletcher-32 checksum (HDF5's
 // filter 3, last in the pipeline), checked on every read; /meta/drops.damaged
 // (records of a rank file that could not be read back: a damaged table) and the
-// rank status "damaged".
+// rank status "damaged"; a rank file's unwritten_why (why the collector could
+// not write some records: a full disk, a quota, an I/O error).
 inline constexpr int kFormatMinor = 12;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
@@ -191,6 +192,10 @@ struct RankMetadata {
   // Why this rank captured nothing (1.11; "": it captured): a setting it was
   // given was refused, so capture was disabled and the application ran on.
   std::string capture_disabled;
+  // Why the file's writer (the collector, or the rank itself without one)
+  // could not write some of the records it had (1.12; "": it wrote them all):
+  // its first error, naming ENOSPC, EDQUOT or EIO. unwritten[] counts them.
+  std::string unwritten_why;
 
   std::vector<DeviceInfo> devices;
 };

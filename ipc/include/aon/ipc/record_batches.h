@@ -67,19 +67,9 @@ class RecordBatches {
   }
 
   // Appends the batch of `kind` to `writer` and empties it.
-  Status FlushKind(RecordKind kind, TraceWriter& writer) {
-    Status st;
-    ForEachRankFileRecordType([&](auto tag) {
-      using T = decltype(tag);
-      if (RecordTraits<T>::kKind != kind) return;
-      auto& v = std::get<std::vector<T>>(vectors_);
-      if (!v.empty()) st = writer.Append<T>(v);
-      bytes_ -= v.size() * sizeof(T);
-      records_ -= v.size();
-      v.clear();
-    });
-    return st;
-  }
+  Status FlushKind(RecordKind kind, TraceWriter& writer) { return TakeKind(kind, &writer); }
+  // Empties the batch of `kind` (records that could not be written).
+  void DropKind(RecordKind kind) { (void)TakeKind(kind, nullptr); }
 
   void Clear() {
     std::apply([](auto&... v) { (v.clear(), ...); }, vectors_);
@@ -106,6 +96,20 @@ class RecordBatches {
   bool empty() const { return records_ == 0; }
 
  private:
+  Status TakeKind(RecordKind kind, TraceWriter* writer) {
+    Status st;
+    ForEachRankFileRecordType([&](auto tag) {
+      using T = decltype(tag);
+      if (RecordTraits<T>::kKind != kind) return;
+      auto& v = std::get<std::vector<T>>(vectors_);
+      if (writer != nullptr && !v.empty()) st = writer->Append<T>(v);
+      bytes_ -= v.size() * sizeof(T);
+      records_ -= v.size();
+      v.clear();
+    });
+    return st;
+  }
+
   RecordVectors vectors_;
   uint64_t bytes_ = 0;
   uint64_t records_ = 0;
