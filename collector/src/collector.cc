@@ -28,6 +28,7 @@
 #include "aon/ipc/collector_protocol.h"
 #include "aon/ipc/record_batches.h"
 #include "aon/ipc/shm_ring.h"
+#include "counter_sampler.h"
 #include "gpm_counters.h"
 #include "ring_intake.h"
 
@@ -177,7 +178,9 @@ class Collector {
   void OnDemandTick(uint64_t now);
   // GPU counters: one GPM sample of every GPU, the rows into the holder's file.
   // `finishing`: a rank being finalized still counts (its last rows go in).
-  void SampleCounters(uint64_t now, const Rank* finishing = nullptr);
+  // Files the counter rows sampled so far (counter_sampler.h) with the rank
+  // that holds the node's counters; `finishing` samples up to now first.
+  void FileCounters(const Rank* finishing = nullptr);
   Rank* CounterHolder(const Rank* finishing = nullptr);
   void Fail(Rank& r, const Status& st);
   bool MakeRoom(Rank& r, uint64_t bytes);
@@ -203,10 +206,10 @@ class Collector {
   bool has_request_ = false;
   CaptureRequest request_;
   std::string control_error_;  // the last problem with the control files, said once
-  // GPU counters: opened at the first rank, sampled every counters_interval_ms.
+  // GPU counters: opened at the first rank, sampled every counters_interval_ms
+  // on the sampler's thread.
   bool counters_opened_ = false;
-  std::unique_ptr<GpmCounters> gpm_;
-  uint64_t next_counters_ns_ = 0;
+  std::unique_ptr<CounterSampler> sampler_;
   std::vector<std::string> counter_notes_;
   std::vector<CounterRecord> counter_rows_;
   bool counters_noted_ = false;  // the notes went into a file
@@ -455,21 +458,28 @@ Rank* Collector::CounterHolder(const Rank* finishing) {
   return holder;
 }
 
-void Collector::SampleCounters(uint64_t now, const Rank* finishing) {
+void Collector::FileCounters(const Rank* finishing) {
   if (!counters_opened_) {
     counters_opened_ = true;
-    if (o_.counters != CounterMode::kOff) gpm_ = GpmCounters::Open(&counter_notes_);
-    if (gpm_ != nullptr) {
+    std::unique_ptr<GpmCounters> gpm;
+    if (o_.counters != CounterMode::kOff) gpm = GpmCounters::Open(&counter_notes_);
+    if (gpm != nullptr) {
+      sampler_ = std::make_unique<CounterSampler>(
+          std::move(gpm), static_cast<uint64_t>(o_.counters_interval_ms) * 1000000ull);
       counter_notes_.push_back("counters: NVML GPM metrics of " +
-                               std::to_string(gpm_->active_gpus()) + " GPU(s) of this node every " +
+                               std::to_string(sampler_->active_gpus()) +
+                               " GPU(s) of this node every " +
                                std::to_string(o_.counters_interval_ms) + " ms, read by the " +
-                               "collector from " + gpm_->library());
+                               "collector from " + sampler_->library());
     }
   }
-  next_counters_ns_ = now + static_cast<uint64_t>(o_.counters_interval_ms) * 1000000ull;
-  if (gpm_ == nullptr) return;
+  if (sampler_ == nullptr) return;
   counter_rows_.clear();
-  gpm_->Sample(now, &counter_rows_, &counter_notes_);
+  if (finishing != nullptr) {
+    sampler_->SampleNowAndTake(&counter_rows_, &counter_notes_);
+  } else {
+    sampler_->Take(&counter_rows_, &counter_notes_);
+  }
   Rank* holder = CounterHolder(finishing);
   if (holder == nullptr || counter_rows_.empty()) return;
   RecordBatches& into =
@@ -662,7 +672,7 @@ void Collector::Finalize(Rank& r, bool died) {
   // Everything that reached the ring (a dead process's ring stays mapped here).
   DrainToEnd(r);
   // The GPU counters up to now, while this file may still hold them.
-  if (gpm_ != nullptr && CounterHolder(&r) == &r) SampleCounters(NowNs(), &r);
+  if (sampler_ != nullptr && CounterHolder(&r) == &r) FileCounters(&r);
   if (r.counter_rows > 0 || (counters_opened_ && !counters_noted_)) {
     for (const std::string& n : counter_notes_) r.notes.push_back(n);
     if (r.counter_rows > 0) {
@@ -839,16 +849,7 @@ int Collector::Run() {
       if (r->sock >= 0) fds.push_back({r->sock, POLLIN, 0}), polled.push_back(r.get());
     }
     const size_t n_pending = pending_hello_.size();
-    // GPU counters keep their own interval, whatever the drain period.
-    int64_t timeout_ms = drain_period_ms_;
-    if (gpm_ != nullptr) {
-      const uint64_t now_ns = NowNs();
-      const int64_t until = next_counters_ns_ > now_ns
-                                ? static_cast<int64_t>((next_counters_ns_ - now_ns) / 1000000ull)
-                                : 0;
-      timeout_ms = std::min(timeout_ms, until);
-    }
-    int rc = poll(fds.data(), fds.size(), static_cast<int>(timeout_ms));
+    int rc = poll(fds.data(), fds.size(), static_cast<int>(drain_period_ms_));
     if (rc < 0 && errno != EINTR) break;
     if (fds[1].revents & POLLIN) {
       unsigned char sig;
@@ -862,7 +863,7 @@ int Collector::Run() {
     }
     // Rings first, then messages: a FINISH finds the ring drained up to now.
     DrainAll();
-    if (const uint64_t t = NowNs(); !ranks_.empty() && t >= next_counters_ns_) SampleCounters(t);
+    if (!ranks_.empty()) FileCounters();
     for (size_t i = 0; i < polled.size(); ++i) {
       if ((fds[2 + n_pending + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
         OnMessage(*polled[i]);

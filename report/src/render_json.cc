@@ -46,6 +46,10 @@ void Findings(JsonWriter& w, const std::vector<Finding>& findings) {
     w.BeginObject();
     for (const auto& [k, v] : f.numbers) Member(w, k, v);
     w.EndObject();
+    w.Key("built_on");
+    w.BeginArray();
+    for (const std::string& kind : f.built_on) w.String(kind);
+    w.EndArray();
     w.EndObject();
   }
   w.EndArray();

@@ -106,6 +106,7 @@ std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingR
     std::string said = r.loss.CollectorLost(whose);
     for (size_t k = 0; k < kRecordKindCount; ++k) {
       if (!(rule.uses & (1u << k))) continue;
+      f.built_on.emplace_back(RecordKindName(static_cast<RecordKind>(k)));
       auto [share, text] = r.loss.Of(whose, static_cast<RecordKind>(k));
       if (text.empty() || said.find(text) != std::string::npos) continue;
       lost = std::max(lost, share);

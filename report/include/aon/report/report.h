@@ -528,6 +528,9 @@ struct Finding {
   std::string action;
   std::string evidence;
   std::map<std::string, double> numbers;  // key numbers for --json
+  // The record kinds the rule reads (RecordKindName): a loss in any of them,
+  // on the finding's rank (any rank, for a comparison), is said in evidence.
+  std::vector<std::string> built_on;
 };
 
 // What the job lost (RankInfo's drops) against what the timeline kept, per rank
