@@ -19,6 +19,7 @@
 //     for the whole window: Stop happens before CUPTI detaches.
 #include "cupti_pm_sampling.h"
 
+#include <cstdlib>
 #include <cupti.h>
 #include <cupti_pmsampling.h>
 #include <cupti_profiler_host.h>
@@ -64,6 +65,8 @@ constexpr size_t kHardwareBufferBytes = 64u << 20;
 constexpr uint32_t kSamplesPerImage = 1024;
 constexpr auto kReadPeriod = std::chrono::milliseconds(10);
 constexpr int kMaxSetups = 3;  // after that many overflows, sampling stops for the run
+// QuiesceAtExit registrations at most (each set-up makes up to four).
+constexpr int kMaxExitHooks = 4 * (kMaxSetups + 1);
 
 std::atomic<int64_t> g_kernel_device{-1};
 
@@ -142,6 +145,8 @@ std::string DeviceUuidText(uint32_t ordinal) {
   return text;
 }
 
+void QuiesceAtExit();
+
 class CuptiPmSampler final : public CounterSampler {
  public:
   // `set_up_in_windows`: false in budgeted mode, where the set-up (which also
@@ -201,6 +206,35 @@ class CuptiPmSampler final : public CounterSampler {
       g_agent->notes().Note(SamplerRefusalNote(
           SamplerRefusal::kOther, "the sampler did not stop within 10 s; sampling stops"));
     }
+  }
+
+  // At exit, before the destructors of what CUPTI's profiler loaded and
+  // registered (QuiesceAtExit is registered after each set-up, so it runs
+  // first): no window from now on, and the worker out of CUPTI. A worker still
+  // decoding while libnvperf_host's statics were destroyed crashed the
+  // application at exit (SIGSEGV in libnvperf_host, seen on H100 in 2 of 10
+  // runs of a one-second program whose last window was open at its end).
+  // A set-up in progress (Prepare runs it on whichever thread marks a step
+  // boundary, a timer's for time-slot steps) is waited for too: one that was
+  // still running when a short program exited crashed it the same way.
+  void Quiesce() {
+    exiting_.store(true, std::memory_order_release);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      failed_ = true;
+      want_ = false;
+      cv_.notify_all();
+      // Bounded as Deliver: a reading takes milliseconds, a set-up ~0.4 s.
+      cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !busy_; });
+    }
+    if (setup_mu_.try_lock_for(std::chrono::seconds(10))) setup_mu_.unlock();
+  }
+
+  // Registers QuiesceAtExit now: exit runs it before the destructors of every
+  // library loaded and every handler registered until now (CUPTI's profiler
+  // loads and registers its own while it initializes).
+  void QuiesceBeforeWhatIsLoadedNow() {
+    if (exit_hooks_.fetch_add(1) < kMaxExitHooks) atexit(QuiesceAtExit);
   }
 
   // At exit: the summary, said once.
@@ -286,8 +320,10 @@ class CuptiPmSampler final : public CounterSampler {
   }
 
   bool SetUp() {
-    std::lock_guard<std::mutex> setting_up(setup_mu_);  // Prepare's thread or the worker
+    std::lock_guard<std::timed_mutex> setting_up(setup_mu_);  // Prepare's thread or the worker
     if (ready_) return true;
+    if (exiting_.load(std::memory_order_acquire)) return false;
+    QuiesceBeforeWhatIsLoadedNow();
     if (setups_ >= kMaxSetups) {
       return Fail(SamplerRefusal::kOther, "set up " + std::to_string(kMaxSetups) +
                                               " times and fell behind each time: sampling stops");
@@ -298,6 +334,7 @@ class CuptiPmSampler final : public CounterSampler {
     auto init =
         Params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
     CUptiResult r = cuptiProfilerInitialize(&init);
+    QuiesceBeforeWhatIsLoadedNow();
     if (r != CUPTI_SUCCESS) return Fail(RefusalOf(r), "cuptiProfilerInitialize: " + Text(r));
     profiler_initialized_ = true;
     auto chip =
@@ -322,6 +359,7 @@ class CuptiPmSampler final : public CounterSampler {
     host.pChipName = chip_.c_str();
     host.pCounterAvailabilityImage = availability_.data();
     r = cuptiProfilerHostInitialize(&host);
+    QuiesceBeforeWhatIsLoadedNow();
     if (r != CUPTI_SUCCESS) return Fail(RefusalOf(r), chip_ + ": " + Text(r));
     host_ = host.pHostObject;
     if (!Configure()) return false;
@@ -363,6 +401,7 @@ class CuptiPmSampler final : public CounterSampler {
                               "cannot be tied to the node's GPU metrics");
     }
     ready_ = true;
+    QuiesceBeforeWhatIsLoadedNow();
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.0f", static_cast<double>(TimebaseNowNs() - setup_start) / 1e6);
     g_agent->notes().Note("counters: PM sampling set up on " + chip_ + " GPU " +
@@ -557,7 +596,9 @@ class CuptiPmSampler final : public CounterSampler {
 
   const uint64_t interval_ns_;
   const bool set_up_in_windows_;
-  std::mutex setup_mu_;  // one SetUp at a time (Prepare's thread, the worker)
+  std::timed_mutex setup_mu_;  // one SetUp at a time (Prepare's thread, the worker)
+  std::atomic<bool> exiting_{false};  // Quiesce ran: no set-up from now on
+  std::atomic<int> exit_hooks_{0};
   std::mutex mu_;        // guards want_, busy_, failed_ (the rest is the worker's)
   std::condition_variable cv_;
   bool want_ = false;                    // a window is open
@@ -588,6 +629,10 @@ class CuptiPmSampler final : public CounterSampler {
 };
 
 CuptiPmSampler* g_sampler = nullptr;
+
+void QuiesceAtExit() {
+  if (g_sampler != nullptr) g_sampler->Quiesce();
+}
 
 }  // namespace
 

@@ -111,6 +111,15 @@ uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
     for (size_t i = 0; i < nsteps; ++i)
       if (!edge[rank][i]) observed.push_back(per_step[i]);
     if (!observed.empty() && observed.size() < nsteps) {
+      // A gap seen in one observed step alone may be a one-off (a window's
+      // own start, a collection, a page fault): it is not a per-step pattern
+      // to carry to every step of the run. Fewer than two observed steps with
+      // this cause: what the windows saw, corrected for their cost, and no more.
+      if (std::count_if(observed.begin(), observed.end(), [](uint64_t v) { return v > 0; }) < 2) {
+        uint64_t seen = 0;
+        for (uint64_t v : per_step) seen += v;
+        return seen;
+      }
       const double per = static_cast<double>(SteadyTotal(observed)) / observed.size();
       return static_cast<uint64_t>(per * static_cast<double>(nsteps) * scale);
     }

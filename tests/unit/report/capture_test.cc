@@ -195,6 +195,33 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
   EXPECT_DOUBLE_EQ(br[0].step_idle_ns, 3.0 * kMs);
 }
 
+// One gap in the windows is not a per-step pattern. 100 steps of 10 ms, the GPU
+// busy from each step's start into the next; windows {40, 41, 42} and
+// {72, 73, 74}: the observed steps are 41 and 73, and only 41 has a gap (its
+// kernel starts 3 ms late). The median of two would put half of it, 1.5 ms, on
+// every step (150 ms for a run whose windows saw 3 ms): what was seen is what
+// is said.
+TEST(Windows, AGapSeenInOneObservedStepIsNotCarriedToEveryStep) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0);
+  auto captured = [](uint64_t s) { return (s >= 40 && s <= 42) || (s >= 72 && s <= 74); };
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    const uint64_t start = kMs + s * kStep;
+    b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
+    const uint64_t late = s == 41 ? 3 * kMs : 0;
+    if (captured(s)) b.Kernel(0, "sgemm_kernel", start + late, start + kStep + kMs / 2, 100);
+  }
+  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  const Steps steps = DetectSteps(t);
+  ASSERT_EQ(steps.GpuSteps(0).size(), 6u);
+  const IdleAnalysis a = AnalyzeIdle(t, &steps);
+  const uint64_t seen = a.Steady(0, GapCause::kHostWork);
+  EXPECT_GT(seen, 2 * kMs) << "the gap was seen";
+  EXPECT_LE(seen, 3 * kMs) << "and is not carried to the 100 steps";
+}
+
 // A window's last step is followed by one whose GPU work is not traced: a gap
 // that runs on into it is not seen. 100 steps of 10 ms, each a 4 ms kernel at
 // its start, then the host waiting on it (.item()) and working until the next

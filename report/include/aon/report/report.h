@@ -348,7 +348,8 @@ struct IdleAnalysis {
   // Steady-state gap time of one cause on one rank (median per step over the
   // captured steps that are not window edges x steps, the steps of the whole run; the
   // whole-run sum without steps), leaving out gaps in range `exclude_range`; with
-  // capture windows, corrected for their cost (above).
+  // capture windows, corrected for their cost (above), and extrapolated only
+  // when at least two observed steps show the cause (else what was seen).
   uint64_t Steady(uint32_t rank, GapCause cause, const std::string& exclude_range = "") const;
 
   // gaps shorter than this are left out, but for host-launched-late ones of 1 us or more
