@@ -195,6 +195,22 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
   EXPECT_DOUBLE_EQ(br[0].step_idle_ns, 3.0 * kMs);
 }
 
+// 100 budgeted steps of 10 ms on rank 0, windows {40, 41, 42} and {72, 73, 74};
+// `traced(b, step, start)` adds each captured step's records.
+template <typename Traced>
+Timeline TwoWindowsOfThree(TempDir& dir, Traced traced) {
+  TimelineBuilder b;
+  b.Rank(0);
+  auto captured = [](uint64_t s) { return (s >= 40 && s <= 42) || (s >= 72 && s <= 74); };
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    const uint64_t start = kMs + s * kStep;
+    b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
+    if (captured(s)) traced(b, s, start);
+  }
+  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
+  return b.WriteAndLoad(dir.File("t.h5"));
+}
+
 // One gap in the windows is not a per-step pattern. 100 steps of 10 ms, the GPU
 // busy from each step's start into the next; windows {40, 41, 42} and
 // {72, 73, 74}: the observed steps are 41 and 73, and only 41 has a gap (its
@@ -203,17 +219,10 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
 // is said.
 TEST(Windows, AGapSeenInOneObservedStepIsNotCarriedToEveryStep) {
   TempDir dir;
-  TimelineBuilder b;
-  b.Rank(0);
-  auto captured = [](uint64_t s) { return (s >= 40 && s <= 42) || (s >= 72 && s <= 74); };
-  for (uint64_t s = 0; s < kSteps; ++s) {
-    const uint64_t start = kMs + s * kStep;
-    b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
+  const Timeline t = TwoWindowsOfThree(dir, [](TimelineBuilder& b, uint64_t s, uint64_t start) {
     const uint64_t late = s == 41 ? 3 * kMs : 0;
-    if (captured(s)) b.Kernel(0, "sgemm_kernel", start + late, start + kStep + kMs / 2, 100);
-  }
-  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
-  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+    b.Kernel(0, "sgemm_kernel", start + late, start + kStep + kMs / 2, 100);
+  });
   const Steps steps = DetectSteps(t);
   ASSERT_EQ(steps.GpuSteps(0).size(), 6u);
   const IdleAnalysis a = AnalyzeIdle(t, &steps);
@@ -230,19 +239,11 @@ TEST(Windows, AGapSeenInOneObservedStepIsNotCarriedToEveryStep) {
 // steps, the median would be 3 ms.
 TEST(Windows, PerStepFiguresLeaveOutEachWindowsLastStep) {
   TempDir dir;
-  TimelineBuilder b;
-  b.Rank(0);
-  auto captured = [](uint64_t s) { return (s >= 40 && s <= 42) || (s >= 72 && s <= 74); };
-  for (uint64_t s = 0; s < kSteps; ++s) {
-    const uint64_t start = kMs + s * kStep;
-    b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
-    if (!captured(s)) continue;
+  const Timeline t = TwoWindowsOfThree(dir, [](TimelineBuilder& b, uint64_t, uint64_t start) {
     b.Kernel(0, "sgemm_kernel", start + 10 * testing::kUs, start + 4 * kMs, 1, start);
     b.Api(0, "cudaStreamSynchronize", start + 20 * testing::kUs, start + 4 * kMs + 5 * testing::kUs,
           1);
-  }
-  b.ranks[0].capture_mode = static_cast<uint8_t>(CaptureMode::kBudgeted);
-  const Timeline t = b.WriteAndLoad(dir.File("t.h5"));
+  });
   const Steps steps = DetectSteps(t);
   const std::vector<bool> want = {true, false, true, true, false, true};
   EXPECT_EQ(steps.edge[0], want);
