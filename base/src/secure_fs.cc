@@ -185,6 +185,7 @@ int Refuse(DirWalk* out, Refusal why, int err, const char* at, const struct stat
   CopyPath(at, out->at);
   if (st != nullptr) {
     out->uid = static_cast<uint32_t>(st->st_uid);
+    out->gid = static_cast<uint32_t>(st->st_gid);
     out->mode = static_cast<uint32_t>(st->st_mode & 07777);
   }
   return -1;
@@ -220,8 +221,13 @@ bool NextComponent(const char*& rest, char* name, bool* too_long) {
   return true;
 }
 
-// A directory the walk goes through (not the job directory): every user may
-// write it (not sticky): refused; its group may, or another user owns it: noted.
+// A directory the walk goes through (not the job directory). Whoever may
+// rename its entries may move the job directory away while the job runs and
+// put a directory of their choice in its place, and every file the job writes
+// after that lands there: refused when that is another user (its owner, not
+// root; every user, not sticky; a group that is neither the caller's nor
+// root's, not sticky). The caller's own group may: noted (on most systems it
+// is the caller's private group).
 bool CheckPassedDirectory(int dirfd, const char* walked, DirWalk* out) {
   struct stat st {};
   if (fstat(dirfd, &st) != 0) {
@@ -233,8 +239,17 @@ bool CheckPassedDirectory(int dirfd, const char* walked, DirWalk* out) {
     Refuse(out, Refusal::kOpenToAll, EPERM, walked, &st);
     return false;
   }
-  if ((st.st_mode & S_IWGRP) != 0 && !sticky) Note(out, Warning::kGroupWritable, walked, st);
-  if (st.st_uid != 0 && st.st_uid != geteuid()) Note(out, Warning::kForeignOwner, walked, st);
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    Refuse(out, Refusal::kForeignParent, EPERM, walked, &st);
+    return false;
+  }
+  if ((st.st_mode & S_IWGRP) != 0 && !sticky) {
+    if (st.st_gid != 0 && st.st_gid != getegid()) {
+      Refuse(out, Refusal::kGroupParent, EPERM, walked, &st);
+      return false;
+    }
+    Note(out, Warning::kGroupWritable, walked, st);
+  }
   return true;
 }
 
@@ -403,11 +418,6 @@ Status DescribeDirWalk(const std::string& path, const DirWalk& walk,
                               ", not sticky): a member of the group could move " + path +
                               " away and put another directory there");
           break;
-        case Warning::kForeignOwner:
-          warnings->push_back(at + " belongs to uid " + std::to_string(n.uid) +
-                              ": that user could move " + path +
-                              " away and put another directory there");
-          break;
         case Warning::kModeTightened:
           warnings->push_back(path + " had mode " + Octal(n.mode) +
                               ": made it 0700 (trace files belong to the job's user)");
@@ -448,6 +458,16 @@ Status DescribeDirWalk(const std::string& path, const DirWalk& walk,
       break;
     case Refusal::kForeignOwner:
       why = "exists and belongs to another user (uid " + std::to_string(walk.uid) + ")";
+      break;
+    case Refusal::kForeignParent:
+      why = "belongs to uid " + std::to_string(walk.uid) +
+            ", who could move the job directory away while the job runs and put another "
+            "in its place: choose a path that only you and root can change";
+      break;
+    case Refusal::kGroupParent:
+      why = "group " + std::to_string(walk.gid) + " may write in it (mode " + Octal(walk.mode) +
+            ", not sticky) and it is not your group: any member could move the job directory "
+            "away while the job runs and put another in its place";
       break;
   }
   const std::string message = "cannot create " + path + " (" + at + ": " + why + ")";

@@ -171,6 +171,16 @@ TEST_F(AonRunTest, AnOutputDirectoryAnotherUserControlsIsRefused) {
   ProcessResult below = AonRun({"-o", theirs + "/job", "true"});
   EXPECT_EQ(below.exit_status, 125) << below.Describe();
   EXPECT_TRUE(Contains(below.err, theirs + ": every user may write in it")) << below.Describe();
+  // Issue #34 (2): below it when only its owner may write it. That user could
+  // swap the job directory for a link while the job runs: refused too, and no
+  // job directory is made there.
+  ::chmod(theirs.c_str(), 0755);
+  ProcessResult owned = AonRun({"-o", theirs + "/job", "sh", "-c", "touch " + tmp_ + "/ran"});
+  EXPECT_EQ(owned.exit_status, 125) << owned.Describe();
+  EXPECT_TRUE(Contains(owned.err, theirs + ": belongs to uid " + uid +
+                                      ", who could move the job directory away"))
+      << owned.Describe();
+  EXPECT_TRUE(fs::is_empty(theirs));
   const std::string planted = tmp_ + "/planted";
   fs::create_directory(tmp_ + "/target");
   fs::create_directory_symlink(tmp_ + "/target", planted);

@@ -275,16 +275,46 @@ TEST_F(SecureFsTest, AnotherUsersLinkOrDirectoryIsRefused) {
                        "exists and belongs to another user (uid " + std::to_string(*nobody)))
       << made.status().message();
   EXPECT_EQ(ModeOf(theirs), 0777u);
-  // Below a directory of someone else's that only they may write: a warning.
+  // Below a directory of someone else's, even one only they may write (#34
+  // item 2): they could move it away while a job runs and put a directory of
+  // their choice in its place. Refused, for an existing directory of ours as
+  // for a new one, and nothing is created.
   chmod(theirs.c_str(), 0755);
   const std::string mine = theirs + "/mine";
   fs::create_directory(mine);
   chmod(mine.c_str(), 0700);
-  auto below = MakePrivateDirectories(mine, PathPolicy::kOwnedSymlinks);
-  ASSERT_TRUE(below.ok()) << below.status().message();
-  ASSERT_EQ(below->size(), 1u);
-  EXPECT_TRUE(Contains(below->front(), theirs + " belongs to uid " + std::to_string(*nobody)))
-      << below->front();
+  for (const std::string& path : {mine, theirs + "/new"}) {
+    auto below = MakePrivateDirectories(path, PathPolicy::kOwnedSymlinks);
+    ASSERT_FALSE(below.ok()) << path;
+    EXPECT_TRUE(Contains(below.status().message(),
+                         theirs + ": belongs to uid " + std::to_string(*nobody) +
+                             ", who could move the job directory away"))
+        << below.status().message();
+  }
+  EXPECT_FALSE(fs::exists(theirs + "/new"));
+  EXPECT_EQ(ModeOf(mine), 0700u);
+}
+
+// A directory on the way that a group other than the caller's (or root's) may
+// write, not sticky: any member could swap the job directory; refused. The
+// caller's own group: a warning (AGroupWritableDirectoryOnTheWayIsAWarning).
+TEST_F(SecureFsTest, ADirectoryAnotherGroupMayWriteIsRefused) {
+  const auto nobody = NobodyUid();
+  if (!nobody) AON_SKIP_OR_FAIL(<< "needs root and a 'nobody' user");
+  const gid_t other = getegid() == 65534 ? 65533 : 65534;  // nogroup, or one next to it
+  const std::string shared = root_ + "/shared";
+  fs::create_directory(shared);
+  ASSERT_EQ(chown(shared.c_str(), static_cast<uid_t>(-1), other), 0);
+  chmod(shared.c_str(), 0775);
+  auto made = MakePrivateDirectories(shared + "/job", PathPolicy::kNoSymlinks);
+  ASSERT_FALSE(made.ok());
+  EXPECT_TRUE(Contains(made.status().message(), shared + ": group " + std::to_string(other) +
+                                                    " may write in it (mode 0775, not sticky)"))
+      << made.status().message();
+  EXPECT_FALSE(fs::exists(shared + "/job"));
+  // Sticky, as a shared scratch directory: members cannot move others' entries.
+  chmod(shared.c_str(), 01775);
+  EXPECT_TRUE(MakePrivateDirectories(shared + "/job", PathPolicy::kNoSymlinks).ok());
 }
 
 // MakeTreePrivate (a tree another library wrote, the OTF2 archive): every file

@@ -107,10 +107,12 @@ struct DirWalk {
     kNotDirectory,  // a component is not a directory
     kOpenToAll,     // a directory on the way every user may write (not sticky)
     kForeignOwner,  // the job directory belongs to another user
+    kForeignParent,  // a directory on the way belongs to another user (not root)
+    kGroupParent,    // a directory on the way a group other than the caller's and
+                     // root's may write (not sticky)
   };
   enum class Warning : uint8_t {
-    kGroupWritable,  // a directory on the way its group may write (not sticky)
-    kForeignOwner,   // a directory on the way another user (not root) owns
+    kGroupWritable,  // a directory on the way the caller's (or root's) group may write
     kModeTightened,  // the job directory had group/other bits: now 0700
   };
   static constexpr int kMaxWarnings = 4;
@@ -118,6 +120,7 @@ struct DirWalk {
   Refusal refusal = Refusal::kNone;
   int err = 0;             // errno of kSyscall (and the errno a Status gets)
   uint32_t uid = 0;        // owner of what `at` names (refusals and warnings)
+  uint32_t gid = 0;        // its group (kGroupParent)
   uint32_t mode = 0;       // its mode bits
   char at[PATH_MAX] = {};  // the component a refusal names (as walked, links resolved)
   int warning_count = 0;
