@@ -195,6 +195,8 @@ Status TraceWriter::AppendTable(const TableSchema& schema, const void* records, 
   // Rows up to the next chunk boundary go through HDF5, which merges them into
   // the partly filled chunk; whole chunks from there on are written directly.
   const uint64_t chunk_rows = std::max<uint64_t>(1, options_.chunk_records);
+  partial_chunk_bytes_[ctx] =
+      (old_size + count) % chunk_rows != 0 ? chunk_rows * schema.record_size : 0;
   const uint64_t head =
       std::endian::native != std::endian::little
           ? count
@@ -469,7 +471,13 @@ Status TraceWriter::Reserve(uint64_t bytes) {
     return IoError("cannot size " + FormatContext(path_ + ".partial"));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  const uint64_t end = std::max<uint64_t>(size, eoa) + bytes + bytes / 32 + kMetadataRoom;
+  // Each table's partly filled chunk may be stored once more (a deflated chunk
+  // that did not compress is a little larger than its rows).
+  uint64_t rewrites = 0;
+  for (const auto& [table, chunk_bytes] : partial_chunk_bytes_)
+    rewrites += chunk_bytes + chunk_bytes / 32 + 64;
+  const uint64_t end =
+      std::max<uint64_t>(size, eoa) + bytes + bytes / 32 + rewrites + kMetadataRoom;
   // [size, reserved_end_) is allocated already (by earlier calls).
   const uint64_t from = std::max(size, reserved_end_);
   if (end <= from) return Status::Ok();

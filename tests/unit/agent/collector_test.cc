@@ -342,6 +342,30 @@ class CollectorTest : public AgentTest {
 // (`partial`, `before` marks) and what the rank wrote itself (`own`, `after`)
 // into rank-00000.h5, every mark once, the two inputs kept as *.joined; the
 // timeline's rank row is flagged and says what was joined.
+// The file rank 0 wrote itself after its collector died (rank-00000.pid<N>.h5),
+// or "" when there is none.
+std::string RanksOwnFile(const std::string& dir) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("rank-00000.pid") && name.ends_with(".h5")) return e.path().string();
+  }
+  return "";
+}
+
+// The NVTX marks in the collector's .partial and in the rank's own file; a
+// file that does not open counts as a failure and as no marks.
+std::pair<uint64_t, uint64_t> MarksInBothParts(const std::string& partial,
+                                               const std::string& own) {
+  std::pair<uint64_t, uint64_t> n{0, 0};
+  auto p = TraceReader::Open(partial);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  if (p.ok()) n.first = CountNvtx(**p);
+  auto o = TraceReader::Open(own);
+  EXPECT_TRUE(o.ok()) << o.status().ToString();
+  if (o.ok()) n.second = CountNvtx(**o);
+  return n;
+}
+
 void ExpectTheMergeJoinsBothParts(const std::string& dir, const std::string& partial,
                                   const std::string& own, uint64_t before, uint64_t after) {
   merge::MergeOptions options;
@@ -470,11 +494,7 @@ TEST_F(CollectorTest, KilledCollectorLeavesAReadableFileAndTheAppRuns) {
   ASSERT_TRUE(pmeta.ok());
   EXPECT_EQ(pmeta->truncated, 1);
   // ...and the rank wrote the rest itself, beside it, saying why.
-  std::string own;
-  for (const auto& e : fs::directory_iterator(dir_)) {
-    const std::string name = e.path().filename().string();
-    if (name.starts_with("rank-00000.pid") && name.ends_with(".h5")) own = e.path().string();
-  }
+  const std::string own = RanksOwnFile(dir_);
   ASSERT_FALSE(own.empty()) << ReadAll(c.err_path);
   auto opened = TraceReader::Open(own);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
@@ -511,22 +531,58 @@ TEST_F(CollectorTest, CollectorKilledBeforeItsFirstFlushIsJoinedToo) {
   }
   int st = c.Wait();
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << ReadAll(c.err_path);
-  std::string own;
-  for (const auto& e : fs::directory_iterator(dir_)) {
-    const std::string name = e.path().filename().string();
-    if (name.starts_with("rank-00000.pid") && name.ends_with(".h5")) own = e.path().string();
-  }
+  const std::string own = RanksOwnFile(dir_);
   ASSERT_FALSE(own.empty()) << ReadAll(c.err_path);
-  uint64_t before = 0, after = 0;
+  const auto [before, after] = MarksInBothParts(partial_path, own);
+  EXPECT_GT(after, 0u);
+  ExpectTheMergeJoinsBothParts(dir_, partial_path, own, before, after);
+}
+
+// #34 item 8, a third point: the collector killed while the rank finishes. It
+// is stopped (SIGSTOP) once it serves the rank, the rank stops marking and
+// goes to exit, where it sends FINISH and waits for its file; the collector
+// is killed during that wait (or, on a machine so loaded that the rank is not
+// there yet, just before). Either way the rank learns that the collector died
+// (not a time-out: collector_lost_ns is set only then), writes the rest
+// itself and exits 0, and the merge joins both parts, each mark once, none
+// beyond what the rank made.
+TEST_F(CollectorTest, CollectorKilledWhileTheRankFinishesIsJoinedToo) {
+  const std::string stop_file = dir_ + "/stop";
+  RunningChild c = Start("marks-until-stopped", {{"STOP_FILE", stop_file}});
+  const std::string partial_path = dir_ + "/rank-00000.h5.partial";
+  std::vector<pid_t> collectors;
+  long made = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  while ((collectors.empty() || !fs::exists(partial_path)) &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    made = c.ReadProgress();
+    ASSERT_GT(made, 0) << ReadAll(c.err_path);
+    collectors = PidsOf(SocketName());
+  }
+  ASSERT_EQ(collectors.size(), 1u) << ReadAll(c.err_path);
+  ASSERT_EQ(kill(collectors[0], SIGSTOP), 0);
+  std::FILE* stop = std::fopen(stop_file.c_str(), "w");
+  ASSERT_NE(stop, nullptr);
+  std::fclose(stop);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(collectors[0], SIGKILL);
+  ASSERT_TRUE(WaitUntilDead(collectors[0])) << "the collector outlived SIGKILL";
+  for (long p; (p = c.ReadProgress()) > 0;) made = p;
+  int st = c.Wait();
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << ReadAll(c.err_path);
+  const std::string own = RanksOwnFile(dir_);
+  ASSERT_FALSE(own.empty()) << ReadAll(c.err_path);
+  const auto [before, after] = MarksInBothParts(partial_path, own);
   {
-    auto p = TraceReader::Open(partial_path);
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
-    before = CountNvtx(**p);
     auto o = TraceReader::Open(own);
     ASSERT_TRUE(o.ok()) << o.status().ToString();
-    after = CountNvtx(**o);
+    auto meta = (*o)->ReadRankMetadata();
+    ASSERT_TRUE(meta.ok());
+    EXPECT_GT(meta->collector_lost_ns, 0u) << "the rank waited out its time-out instead"
+                                           << Notes(*meta);
   }
   EXPECT_GT(after, 0u);
+  EXPECT_LE(before + after, static_cast<uint64_t>(made));
   ExpectTheMergeJoinsBothParts(dir_, partial_path, own, before, after);
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -102,8 +103,8 @@ class TraceWriter {
   Status Finish();
 
   // Makes room for `bytes` more of this file (records and names as they are in
-  // memory: a bound on what they take compressed) and for HDF5's own metadata,
-  // before anything is written: the disk space is allocated now (fallocate,
+  // memory: a bound on what they take compressed), for HDF5's own metadata and
+  // for storing each table's partly filled chunk anew, before anything is written: the disk space is allocated now (fallocate,
   // the file's size unchanged), so that a full disk or a quota refuses this
   // call, naming ENOSPC or EDQUOT, instead of failing a write half done, which
   // can leave the file unreadable. After a refusal the file is as it was and
@@ -145,6 +146,11 @@ class TraceWriter {
   int reserve_fd_ = -1;
   uint64_t reserved_end_ = 0;
   bool reserve_unsupported_ = false;
+  // Per table (by path): the bytes of its partly filled last chunk when full,
+  // 0 when its chunks are whole. HDF5 merges the next rows into that chunk and
+  // stores the grown chunk anew (a filtered chunk's size changes), so each
+  // append may write that chunk once more beside its new rows: Reserve counts it.
+  std::map<std::string, uint64_t> partial_chunk_bytes_;
   void GiveBackRoom();
 };
 
