@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <utility>
 
 #include "aon/base/fd_io.h"
 
@@ -482,6 +484,64 @@ StatusOr<std::vector<std::string>> MakePrivateDirectories(const std::string& pat
   std::vector<std::string> warnings;
   AON_RETURN_IF_ERROR(DescribeDirWalk(path, *walk, &warnings));
   return warnings;
+}
+
+StatusOr<HeldDirectory> HeldDirectory::Hold(const std::string& path) {
+  std::error_code ec;
+  const std::string absolute =
+      path.empty() || path[0] == '/' ? path : std::filesystem::absolute(path, ec).string();
+  auto walk = std::make_unique<DirWalk>();
+  const int fd = WalkPrivateDirectory(absolute.c_str(), PathPolicy::kOwnedSymlinks, walk.get());
+  std::vector<std::string> warnings;  // accepted as they are: aon-run said them
+  AON_RETURN_IF_ERROR(DescribeDirWalk(path, *walk, &warnings));
+  HeldDirectory held;
+  held.fd_ = fd;
+  held.path_ = path;
+  held.via_ = path;
+  // The magic link must lead to the very directory held (a /proc of another
+  // namespace, or none, would not).
+  const std::string via = "/proc/self/fd/" + std::to_string(fd);
+  struct stat mine {}, seen {};
+  if (fstat(fd, &mine) == 0 && stat(via.c_str(), &seen) == 0 && mine.st_dev == seen.st_dev &&
+      mine.st_ino == seen.st_ino) {
+    held.via_ = via;
+  }
+  return held;
+}
+
+HeldDirectory::HeldDirectory(HeldDirectory&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      via_(std::move(other.via_)) {}
+
+HeldDirectory& HeldDirectory::operator=(HeldDirectory&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    via_ = std::move(other.via_);
+  }
+  return *this;
+}
+
+HeldDirectory::~HeldDirectory() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string HeldDirectory::At(std::string_view name) const {
+  std::string at = via_;
+  at += '/';
+  at += name;
+  return at;
+}
+
+std::string HeldDirectory::Shown(std::string text) const {
+  if (!redirected()) return text;
+  const std::string from = via_ + "/";
+  const std::string to = path_ + "/";
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
 }
 
 namespace {

@@ -185,9 +185,12 @@ class Collector {
   void Fail(Rank& r, const Status& st);
   bool MakeRoom(Rank& r, uint64_t bytes);
   bool flight() const { return o_.mode == CaptureMode::kFlight; }
-  std::string RankPath(int rank, int64_t pid) const;
+  // The name of a rank's file in the job directory.
+  std::string RankFileName(int rank, int64_t pid) const;
 
   CollectorOptions o_;
+  // Held from the start (aon/base/secure_fs.h): every file is made through it.
+  HeldDirectory dir_;
   int listen_fd_;
   uint64_t start_ns_;
   uint64_t start_realtime_ns_ = 0;  // requests written before it are an earlier run's
@@ -225,18 +228,17 @@ void Collector::Log(const char* fmt, ...) {
   fprintf(stderr, "[aon] collector %d: %s\n", static_cast<int>(getpid()), buf);
 }
 
-std::string Collector::RankPath(int rank, int64_t pid) const {
+std::string Collector::RankFileName(int rank, int64_t pid) const {
   char name[96];
   snprintf(name, sizeof(name), "rank-%05d.h5", rank);
-  std::string path = o_.output_dir + "/" + name;
   struct stat st {};
-  if (lstat(path.c_str(), &st) == 0 || lstat((path + ".partial").c_str(), &st) == 0) {
+  const std::string at = dir_.At(name);
+  if (lstat(at.c_str(), &st) == 0 || lstat((at + ".partial").c_str(), &st) == 0) {
     // This rank already has a file (a launcher process that loaded the agent
     // too, a reused directory, a previous collector's leftover): keep both.
     snprintf(name, sizeof(name), "rank-%05d.pid%lld.h5", rank, static_cast<long long>(pid));
-    path = o_.output_dir + "/" + name;
   }
-  return path;
+  return name;
 }
 
 void Collector::Accept() {
@@ -339,22 +341,20 @@ void Collector::OnHello(std::unique_ptr<Rank>& slot, Message m, const CollectorR
   r.meta = std::move(meta).value();
   r.region = std::move(region).value();
   r.consumer = ring::Consumer(r.region);
-  if (mkdir(o_.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return refuse("cannot create '" + o_.output_dir + "': " + std::strerror(errno));
-  }
-  r.path = RankPath(r.meta.rank, r.meta.pid);
+  const std::string name = RankFileName(r.meta.rank, r.meta.pid);
+  r.path = dir_.path() + "/" + name;
   // Small chunks: each append re-compresses the last partial chunk of every
   // dataset, so 4096-record chunks cut a flush from ~60 ms to ~14 ms
   // (bench/RESULTS.md, "Collector drain and HDF5 append") for +0.6 B/kernel record.
   WriteOptions wo;
   wo.chunk_records = 4096;
-  auto writer = TraceWriter::Create(r.path, FileKind::kRank, wo);
+  auto writer = TraceWriter::Create(dir_, name, FileKind::kRank, wo);
   if (!writer.ok()) return refuse(writer.status().message());
   r.writer = std::move(writer).value();
   // Room to finish the file, whatever comes: no room now refuses the rank.
   if (!MakeRoom(r, 0)) {
     r.writer.reset();
-    unlink((r.path + ".partial").c_str());  // empty: nothing of the rank is lost
+    unlink(dir_.At(name + ".partial").c_str());  // empty: nothing of the rank is lost
     return refuse(r.no_room.message());
   }
   RankMetadata running = r.meta;
@@ -624,18 +624,18 @@ void Collector::OnDemandTick(uint64_t now) {
       if (c == '/' || c == '\0') c = '_';
     }
     const Status st =
-        WriteFileAtomically(o_.output_dir + "/" + kNodeStepsPrefix + host, FormatNodeSteps(n));
+        WriteFileAtomically(dir_.At(std::string(kNodeStepsPrefix) + host), FormatNodeSteps(n));
     if (st.ok()) {
       steps_written_ = steps.begun;
       for (auto& r : ranks_) r->intake.ResetFastestStep();
     } else {
-      say_once("cannot publish this node's steps for aon-ctl: " + st.message());
+      say_once("cannot publish this node's steps for aon-ctl: " + dir_.Shown(st.message()));
     }
   }
   // In: a new request, handed to every rank that has not had it.
-  const std::string path = o_.output_dir + "/" + kCaptureRequestFile;
+  const std::string path = dir_.path() + "/" + kCaptureRequestFile;
   uint64_t written_at = 0;
-  auto text = ReadPrivateFile(path, kControlFileMaxBytes, &written_at);
+  auto text = ReadPrivateFile(dir_.At(kCaptureRequestFile), kControlFileMaxBytes, &written_at);
   // A request from before this collector started was for an earlier run in
   // the same directory (aon-run -o DIR again): its step numbers mean nothing now.
   if (text.ok() && written_at < start_realtime_ns_) {
@@ -653,7 +653,7 @@ void Collector::OnDemandTick(uint64_t now) {
           static_cast<unsigned long long>(request_.first_step + request_.steps - 1));
     }
   } else if (text.status().code() != StatusCode::kNotFound) {
-    say_once("on-demand capture request ignored: " + text.status().message());
+    say_once("on-demand capture request ignored: " + dir_.Shown(text.status().message()));
   }
   if (!has_request_) return;
   for (auto& r : ranks_) {
@@ -823,6 +823,14 @@ void Collector::OnMessage(Rank& r) {
 }
 
 int Collector::Run() {
+  // The job directory held once: a path renamed or replaced while the job
+  // runs does not move the files written below.
+  auto held = HeldDirectory::Hold(o_.output_dir);
+  if (!held.ok()) {
+    Log("%s: no rank is served here (each writes its own file)", held.status().message().c_str());
+    return 1;
+  }
+  dir_ = std::move(held).value();
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return 1;
   struct sigaction sa {};
   sa.sa_handler = OnSignal;

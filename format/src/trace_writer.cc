@@ -26,8 +26,10 @@ namespace aon {
 // aon::format's internal helpers (hdf5_support.h, direct_chunk_io.h), named unqualified.
 using namespace hdf5;
 
-TraceWriter::TraceWriter(std::string path, FileKind kind, WriteOptions options, int64_t file)
+TraceWriter::TraceWriter(std::string path, std::string open_path, FileKind kind,
+                         WriteOptions options, int64_t file)
     : path_(std::move(path)),
+      open_path_(std::move(open_path)),
       kind_(kind),
       options_(options),
       file_(file),
@@ -40,8 +42,26 @@ TraceWriter::~TraceWriter() {
 
 StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, FileKind kind,
                                                            const WriteOptions& options) {
+  return CreateAt(path, path, kind, options);
+}
+
+StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const HeldDirectory& dir,
+                                                           std::string_view name, FileKind kind,
+                                                           const WriteOptions& options) {
+  std::string shown = dir.path();
+  shown += '/';
+  shown += name;
+  auto made = CreateAt(shown, dir.At(name), kind, options);
+  if (!made.ok()) return Status(made.status().code(), dir.Shown(made.status().message()));
+  return made;
+}
+
+StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::CreateAt(const std::string& path,
+                                                             const std::string& open_path,
+                                                             FileKind kind,
+                                                             const WriteOptions& options) {
   SilenceHdf5();
-  const std::string partial = path + ".partial";
+  const std::string partial = open_path + ".partial";
   // Create the file ourselves (aon/base/secure_fs.h): owner-only mode, never through
   // a link. HDF5 then opens it again by name: it must be the same file.
   auto created = CreatePrivateFile(partial, /*replace_stale=*/true);
@@ -69,7 +89,7 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& pa
         StatusCode::kPermissionDenied,
         FormatContext(partial) + " was replaced between its creation and its opening: not written");
   }
-  std::unique_ptr<TraceWriter> w(new TraceWriter(path, kind, options, file));
+  std::unique_ptr<TraceWriter> w(new TraceWriter(path, open_path, kind, options, file));
   w->reserve_fd_ = fcntl(*static_cast<int*>(handle), F_DUPFD_CLOEXEC, 0);
   w->reserve_unsupported_ = w->reserve_fd_ < 0;
   int64_t major = kFormatMajor, minor = kFormatMinor;
@@ -526,7 +546,7 @@ Status TraceWriter::Finish() {
   if (H5Fclose(f) < 0)
     return IoError("closing " + FormatContext(path_ + ".partial") + ": " + Hdf5Error());
   GiveBackRoom();
-  if (std::rename((path_ + ".partial").c_str(), path_.c_str()) != 0) {
+  if (std::rename((open_path_ + ".partial").c_str(), open_path_.c_str()) != 0) {
     return ErrnoStatus("renaming " + path_ + ".partial to its final name", errno);
   }
   finished_ = true;

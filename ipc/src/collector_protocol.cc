@@ -393,13 +393,15 @@ int CollectorKeyAt(int dirfd, KeyMode mode, char key[kCollectorKeyChars + 1]) {
   return ReadKeyAt(dirfd, key);
 }
 
-StatusOr<std::string> CollectorKey(const std::string& output_dir, KeyMode mode) {
+StatusOr<std::string> CollectorKey(const std::string& output_dir, KeyMode mode, int held_dirfd) {
   const std::string path = output_dir + "/" + kCollectorKeyFile;
-  const int dirfd = open(output_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dirfd = held_dirfd >= 0
+                        ? held_dirfd
+                        : open(output_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return ErrnoStatus("cannot open the job directory " + output_dir, errno);
   char key[kCollectorKeyChars + 1];
   const int err = CollectorKeyAt(dirfd, mode, key);
-  close(dirfd);
+  if (dirfd != held_dirfd) close(dirfd);
   switch (err) {
     case 0:
       return std::string(key);
@@ -443,8 +445,8 @@ std::string CollectorSocketName(uid_t uid, std::string_view job_id, std::string_
 }
 
 CollectorOr<CollectorEndpoint> JobCollector(std::string_view job_id, const std::string& output_dir,
-                                            KeyMode mode) {
-  auto key = CollectorKey(output_dir, mode);
+                                            KeyMode mode, int held_dirfd) {
+  auto key = CollectorKey(output_dir, mode, held_dirfd);
   if (!key.ok()) {
     return CollectorError(Errc::kNoKey,
                           "no collector key for " + output_dir + ": " + key.status().message());

@@ -118,8 +118,19 @@ Agent::Agent() {
   BindOpRanges(*sink_, *this);
   if (config_.output_dir.empty()) {
     Note("AON_OUTPUT_DIR is not set: the trace of this process will not be written");
+  } else {
+    // Held once: a job directory renamed or replaced while the job runs does
+    // not move this rank's files. One that another user could change (or
+    // that is not the job's user's) is refused, and nothing is written.
+    auto held = HeldDirectory::Hold(config_.output_dir);
+    if (held.ok()) {
+      job_dir_ = std::move(held).value();
+    } else {
+      fprintf(stderr, "[aon] rank %d: %s: the trace of this process will not be written\n",
+              identity_.rank, held.status().message().c_str());
+    }
   }
-  if (config_ok_ && !config_.output_dir.empty()) ConnectCollector();
+  if (config_ok_ && job_dir_.held()) ConnectCollector();
   InstallExitHooks();
   // Clock rendezvous through the job's PMIx (node leaders measure against rank
   // 0, other ranks of a node follow their leader); fetching and measuring run on
@@ -140,7 +151,8 @@ void Agent::ConnectCollector() {
   }
   if (!sink_->region().valid()) return;
   const std::string path = CollectorLink::FindCollector(config_);
-  auto link = CollectorLink::Connect(config_, path, BaseMetadata(), sink_->region().fd());
+  auto link =
+      CollectorLink::Connect(config_, job_dir_, path, BaseMetadata(), sink_->region().fd());
   if (!link.ok()) {
     Note("no node collector (" + link.status().message() +
          "): this rank writes its trace itself at exit (degraded: a killed process loses it)");
@@ -259,19 +271,18 @@ void Agent::AddFinishHook(Hook hook) {
   finish_hooks_.push_back(hook);
 }
 
-std::string Agent::RankFilePath() const {
+std::string Agent::RankFileName() const {
   char name[64];
   snprintf(name, sizeof(name), "rank-%05d.h5", identity_.rank);
-  std::string path = config_.output_dir + "/" + name;
+  const std::string at = job_dir_.At(name);
   struct stat st {};
-  if (lstat(path.c_str(), &st) == 0 || lstat((path + ".partial").c_str(), &st) == 0) {
+  if (lstat(at.c_str(), &st) == 0 || lstat((at + ".partial").c_str(), &st) == 0) {
     // Another process of this job already wrote this rank (a launcher process
     // that also loaded the agent, a reused directory), or a collector that died
     // left its part of this rank's trace there: keep both.
     snprintf(name, sizeof(name), "rank-%05d.pid%d.h5", identity_.rank, static_cast<int>(getpid()));
-    path = config_.output_dir + "/" + name;
   }
-  return path;
+  return name;
 }
 
 void Agent::Finish(const char* reason) {
@@ -295,7 +306,7 @@ void Agent::Finish(const char* reason) {
     }
     sink_->Close();
     sink_->MarkFinished();
-    if (config_.output_dir.empty()) return;
+    if (!job_dir_.held()) return;
 
     RankMetadata m = BaseMetadata();
     m.end_ns = TimebaseNowNs();
@@ -348,13 +359,7 @@ void Agent::Finish(const char* reason) {
 }
 
 void Agent::WriteInProcess(const RankMetadata& m) {
-  if (mkdir(config_.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    fprintf(stderr, "[aon] rank %d: cannot create output directory '%s': %s; trace lost\n",
-            identity_.rank, config_.output_dir.c_str(), strerror(errno));
-    return;
-  }
-  std::string path = RankFilePath();
-  auto writer = TraceWriter::Create(path, FileKind::kRank);
+  auto writer = TraceWriter::Create(job_dir_, RankFileName(), FileKind::kRank);
   Status st = writer.ok() ? Status::Ok() : writer.status();
   if (st.ok()) st = (*writer)->WriteRankMetadata(m);
   RecordSink::Unwritten lost;
@@ -380,7 +385,7 @@ void Agent::WriteInProcess(const RankMetadata& m) {
             st.message().c_str());
     return;
   }
-  Log("wrote %s (%s)", path.c_str(), m.end_reason.c_str());
+  Log("wrote %s (%s)", (*writer)->path().c_str(), m.end_reason.c_str());
 }
 
 }  // namespace aon::agent

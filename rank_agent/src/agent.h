@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "agent_notes.h"
+#include "aon/base/secure_fs.h"
 #include "aon/base/timebase.h"
 #include "aon/clocksync/rank_sync.h"
 #include "aon/config/agent_config.h"
@@ -72,9 +73,13 @@ class Agent final : public AgentNotes {
   void ConnectCollector();
   RankMetadata BaseMetadata() const;
   void WriteInProcess(const RankMetadata& m);
-  std::string RankFilePath() const;
+  // The name of this rank's own file in the job directory.
+  std::string RankFileName() const;
 
   AgentConfig config_;
+  // config_.output_dir held from the start (aon/base/secure_fs.h): the key is
+  // read and the rank's own file written through it. Not held: nothing written.
+  HeldDirectory job_dir_;
   bool config_ok_ = false;
   // The launcher (torchrun) loaded us too, but only its children are ranks.
   bool launcher_process_ = false;

@@ -132,16 +132,18 @@ CollectorOr<int> ConnectOrStart(const AgentConfig& config, const std::string& co
 // `taken` ends in first (then under that one): the directory is locked while
 // the key is read and replaced, so the ranks of a node agree on one new name.
 CollectorOr<CollectorEndpoint> RenewedCollector(const AgentConfig& config,
+                                                const HeldDirectory& job_dir,
                                                 const std::string& taken) {
-  const int dir = open(config.output_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  // A description of its own: the lock goes with it when it is closed.
+  const int dir = openat(job_dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0)
     return CollectorError(CollectorErrc::kNoKey,
                           "cannot open " + config.output_dir + ": " + std::strerror(errno));
   while (flock(dir, LOCK_EX) != 0 && errno == EINTR) {
   }
-  auto now = JobCollector(config.job_id, config.output_dir, KeyMode::kRead);
+  auto now = JobCollector(config.job_id, config.output_dir, KeyMode::kRead, dir);
   if (now.ok() && now->name == taken)
-    now = JobCollector(config.job_id, config.output_dir, KeyMode::kRenew);
+    now = JobCollector(config.job_id, config.output_dir, KeyMode::kRenew, dir);
   close(dir);  // and the lock with it
   return now;
 }
@@ -149,16 +151,14 @@ CollectorOr<CollectorEndpoint> RenewedCollector(const AgentConfig& config,
 }  // namespace
 
 StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfig& config,
+                                                                const HeldDirectory& job_dir,
                                                                 const std::string& collector_path,
                                                                 const RankMetadata& hello,
                                                                 int ring_fd) {
   // The key that makes the socket name unguessable lives in the job directory
   // (collector_protocol.h); the first rank of a job made without aon-run or srun
   // makes both.
-  if (mkdir(config.output_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return ErrnoStatus("cannot create the job directory " + config.output_dir, errno);
-  }
-  auto endpoint = JobCollector(config.job_id, config.output_dir, KeyMode::kCreate);
+  auto endpoint = JobCollector(config.job_id, config.output_dir, KeyMode::kCreate, job_dir.fd());
   if (!endpoint.ok()) return endpoint.status();
   auto connected = ConnectOrStart(config, collector_path, *endpoint);
   std::string note;
@@ -166,7 +166,7 @@ StatusOr<std::unique_ptr<CollectorLink>> CollectorLink::Connect(const AgentConfi
     // Another user holds the name: it learnt it from /proc/net/unix while a
     // collector of this job held it, and took it when that one exited. A fresh
     // key gives the job a name nobody else knows until its collector holds it.
-    auto fresh = RenewedCollector(config, endpoint->name);
+    auto fresh = RenewedCollector(config, job_dir, endpoint->name);
     if (fresh.ok()) {
       note = connected.error().message() +
              ": this job's collector key was renewed, its collector runs under the new name";

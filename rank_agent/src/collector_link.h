@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "aon/base/secure_fs.h"
 #include "aon/base/status.h"
 #include "aon/config/agent_config.h"
 #include "aon/format/trace_format.h"
@@ -26,7 +27,9 @@ class CollectorLink {
 
   // Connects (starting a collector if none answers within a few ms) and
   // registers the ring. The answer names the rank file the collector writes.
+  // `job_dir` is config.output_dir held open: the collector key is read there.
   static StatusOr<std::unique_ptr<CollectorLink>> Connect(const AgentConfig& config,
+                                                          const HeldDirectory& job_dir,
                                                           const std::string& collector_path,
                                                           const RankMetadata& hello, int ring_fd);
   ~CollectorLink();

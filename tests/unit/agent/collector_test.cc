@@ -586,6 +586,54 @@ TEST_F(CollectorTest, CollectorKilledWhileTheRankFinishesIsJoinedToo) {
   ExpectTheMergeJoinsBothParts(dir_, partial_path, own, before, after);
 }
 
+// #34 item 2: the job directory renamed away while the job runs and a link to
+// a directory of someone else's choosing put at its path. The collector and the
+// rank hold the directory they started with: the rank's file lands there,
+// whole (every mark the rank made), and nothing reaches the other directory.
+// With AON_COLLECTOR=off the rank writes its own file, through its own hold.
+TEST_F(CollectorTest, AJobDirectorySwappedWhileTheJobRunsKeepsItsFiles) {
+  const std::string job = dir_;
+  for (const bool with_collector : {true, false}) {
+    SCOPED_TRACE(with_collector ? "collector" : "AON_COLLECTOR=off");
+    const std::string moved = job + (with_collector ? ".moved" : ".moved-off");
+    const std::string elsewhere = job + (with_collector ? ".elsewhere" : ".elsewhere-off");
+    const std::string stop_file = job + ".stop";
+    fs::remove_all(job);
+    fs::remove(stop_file);
+    std::map<std::string, std::string> env = {{"STOP_FILE", stop_file}};
+    if (!with_collector) env["AON_COLLECTOR"] = "off";
+    RunningChild c = Start("marks-until-stopped", env);
+    long made = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    // Served (the collector's .partial is there), or a few thousand marks in.
+    while ((with_collector ? !fs::exists(job + "/rank-00000.h5.partial") : made < 5000) &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+      made = c.ReadProgress();
+      ASSERT_GT(made, 0) << ReadAll(c.err_path);
+    }
+    ASSERT_EQ(std::rename(job.c_str(), moved.c_str()), 0);
+    fs::create_directory(elsewhere);
+    fs::create_directory_symlink(elsewhere, job);
+    std::FILE* stop = std::fopen(stop_file.c_str(), "w");
+    ASSERT_NE(stop, nullptr);
+    std::fclose(stop);
+    for (long p; (p = c.ReadProgress()) > 0;) made = p;
+    int st = c.Wait();
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << ReadAll(c.err_path);
+    EXPECT_TRUE(fs::is_empty(elsewhere)) << "a file followed the swapped path";
+    auto r = TraceReader::Open(moved + "/rank-00000.h5");
+    ASSERT_TRUE(r.ok()) << r.status().ToString() << ReadAll(c.err_path);
+    EXPECT_EQ(CountNvtx(**r), static_cast<uint64_t>(made));
+    auto meta = (*r)->ReadRankMetadata();
+    ASSERT_TRUE(meta.ok());
+    EXPECT_EQ(meta->truncated, 0) << Notes(*meta);
+    fs::remove(job);
+    fs::remove_all(moved);
+    fs::remove_all(elsewhere);
+    fs::remove(stop_file);
+  }
+}
+
 TEST_F(CollectorTest, OneCollectorServesEveryRankOfTheNode) {
   std::vector<RunningChild> kids;
   for (int rank = 0; rank < 4; ++rank) {

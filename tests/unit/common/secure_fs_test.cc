@@ -156,6 +156,43 @@ TEST_F(SecureFsTest, AFailedCommitLeavesNoPartial) {
   EXPECT_FALSE(fs::exists(root_ + "/abandoned"));
 }
 
+// A held job directory (#34, item 2): its path renamed away while the job runs
+// and a link to another directory put in its place, a file made through At()
+// still lands in the directory that was held, and nothing reaches the other;
+// Shown() names the file under the path as given.
+TEST_F(SecureFsTest, AHeldDirectoryKeepsItsFilesWhenItsPathIsSwapped) {
+  const std::string job = root_ + "/job";
+  auto held = HeldDirectory::Hold(job);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_TRUE(held->redirected()) << "/proc/self/fd is not usable here";
+  EXPECT_EQ(ModeOf(job), 0700u);
+  ASSERT_EQ(std::rename(job.c_str(), (root_ + "/moved").c_str()), 0);
+  fs::create_directory(root_ + "/elsewhere");
+  fs::create_directory_symlink(root_ + "/elsewhere", job);
+  const Status written = WriteFileAtomically(held->At("out.txt"), "kept");
+  ASSERT_TRUE(written.ok()) << written.ToString();
+  EXPECT_EQ(ReadAll(root_ + "/moved/out.txt"), "kept");
+  EXPECT_TRUE(fs::is_empty(root_ + "/elsewhere"));
+  EXPECT_EQ(held->Shown("cannot write " + held->At("out.txt") + ": full"),
+            "cannot write " + job + "/out.txt: full");
+  // Moved, it still closes its descriptor once.
+  HeldDirectory moved = std::move(held).value();
+  EXPECT_TRUE(moved.held());
+}
+
+// Hold refuses what the walk refuses, naming the path and the reason: here a
+// directory on the way that every user may write.
+TEST_F(SecureFsTest, HoldRefusesAJobDirectoryBelowADirectoryAnyoneMayWrite) {
+  const std::string open_to_all = root_ + "/shared";
+  fs::create_directory(open_to_all);
+  ASSERT_EQ(chmod(open_to_all.c_str(), 0777), 0);
+  auto held = HeldDirectory::Hold(open_to_all + "/job");
+  ASSERT_FALSE(held.ok());
+  EXPECT_TRUE(Contains(held.status().message(), open_to_all + "/job")) << held.status().message();
+  EXPECT_TRUE(Contains(held.status().message(), "every user may write")) << held.status().message();
+  EXPECT_FALSE(fs::exists(open_to_all + "/job"));
+}
+
 TEST_F(SecureFsTest, AnotherUsersStaleFileIsNotRemovedOrOpened) {
   const auto nobody = NobodyUid();
   if (!nobody) AON_SKIP_OR_FAIL(<< "needs root and a 'nobody' user");

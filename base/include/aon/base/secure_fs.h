@@ -149,6 +149,39 @@ Status DescribeDirWalk(const std::string& path, const DirWalk& walk,
 StatusOr<std::vector<std::string>> MakePrivateDirectories(const std::string& path,
                                                           PathPolicy policy);
 
+// A job directory held open for the life of a process. Hold walks `path` as
+// WalkPrivateDirectory does (kOwnedSymlinks: creating what is missing, refusing
+// a parent another user could change) and keeps the job directory's
+// descriptor. At(name) names a file through that descriptor
+// (/proc/self/fd/N/name): the kernel resolves it from the directory the
+// process holds, so renaming or replacing the path while the job runs does not
+// move where the job's files land. path() is the path as given, for messages;
+// Shown(text) puts it back where a message names At()'s form. Without a usable
+// /proc, At() falls back to the path (and redirected() says so).
+class HeldDirectory {
+ public:
+  HeldDirectory() = default;
+  static StatusOr<HeldDirectory> Hold(const std::string& path);
+  HeldDirectory(HeldDirectory&& other) noexcept;
+  HeldDirectory& operator=(HeldDirectory&& other) noexcept;
+  HeldDirectory(const HeldDirectory&) = delete;
+  HeldDirectory& operator=(const HeldDirectory&) = delete;
+  ~HeldDirectory();
+
+  bool held() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  // False when /proc could not be used: At() then resolves the path anew.
+  bool redirected() const { return via_ != path_; }
+  std::string At(std::string_view name) const;
+  std::string Shown(std::string text) const;
+
+ private:
+  int fd_ = -1;
+  std::string path_;  // as given
+  std::string via_;   // "/proc/self/fd/N", or path_
+};
+
 // chmod 0600 of every regular file and 0700 of every directory directly in
 // `dir` that the caller owns (no link followed, nothing else touched).
 Status MakeFilesPrivate(const std::string& dir);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "aon/base/helper_threads.h"
+#include "aon/base/secure_fs.h"
 #include "aon/base/status.h"
 #include "aon/format/records.h"
 #include "aon/format/string_table.h"
@@ -51,6 +52,12 @@ struct WriteOptions {
 class TraceWriter {
  public:
   static StatusOr<std::unique_ptr<TraceWriter>> Create(const std::string& path, FileKind kind,
+                                                       const WriteOptions& options = {});
+  // `name` in a held job directory (aon/base/secure_fs.h): created, written and
+  // renamed through the directory's descriptor; path() and messages name it
+  // under the directory's path.
+  static StatusOr<std::unique_ptr<TraceWriter>> Create(const HeldDirectory& dir,
+                                                       std::string_view name, FileKind kind,
                                                        const WriteOptions& options = {});
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
@@ -118,7 +125,11 @@ class TraceWriter {
   bool reserving() const { return !reserve_unsupported_; }
 
  private:
-  TraceWriter(std::string path, FileKind kind, WriteOptions options, int64_t file);
+  TraceWriter(std::string path, std::string open_path, FileKind kind, WriteOptions options,
+              int64_t file);
+  static StatusOr<std::unique_ptr<TraceWriter>> CreateAt(const std::string& path,
+                                                         const std::string& open_path,
+                                                         FileKind kind, const WriteOptions& options);
   Status EnsureGroup(std::string_view group, int64_t* id);
   // One number attribute of /meta: HDF5's memory and file types (hid_t) of *value.
   Status SetMetaScalar(std::string_view name, int64_t mem_type, int64_t file_type,
@@ -132,7 +143,8 @@ class TraceWriter {
     void operator()(ChunkScratch* s) const;
   };
 
-  std::string path_;
+  std::string path_;       // for messages
+  std::string open_path_;  // for system calls: path_, or through a held directory
   FileKind kind_;
   WriteOptions options_;
   int64_t file_ = -1;  // hid_t

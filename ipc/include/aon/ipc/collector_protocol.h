@@ -176,7 +176,10 @@ enum class KeyMode : uint8_t {
 int CollectorKeyAt(int dirfd, KeyMode mode, char key[kCollectorKeyChars + 1]);
 
 // The same for a directory path; the error names the file and why.
-StatusOr<std::string> CollectorKey(const std::string& output_dir, KeyMode mode);
+// `held_dirfd`, when not -1, is output_dir held open (HeldDirectory): the key
+// is read there, not at the path.
+StatusOr<std::string> CollectorKey(const std::string& output_dir, KeyMode mode,
+                                   int held_dirfd = -1);
 
 // Abstract socket name (without the leading NUL):
 // "aon-collector.<uid>.<hash of job id and output dir>.<key>".
@@ -192,7 +195,7 @@ struct CollectorEndpoint {
 // The endpoint of the caller's own job (owner = geteuid()): reads the key in
 // output_dir (kNoKey when there is none: no collector can have been started).
 CollectorOr<CollectorEndpoint> JobCollector(std::string_view job_id, const std::string& output_dir,
-                                            KeyMode mode = KeyMode::kRead);
+                                            KeyMode mode = KeyMode::kRead, int held_dirfd = -1);
 
 // The socket address of an abstract name; returns the address length.
 socklen_t CollectorAddress(const std::string& name, sockaddr_un* addr);
