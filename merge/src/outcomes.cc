@@ -115,6 +115,7 @@ Status GatherOutcomes(MergeComm& comm, const ProcessOutcome& mine, const MergedR
                ? "last record at " + std::to_string(outcome->last_ns[rank]) + " ns (timeline clock)"
                : std::string("no records were flushed");
     if (file->found.meta.truncated) msg += "; the process ended without finishing (killed?)";
+    if (!file->found.damage.empty()) msg += "; " + file->found.damage;
     if (!damage.empty()) msg += "; " + damage;
     report->problems.push_back(msg);
   }

@@ -564,9 +564,12 @@ TEST(MergeJobBadInput, DamagedRecordDataIsNamedAndTheRestMerged) {
                                                 testing::ReferenceMerge<MemcpyRecord>(good));
 }
 
-// Crafted rank files (hostile_file_util.h) among good ones: each is refused
-// with its file and reason named, before its declarations cost memory or time,
-// and nothing it points at is read; the good ranks are merged exactly.
+// Crafted rank files (hostile_file_util.h) among good ones: each crafted part
+// is refused with its file and reason named, before its declarations cost
+// memory or time, and nothing it points at is read; the good ranks are merged
+// exactly. A crafted records table costs that table's kind, not the rank
+// (#34, item 3): the rank is merged as damaged with its other kinds whole; a
+// crafted string table or format costs the rank.
 TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
   TempDir dir;
   std::mt19937_64 rng(41);
@@ -577,6 +580,13 @@ TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
     t.meta = testing::BasicMetadata(r, kRanks);
     t.strings.Intern("kernel-" + std::to_string(r));
     for (int i = 0; i < 3000 + 100 * r; ++i) t.Get<KernelRecord>().push_back(RandomKernel(rng, t.strings));
+    for (int i = 0; i < 20 + r; ++i) {
+      MemcpyRecord m = testing::RandomRecord<MemcpyRecord>(rng);
+      for (const Field& f : RecordTraits<MemcpyRecord>::Schema().fields) {
+        if (testing::IsStringField(f.name)) testing::SetField(&m, f, 0);
+      }
+      t.Get<MemcpyRecord>().push_back(m);
+    }
     traces.push_back(std::move(t));
   }
   testing::WriteJob(dir.path(), traces);
@@ -597,24 +607,37 @@ TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
   AON_ASSERT_OK(MergeJob(Options(dir), &report));
   ASSERT_EQ(report.ranks.size(), static_cast<size_t>(kRanks));
   EXPECT_EQ(report.ranks_ok(), 2u);
+  // Ranks 2, 4 and 5: only their kernels table is crafted.
+  const std::set<int> kernels_refused = {2, 4, 5};
+  auto want_status = [&](int r) {
+    return r == 6                        ? RankStatus::kUnsupported
+           : kernels_refused.count(r) > 0 ? RankStatus::kDamaged
+                                          : RankStatus::kCorrupt;
+  };
   for (const auto& [r, reason] : reasons) {
-    EXPECT_EQ(report.ranks[r].status, r == 6 ? RankStatus::kUnsupported : RankStatus::kCorrupt)
+    EXPECT_EQ(report.ranks[r].status, want_status(r))
         << "rank " << r << ": " << report.ranks[r].message;
     EXPECT_TRUE(Contains(report.ranks[r].message, path(r))) << report.ranks[r].message;
     EXPECT_TRUE(Contains(report.ranks[r].message, reason)) << report.ranks[r].message;
     EXPECT_TRUE(AnyProblemContains(report, path(r))) << Problems(report);
-    EXPECT_EQ(report.ranks[r].records, 0u) << "rank " << r;
+    if (kernels_refused.count(r) > 0) {
+      EXPECT_TRUE(Contains(report.ranks[r].message, "/records/kernels not merged"))
+          << report.ranks[r].message;
+      EXPECT_EQ(report.ranks[r].records, traces[r].Get<MemcpyRecord>().size()) << "rank " << r;
+    } else {
+      EXPECT_EQ(report.ranks[r].records, 0u) << "rank " << r;
+    }
   }
   for (int r : {0, 7}) {
     EXPECT_EQ(report.ranks[r].status, RankStatus::kOk) << report.ranks[r].message;
-    EXPECT_EQ(report.ranks[r].records, traces[r].Get<KernelRecord>().size());
+    EXPECT_EQ(report.ranks[r].records,
+              traces[r].Get<KernelRecord>().size() + traces[r].Get<MemcpyRecord>().size());
   }
 
   Timeline t = OpenTimeline(report.timeline_path);
   ASSERT_EQ(t.ranks.size(), static_cast<size_t>(kRanks));
   for (const auto& [r, reason] : reasons) {
-    EXPECT_EQ(t.ranks[r].status,
-              static_cast<uint8_t>(r == 6 ? RankStatus::kUnsupported : RankStatus::kCorrupt));
+    EXPECT_EQ(t.ranks[r].status, static_cast<uint8_t>(want_status(r)));
   }
   EXPECT_EQ(*t.reader->GetMetaInt("ranks_ok"), 2);
   for (uint32_t id = 0; id < t.strings.size(); ++id) {
@@ -623,6 +646,11 @@ TEST(MergeJobBadInput, CraftedFilesAreRefusedAndTheOthersMerged) {
   std::map<uint32_t, const RankTrace*> good = {{0, &traces[0]}, {7, &traces[7]}};
   testing::ExpectMatchesReference<KernelRecord>(*t.reader, t.strings,
                                                 testing::ReferenceMerge<KernelRecord>(good));
+  // The copies of the ranks whose kernels table was refused are merged whole.
+  std::map<uint32_t, const RankTrace*> copies = good;
+  for (int r : kernels_refused) copies[static_cast<uint32_t>(r)] = &traces[r];
+  testing::ExpectMatchesReference<MemcpyRecord>(*t.reader, t.strings,
+                                                testing::ReferenceMerge<MemcpyRecord>(copies));
 }
 
 // Rank files that crash libhdf5 itself (tests/data/hostile: fuzzer findings,
