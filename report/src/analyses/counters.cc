@@ -316,6 +316,49 @@ std::string TooShort(double intervals, uint64_t interval_ns) {
   return buf;
 }
 
+// A sample interval is an average over all of it: one a phase fills only in
+// part also speaks for what ran beside it (a copy phase's DRAM traffic in the
+// interval where a launch-bound phase begins). A phase is judged from the
+// intervals it fills (>= kPhaseFill of each) when it has enough of them;
+// only a phase that fills none is judged from its partial ones, weighted by
+// what it covers, and then only when it covers most of them on average.
+constexpr double kPhaseFill = 0.9;
+constexpr double kBlendedMinCover = 0.5;
+
+struct PhaseSamples {
+  CounterMeans filled, all;   // intervals it fills (whole weight); all, by coverage
+  double filled_n = 0;        // intervals it fills
+  double all_n = 0;           // the fractions it covers, summed
+  size_t touched = 0;         // intervals it overlaps at all
+};
+
+// Adds the samples of `rows` that the phase's `spans` (sorted, disjoint)
+// overlap, each once with the fraction of it they cover.
+void AddPhaseSamples(const GpuRows& rows, const std::vector<Interval>& spans, PhaseSamples* out) {
+  if (spans.empty() || rows.samples.empty()) return;
+  const uint64_t from = spans.front().start > rows.max_len ? spans.front().start - rows.max_len : 0;
+  auto it = std::lower_bound(rows.samples.begin(), rows.samples.end(), from,
+                             [](const Sample& s, uint64_t at) { return s.start < at; });
+  auto span = spans.begin();
+  for (; it != rows.samples.end() && it->start < spans.back().end; ++it) {
+    while (span != spans.end() && span->end <= it->start) ++span;
+    uint64_t covered = 0;
+    for (auto s = span; s != spans.end() && s->start < it->end; ++s)
+      covered += std::min(s->end, it->end) - std::max(s->start, it->start);
+    if (covered == 0) continue;
+    const double len = static_cast<double>(it->end - it->start);
+    const double fill = static_cast<double>(covered) / len;
+    for (const auto& [metric, value] : it->values) {
+      out->all.Add(metric, value, static_cast<double>(covered));
+      if (fill >= kPhaseFill) out->filled.Add(metric, value, len);
+    }
+    if (!it->has_busy) continue;
+    out->all_n += fill;
+    ++out->touched;
+    if (fill >= kPhaseFill) out->filled_n += 1;
+  }
+}
+
 // The NVTX domain NCCL names its API calls' ranges with.
 constexpr std::string_view kNcclNvtxDomain = "NCCL";
 
@@ -474,8 +517,6 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
   // (ranges of one name on several threads at once count once)
   std::vector<std::map<uint32_t, std::vector<Interval>>> per_rank;
   std::vector<bool> has_gpu;
-  std::vector<CounterMeans> sampled_means;  // per phase: the PM-sampling tier's
-  std::vector<double> sampled_intervals;
   uint64_t interval_ns = 0;
   for (const CounterGpu& g : a->gpus)
     if (!g.sampled) interval_ns = std::max(interval_ns, g.interval_ns);
@@ -501,45 +542,70 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
       a->phases.back().name = name;
       per_rank.emplace_back();
       has_gpu.push_back(false);
-      sampled_means.emplace_back();
-      sampled_intervals.push_back(0);
     }
     CounterPhase& p = a->phases[it->second];
     ++p.instances;
     auto& spans = per_rank[it->second][m.rank];
     spans.insert(spans.end(), pieces.begin(), pieces.end());
     if (m.rank >= tied.size()) continue;
-    for (size_t g : tied[m.rank]) {
-      has_gpu[it->second] = true;
-      for (const Interval& piece : pieces) {
-        if (a->gpus[g].sampled) {
-          sampled_intervals[it->second] +=
-              AddOverlap(rows[g], piece.start, piece.end, &sampled_means[it->second]);
-        } else {
-          p.intervals += AddOverlap(rows[g], piece.start, piece.end, &p.means);
-        }
-      }
-    }
+    if (!tied[m.rank].empty()) has_gpu[it->second] = true;
   }
   for (size_t i = 0; i < a->phases.size(); ++i) {
     CounterPhase& p = a->phases[i];
-    if (sampled_intervals[i] + 1e-9 >= kMinCounterIntervals) {
-      p.means = sampled_means[i];
-      p.intervals = sampled_intervals[i];
-      p.sampled = true;
-    }
+    PhaseSamples tiers[2];  // the node's GPM metrics, PM samples
     for (auto& [rank, spans] : per_rank[i]) {
       std::vector<Interval>& u = p.spans[rank] = Union(std::move(spans));
       p.seconds = std::max(p.seconds, TotalLength(u) / 1e9);
+      if (rank >= tied.size()) continue;
+      for (size_t g : tied[rank]) AddPhaseSamples(rows[g], u, &tiers[a->gpus[g].sampled ? 1 : 0]);
     }
+    // Per tier: the intervals it fills, else (none filled) its partial ones
+    // when it covers most of them; PM samples first when they suffice.
+    bool blended = false;
+    double cover = 0;
+    auto pick = [&](const PhaseSamples& tier, bool sampled) {
+      if (tier.filled_n + 1e-9 >= kMinCounterIntervals) {
+        p.means = tier.filled;
+        p.intervals = tier.filled_n;
+      } else if (tier.filled_n == 0 && tier.all_n + 1e-9 >= kMinCounterIntervals &&
+                 tier.all_n >= kBlendedMinCover * static_cast<double>(tier.touched)) {
+        p.means = tier.all;
+        p.intervals = tier.all_n;
+        blended = true;
+        cover = tier.all_n / static_cast<double>(tier.touched);
+      } else {
+        return false;
+      }
+      p.sampled = sampled;
+      return true;
+    };
+    const bool judged = pick(tiers[1], true) || pick(tiers[0], false);
+    if (!judged) p.intervals = std::max(tiers[0].filled_n, tiers[1].filled_n);
     if (!has_gpu[i]) {
       p.verdict.verdict = Verdict::kUnknown;
       p.verdict.why = "no counter rows of its ranks' GPUs";
-    } else if (p.intervals + 1e-9 < kMinCounterIntervals) {
+    } else if (!judged) {
       p.verdict.verdict = Verdict::kTooShort;
-      p.verdict.why = "too short for the counters' interval: " + TooShort(p.intervals, interval_ns);
+      const PhaseSamples& gpm = tiers[0];
+      p.verdict.why =
+          gpm.touched > 0 && gpm.all_n + 1e-9 >= kMinCounterIntervals
+              ? "shares its counter intervals with other work (it fills " +
+                    std::to_string(static_cast<int>(gpm.filled_n)) + " of the " +
+                    std::to_string(gpm.touched) + " it overlaps, " +
+                    std::to_string(static_cast<int>(
+                        100 * gpm.all_n / static_cast<double>(gpm.touched))) +
+                    " % of each on average): a verdict needs intervals it fills"
+              : "too short for the counters' interval: " + TooShort(gpm.all_n, interval_ns);
     } else {
       p.verdict = JudgeCounters(p.means);
+      if (blended) {
+        char note[200];
+        std::snprintf(note, sizeof note,
+                      " (no counter interval lies inside it: these figures blend it with what "
+                      "ran beside it, %.0f %% its own)",
+                      100 * cover);
+        p.verdict.why += note;
+      }
       CrossCheck(busy, steps, &p);
     }
     if (idle != nullptr) AttributeIdle(*idle, steps, slices, &p);

@@ -482,8 +482,10 @@ struct CounterPhase {
   uint64_t instances = 0;
   double seconds = 0;  // the phase's wall time on its busiest rank (union over threads)
   std::map<uint32_t, std::vector<Interval>> spans;  // per rank: that union (sorted)
-  double intervals = 0;  // sample intervals of overlap, summed over instances (fractions count)
-  CounterMeans means;    // rows weighted by their overlap with each instance
+  // The sample intervals it is judged from: those it fills (>= 90 % each), or,
+  // when it fills none, the fractions of those it overlaps (docs/counters.md).
+  double intervals = 0;
+  CounterMeans means;  // those rows' means (partial rows weighted by what it covers)
   CounterVerdict verdict;
   bool sampled = false;  // judged from PM samples (else from the node's GPM metrics)
   // The trace's view of it (with an IdleAnalysis): its time inside traced steps
