@@ -111,11 +111,14 @@ uint64_t IdleAnalysis::Steady(uint32_t rank, GapCause cause,
     for (size_t i = 0; i < nsteps; ++i)
       if (!edge[rank][i]) observed.push_back(per_step[i]);
     if (!observed.empty() && observed.size() < nsteps) {
-      // A gap seen in one observed step alone may be a one-off (a window's
+      // A gap seen in one captured step alone may be a one-off (a window's
       // own start, a collection, a page fault): it is not a per-step pattern
-      // to carry to every step of the run. Fewer than two observed steps with
-      // this cause: what the windows saw, corrected for their cost, and no more.
-      if (std::count_if(observed.begin(), observed.end(), [](uint64_t v) { return v > 0; }) < 2) {
+      // to carry to every step of the run. Fewer than two captured steps with
+      // this cause: what the windows saw, corrected for their cost, and no
+      // more. Edges count here: a gap inside an edge step is seen whole (only
+      // one across the window's boundary is missed), and a run with one
+      // window of three steps has one step that is not an edge.
+      if (std::count_if(per_step.begin(), per_step.end(), [](uint64_t v) { return v > 0; }) < 2) {
         uint64_t seen = 0;
         for (uint64_t v : per_step) seen += v;
         return seen;

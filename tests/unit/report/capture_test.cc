@@ -195,13 +195,18 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
   EXPECT_DOUBLE_EQ(br[0].step_idle_ns, 3.0 * kMs);
 }
 
-// 100 budgeted steps of 10 ms on rank 0, windows {40, 41, 42} and {72, 73, 74};
-// `traced(b, step, start)` adds each captured step's records.
+// 100 budgeted steps of 10 ms on rank 0, windows of three steps from each of
+// `firsts` (by default {40, 41, 42} and {72, 73, 74}); `traced(b, step, start)`
+// adds each captured step's records.
 template <typename Traced>
-Timeline TwoWindowsOfThree(TempDir& dir, Traced traced) {
+Timeline TwoWindowsOfThree(TempDir& dir, Traced traced,
+                           std::vector<uint64_t> firsts = {40, 72}) {
   TimelineBuilder b;
   b.Rank(0);
-  auto captured = [](uint64_t s) { return (s >= 40 && s <= 42) || (s >= 72 && s <= 74); };
+  auto captured = [&](uint64_t s) {
+    return std::any_of(firsts.begin(), firsts.end(),
+                       [s](uint64_t f) { return s >= f && s < f + 3; });
+  };
   for (uint64_t s = 0; s < kSteps; ++s) {
     const uint64_t start = kMs + s * kStep;
     b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
@@ -229,6 +234,26 @@ TEST(Windows, AGapSeenInOneObservedStepIsNotCarriedToEveryStep) {
   const uint64_t seen = a.Steady(0, GapCause::kHostWork);
   EXPECT_GT(seen, 2 * kMs) << "the gap was seen";
   EXPECT_LE(seen, 3 * kMs) << "and is not carried to the 100 steps";
+}
+
+// One window of three steps, {40, 41, 42}, and the same gap in each step: the
+// kernel of every step starts 3 ms after the step does (host work before the
+// launch) and the previous one ended 0.5 ms into it, so 41 and 42 show 2.5 ms
+// (40, the lead-in, has no kernel before it). Only 41 is whole, but the gap is
+// in two captured steps: a per-step pattern, carried to the 100 steps.
+TEST(Windows, AGapInEveryStepOfOneWindowIsCarriedToEveryStep) {
+  TempDir dir;
+  const Timeline t = TwoWindowsOfThree(
+      dir,
+      [](TimelineBuilder& b, uint64_t, uint64_t start) {
+        b.Kernel(0, "sgemm_kernel", start + 3 * kMs, start + kStep + kMs / 2, 100);
+      },
+      {40});
+  const Steps steps = DetectSteps(t);
+  ASSERT_EQ(steps.GpuSteps(0).size(), 3u);
+  const IdleAnalysis a = AnalyzeIdle(t, &steps);
+  EXPECT_NEAR(static_cast<double>(a.Steady(0, GapCause::kHostWork)), 2.5 * kMs * kSteps,
+              0.01 * 2.5 * kMs * kSteps);
 }
 
 // A window's last step is followed by one whose GPU work is not traced: a gap
