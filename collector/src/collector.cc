@@ -185,8 +185,6 @@ class Collector {
   void Fail(Rank& r, const Status& st);
   bool MakeRoom(Rank& r, uint64_t bytes);
   bool flight() const { return o_.mode == CaptureMode::kFlight; }
-  // The name of a rank's file in the job directory.
-  std::string RankFileName(int rank, int64_t pid) const;
 
   CollectorOptions o_;
   // Held from the start (aon/base/secure_fs.h): every file is made through it.
@@ -226,19 +224,6 @@ void Collector::Log(const char* fmt, ...) {
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
   fprintf(stderr, "[aon] collector %d: %s\n", static_cast<int>(getpid()), buf);
-}
-
-std::string Collector::RankFileName(int rank, int64_t pid) const {
-  char name[96];
-  snprintf(name, sizeof(name), "rank-%05d.h5", rank);
-  struct stat st {};
-  const std::string at = dir_.At(name);
-  if (lstat(at.c_str(), &st) == 0 || lstat((at + ".partial").c_str(), &st) == 0) {
-    // This rank already has a file (a launcher process that loaded the agent
-    // too, a reused directory, a previous collector's leftover): keep both.
-    snprintf(name, sizeof(name), "rank-%05d.pid%lld.h5", rank, static_cast<long long>(pid));
-  }
-  return name;
 }
 
 void Collector::Accept() {
@@ -341,7 +326,7 @@ void Collector::OnHello(std::unique_ptr<Rank>& slot, Message m, const CollectorR
   r.meta = std::move(meta).value();
   r.region = std::move(region).value();
   r.consumer = ring::Consumer(r.region);
-  const std::string name = RankFileName(r.meta.rank, r.meta.pid);
+  const std::string name = FreeRankFileName(dir_, r.meta.rank, r.meta.pid);
   r.path = dir_.path() + "/" + name;
   // Small chunks: each append re-compresses the last partial chunk of every
   // dataset, so 4096-record chunks cut a flush from ~60 ms to ~14 ms

@@ -40,6 +40,16 @@ TraceWriter::~TraceWriter() {
   GiveBackRoom();
 }
 
+std::string FreeRankFileName(const HeldDirectory& dir, int rank, int64_t pid) {
+  char name[96];
+  std::snprintf(name, sizeof(name), "rank-%05d.h5", rank);
+  const std::string at = dir.At(name);
+  struct stat st {};
+  if (lstat(at.c_str(), &st) == 0 || lstat((at + ".partial").c_str(), &st) == 0)
+    std::snprintf(name, sizeof(name), "rank-%05d.pid%lld.h5", rank, static_cast<long long>(pid));
+  return name;
+}
+
 StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, FileKind kind,
                                                            const WriteOptions& options) {
   return CreateAt(path, path, kind, options);

@@ -271,20 +271,6 @@ void Agent::AddFinishHook(Hook hook) {
   finish_hooks_.push_back(hook);
 }
 
-std::string Agent::RankFileName() const {
-  char name[64];
-  snprintf(name, sizeof(name), "rank-%05d.h5", identity_.rank);
-  const std::string at = job_dir_.At(name);
-  struct stat st {};
-  if (lstat(at.c_str(), &st) == 0 || lstat((at + ".partial").c_str(), &st) == 0) {
-    // Another process of this job already wrote this rank (a launcher process
-    // that also loaded the agent, a reused directory), or a collector that died
-    // left its part of this rank's trace there: keep both.
-    snprintf(name, sizeof(name), "rank-%05d.pid%d.h5", identity_.rank, static_cast<int>(getpid()));
-  }
-  return name;
-}
-
 void Agent::Finish(const char* reason) {
   if (getpid() != pid_) return;  // forked child: the parent owns this rank's file
   if (launcher_process_) return;
@@ -359,7 +345,8 @@ void Agent::Finish(const char* reason) {
 }
 
 void Agent::WriteInProcess(const RankMetadata& m) {
-  auto writer = TraceWriter::Create(job_dir_, RankFileName(), FileKind::kRank);
+  auto writer = TraceWriter::Create(job_dir_, FreeRankFileName(job_dir_, identity_.rank, getpid()),
+                                    FileKind::kRank);
   Status st = writer.ok() ? Status::Ok() : writer.status();
   if (st.ok()) st = (*writer)->WriteRankMetadata(m);
   RecordSink::Unwritten lost;

@@ -73,8 +73,6 @@ class Agent final : public AgentNotes {
   void ConnectCollector();
   RankMetadata BaseMetadata() const;
   void WriteInProcess(const RankMetadata& m);
-  // The name of this rank's own file in the job directory.
-  std::string RankFileName() const;
 
   AgentConfig config_;
   // config_.output_dir held from the start (aon/base/secure_fs.h): the key is

@@ -49,6 +49,12 @@ struct WriteOptions {
   bool checksum = true;
 };
 
+// The name a process writing `rank` gives its file in `dir`: rank-NNNNN.h5, or
+// rank-NNNNN.pid<pid>.h5 when that name or its .partial is taken (a launcher
+// process that loaded the agent too, a reused directory, the part of the rank
+// a collector that died left there): both are kept.
+std::string FreeRankFileName(const HeldDirectory& dir, int rank, int64_t pid);
+
 class TraceWriter {
  public:
   static StatusOr<std::unique_ptr<TraceWriter>> Create(const std::string& path, FileKind kind,
@@ -111,8 +117,9 @@ class TraceWriter {
 
   // Makes room for `bytes` more of this file (records and names as they are in
   // memory: a bound on what they take compressed), for HDF5's own metadata and
-  // for storing each table's partly filled chunk anew, before anything is written: the disk space is allocated now (fallocate,
-  // the file's size unchanged), so that a full disk or a quota refuses this
+  // for storing each table's partly filled chunk anew, before anything is
+  // written: the disk space is allocated now (fallocate, the file's size
+  // unchanged), so that a full disk or a quota refuses this
   // call, naming ENOSPC or EDQUOT, instead of failing a write half done, which
   // can leave the file unreadable. After a refusal the file is as it was and
   // may still be finished. On a file system without fallocate it does nothing
