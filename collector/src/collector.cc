@@ -170,6 +170,7 @@ class Collector {
   void DrainToEnd(Rank& r);
   void FlushAll();
   void FlushRank(Rank& r);
+  void WritePending(Rank& r);
   void WriteStrings(Rank& r, bool final);
   void Finalize(Rank& r, bool died);
   void Trigger(const std::string& reason);
@@ -325,7 +326,9 @@ void Collector::OnHello(std::unique_ptr<Rank>& slot, Message m, const CollectorR
     return refuse("rank " + std::to_string(meta->rank) + ": " + region.status().message());
   r.meta = std::move(meta).value();
   r.region = std::move(region).value();
-  r.consumer = ring::Consumer(r.region);
+  // Drained records stay in the ring until they are in the file (FlushRank):
+  // if this collector dies in between, the rank reads them again.
+  r.consumer = ring::Consumer(r.region, ring::Consumer::Keep::kUntilReleased);
   const std::string name = FreeRankFileName(dir_, r.meta.rank, r.meta.pid);
   r.path = dir_.path() + "/" + name;
   // Small chunks: each append re-compresses the last partial chunk of every
@@ -409,6 +412,9 @@ void Collector::Drain(Rank& r, uint64_t now) {
             drained.status().message().c_str());
   }
   if (flight()) {
+    // The window is kept in memory by design (written only when a trigger
+    // fires): the ring is not the place to keep it too.
+    r.consumer.Release();
     r.window_bytes += into->bytes() - before;
     // Keep the window: by age, and by the rank's memory cap.
     const uint64_t horizon = static_cast<uint64_t>(o_.window_s * 1e9);
@@ -497,6 +503,13 @@ void Collector::WriteStrings(Rank& r, bool final) {
 
 void Collector::FlushRank(Rank& r) {
   if (r.done) return;
+  WritePending(r);
+  // Written, or counted lost: either way out of the collector's hands, and
+  // out of the ring.
+  r.consumer.Release();
+}
+
+void Collector::WritePending(Rank& r) {
   if (!r.write_error.ok()) {
     r.Lose(r.pending);
     r.pending.Clear();

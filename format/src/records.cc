@@ -106,9 +106,10 @@ TableSchema BuildTableSchema(const char* name, size_t record_size, std::span<con
 }
 
 const TableSchema& MergedSchema(const TableSchema& base) {
-  // One merged schema per base schema, built once; the map only grows.
+  // One merged schema per base schema, built once; the map only grows, and is
+  // never destroyed (as SchemaOf's schemas).
   static std::mutex mu;
-  static std::unordered_map<const TableSchema*, TableSchema> cache;
+  static auto& cache = *new std::unordered_map<const TableSchema*, TableSchema>();
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(&base);
   if (it != cache.end()) return it->second;

@@ -40,6 +40,8 @@ TraceWriter::~TraceWriter() {
   GiveBackRoom();
 }
 
+void KeepHdf5OpenAtExit() { (void)H5dont_atexit(); }
+
 std::string FreeRankFileName(const HeldDirectory& dir, int rank, int64_t pid) {
   char name[96];
   std::snprintf(name, sizeof(name), "rank-%05d.h5", rank);

@@ -186,8 +186,32 @@ Status CheckEntry(uint64_t pos, uint32_t size, uint16_t type, uint16_t payload_b
 
 uint64_t Consumer::Backlog() const {
   const uint64_t head = h_->head.load(std::memory_order_acquire);
-  const uint64_t tail = h_->tail.load(std::memory_order_relaxed);
+  const uint64_t tail = hold_ && started_ ? read_ : h_->tail.load(std::memory_order_relaxed);
   return std::min(head - tail, cap_);
+}
+
+uint64_t Consumer::ReadFrom() {
+  if (!hold_) return h_->tail.load(std::memory_order_relaxed);
+  // Taken once: from then on this consumer keeps its own positions, whatever
+  // the producer's side of the region says (Drain checks them as it reads).
+  if (!started_) {
+    started_ = true;
+    read_ = released_ = h_->tail.load(std::memory_order_relaxed);
+  }
+  return read_;
+}
+
+void Consumer::Release() {
+  if (!hold_ || !started_ || read_ == released_) return;
+  // Entries are 8-byte aligned and never wrap, but a run of them may: zeroed
+  // in up to two pieces. Drain read every byte of it, so it lies in the ring.
+  const uint64_t n = std::min(read_ - released_, cap_);
+  const uint64_t pos = released_ & (cap_ - 1);
+  const uint64_t first = std::min(n, cap_ - pos);
+  std::memset(ring_ + pos, 0, first);
+  std::memset(ring_, 0, n - first);
+  released_ = read_;
+  h_->tail.store(released_, std::memory_order_release);
 }
 
 }  // namespace aon::ring

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -110,19 +111,76 @@ struct Span {
   bool empty() const { return last == 0; }
 };
 
+// Rows of each kind copied from the collector's part: where the rank's own
+// part may start over (see Overlap).
+using CopiedRows = std::array<uint64_t, kRecordKindCount>;
+
+template <typename T>
+bool SameRecord(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// Records of kind T at the start of the rank's own part that the collector's
+// part holds too, at its end (its first `copied` rows). The collector releases
+// ring space only once a flush is in its file; one that died after writing a
+// flush and before releasing it leaves those records in the ring, and the rank
+// reads them again. Both parts hold the ring's records in ring order, so such
+// records are a prefix of one part equal to a suffix of the other: found from
+// the collector's last record, then checked whole. 0 when there is none.
+template <typename T>
+StatusOr<uint64_t> Overlap(const TraceReader& collector, uint64_t copied, const TraceReader& own,
+                           uint64_t own_rows) {
+  const TableSchema& schema = RecordTraits<T>::Schema();
+  if (copied == 0 || own_rows == 0) return uint64_t{0};
+  T last{};
+  AON_RETURN_IF_ERROR(collector.ReadTable(schema, copied - 1, 1, &last));
+  // Where the collector's last record is in the own part (it cannot be further
+  // in than the collector's row count).
+  const uint64_t limit = std::min(copied, own_rows);
+  std::vector<T> piece;
+  uint64_t k = 0;
+  for (uint64_t at = 0; at < limit && k == 0; at += piece.size()) {
+    piece.assign(std::min<uint64_t>(kRowsPerRead, limit - at), T{});
+    AON_RETURN_IF_ERROR(own.ReadTable(schema, at, piece.size(), piece.data()));
+    for (size_t i = 0; i < piece.size(); ++i) {
+      if (SameRecord(piece[i], last)) {
+        k = at + i + 1;
+        break;
+      }
+    }
+  }
+  if (k == 0) return uint64_t{0};
+  std::vector<T> theirs, mine;
+  for (uint64_t at = 0; at < k; at += mine.size()) {
+    const uint64_t n = std::min<uint64_t>(kRowsPerRead, k - at);
+    theirs.assign(n, T{});
+    mine.assign(n, T{});
+    AON_RETURN_IF_ERROR(collector.ReadTable(schema, copied - k + at, n, theirs.data()));
+    AON_RETURN_IF_ERROR(own.ReadTable(schema, at, n, mine.data()));
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!SameRecord(theirs[i], mine[i])) return uint64_t{0};
+    }
+  }
+  return k;
+}
+
 // Copies every rank-file table of `from` into `to`, in pieces; a table that is
 // absent (a .partial holds only what was flushed) adds nothing. With `salvage`
-// (the collector's .partial: it may have died writing its last chunk), a table
-// is copied up to its first unreadable chunk and what was left is counted in
-// `lost`; otherwise an unreadable piece is an error. `span` gets the copied
-// records' times.
+// (a .partial: its writer may have died writing its last chunk), a table is
+// copied up to its first unreadable chunk and what was left is counted in
+// `lost`; otherwise an unreadable piece is an error. The rows copied of each
+// kind go to `copied`. With `earlier` (the collector's part, of which
+// `earlier_rows` were copied), records it already held are left out and
+// counted in `twice`. `span` gets the copied records' times.
 Status CopyRecords(const TraceReader& from, TraceWriter& to, bool salvage, Span* span,
-                   std::string* lost) {
+                   std::string* lost, CopiedRows* copied, const TraceReader* earlier,
+                   const CopiedRows* earlier_rows, uint64_t* twice) {
   Status st;
   ForEachRankFileRecordType([&](auto tag) {
     using T = decltype(tag);
     if (!st.ok()) return;
     const TableSchema& schema = RecordTraits<T>::Schema();
+    const size_t kind = static_cast<size_t>(RecordTraits<T>::kKind);
     auto rows = from.TableSize(schema);
     if (!rows.ok()) {
       if (rows.status().code() != StatusCode::kNotFound) st = rows.status();
@@ -130,6 +188,15 @@ Status CopyRecords(const TraceReader& from, TraceWriter& to, bool salvage, Span*
     }
     std::vector<T> piece;
     uint64_t at = 0;
+    if (earlier != nullptr) {
+      auto both = Overlap<T>(*earlier, (*earlier_rows)[kind], from, *rows);
+      if (!both.ok()) {
+        st = both.status();
+        return;
+      }
+      at = *both;
+      *twice += at;
+    }
     // A failed read is retried in chunks of the collector's size, to keep every
     // readable one.
     uint64_t step = kRowsPerRead;
@@ -154,6 +221,7 @@ Status CopyRecords(const TraceReader& from, TraceWriter& to, bool salvage, Span*
       st = to.Append<T>(piece);
       at += piece.size();
     }
+    (*copied)[kind] = at;
   });
   return st;
 }
@@ -182,8 +250,16 @@ Status Join(const RankPart& collector, const RankPart& own, const std::string& t
   if (!writer.ok()) return writer.status();
   Span before, after;
   std::string unreadable, none;
-  Status st = CopyRecords(**first, **writer, /*salvage=*/true, &before, &unreadable);
-  if (st.ok()) st = CopyRecords(**second, **writer, /*salvage=*/false, &after, &none);
+  CopiedRows copied{}, own_copied{};
+  uint64_t twice = 0;
+  // The rank's own part is a .partial too when the rank was killed after it
+  // took over (it flushed it every second): salvaged the same way.
+  const bool own_unfinished = own.path.ends_with(kPartialSuffix);
+  Status st = CopyRecords(**first, **writer, /*salvage=*/true, &before, &unreadable, &copied,
+                          nullptr, nullptr, nullptr);
+  if (st.ok())
+    st = CopyRecords(**second, **writer, own_unfinished, &after, &none, &own_copied, first->get(),
+                     &copied, &twice);
   const std::string collector_name = fs::path(collector.path).filename().string();
   const std::string own_name = fs::path(own.path).filename().string();
   const uint64_t lost_at = own.meta.collector_lost_ns;
@@ -193,13 +269,23 @@ Status Join(const RankPart& collector, const RankPart& own, const std::string& t
                      " (what the collector had flushed";
   if (!before.empty()) note += ", records up to " + Seconds(before.last);
   if (!unreadable.empty())
-    note += "; its last chunk was cut off where the collector died: " + unreadable + " records lost";
-  note += ") and " + own_name + " (what the rank wrote itself: what its ring still held, and after)";
-  // Records the collector had read but not flushed are missing: they were made
-  // after its last flushed record and before it was found gone.
-  if (!before.empty() && lost_at > before.last)
-    note += "; records made in the " + Seconds(lost_at - before.last) +
-            " before the collector was found gone may be missing (read by it, never written)";
+    note += "; its last chunk was cut off where the collector died: " + unreadable +
+            " records unreadable there (a flush not yet freed from the ring: the rank's own part "
+            "holds them)";
+  note += ") and " + own_name +
+          " (what the rank wrote itself: what its ring still held, from the collector's last "
+          "flush on, and after";
+  if (own_unfinished) {
+    m.truncated = 1;
+    note += "; the rank ended without finishing it (killed?): records up to its last flush";
+    if (!after.empty()) note += ", " + Seconds(after.last);
+    if (!none.empty()) note += "; cut off in its last chunk: " + none + " records unreadable";
+  }
+  note += ")";
+  if (twice > 0)
+    note += "; " + std::to_string(twice) +
+            " records were in both (the collector died after writing them and before freeing "
+            "their ring space): kept once";
   m.notes.push_back(note);
   if (st.ok()) st = (*writer)->WriteRankMetadata(m);
   if (st.ok()) st = (*writer)->WriteStrings(*strings);
@@ -236,11 +322,17 @@ JoinResult JoinSplitRanks(const std::string& dir) {
   for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!name.starts_with("rank-") || it->is_symlink(ec)) continue;
-    if (name.ends_with(".h5.partial")) {
+    // A rank's own part names the collector's loss in its metadata (also as a
+    // .partial: the rank took over, then was killed); a collector's never does.
+    const bool partial = name.ends_with(".h5.partial");
+    const std::string_view stem =
+        partial ? std::string_view(name).substr(0, name.size() - kPartialSuffix.size()) : name;
+    std::optional<RankMetadata> m;
+    if (IsBesideName(stem)) m = MetadataOf(it->path().string());
+    if (m && m->collector_lost_ns != 0) {
+      own.push_back({it->path().string(), std::move(*m)});
+    } else if (partial) {
       partials.push_back(it->path().string());
-    } else if (IsBesideName(name)) {
-      std::optional<RankMetadata> m = MetadataOf(it->path().string());
-      if (m && m->collector_lost_ns != 0) own.push_back({it->path().string(), std::move(*m)});
     }
   }
   std::sort(partials.begin(), partials.end());

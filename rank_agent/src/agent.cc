@@ -80,6 +80,10 @@ Agent& Agent::Get() {
 
 Agent::Agent() {
   pid_ = getpid();
+  // The rank's own file may be written by a thread while the job runs (its
+  // collector died) and is finished by Finish, in the exit handler: HDF5 must
+  // not close it first, whenever the process exits.
+  KeepHdf5OpenAtExit();
   anchor_ = TakeRealtimeAnchor();
   start_ns_ = anchor_.timebase_ns;
   identity_ = DetectRankIdentity();
@@ -169,7 +173,68 @@ void Agent::OnCollectorLost() {
   collector_lost_.store(true, std::memory_order_release);
   Note(
       "the node collector exited while this rank runs: its file keeps what it flushed; the "
-      "rest of this rank's records is written by the rank itself at exit (degraded)");
+      "rest of this rank's records is written by the rank itself, as it runs (degraded)");
+  if (getpid() != pid_ || !job_dir_.held() || !sink_->region().valid()) return;
+  std::lock_guard<std::mutex> lock(takeover_mu_);
+  if (takeover_stop_ || takeover_.joinable()) return;  // finishing already, or taken over
+  takeover_ = std::thread([this] { TakeOver(); });
+}
+
+void Agent::TakeOver() {
+  // As often as the collector flushes (collector.h: flush_ms), and sooner when
+  // the ring fills past a quarter, as it would.
+  constexpr auto kPeriod = std::chrono::milliseconds(1000);
+  constexpr auto kPoll = std::chrono::milliseconds(20);
+  const uint64_t quarter = sink_->ring_bytes() / 4;
+  auto last = std::chrono::steady_clock::now() - kPeriod;
+  std::unique_lock<std::mutex> lock(takeover_mu_);
+  while (!takeover_stop_) {
+    const auto now = std::chrono::steady_clock::now();
+    const ring::RingHeader* h = sink_->region().header();
+    const uint64_t backlog = h->head.load(std::memory_order_relaxed) -
+                             h->tail.load(std::memory_order_relaxed);
+    if (now - last >= kPeriod || backlog > quarter) {
+      lock.unlock();
+      DrainOwnFile();
+      lock.lock();
+      last = now;
+      if (!own_status_.ok()) return;  // said at exit; the ring keeps what it can
+    }
+    takeover_cv_.wait_for(lock, kPoll, [&] { return takeover_stop_; });
+  }
+}
+
+// The take-over thread's (or, once it is joined, Finish's) own file: created
+// on first use, the ring drained into it, then flushed, so that what it holds
+// is readable even if this process dies before finishing it.
+void Agent::DrainOwnFile() {
+  if (!own_status_.ok()) return;
+  if (own_writer_ == nullptr) {
+    auto writer = TraceWriter::Create(
+        job_dir_, FreeRankFileName(job_dir_, identity_.rank, getpid()), FileKind::kRank);
+    if (!writer.ok()) {
+      own_status_ = writer.status();
+      return;
+    }
+    own_writer_ = std::move(writer).value();
+    RankMetadata m = BaseMetadata();
+    m.collector_lost_ns = collector_lost_ns_.load(std::memory_order_acquire);
+    m.end_reason = "running (written by the rank itself up to its last flush)";
+    m.truncated = 1;
+    own_status_ = own_writer_->WriteRankMetadata(m);
+  }
+  if (own_status_.ok()) own_status_ = sink_->DrainTo(*own_writer_, &own_unwritten_);
+  if (own_status_.ok()) own_status_ = sink_->AppendNewStrings(*own_writer_, &own_strings_);
+  if (own_status_.ok()) own_status_ = own_writer_->Flush();
+}
+
+void Agent::StopTakeOver() {
+  {
+    std::lock_guard<std::mutex> lock(takeover_mu_);
+    takeover_stop_ = true;
+  }
+  takeover_cv_.notify_all();
+  if (takeover_.joinable()) takeover_.join();
 }
 
 RankMetadata Agent::BaseMetadata() const {
@@ -275,6 +340,10 @@ void Agent::Finish(const char* reason) {
   if (getpid() != pid_) return;  // forked child: the parent owns this rank's file
   if (launcher_process_) return;
   std::call_once(finish_once_, [&] {
+    // No take-over starts from here on (a collector that exits after it wrote
+    // this rank's file hangs up too), and one under way stops: what it wrote
+    // is finished below, by WriteInProcess.
+    StopTakeOver();
     // The last step ends and a capture window still open is closed first: its
     // records go through the flush below.
     RankMetadata capture_summary;
@@ -345,12 +414,24 @@ void Agent::Finish(const char* reason) {
 }
 
 void Agent::WriteInProcess(const RankMetadata& m) {
-  auto writer = TraceWriter::Create(job_dir_, FreeRankFileName(job_dir_, identity_.rank, getpid()),
-                                    FileKind::kRank);
-  Status st = writer.ok() ? Status::Ok() : writer.status();
+  // The file the take-over thread wrote while the job ran, if any, gets the
+  // rest; else a new one.
+  StopTakeOver();
+  Status st = own_status_;
+  if (st.ok() && own_writer_ == nullptr) {
+    auto created = TraceWriter::Create(
+        job_dir_, FreeRankFileName(job_dir_, identity_.rank, getpid()), FileKind::kRank);
+    if (created.ok()) {
+      own_writer_ = std::move(created).value();
+    } else {
+      st = created.status();
+    }
+  }
+  std::unique_ptr<TraceWriter>* writer = &own_writer_;
   if (st.ok()) st = (*writer)->WriteRankMetadata(m);
-  RecordSink::Unwritten lost;
-  if (st.ok()) st = sink_->WriteInProcess(**writer, &lost);
+  RecordSink::Unwritten lost = own_unwritten_;
+  if (st.ok()) st = sink_->DrainTo(**writer, &lost);
+  if (st.ok()) st = sink_->AppendNewStrings(**writer, &own_strings_);
   if (st.ok() && !lost.why.empty()) {
     // What did not fit is dropped, counted and said, in the file it did not fit in.
     RankMetadata said = m;

@@ -23,10 +23,12 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdarg>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent_notes.h"
@@ -73,6 +75,12 @@ class Agent final : public AgentNotes {
   void ConnectCollector();
   RankMetadata BaseMetadata() const;
   void WriteInProcess(const RankMetadata& m);
+  // After the collector died: the agent's own thread drains the ring into the
+  // rank's own file while the job runs (what the collector would have done),
+  // so that a long run after it loses only what a full ring drops.
+  void TakeOver();
+  void DrainOwnFile();
+  void StopTakeOver();
 
   AgentConfig config_;
   // config_.output_dir held from the start (aon/base/secure_fs.h): the key is
@@ -88,6 +96,16 @@ class Agent final : public AgentNotes {
   std::atomic<bool> collector_lost_{false};
   // When the collector was found gone (0: never): RankMetadata::collector_lost_ns.
   std::atomic<uint64_t> collector_lost_ns_{0};
+  // The take-over (TakeOver): its thread, and the rank's own file it writes,
+  // which WriteInProcess finishes. own_* are the thread's until it is joined.
+  std::mutex takeover_mu_;
+  std::condition_variable takeover_cv_;
+  bool takeover_stop_ = false;  // guarded by takeover_mu_; also: too late to start
+  std::thread takeover_;
+  std::unique_ptr<TraceWriter> own_writer_;
+  Status own_status_;
+  RecordSink::Unwritten own_unwritten_;
+  size_t own_strings_ = 0;  // names in the own file (RecordSink::AppendNewStrings)
   RealtimeAnchor anchor_;
   pid_t pid_ = 0;  // a forked child must not write its parent's rank file
   uint64_t start_ns_ = 0;

@@ -75,7 +75,20 @@ void RecordSink::MarkFinished() {
   if (region_.valid()) region_.header()->producer_state.store(1, std::memory_order_release);
 }
 
-Status RecordSink::WriteInProcess(TraceWriter& writer, Unwritten* unwritten) {
+Status RecordSink::AppendNewStrings(TraceWriter& writer, size_t* written) {
+  std::vector<std::string> next;
+  {
+    std::lock_guard<std::mutex> lock(strings_mu_);
+    const std::vector<std::string>& all = strings_.strings();
+    if (*written >= all.size()) return Status::Ok();
+    next.assign(all.begin() + static_cast<std::ptrdiff_t>(*written), all.end());
+  }
+  AON_RETURN_IF_ERROR(writer.AppendStrings(next));
+  *written += next.size();
+  return Status::Ok();
+}
+
+Status RecordSink::DrainTo(TraceWriter& writer, Unwritten* unwritten) {
   constexpr size_t kBatch = 4096;
   uint64_t names_bytes = 0;
   {
@@ -114,9 +127,7 @@ Status RecordSink::WriteInProcess(TraceWriter& writer, Unwritten* unwritten) {
     }
   }
   if (st.ok()) st = write(RecordKind::kCount);
-  AON_RETURN_IF_ERROR(st);
-  std::lock_guard<std::mutex> lock(strings_mu_);
-  return writer.WriteStrings(strings_);
+  return st;
 }
 
 }  // namespace aon::agent

@@ -77,11 +77,17 @@ class RecordSink {
     std::array<uint64_t, kRecordKindCount> records{};
     std::string why;
   };
-  // Degraded mode (no collector): drains the ring into `writer`, in batches,
-  // and writes the string table. Bounded memory (one batch per kind). Each
-  // batch is written only once the file has room for it (TraceWriter::Reserve):
-  // a batch refused is counted in *unwritten, and the file stays whole.
-  Status WriteInProcess(TraceWriter& writer, Unwritten* unwritten);
+  // Degraded mode (no collector, or after it died): drains what the ring holds
+  // now into `writer` (the rank's own file), in batches. One caller at a time,
+  // and only when no collector drains the ring. Bounded memory (one batch per
+  // kind). Each batch is written only once the file has room for it and for
+  // the names (TraceWriter::Reserve): a batch refused is counted in
+  // *unwritten, and the file stays whole.
+  Status DrainTo(TraceWriter& writer, Unwritten* unwritten);
+  // Then, instead of TraceWriter::WriteStrings: the names interned since the
+  // last call (*written of them are in the file already), so that the file
+  // is readable, names included, after every flush.
+  Status AppendNewStrings(TraceWriter& writer, size_t* written);
 
  private:
   ring::Region region_;

@@ -67,7 +67,7 @@ std::string LossSummary::CollectorLost(int rank) const {
   for (const RankLoss& r : ranks) {
     if ((rank < 0 || static_cast<int>(r.rank) == rank) && !r.collector_lost.empty())
       return "rank " + std::to_string(r.rank) +
-             "'s node collector exited while it ran: a stretch of its records is missing";
+             "'s node collector exited while it ran: the node's GPU counters end there";
   }
   return "";
 }
@@ -123,7 +123,13 @@ LossSummary SummarizeLoss(const Timeline& t) {
     s.ranks.push_back(std::move(r));
   }
   if (!s.ranks.empty()) {
-    s.statement = "Records were lost: " + said +
+    // A collector that died costs nothing by itself (its ranks wrote the rest
+    // themselves) but the node's GPU counters after it: said, not as a loss.
+    const std::string opening =
+        s.dropped > 0 ? "Records were lost: "
+                      : "No record was lost, but the node's GPU counters end where its collector "
+                        "exited: ";
+    s.statement = opening + said +
                   ". Figures come from what was kept; findings built on a kind with losses say "
                   "so. A memory cap: raise --memory-cap (or capture fewer kinds); not written: "
                   "free space where the job directory is; damaged in the rank file: the file "

@@ -100,10 +100,14 @@ std::vector<Finding> ApplyFindingRules(const Report& r, std::span<const FindingR
     f.evidence = ExpandTemplate(rule.evidence, d->values);
     f.numbers = std::move(d->numbers);
     // Built on records its rank (any rank, for a comparison) lost some of:
-    // says which, and how many.
+    // says which, and how many. A rank whose collector died wrote its own
+    // records itself (those it could not keep are counted dropped), but the
+    // node's GPU counters, which only the collector reads, end there.
     const int whose = rule.across_ranks ? -1 : f.rank;
     double lost = 0;
-    std::string said = r.loss.CollectorLost(whose);
+    std::string said = (rule.uses & (1u << static_cast<size_t>(RecordKind::kCounters))) != 0
+                           ? r.loss.CollectorLost(whose)
+                           : "";
     for (size_t k = 0; k < kRecordKindCount; ++k) {
       if (!(rule.uses & (1u << k))) continue;
       f.built_on.emplace_back(RecordKindName(static_cast<RecordKind>(k)));

@@ -357,6 +357,73 @@ TEST(Ring, FullRingDropsThenPadsToWrap) {
   EXPECT_EQ(c.Backlog(), 0u);
 }
 
+// Keep::kUntilReleased (the collector's): what it drained keeps its ring space
+// until Release(), so producers find the ring as full as before the drain, and
+// a consumer taking the ring over (the rank, after the collector died) reads
+// those entries again. After Release() the space is zeroed and free, across
+// the ring's wrap too.
+TEST(Ring, HeldEntriesStayInTheRingUntilReleased) {
+  Region region = MakeRegion(4096);
+  Producer p(region);
+  Consumer collector(region, Consumer::Keep::kUntilReleased);
+  for (uint32_t i = 0; i < 30; ++i) ASSERT_TRUE(p.Push(MakeKernel(0, i))) << i;
+  Checker first(1, /*mixed=*/false);
+  auto r = collector.Drain(first);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->entries, 30u);
+  EXPECT_EQ(collector.Backlog(), 0u);
+  EXPECT_EQ(collector.Held(), 30u * kKernelEntry);
+  EXPECT_EQ(region.header()->tail.load(), 0u);
+  // Held space is not the producers': 12 more fit (42 in all), not 42 more.
+  for (uint32_t i = 30; i < 42; ++i) ASSERT_TRUE(p.Push(MakeKernel(0, i))) << i;
+  EXPECT_FALSE(p.Push(MakeKernel(0, 42)));
+  EXPECT_EQ(collector.Dropped(kKernelSlot), 1u);
+  // Draining again goes on after what it read (no entry twice).
+  Checker second(1, /*mixed=*/false);
+  r = collector.Drain(second);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->entries, 12u);
+  std::vector<uint32_t> want;
+  for (uint32_t i = 30; i < 42; ++i) want.push_back(i);
+  EXPECT_EQ(second.received(0), want);
+  {
+    // The collector dies here: a new consumer reads everything it held.
+    Consumer rank(region);
+    Checker again(1, /*mixed=*/false);
+    r = rank.Drain(again);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->entries, 42u);
+    EXPECT_EQ(again.error, "");
+  }
+  // Not dead after all (the same ring, another scene): released, the space is
+  // free and zeroed.
+  Region other = MakeRegion(4096);
+  Producer q(other);
+  Consumer held(other, Consumer::Keep::kUntilReleased);
+  for (uint32_t i = 0; i < 40; ++i) ASSERT_TRUE(q.Push(MakeKernel(0, i)));
+  Checker c1(1, false);
+  ASSERT_TRUE(held.Drain(c1).ok());
+  held.Release();
+  EXPECT_EQ(held.Held(), 0u);
+  EXPECT_EQ(other.header()->tail.load(), 40u * kKernelEntry);
+  for (uint64_t i = 0; i < 40u * kKernelEntry; ++i) ASSERT_EQ(other.ring()[i], 0) << i;
+  // 40 more wrap around the ring's end (a padding entry), then are released:
+  // the whole ring is zero again.
+  for (uint32_t i = 40; i < 80; ++i) ASSERT_TRUE(q.Push(MakeKernel(0, i))) << i;
+  Checker c2(1, false);
+  auto d = held.Drain(c2);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->entries, 40u);
+  EXPECT_EQ(c2.error, "");
+  held.Release();
+  for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(other.ring()[i], 0) << i;
+  Consumer after(other);
+  Checker none(1, false);
+  d = after.Drain(none);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->entries, 0u);
+}
+
 // A reserved but uncommitted entry stops the consumer (pending) without
 // skipping it; once committed it is read.
 TEST(Ring, ConsumerStopsAtUncommittedEntry) {

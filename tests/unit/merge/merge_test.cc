@@ -907,6 +907,98 @@ TEST(MergeJobBadInput, FileNameAndMetadataDisagree) {
   EXPECT_TRUE(AnyProblemContains(report, odd, "metadata says rank 1")) << Problems(report);
 }
 
+// A rank whose collector died after writing a flush and before freeing its
+// ring space: the rank read those records again, so the collector's part
+// ends with what the rank's own part begins with. The join keeps each record
+// once (every kernel of the rank, in order) and says how many were in both; a
+// kind whose parts do not overlap (memcpy) is joined whole.
+TEST(MergeJobJoin, RecordsInBothPartsAreKeptOnce) {
+  TempDir dir;
+  std::mt19937_64 rng(41);
+  RankTrace all;
+  all.meta = testing::BasicMetadata(0, 1);
+  all.strings.Intern("kernel");
+  for (int i = 0; i < 10000; ++i) {
+    KernelRecord k = RandomKernel(rng, all.strings);
+    k.start_ns = 1000000 + static_cast<uint64_t>(i) * 1000;
+    k.end_ns = k.start_ns + 500;
+    all.Get<KernelRecord>().push_back(k);
+  }
+  for (int i = 0; i < 300; ++i) {
+    MemcpyRecord m = testing::RandomRecord<MemcpyRecord>(rng);
+    for (const Field& f : RecordTraits<MemcpyRecord>::Schema().fields) {
+      if (testing::IsStringField(f.name)) testing::SetField(&m, f, 0);
+    }
+    all.Get<MemcpyRecord>().push_back(m);
+  }
+  const auto& kernels = all.Get<KernelRecord>();
+  const auto& copies = all.Get<MemcpyRecord>();
+  // The collector's part: kernels [0, 6000) and copies [0, 150), flushed, the
+  // file never finished. The rank's own: kernels from 4500, copies from 150.
+  {
+    auto w = TraceWriter::Create(testing::RankPath(dir.path(), 0), FileKind::kRank);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    AON_ASSERT_OK((*w)->WriteRankMetadata(all.meta));
+    AON_ASSERT_OK((*w)->Append<KernelRecord>(std::span(kernels).first(6000)));
+    AON_ASSERT_OK((*w)->Append<MemcpyRecord>(std::span(copies).first(150)));
+    AON_ASSERT_OK((*w)->WriteStrings(all.strings));
+    AON_ASSERT_OK((*w)->Flush());
+  }
+  RankTrace own;
+  own.meta = all.meta;
+  own.meta.collector_lost_ns = 2000000;
+  own.strings = all.strings;
+  own.Get<KernelRecord>().assign(kernels.begin() + 4500, kernels.end());
+  own.Get<MemcpyRecord>().assign(copies.begin() + 150, copies.end());
+  const std::string own_path =
+      dir.path() + "/rank-00000.pid" + std::to_string(all.meta.pid) + ".h5";
+  AON_ASSERT_OK(testing::WriteRankTrace(own_path, own));
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(Options(dir), &report));
+  ASSERT_EQ(report.ranks.size(), 1u);
+  EXPECT_TRUE(Contains(report.ranks[0].message, "aon-merge joined")) << report.ranks[0].message;
+  EXPECT_TRUE(Contains(report.ranks[0].message, "1500 records were in both"))
+      << report.ranks[0].message;
+  Timeline t = OpenTimeline(report.timeline_path);
+  auto k = t.reader->ReadAllMerged<KernelRecord>();
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  ASSERT_EQ(k->size(), kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i)
+    ASSERT_EQ((*k)[i].record.start_ns, kernels[i].start_ns) << i;
+  auto m = t.reader->ReadAllMerged<MemcpyRecord>();
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->size(), copies.size());
+}
+
+// Two parts of a rank that cannot be joined (the rank's own part, a .partial
+// of a rank killed after its collector, holds no string table yet): the merge
+// says so, naming both, and merges what it can.
+TEST(MergeJobJoin, PartsThatCannotBeJoinedAreSaid) {
+  TempDir dir;
+  std::mt19937_64 rng(42);
+  RankTrace t;
+  t.meta = testing::BasicMetadata(0, 1);
+  t.strings.Intern("kernel");
+  for (int i = 0; i < 100; ++i) t.Get<KernelRecord>().push_back(RandomKernel(rng, t.strings));
+  const std::string collector = testing::RankPath(dir.path(), 0);
+  const std::string own = dir.path() + "/rank-00000.pid" + std::to_string(t.meta.pid) + ".h5";
+  for (const std::string& path : {collector, own}) {
+    RankMetadata m = t.meta;
+    if (path == own) m.collector_lost_ns = 2000000;
+    auto w = TraceWriter::Create(path, FileKind::kRank);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    AON_ASSERT_OK((*w)->WriteRankMetadata(m));
+    AON_ASSERT_OK((*w)->Append<KernelRecord>(std::span(t.Get<KernelRecord>())));
+    if (path == collector) AON_ASSERT_OK((*w)->WriteStrings(t.strings));
+    AON_ASSERT_OK((*w)->Flush());
+  }
+  MergeReport report;
+  AON_ASSERT_OK(MergeJob(Options(dir), &report));
+  EXPECT_TRUE(AnyProblemContains(report, own + ".partial and " + collector + ".partial",
+                                 "the rank's two parts could not be joined"))
+      << Problems(report);
+}
+
 TEST(MergeJobBadInput, PartialFilesAreReportedAsIncomplete) {
   TempDir dir;
   std::mt19937_64 rng(25);

@@ -305,6 +305,19 @@ TEST(CounterPhases, TheBottleneckIsTheMostSpecificPhase) {
   ASSERT_EQ(r.findings.size(), 2u);
   EXPECT_EQ(r.findings[1].kind, "host-work");  // the launching thread was silent 990 us
   EXPECT_EQ(r.findings[1].gain_ns, 39 * kMs);  // the 39 gaps after the first kernel
+  // The same job, its node collector lost: the verdict, built on counters
+  // only the collector reads, says they end there; the host-work finding,
+  // built on the rank's own records (written by the rank itself), does not.
+  b.ranks[0].flags = kRankCollectorLost;
+  const Report lost = Analyze(b.WriteAndLoad(dir.File("lost.h5")));
+  ASSERT_EQ(lost.findings.size(), 2u);
+  EXPECT_NE(lost.findings[0].evidence.find(
+                "built on incomplete records: rank 0's node collector exited while it ran: the "
+                "node's GPU counters end there"),
+            std::string::npos)
+      << lost.findings[0].evidence;
+  EXPECT_EQ(lost.findings[1].evidence.find("incomplete"), std::string::npos)
+      << lost.findings[1].evidence;
 }
 
 // Counters that say "mostly idle" over a phase whose kernels (exact records)

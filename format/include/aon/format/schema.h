@@ -236,12 +236,15 @@ struct TableSchema {
   std::vector<Field> fields;
 };
 
-// The stored fields of kFields (padding left out), built once per table.
+// The stored fields of kFields (padding left out), built once per table and
+// never destroyed: a rank agent writes its own file from an exit handler, and
+// a schema first built after that handler was registered would otherwise be
+// destroyed before it runs.
 TableSchema BuildTableSchema(const char* name, size_t record_size, std::span<const Field> fields);
 template <StoredTable T>
 const TableSchema& SchemaOf() {
-  static const TableSchema schema =
-      BuildTableSchema(TableTraits<T>::kName, sizeof(T), TableTraits<T>::kFields);
+  static const TableSchema& schema = *new TableSchema(
+      BuildTableSchema(TableTraits<T>::kName, sizeof(T), TableTraits<T>::kFields));
   return schema;
 }
 

@@ -328,7 +328,7 @@ struct TableTraits<RankSummary> {
       AON_FIELD(T, capture_mode, kEnum, "how the rank captured (1.5)", kCaptureModeValues),
       AON_FIELD(T, flags, kQuantity,
                 "bits (1.11): 1 the node collector exited while the rank ran (the message says "
-                "what aon-merge joined and what was lost); 2 capture was disabled (the message "
+                "what aon-merge joined); 2 capture was disabled (the message "
                 "says why)"),
       AON_PADDING(T, padding_)};
 };

@@ -42,7 +42,9 @@
 // the indices say. The consumer reads entries from tail while commit != 0
 // (acquire), copies them out, zeroes the consumed bytes (so that a future entry
 // header in that space reads 0 until it is committed), then advances tail with
-// a release store. Every value the consumer reads from the region is checked
+// a release store. The collector does the last two only once what it read is
+// in its file (Consumer::Keep::kUntilReleased): until then tail stays behind
+// it, and a consumer that takes over the ring reads from there. Every value the consumer reads from the region is checked
 // against the ring's bounds: the producer is another process and untrusted.
 #pragma once
 
@@ -273,11 +275,21 @@ struct Entry {
 };
 
 // The consumer side (one thread, usually in the collector process).
+//
+// kOnDrain: what Drain hands over leaves the ring at once (tail advances).
+// kUntilReleased: it stays in the ring, unreachable to producers, until
+// Release(): the collector releases what it drained once that is in the file,
+// so that if it dies between a drain and its flush, the rank (a new Consumer
+// of the same ring, which starts at tail) reads those records again.
 class Consumer {
  public:
+  enum class Keep { kOnDrain, kUntilReleased };
   Consumer() = default;
-  explicit Consumer(const Region& region)
-      : h_(region.header()), ring_(region.ring()), cap_(region.ring_bytes()) {}
+  explicit Consumer(const Region& region, Keep keep = Keep::kOnDrain)
+      : h_(region.header()),
+        ring_(region.ring()),
+        cap_(region.ring_bytes()),
+        hold_(keep == Keep::kUntilReleased) {}
 
   struct DrainResult {
     uint64_t entries = 0;
@@ -296,13 +308,26 @@ class Consumer {
   bool ProducerFinished() const {
     return h_->producer_state.load(std::memory_order_acquire) != 0;
   }
-  // Bytes reserved but not yet consumed (bounded by the ring size).
+  // Bytes reserved but not yet drained (bounded by the ring size).
   uint64_t Backlog() const;
 
+  // kUntilReleased: everything drained so far leaves the ring (its space
+  // zeroed, then tail moved past it). Nothing to do for kOnDrain.
+  void Release();
+  // kUntilReleased: bytes drained but not yet released.
+  uint64_t Held() const { return read_ - released_; }
+
  private:
+  // Where the next Drain reads (kUntilReleased: ahead of the ring's tail).
+  uint64_t ReadFrom();
+
   RingHeader* h_ = nullptr;
   uint8_t* ring_ = nullptr;
   uint64_t cap_ = 0;
+  bool hold_ = false;
+  bool started_ = false;   // kUntilReleased: read_ and released_ taken from tail
+  uint64_t read_ = 0;      // kUntilReleased: the next entry to drain
+  uint64_t released_ = 0;  // kUntilReleased: the tail this consumer last stored
   bool broken_ = false;
 };
 
@@ -315,7 +340,7 @@ template <typename F>
 StatusOr<Consumer::DrainResult> Consumer::Drain(F&& f, uint64_t max_bytes) {
   DrainResult result;
   if (broken_) return DataLoss("ring was found corrupt earlier; not read further");
-  uint64_t tail = h_->tail.load(std::memory_order_relaxed);
+  uint64_t tail = ReadFrom();
   const uint64_t head = h_->head.load(std::memory_order_acquire);
   if (head - tail > cap_) {
     broken_ = true;
@@ -345,18 +370,26 @@ StatusOr<Consumer::DrainResult> Consumer::Drain(F&& f, uint64_t max_bytes) {
     }
     if (!ok.ok()) {
       broken_ = true;
-      h_->tail.store(tail, std::memory_order_release);
+      if (hold_) {
+        read_ = tail;
+      } else {
+        h_->tail.store(tail, std::memory_order_release);
+      }
       return ok;
     }
     if (type != static_cast<uint16_t>(EntryType::kPadding)) {
       f(Entry{type, ring_ + pos + kEntryHeaderBytes, payload_bytes});
       ++result.entries;
     }
-    std::memset(ring_ + pos, 0, size);
+    if (!hold_) std::memset(ring_ + pos, 0, size);
     tail += size;
     result.bytes += size;
   }
-  h_->tail.store(tail, std::memory_order_release);
+  if (hold_) {
+    read_ = tail;
+  } else {
+    h_->tail.store(tail, std::memory_order_release);
+  }
   return result;
 }
 

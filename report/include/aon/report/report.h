@@ -566,7 +566,9 @@ struct LossSummary {
   // text that says it ("" when none was lost): "rank 0 lost 42 % of its kernels
   // (memory cap)"; for a timeline that names no kinds, the rank's total.
   std::pair<double, std::string> Of(int rank, RecordKind kind) const;
-  // "rank R's node collector exited: ..." for `rank` (-1: any), "" if none.
+  // "rank R's node collector exited while it ran: the node's GPU counters end
+  // there" for `rank` (-1: any), "" if none: what a finding built on counters
+  // adds (the rank's own records are counted dropped where it lost any).
   std::string CollectorLost(int rank) const;
 };
 LossSummary SummarizeLoss(const Timeline& t);
