@@ -40,15 +40,26 @@ TraceWriter::~TraceWriter() {
   GiveBackRoom();
 }
 
-void KeepHdf5OpenAtExit() { (void)H5dont_atexit(); }
+void StartHdf5WithoutExitHandler() {
+  (void)H5dont_atexit();  // refused (harmlessly) once HDF5 is in use
+  (void)H5open();
+}
 
 std::string FreeRankFileName(const HeldDirectory& dir, int rank, int64_t pid) {
   char name[96];
+  auto taken = [&] {
+    const std::string at = dir.At(name);
+    struct stat st {};
+    return lstat(at.c_str(), &st) == 0 || lstat((at + ".partial").c_str(), &st) == 0;
+  };
   std::snprintf(name, sizeof(name), "rank-%05d.h5", rank);
-  const std::string at = dir.At(name);
-  struct stat st {};
-  if (lstat(at.c_str(), &st) == 0 || lstat((at + ".partial").c_str(), &st) == 0)
-    std::snprintf(name, sizeof(name), "rank-%05d.pid%lld.h5", rank, static_cast<long long>(pid));
+  if (!taken()) return name;
+  // The same process may need two (the collector's part of it, then its own
+  // after the collector died): .pid<P>.h5, then .pid<P>.<n>.h5.
+  std::snprintf(name, sizeof(name), "rank-%05d.pid%lld.h5", rank, static_cast<long long>(pid));
+  for (int n = 2; taken() && n < 1000; ++n)
+    std::snprintf(name, sizeof(name), "rank-%05d.pid%lld.%d.h5", rank, static_cast<long long>(pid),
+                  n);
   return name;
 }
 

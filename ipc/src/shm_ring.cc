@@ -211,7 +211,14 @@ void Consumer::Release() {
   std::memset(ring_ + pos, 0, first);
   std::memset(ring_, 0, n - first);
   released_ = read_;
-  h_->tail.store(released_, std::memory_order_release);
+  // Forward only: a consumer that took the ring over (a rank that judged this
+  // collector gone) may have moved tail further; moving it back would hand
+  // producers space it has not read.
+  uint64_t tail = h_->tail.load(std::memory_order_relaxed);
+  while (tail < released_ &&
+         !h_->tail.compare_exchange_weak(tail, released_, std::memory_order_release,
+                                         std::memory_order_relaxed)) {
+  }
 }
 
 }  // namespace aon::ring

@@ -32,7 +32,8 @@ constexpr uint64_t kCollectorChunkRows = 4096;
 // A lock left by a merge that died is taken over after this long.
 constexpr int64_t kStaleLockSeconds = 600;
 
-// "rank-<digits>.pid<digits>.h5": a rank file written beside another of its rank.
+// "rank-<digits>.pid<digits>.h5" or "rank-<digits>.pid<digits>.<digits>.h5"
+// (FreeRankFileName): a rank file written beside another of its rank.
 bool IsBesideName(std::string_view name) {
   auto digits = [&](std::string_view& s) {
     size_t n = 0;
@@ -44,7 +45,12 @@ bool IsBesideName(std::string_view name) {
   name.remove_prefix(5);
   if (!digits(name) || !name.starts_with(".pid")) return false;
   name.remove_prefix(4);
-  return digits(name) && name == ".h5";
+  if (!digits(name)) return false;
+  if (name.starts_with(".") && name != ".h5") {
+    name.remove_prefix(1);
+    if (!digits(name)) return false;
+  }
+  return name == ".h5";
 }
 
 struct RankPart {
@@ -128,12 +134,14 @@ bool SameRecord(const T& a, const T& b) {
 // records are a prefix of one part equal to a suffix of the other: found from
 // the collector's last record, then checked whole. 0 when there is none.
 template <typename T>
-StatusOr<uint64_t> Overlap(const TraceReader& collector, uint64_t copied, const TraceReader& own,
+uint64_t Overlap(const TraceReader& collector, uint64_t copied, const TraceReader& own,
                            uint64_t own_rows) {
   const TableSchema& schema = RecordTraits<T>::Schema();
   if (copied == 0 || own_rows == 0) return uint64_t{0};
+  // A part that cannot be read here (a .partial cut off in its last chunk)
+  // has no overlap to find: CopyRecords salvages or refuses it.
   T last{};
-  AON_RETURN_IF_ERROR(collector.ReadTable(schema, copied - 1, 1, &last));
+  if (!collector.ReadTable(schema, copied - 1, 1, &last).ok()) return uint64_t{0};
   // Where the collector's last record is in the own part (it cannot be further
   // in than the collector's row count).
   const uint64_t limit = std::min(copied, own_rows);
@@ -141,7 +149,7 @@ StatusOr<uint64_t> Overlap(const TraceReader& collector, uint64_t copied, const 
   uint64_t k = 0;
   for (uint64_t at = 0; at < limit && k == 0; at += piece.size()) {
     piece.assign(std::min<uint64_t>(kRowsPerRead, limit - at), T{});
-    AON_RETURN_IF_ERROR(own.ReadTable(schema, at, piece.size(), piece.data()));
+    if (!own.ReadTable(schema, at, piece.size(), piece.data()).ok()) return uint64_t{0};
     for (size_t i = 0; i < piece.size(); ++i) {
       if (SameRecord(piece[i], last)) {
         k = at + i + 1;
@@ -155,8 +163,9 @@ StatusOr<uint64_t> Overlap(const TraceReader& collector, uint64_t copied, const 
     const uint64_t n = std::min<uint64_t>(kRowsPerRead, k - at);
     theirs.assign(n, T{});
     mine.assign(n, T{});
-    AON_RETURN_IF_ERROR(collector.ReadTable(schema, copied - k + at, n, theirs.data()));
-    AON_RETURN_IF_ERROR(own.ReadTable(schema, at, n, mine.data()));
+    if (!collector.ReadTable(schema, copied - k + at, n, theirs.data()).ok() ||
+        !own.ReadTable(schema, at, n, mine.data()).ok())
+      return uint64_t{0};
     for (uint64_t i = 0; i < n; ++i) {
       if (!SameRecord(theirs[i], mine[i])) return uint64_t{0};
     }
@@ -169,7 +178,7 @@ StatusOr<uint64_t> Overlap(const TraceReader& collector, uint64_t copied, const 
 // (a .partial: its writer may have died writing its last chunk), a table is
 // copied up to its first unreadable chunk and what was left is counted in
 // `lost`; otherwise an unreadable piece is an error. The rows copied of each
-// kind go to `copied`. With `earlier` (the collector's part, of which
+// kind go to `copied` (if not null). With `earlier` (the collector's part, of which
 // `earlier_rows` were copied), records it already held are left out and
 // counted in `twice`. `span` gets the copied records' times.
 Status CopyRecords(const TraceReader& from, TraceWriter& to, bool salvage, Span* span,
@@ -189,12 +198,7 @@ Status CopyRecords(const TraceReader& from, TraceWriter& to, bool salvage, Span*
     std::vector<T> piece;
     uint64_t at = 0;
     if (earlier != nullptr) {
-      auto both = Overlap<T>(*earlier, (*earlier_rows)[kind], from, *rows);
-      if (!both.ok()) {
-        st = both.status();
-        return;
-      }
-      at = *both;
+      at = Overlap<T>(*earlier, (*earlier_rows)[kind], from, *rows);
       *twice += at;
     }
     // A failed read is retried in chunks of the collector's size, to keep every
@@ -221,7 +225,7 @@ Status CopyRecords(const TraceReader& from, TraceWriter& to, bool salvage, Span*
       st = to.Append<T>(piece);
       at += piece.size();
     }
-    (*copied)[kind] = at;
+    if (copied != nullptr) (*copied)[kind] = at;
   });
   return st;
 }
@@ -250,7 +254,7 @@ Status Join(const RankPart& collector, const RankPart& own, const std::string& t
   if (!writer.ok()) return writer.status();
   Span before, after;
   std::string unreadable, none;
-  CopiedRows copied{}, own_copied{};
+  CopiedRows copied{};
   uint64_t twice = 0;
   // The rank's own part is a .partial too when the rank was killed after it
   // took over (it flushed it every second): salvaged the same way.
@@ -258,7 +262,7 @@ Status Join(const RankPart& collector, const RankPart& own, const std::string& t
   Status st = CopyRecords(**first, **writer, /*salvage=*/true, &before, &unreadable, &copied,
                           nullptr, nullptr, nullptr);
   if (st.ok())
-    st = CopyRecords(**second, **writer, own_unfinished, &after, &none, &own_copied, first->get(),
+    st = CopyRecords(**second, **writer, own_unfinished, &after, &none, nullptr, first->get(),
                      &copied, &twice);
   const std::string collector_name = fs::path(collector.path).filename().string();
   const std::string own_name = fs::path(own.path).filename().string();

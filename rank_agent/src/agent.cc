@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <system_error>
 #include <cstring>
 
 #include "aon/format/trace_file.h"
@@ -42,8 +43,12 @@ void* SignalThread(void*) {
     int rc = poll(fds, collector >= 0 ? 2 : 1, -1);
     if (rc < 0 && errno == EINTR) continue;
     if (rc < 0) return nullptr;
-    if (collector >= 0 && (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) {
+    if (collector >= 0 && (fds[1].revents & (POLLHUP | POLLERR)) != 0) {
       Agent::Get().OnCollectorLost();
+      collector = -1;
+    } else if (collector >= 0 && (fds[1].revents & POLLNVAL) != 0) {
+      // The application closed our descriptor: the collector still runs and
+      // drains the ring; it is only no longer watched from here.
       collector = -1;
     }
     if ((fds[0].revents & POLLIN) == 0) continue;
@@ -80,10 +85,6 @@ Agent& Agent::Get() {
 
 Agent::Agent() {
   pid_ = getpid();
-  // The rank's own file may be written by a thread while the job runs (its
-  // collector died) and is finished by Finish, in the exit handler: HDF5 must
-  // not close it first, whenever the process exits.
-  KeepHdf5OpenAtExit();
   anchor_ = TakeRealtimeAnchor();
   start_ns_ = anchor_.timebase_ns;
   identity_ = DetectRankIdentity();
@@ -175,9 +176,24 @@ void Agent::OnCollectorLost() {
       "the node collector exited while this rank runs: its file keeps what it flushed; the "
       "rest of this rank's records is written by the rank itself, as it runs (degraded)");
   if (getpid() != pid_ || !job_dir_.held() || !sink_->region().valid()) return;
+  // The flight recorder keeps its window in memory and writes only on a
+  // trigger: its rank writes the ring's content at exit, as before.
+  if (config_.mode == CaptureMode::kFlight) return;
   std::lock_guard<std::mutex> lock(takeover_mu_);
   if (takeover_stop_ || takeover_.joinable()) return;  // finishing already, or taken over
-  takeover_ = std::thread([this] { TakeOver(); });
+  // Exit handlers run in the reverse order of their registration: HDF5's
+  // (registered at its first use, it closes every open file) must not run
+  // before Finish finishes the file the take-over writes. Started here without
+  // it; Finish's handler is registered again after this first use, for the
+  // statics it builds.
+  StartHdf5WithoutExitHandler();
+  std::atexit(AtExit);
+  try {
+    takeover_ = std::thread([this] { TakeOver(); });
+  } catch (const std::system_error& e) {
+    Note(std::string("no thread to take the ring over (") + e.what() +
+         "): the rank writes what its ring holds at exit");
+  }
 }
 
 void Agent::TakeOver() {
@@ -217,14 +233,22 @@ void Agent::DrainOwnFile() {
       return;
     }
     own_writer_ = std::move(writer).value();
-    RankMetadata m = BaseMetadata();
-    m.collector_lost_ns = collector_lost_ns_.load(std::memory_order_acquire);
-    m.end_reason = "running (written by the rank itself up to its last flush)";
-    m.truncated = 1;
-    own_status_ = own_writer_->WriteRankMetadata(m);
   }
   if (own_status_.ok()) own_status_ = sink_->DrainTo(*own_writer_, &own_unwritten_);
   if (own_status_.ok()) own_status_ = sink_->AppendNewStrings(*own_writer_, &own_strings_);
+  // As of this flush: what the ring dropped and what did not fit, so that a
+  // rank killed from here on still counts them.
+  RankMetadata m = BaseMetadata();
+  m.collector_lost_ns = collector_lost_ns_.load(std::memory_order_acquire);
+  m.end_reason = "running (written by the rank itself up to its last flush)";
+  m.truncated = 1;
+  m.dropped = sink_->Dropped();
+  for (size_t k = 0; k < kRecordKindCount; ++k) {
+    m.dropped[k] += own_unwritten_.records[k];
+    m.unwritten[k] += own_unwritten_.records[k];
+  }
+  m.unwritten_why = own_unwritten_.why;
+  if (own_status_.ok()) own_status_ = own_writer_->WriteRankMetadata(m);
   if (own_status_.ok()) own_status_ = own_writer_->Flush();
 }
 

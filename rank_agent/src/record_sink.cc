@@ -1,5 +1,7 @@
 #include "record_sink.h"
 
+#include <algorithm>
+
 #include "aon/ipc/record_batches.h"
 
 namespace aon::agent {
@@ -114,16 +116,23 @@ Status RecordSink::DrainTo(TraceWriter& writer, Unwritten* unwritten) {
   Status st;
   if (region_.valid()) {
     ring::Consumer consumer(region_);
-    while (st.ok()) {
-      auto drained = consumer.Drain([&](const ring::Entry& e) {
-        const RecordKind kind = batches.Add(e);
-        if (kind != RecordKind::kCount && st.ok() && batches.Count(kind) >= kBatch) st = write(kind);
-      });
+    // What the ring holds now, not what producers add meanwhile: a pass ends
+    // even while the application produces faster than the file takes it.
+    uint64_t left = consumer.Backlog();
+    while (st.ok() && left > 0) {
+      auto drained = consumer.Drain(
+          [&](const ring::Entry& e) {
+            const RecordKind kind = batches.Add(e);
+            if (kind != RecordKind::kCount && st.ok() && batches.Count(kind) >= kBatch)
+              st = write(kind);
+          },
+          left);
       if (!drained.ok()) {
         st = drained.status();
         break;
       }
       if (drained->bytes == 0) break;
+      left -= std::min(left, drained->bytes);
     }
   }
   if (st.ok()) st = write(RecordKind::kCount);

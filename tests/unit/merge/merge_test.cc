@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "aon/base/secure_fs.h"
 #include "hostile_file_util.h"
 #include "merge_test_util.h"
 #include "skip_or_fail.h"
@@ -911,8 +912,10 @@ TEST(MergeJobBadInput, FileNameAndMetadataDisagree) {
 // ring space: the rank read those records again, so the collector's part
 // ends with what the rank's own part begins with. The join keeps each record
 // once (every kernel of the rank, in order) and says how many were in both; a
-// kind whose parts do not overlap (memcpy) is joined whole.
-TEST(MergeJobJoin, RecordsInBothPartsAreKeptOnce) {
+// kind whose parts do not overlap (memcpy) is joined whole. The parts are
+// named `collector_name` (.partial) and `own_name` in the job directory.
+void ExpectOverlappingPartsJoinedOnce(const std::string& collector_name,
+                                      const std::string& own_name) {
   TempDir dir;
   std::mt19937_64 rng(41);
   RankTrace all;
@@ -936,7 +939,7 @@ TEST(MergeJobJoin, RecordsInBothPartsAreKeptOnce) {
   // The collector's part: kernels [0, 6000) and copies [0, 150), flushed, the
   // file never finished. The rank's own: kernels from 4500, copies from 150.
   {
-    auto w = TraceWriter::Create(testing::RankPath(dir.path(), 0), FileKind::kRank);
+    auto w = TraceWriter::Create(dir.path() + "/" + collector_name, FileKind::kRank);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     AON_ASSERT_OK((*w)->WriteRankMetadata(all.meta));
     AON_ASSERT_OK((*w)->Append<KernelRecord>(std::span(kernels).first(6000)));
@@ -950,13 +953,12 @@ TEST(MergeJobJoin, RecordsInBothPartsAreKeptOnce) {
   own.strings = all.strings;
   own.Get<KernelRecord>().assign(kernels.begin() + 4500, kernels.end());
   own.Get<MemcpyRecord>().assign(copies.begin() + 150, copies.end());
-  const std::string own_path =
-      dir.path() + "/rank-00000.pid" + std::to_string(all.meta.pid) + ".h5";
-  AON_ASSERT_OK(testing::WriteRankTrace(own_path, own));
+  AON_ASSERT_OK(testing::WriteRankTrace(dir.path() + "/" + own_name, own));
   MergeReport report;
   AON_ASSERT_OK(MergeJob(Options(dir), &report));
   ASSERT_EQ(report.ranks.size(), 1u);
-  EXPECT_TRUE(Contains(report.ranks[0].message, "aon-merge joined")) << report.ranks[0].message;
+  EXPECT_TRUE(Contains(report.ranks[0].message, "aon-merge joined " + collector_name + ".partial"))
+      << report.ranks[0].message;
   EXPECT_TRUE(Contains(report.ranks[0].message, "1500 records were in both"))
       << report.ranks[0].message;
   Timeline t = OpenTimeline(report.timeline_path);
@@ -968,6 +970,28 @@ TEST(MergeJobJoin, RecordsInBothPartsAreKeptOnce) {
   auto m = t.reader->ReadAllMerged<MemcpyRecord>();
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->size(), copies.size());
+}
+
+TEST(MergeJobJoin, RecordsInBothPartsAreKeptOnce) {
+  ExpectOverlappingPartsJoinedOnce("rank-00000.h5", "rank-00000.pid1000.h5");
+}
+
+// In a reused job directory the collector took rank-00000.pid<P>.h5 itself
+// (rank-00000.h5 was there): the rank's own part is rank-00000.pid<P>.2.h5,
+// never a name that would replace the collector's (FreeRankFileName), and the
+// two are joined the same way.
+TEST(MergeJobJoin, ARankOfAReusedDirectoryGetsAThirdNameAndIsJoined) {
+  TempDir dir;
+  auto held = HeldDirectory::Hold(dir.path());
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(FreeRankFileName(*held, 3, 77), "rank-00003.h5");
+  std::ofstream(dir.path() + "/rank-00003.h5") << "earlier run";
+  EXPECT_EQ(FreeRankFileName(*held, 3, 77), "rank-00003.pid77.h5");
+  std::ofstream(dir.path() + "/rank-00003.pid77.h5.partial") << "the collector's part";
+  EXPECT_EQ(FreeRankFileName(*held, 3, 77), "rank-00003.pid77.2.h5");
+  std::ofstream(dir.path() + "/rank-00003.pid77.2.h5") << "the rank's own";
+  EXPECT_EQ(FreeRankFileName(*held, 3, 77), "rank-00003.pid77.3.h5");
+  ExpectOverlappingPartsJoinedOnce("rank-00000.pid1000.h5", "rank-00000.pid1000.2.h5");
 }
 
 // Two parts of a rank that cannot be joined (the rank's own part, a .partial

@@ -49,16 +49,15 @@ struct WriteOptions {
   bool checksum = true;
 };
 
-// For a process that writes trace files from threads of its own and finishes
-// them in an exit handler (the rank agent): HDF5 otherwise registers an exit
-// handler of its own at its first use, which closes every open file and, if
-// that first use came after the process's handler, runs before it (or while a
-// thread of that process is still writing). Call before any other use of HDF5
-// in the process; without effect once HDF5 is in use.
-void KeepHdf5OpenAtExit();
+// Starts the HDF5 library now, without the exit handler it registers at its
+// first use (which closes every open file and would run before a handler the
+// process registered earlier): for a process whose own exit handler finishes
+// files a thread of it writes (the rank agent, after its collector died). If
+// HDF5 is in use already, its handler stays (it was registered before).
+void StartHdf5WithoutExitHandler();
 
 // The name a process writing `rank` gives its file in `dir`: rank-NNNNN.h5, or
-// rank-NNNNN.pid<pid>.h5 when that name or its .partial is taken (a launcher
+// rank-NNNNN.pid<pid>.h5 (then rank-NNNNN.pid<pid>.<n>.h5) when that name or its .partial is taken (a launcher
 // process that loaded the agent too, a reused directory, the part of the rank
 // a collector that died left there): both are kept.
 std::string FreeRankFileName(const HeldDirectory& dir, int rank, int64_t pid);
