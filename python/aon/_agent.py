@@ -32,6 +32,11 @@ class Agent:
             lib.aon_ops_active.argtypes = []
             lib.aon_framework_step.restype = None
             lib.aon_framework_step.argtypes = []
+        # The observer switch the agent calls at window edges (newer agents).
+        self.has_listen = hasattr(lib, "aon_ops_listen")
+        if self.has_listen:
+            lib.aon_ops_listen.restype = None
+            lib.aon_ops_listen.argtypes = [ctypes.c_void_p]
         self.has_host_range = hasattr(lib, "aon_host_range")
         if self.has_host_range:
             lib.aon_host_range.restype = None

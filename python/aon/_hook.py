@@ -12,9 +12,14 @@ process that never imports torch is not touched). It keeps, all the time:
     tells compile time from the program's own work in every mode;
 and, only while a window is open:
   - a RecordFunction observer (python/aon/_torch_observer.cc) for every aten operator,
-    autograd node and user range (record_function, aon.range);
+    autograd node and user range (record_function, aon.range), switched by the
+    agent itself at the window's edges (aon_ops_listen), whichever source
+    marked the boundary;
   - global module forward hooks giving each nn.Module call its path
-    ("TransformerEncoder.layers.3.self_attn").
+    ("TransformerEncoder.layers.3.self_attn"), switched at step boundaries the
+    hook sees (optimizer steps, aon.step()).
+Both are also switched when CUDA initializes (torch.cuda's lazy-init queue, the
+moment the agent loads): with --mode full, from before the first kernel.
 Outside windows nothing of AON runs per operator or per module.
 """
 import ctypes
@@ -188,6 +193,8 @@ class TorchHook:
         self.extension = None
         self.extension_error = None
         self.warned = False
+        self.bound = False
+        self.listening = False
         self._load_extension()
 
     def _load_extension(self):
@@ -211,6 +218,23 @@ class TorchHook:
         self.extension = ext
         self.bound = False
 
+    def _attach(self, agent):
+        """Binds the observer to the agent's range functions and hands the agent
+        its switch (aon_ops_listen: the agent then calls it at once with the
+        state now, and at every window edge). Once per process."""
+        ext = self.extension
+        if ext is None or self.listening:
+            return
+        if not self.bound:
+            begin = ctypes.cast(agent.lib.aon_op_begin, ctypes.c_void_p).value
+            end = ctypes.cast(agent.lib.aon_op_end, ctypes.c_void_p).value
+            ext.aon_torch_bind(begin, end)
+            self.bound = True
+        switch = getattr(ext, "aon_torch_switch", None)
+        if agent.has_listen and switch is not None:
+            agent.lib.aon_ops_listen(ctypes.cast(switch, ctypes.c_void_p).value)
+            self.listening = True
+
     def _observe(self, agent, on):
         ext = self.extension
         if ext is None:
@@ -219,18 +243,19 @@ class TorchHook:
                 _say("operator ranges are off (" + str(self.extension_error) +
                      "); module ranges and steps still work")
             return
-        if not self.bound:
-            begin = ctypes.cast(agent.lib.aon_op_begin, ctypes.c_void_p).value
-            end = ctypes.cast(agent.lib.aon_op_end, ctypes.c_void_p).value
-            ext.aon_torch_bind(begin, end)
-            self.bound = True
+        if self.listening:
+            return  # the agent switches the observer itself
         ext.aon_torch_observe(1 if on else 0)
 
     def sync(self):
-        """Switches the per-operator observers on or off as the agent's window is."""
+        """Switches the per-module (and, with an agent that has no
+        aon_ops_listen, the per-operator) observers on or off as the agent's
+        window is."""
         agent = Agent.get()
         if agent is None:
             return
+        if self.extension is not None and not self.listening and agent.has_ops:
+            self._attach(agent)
         active = agent.ops_active()
         if active == self.observing:
             return
@@ -254,8 +279,21 @@ class TorchHook:
         agent.framework_step()
         self.sync()
 
+    def _cuda_ready(self):
+        """Run by torch.cuda's lazy initialization right after CUDA starts (the
+        agent has just been loaded by the driver): observers on from the first
+        kernel when ops are recorded from the start (--mode full). Never raises:
+        torch would turn it into an error of the program's first CUDA call."""
+        try:
+            self.sync()
+        except Exception as e:  # noqa: BLE001
+            _say("PyTorch hook: %r" % (e,))
+
     def install(self):
         self.compilations.wrap_compile()
+        lazy_call = getattr(getattr(self.torch, "cuda", None), "_lazy_call", None)
+        if lazy_call is not None:
+            lazy_call(self._cuda_ready)
         optim = self.torch.optim
         register = getattr(getattr(optim, "optimizer", None), "register_optimizer_step_post_hook",
                            None)

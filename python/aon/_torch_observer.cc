@@ -6,8 +6,9 @@
 //
 // Built against the torch found when AON was built (python/CMakeLists.txt);
 // python/aon/_hook.py loads it only into a process running that same torch version,
-// and registers the callback only while a capture window is open: outside
-// windows PyTorch runs with no AON callback at all.
+// and hands aon_torch_switch to the agent (aon_ops_listen), which registers the
+// callback exactly while it records ops (a capture window is open, or always in
+// full mode): outside windows PyTorch runs with no AON callback at all.
 #include <ATen/record_function.h>
 
 #include <cstdint>
@@ -100,5 +101,10 @@ __attribute__((visibility("default"))) int aon_torch_observe(int on) {
   }
   return g_handle != 0 ? 1 : 0;
 }
+
+// The agent's switch (aon_ops_listen): called with 1 right after the rank
+// starts recording ops, 0 just before it stops, on the thread that marked the
+// step boundary, whatever marked it. Observing exactly while ops are recorded.
+__attribute__((visibility("default"))) void aon_torch_switch(int on) { aon_torch_observe(on); }
 
 }  // extern "C"

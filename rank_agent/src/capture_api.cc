@@ -45,6 +45,10 @@ extern "C" __attribute__((visibility("default"))) int aon_ops_active(void) {
   return aon::agent::OpsRecording() ? 1 : 0;
 }
 
+extern "C" __attribute__((visibility("default"))) void aon_ops_listen(void (*listener)(int on)) {
+  aon::agent::SetOpsListener(listener);
+}
+
 extern "C" __attribute__((visibility("default"))) void aon_host_range(const char* name,
                                                                       uint64_t start_ns,
                                                                       uint64_t end_ns) {

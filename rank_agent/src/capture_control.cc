@@ -266,7 +266,9 @@ void CaptureControl::Finish(RankMetadata* m) {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   finished_ = true;
-  SetOpsRecording(false);  // ranges begun from now on would miss the file
+  // Ranges begun from now on would miss the file. The framework's observer is
+  // left registered (begins return 0): it may be torn down already.
+  SetOpsRecording(false, /*tell=*/false);
   if (have_step_) {
     step_.end_ns = now;
     if (Enabled(RecordKind::kSteps)) sink_.Push(step_);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -164,9 +165,25 @@ void SetOpCorrelation(const OpCorrelation* correlation) {
 bool OpsRecording() { return g_recording.load(std::memory_order_acquire); }
 bool ForkedChild() { return g_forked_child.load(std::memory_order_relaxed); }
 
-void SetOpsRecording(bool on) {
+// The framework's observer switch (aon_ops_listen). The mutex orders its calls
+// with the changes: a registration between two transitions gets the state
+// that holds until the next one is told.
+std::mutex g_listener_mu;
+void (*g_listener)(int) = nullptr;
+
+void SetOpsRecording(bool on, bool tell) {
   if (g_forked_child.load(std::memory_order_relaxed)) return;  // a forked child's capture
-  g_recording.store(on, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(g_listener_mu);
+  const bool was = g_recording.exchange(on, std::memory_order_acq_rel);
+  if (!tell || was == on || g_listener == nullptr) return;
+  g_listener(on ? 1 : 0);
+}
+
+void SetOpsListener(void (*listener)(int on)) {
+  if (g_forked_child.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g_listener_mu);
+  g_listener = listener;
+  if (listener != nullptr) listener(g_recording.load(std::memory_order_acquire) ? 1 : 0);
 }
 
 void NoteCaptureDetach() { g_epoch.fetch_add(1, std::memory_order_acq_rel); }

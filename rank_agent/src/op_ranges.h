@@ -66,8 +66,12 @@ bool OpsRecording();
 // Whether this process is a child forked from a recording one (it records nothing of its own).
 bool ForkedChild();
 // CaptureControl, at its transitions: on after the source opened, off before it
-// quiesces. `on` is ignored when the `ops` kind is off.
-void SetOpsRecording(bool on);
+// quiesces. `on` is ignored when the `ops` kind is off. `tell` = false: the
+// listener (aon_ops_listen) is not told (the agent's exit).
+void SetOpsRecording(bool on, bool tell = true);
+// aon_ops_listen: the framework's switch, told every change of SetOpsRecording
+// (and the state now, at once), serialized with the changes.
+void SetOpsListener(void (*listener)(int on));
 // CaptureControl, just before the source detaches (Close).
 void NoteCaptureDetach();
 

@@ -71,6 +71,17 @@ void aon_op_end(uint64_t id);
  * switch their observers on and off. */
 int aon_ops_active(void);
 
+/* Registers `listener` (null: none), called with 1 right after this rank starts
+ * recording ops and with 0 just before it stops, on the thread that marked the
+ * step boundary, whichever source marked it (optimizer, aon_step, NVTX, NCCL,
+ * time slots); and once at once with the current state. A framework switches
+ * its per-operator observer there, so the observer is on for exactly the
+ * window's steps (PyTorch: python/aon/_torch_observer.cc). Not called at the
+ * agent's exit (the framework may be torn down by then), nor in a forked
+ * child. The listener must not call back into the agent's step or capture
+ * functions. */
+void aon_ops_listen(void (*listener)(int on));
+
 /* A stretch of framework work the report must tell apart from the program's
  * own (PyTorch: a torch.compile compilation, from the hook's Dynamo callbacks),
  * on the calling thread from `start_ns` to `end_ns` (CLOCK_MONOTONIC ns, as

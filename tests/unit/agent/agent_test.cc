@@ -2,6 +2,7 @@
 // injection (and the fake driver), exits in various ways, and the rank file it
 // leaves is read back with the trace reader.
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <map>
 #include <set>
@@ -475,6 +476,10 @@ struct OpsLog {
   };
   std::vector<Work> work;
   std::vector<std::pair<int, int>> forks;  // step, the forked child's exit status
+  struct Switch {
+    int step, on, active, on_marking_thread;
+  };
+  std::vector<Switch> switches;  // aon_ops_listen's calls, in order
 };
 
 OpsLog ReadOpsLog(const std::string& path) {
@@ -499,6 +504,10 @@ OpsLog ReadOpsLog(const std::string& path) {
       OpsLog::Begin b{};
       f >> b.step >> b.role >> b.name >> b.kind >> b.seq >> b.active >> b.id >> b.parent;
       log.begins.push_back(b);
+    } else if (what == "listen") {
+      OpsLog::Switch w{};
+      f >> w.step >> w.on >> w.active >> w.on_marking_thread;
+      log.switches.push_back(w);
     } else if (what == "fork") {
       int step = 0, status = 0;
       f >> step >> status;
@@ -614,6 +623,22 @@ TEST_F(AgentTest, OpsAreRecordedInWindowsAndOwnTheLaunchesInsideThem) {
   for (const auto& [step, active] : log.active) {
     EXPECT_EQ(active, captured.count(step) ? 1 : 0) << "step " << step;
   }
+  // The framework's switch (aon_ops_listen): told "off" when it registered
+  // (before the first step), then "on" at the boundary of each window's first
+  // step and "off" at the boundary of the first step after it, on the thread
+  // that marked it, with aon_ops_active() already saying so; nothing at exit.
+  std::vector<std::array<int, 2>> switches = {{-1, 0}};
+  for (int i = 0; i < 60; ++i) {
+    const bool in = captured.count(i) > 0, before = i > 0 && captured.count(i - 1) > 0;
+    if (in != before) switches.push_back({i, in ? 1 : 0});
+  }
+  std::vector<std::array<int, 2>> got;
+  for (const OpsLog::Switch& w : log.switches) {
+    got.push_back({w.step, w.on});
+    EXPECT_EQ(w.active, w.on) << "step " << w.step;
+    EXPECT_EQ(w.on_marking_thread, 1) << "step " << w.step;
+  }
+  EXPECT_EQ(got, switches);
 
   // A range is recorded iff aon_op_begin returned an id, iff ops were active.
   std::map<uint64_t, const OpRecord*> by_id;
@@ -743,6 +768,8 @@ TEST_F(AgentTest, OpsAreNotRecordedWhenTheKindIsOff) {
   ASSERT_GT(f.meta.captured_steps, 0);
   ASSERT_FALSE(f.kernels.empty()) << "windows still capture kernels";
   for (const auto& [step, active] : log.active) EXPECT_EQ(active, 0) << step;
+  ASSERT_EQ(log.switches.size(), 1u) << "told once, at registration";
+  EXPECT_EQ(log.switches[0].on, 0);
   for (const OpsLog::Begin& b : log.begins) EXPECT_EQ(b.id, 0u) << b.name;
   EXPECT_TRUE(f.ops.empty());
   EXPECT_TRUE(OpRowsByCorrelation(f).empty());
@@ -763,6 +790,11 @@ TEST_F(AgentTest, FullModeRecordsOpsInEveryStep) {
   ASSERT_TRUE(r);
   const OpsFile f = ReadOpsFile(*r);
   for (const auto& [step, active] : log.active) EXPECT_EQ(active, 1) << step;
+  // Registered after the capture opened: told "on" at once, and nothing after
+  // (not at exit either).
+  ASSERT_EQ(log.switches.size(), 1u);
+  EXPECT_EQ(log.switches[0].step, -1);
+  EXPECT_EQ(log.switches[0].on, 1);
   size_t ended = 0;
   for (const OpsLog::Begin& b : log.begins) {
     EXPECT_NE(b.id, 0u) << b.name;

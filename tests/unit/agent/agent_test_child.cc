@@ -80,6 +80,7 @@ struct OpsApi {
   void (*end)(uint64_t) = nullptr;
   int (*active)() = nullptr;
   void (*framework_step)() = nullptr;
+  void (*listen)(void (*)(int)) = nullptr;
 };
 
 bool FindOpsApi(OpsApi* api) {
@@ -90,12 +91,26 @@ bool FindOpsApi(OpsApi* api) {
   api->active = reinterpret_cast<decltype(api->active)>(dlsym(agent, "aon_ops_active"));
   api->framework_step =
       reinterpret_cast<decltype(api->framework_step)>(dlsym(agent, "aon_framework_step"));
-  return api->begin && api->end && api->active && api->framework_step;
+  api->listen = reinterpret_cast<decltype(api->listen)>(dlsym(agent, "aon_ops_listen"));
+  return api->begin && api->end && api->active && api->framework_step && api->listen;
+}
+
+// The framework's observer switch (aon_ops_listen), as the PyTorch observer
+// registers it: logs "listen <step being marked, -1: none yet> <on>
+// <aon_ops_active() then> <on the marking thread>".
+FILE* g_listen_log = nullptr;
+int g_marking_step = -1;
+pid_t g_marking_thread = 0;
+int (*g_active)() = nullptr;
+void OnOpsSwitch(int on) {
+  std::fprintf(g_listen_log, "listen %d %d %d %d\n", g_marking_step, on, g_active(),
+               static_cast<pid_t>(syscall(SYS_gettid)) == g_marking_thread ? 1 : 0);
 }
 
 // What the "ops" mode did, for the test to compare with the rank file (OPS_LOG):
 //   thread <role> <tid>
 //   step <i> <aon_ops_active() after the step began>
+//   listen <step> <on> <active then> <1: on the marking thread> (OnOpsSwitch)
 //   begin <step> <role> <name> <kind> <seq> <active before the call> <id> <parent>
 //   launch <step> <role> <kernel name> <innermost recorded range open, 0: none>
 //   memcpy|memset <step> <role> <innermost recorded range open>
@@ -222,6 +237,10 @@ int RunOpsScript(const AonSyntheticDeviceV1* gpu) {
   OpsScript s(gpu, api, log);
   std::vector<uint64_t> main_stack, worker_stack;
   s.Log("thread main %ld\n", static_cast<long>(syscall(SYS_gettid)));
+  g_listen_log = log;
+  g_active = api.active;
+  g_marking_thread = static_cast<pid_t>(syscall(SYS_gettid));
+  api.listen(OnOpsSwitch);
   {
     StepWorker worker;
     worker.Run([&] { s.Log("thread worker %ld\n", static_cast<long>(syscall(SYS_gettid))); });
@@ -232,6 +251,7 @@ int RunOpsScript(const AonSyntheticDeviceV1* gpu) {
       const std::string k = "k_step" + std::to_string(i) + "_";
       // The optimizer's step hook runs inside its own range.
       if (i > 0) s.Begin(main_stack, i - 1, "main", "Optimizer.step", AON_OP_USER, -1, 1, 0);
+      g_marking_step = i;
       api.framework_step();
       const int active = api.active();
       s.Log("step %d %d\n", i, active);
