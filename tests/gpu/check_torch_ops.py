@@ -1,20 +1,33 @@
 #!/usr/bin/env python3
-"""GPU check: AON's operator and module for each kernel against torch.profiler's
-on the same deterministic loop (tests/gpu/torch_attribution.py), run
-separately (one CUPTI client at a time).
+"""GPU check: AON's operator and module for every kernel against torch.profiler's,
+on the same deterministic loop (tests/gpu/torch_models.py) run twice, separately
+(one CUPTI client at a time): once under aon-run, once under torch.profiler
+over the whole run.
 
-usage: check_torch_ops.py AON_JOB_DIR TORCH_TRACE_JSON STEPS
+usage: check_torch_ops.py --aon JOB --torch TRACE --model M [--checkpoint]
+                          --steps N --mode full|budgeted [--label L] [--json F]
 
-AON_JOB_DIR: `aon-run --mode full` of the loop (a merged job); TORCH_TRACE_JSON:
-the loop's torch.profiler Chrome trace of iterations [a, b); STEPS: the loop's
-step count. Checks, one line each, PASS/FAIL last:
-  - AON's step count is exact (steps from the optimizer hook, source pytorch);
-  - for the kernels of the profiled iterations, matched in launch order, the
-    innermost operator that launched each kernel agrees for >= 99 %;
-  - for forward kernels inside an nn.Module, the innermost module's class
-    agrees for >= 99 % (torch.profiler names modules by class and instance;
-    AON by path, mapped to the class through the same model).
+Every step is compared, not a chosen range:
+  - full mode: every kernel of the run, from before the model is built (the
+    set-up and the first iteration, before AON's first step boundary) to the
+    last step;
+  - budgeted mode: every step AON captured (flag captured), whole.
+AON's step s runs from the end of optimizer step s to the end of optimizer step
+s + 1: it holds iteration s + 1, torch.profiler's ProfilerStep#(s + 1); what
+comes before AON's first boundary is ProfilerStep#0.
+
+Within a step the kernels are matched in launch order by name (difflib). For
+each of torch.profiler's kernels: the innermost operator or range that launched
+it (torch.profiler's External id; its own ProfilerStep#i range counts as none,
+and Inductor's per-kernel range, recorded only under torch.profiler, gives way
+to the range around it) must be AON's `op`; for kernels launched in forward
+inside an nn.Module, the innermost module's class must be the class of AON's
+module path. A kernel AON does not have counts as a disagreement.
+Checks, PASS/FAIL last: AON's step count, kernel names, operator agreement
+>= 99 %, module agreement >= 99 %, and in budgeted mode at least one captured
+step.
 """
+import argparse
 import collections
 import difflib
 import json
@@ -22,13 +35,15 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import aon  # noqa: E402  (PYTHONPATH: build-gpu/lib/aon-python)
+import aon  # noqa: E402  (PYTHONPATH: <build>/lib/aon-python)
 
 
 def torch_side(path):
+    """{ProfilerStep number: [(launch ts, kernel name, op name, module class)]}"""
     with open(path) as f:
         events = json.load(f)["traceEvents"]
     by_ext = {}
+    ranges = collections.defaultdict(list)  # tid -> [(start, end, name)]: ops and annotations
     modules = collections.defaultdict(list)  # tid -> [(start, end, class)]
     steps = []
     runtime = {}
@@ -37,8 +52,10 @@ def torch_side(path):
         if e.get("ph") != "X":
             continue
         cat, args = e.get("cat", ""), e.get("args", {})
-        if cat in ("cpu_op", "user_annotation") and "External id" in args:
-            by_ext.setdefault(args["External id"], e)
+        if cat in ("cpu_op", "user_annotation"):
+            if "External id" in args:
+                by_ext.setdefault(args["External id"], e)
+            ranges[e["tid"]].append((e["ts"], e["ts"] + e["dur"], e["name"]))
         if cat == "python_function" and e["name"].startswith("nn.Module: "):
             cls = e["name"][len("nn.Module: "):].rsplit("_", 1)[0]
             modules[e["tid"]].append((e["ts"], e["ts"] + e["dur"], cls))
@@ -50,7 +67,12 @@ def torch_side(path):
             runtime[args["correlation"]] = e
         if cat == "kernel":
             kernels.append(e)
-    out = collections.defaultdict(list)  # step -> [(launch ts, kernel, op, module class)]
+
+    def innermost(tid, ts, name, exclude):
+        inside = [r for r in ranges.get(tid, []) if r[0] <= ts <= r[1] and r[2] != exclude]
+        return min(inside, key=lambda r: r[1] - r[0])[2] if inside else ""
+
+    out = collections.defaultdict(list)
     for k in kernels:
         rt = runtime.get(k["args"].get("correlation"))
         launch = rt["ts"] if rt else k["ts"]
@@ -58,106 +80,143 @@ def torch_side(path):
         step = next((s for a, b, s in steps if a <= launch < b), None)
         if step is None:
             continue
+        name = op["name"] if op else ""
+        if op is not None and name == k["name"] and rt is not None:
+            # Inductor's range named after the kernel exists only under torch.profiler.
+            name = innermost(rt["tid"], op["ts"], name, name)
+        if name.startswith("ProfilerStep#"):
+            name = ""  # torch.profiler's own step range: no operator launched it
         cls = ""
         if op is not None:
             inside = [m for m in modules.get(op["tid"], []) if m[0] <= op["ts"] < m[1]]
             if inside:
                 cls = min(inside, key=lambda m: m[1] - m[0])[2]
-        out[step].append((launch, k["name"], op["name"] if op else "", cls))
+        out[step].append((launch, k["name"], name, cls))
     return {s: sorted(v) for s, v in out.items()}
 
 
+def col(tab, name):
+    v = tab[name]
+    return v.to_numpy() if hasattr(v, "to_numpy") else v
+
+
 def aon_side(job, model_classes):
+    """({AON step (-1: before the first boundary): [(launch, kernel, op, module class)]},
+    [(start, end, step, source, flags)])"""
     t = aon.load(job)
-    def col(tab, name):
-        v = tab[name]
-        return v.to_numpy() if hasattr(v, "to_numpy") else v
     k, api, st = t["kernels"], t["api"], t["steps"]
     launch = dict(zip(col(api, "correlation_id").tolist(), col(api, "start_ns").tolist()))
-    steps = list(zip(col(st, "start_ns").tolist(), col(st, "end_ns").tolist(),
-                     col(st, "step").tolist(), col(st, "source_name").tolist()))
+    steps = sorted(zip(col(st, "start_ns").tolist(), col(st, "end_ns").tolist(),
+                       col(st, "step").tolist(), col(st, "source_name").tolist(),
+                       col(st, "flags").tolist()))
+    first = steps[0][0] if steps else None
     out = collections.defaultdict(list)
+    unlaunched = 0
     for c, name, op, module, phase in zip(col(k, "correlation_id").tolist(), col(k, "name"),
                                           col(k, "op"), col(k, "module"), col(k, "phase")):
         ts = launch.get(c)
         if ts is None:
+            unlaunched += 1
             continue
-        step = next((s for a, b, s, _ in steps if a <= ts < b), None)
-        if step is None:
-            continue
+        if first is not None and ts < first:
+            step = -1
+        else:
+            step = next((s for a, b, s, _, _ in steps if a <= ts < b), None)
+            if step is None:
+                continue
         cls = model_classes.get(module, "") if phase == "forward" else ""
         out[step].append((ts, name, op, cls))
-    return {s: sorted(v) for s, v in out.items()}, steps
+    return {s: sorted(v) for s, v in out.items()}, steps, unlaunched
 
 
 def main():
-    job, trace, want_steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    p = argparse.ArgumentParser()
+    p.add_argument("--aon", required=True)
+    p.add_argument("--torch", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--checkpoint", action="store_true")
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--mode", choices=["full", "budgeted"], required=True)
+    p.add_argument("--label", default="")
+    p.add_argument("--json", default="")
+    args = p.parse_args()
+    label = args.label or args.model
     ok = True
 
     def say(good, text):
         nonlocal ok
         ok = ok and good
-        print(("[torch-ops] ok   " if good else "[torch-ops] FAIL ") + text)
+        print(("[torch-ops %s] ok   " % label if good else "[torch-ops %s] FAIL " % label) + text)
 
-    import torch_attribution
-    model = torch_attribution.build("cpu")
+    import torch_models
+    model, _, _ = torch_models.build(args.model, "cpu", args.checkpoint)
     root = type(model).__name__
     classes = {(root + "." + n if n else root): type(m).__name__ for n, m in model.named_modules()}
-    if "ops" not in aon.load(job, kinds=["ops"]):
-        print("[torch-ops] FAIL the job has no ops table: this agent records no operator ranges")
+    if "ops" not in aon.load(args.aon, kinds=["ops"]):
+        say(False, "the job has no ops table: this agent records no operator ranges")
         return 1
-    ours, steps = aon_side(job, classes)
+    ours, steps, unlaunched = aon_side(args.aon, classes)
     sources = collections.Counter(s[3] for s in steps)
-    # Boundaries after each optimizer step: steps 0 .. STEPS-1, the last one
-    # ending when the process does.
-    say(len(steps) == want_steps and set(sources) == {"pytorch"},
-        "AON steps: %d (want %d), sources %s" % (len(steps), want_steps, dict(sources)))
-    theirs = torch_side(trace)
-    total = same_op = fwd = same_mod = 0
-    examples = []
-    for tstep, tk in sorted(theirs.items()):
-        # AON's step s runs from the end of iteration s to the end of s + 1:
-        # it holds iteration s + 1, torch.profiler's ProfilerStep#(s + 1).
-        ak = ours.get(tstep - 1, [])
+    say(len(steps) == args.steps and set(sources) == {"pytorch"},
+        "AON steps: %d (want %d), sources %s" % (len(steps), args.steps, dict(sources)))
+    theirs = torch_side(args.torch)
+    if args.mode == "full":
+        compared = sorted(s - 1 for s in theirs)  # every step, the set-up (-1) first
+    else:
+        compared = [s for _, _, s, _, f in steps if f & 1]
+        say(len(compared) > 0, "captured steps: %d of %d" % (len(compared), len(steps)))
+    total = same_op = fwd = same_mod = missing = 0
+    per_step = []
+    examples = collections.Counter()
+    for s in compared:
+        tk, ak = theirs.get(s + 1, []), ours.get(s, [])
         sm = difflib.SequenceMatcher(a=[x[1] for x in tk], b=[x[1] for x in ak], autojunk=False)
         matched = {}
         for block in sm.get_matching_blocks():
             for i in range(block.size):
                 matched[block.a + i] = block.b + i
+        st = sa = 0
         for i, (_, name, op, cls) in enumerate(tk):
             total += 1
             j = matched.get(i)
             a = ak[j] if j is not None else None
+            if a is None:
+                missing += 1
             if a is not None and a[2] == op:
                 same_op += 1
-            elif len(examples) < 8:
-                examples.append("kernel %s: torch %r, AON %r" % (name[:60], op, a[2] if a else None))
+                sa += 1
+            else:
+                examples[(op, a[2] if a else None, name[:50])] += 1
+            st += 1
             if cls:
                 fwd += 1
                 if a is not None and a[3] == cls:
                     same_mod += 1
-        print("[torch-ops] ProfilerStep#%d: torch %d kernels, AON step %d: %d kernels"
-              % (tstep, len(tk), tstep - 1, len(ak)))
-    for e in examples:
-        print("[torch-ops]   differs: " + e)
-    # Kernel names: the same kernels must carry the same names (issue #17 item 6).
-    names_t = {x[1] for v in theirs.values() for x in v}
-    names_a = {x[1] for s in theirs for x in ours.get(s - 1, [])}
-    only_t, only_a = sorted(names_t - names_a), sorted(names_a - names_t)
-    for n in only_t[:5]:
-        print("[torch-ops]   name only in torch.profiler (%d chars): %.120s" % (len(n), n))
-    for n in only_a[:5]:
-        print("[torch-ops]   name only in AON (%d chars): %.120s" % (len(n), n))
-    say(not only_t and not only_a,
-        "kernel names: %d distinct in torch.profiler's steps, %d in AON's, %d differ"
-        % (len(names_t), len(names_a), len(only_t) + len(only_a)))
+                else:
+                    examples[("module " + cls, a[3] if a else None, name[:50])] += 1
+        per_step.append((s, len(tk), len(ak), sa))
+    worst = sorted(per_step, key=lambda r: (r[3] / r[1]) if r[1] else 1.0)[:3]
+    for s, nt, na, sa in worst:
+        print("[torch-ops %s] step %d: torch %d kernels, AON %d, operator agrees for %d"
+              % (label, s, nt, na, sa))
+    for (want, got, kname), n in examples.most_common(10):
+        print("[torch-ops %s]   %d x kernel %s: torch %r, AON %r" % (label, n, kname, want, got))
+    names_t = {x[1] for s in compared for x in theirs.get(s + 1, [])}
+    names_a = {x[1] for s in compared for x in ours.get(s, [])}
+    say(names_t == names_a, "kernel names: %d distinct in torch.profiler's steps, %d in AON's, "
+        "%d differ" % (len(names_t), len(names_a), len(names_t ^ names_a)))
     say(total > 0 and same_op >= 0.99 * total,
-        "operator agrees for %d of %d kernels (%.2f %%)" % (same_op, total,
-                                                           100.0 * same_op / max(total, 1)))
+        "operator agrees for %d of %d kernels (%.2f %%) over %d steps; %d kernels missing in AON"
+        % (same_op, total, 100.0 * same_op / max(total, 1), len(compared), missing))
     say(fwd > 0 and same_mod >= 0.99 * fwd,
         "module class agrees for %d of %d forward kernels in a module (%.2f %%)"
         % (same_mod, fwd, 100.0 * same_mod / max(fwd, 1)))
-    print("[torch-ops] PASS" if ok else "[torch-ops] FAIL")
+    print("[torch-ops %s] %s" % (label, "PASS" if ok else "FAIL"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"label": label, "mode": args.mode, "steps": len(compared), "kernels": total,
+                       "op_agree": same_op, "forward_in_module": fwd, "module_agree": same_mod,
+                       "missing": missing, "unlaunched": unlaunched, "pass": ok}, f)
     return 0 if ok else 1
 
 
