@@ -369,7 +369,11 @@ uint32_t PerfettoWriter::LaneFor(uint32_t pid, uint64_t start, uint64_t end) {
 }
 
 void PerfettoWriter::ResetSequence() {
-  for (Interned* t : {&names_, &categories_, &arg_names_}) t->ids.clear();
+  for (Interned* t : {&names_, &categories_, &arg_names_}) {
+    t->ids.clear();
+    t->recent.fill({});
+  }
+  name_iids_.assign(name_iids_.size(), 0);
   interned_count_ = 0;
   clear_pending_ = true;
 }
@@ -393,16 +397,28 @@ Status PerfettoWriter::CloseFile() {
 }
 
 uint64_t PerfettoWriter::Intern(Interned& table, std::string_view s) {
+  Interned::Recent& r =
+      table.recent[(reinterpret_cast<uintptr_t>(s.data()) >> 3) % table.recent.size()];
+  if (r.at == s.data() && r.text != nullptr && *r.text == s) return r.iid;
   auto it = table.ids.find(s);
-  if (it != table.ids.end()) return it->second;
-  const uint64_t iid = table.ids.size() + 1;
-  table.ids.emplace(std::string(s), iid);
-  ++interned_count_;
-  proto::Writer w(&interned_);
-  w.BeginMessage(table.field);
-  w.Varint(f::kIid, iid);
-  w.Bytes(f::kInternedName, s);
-  w.EndMessage();
+  if (it == table.ids.end()) {
+    it = table.ids.emplace(std::string(s), table.ids.size() + 1).first;
+    ++interned_count_;
+    proto::Writer w(&interned_);
+    w.BeginMessage(table.field);
+    w.Varint(f::kIid, it->second);
+    w.Bytes(f::kInternedName, s);
+    w.EndMessage();
+  }
+  r = {s.data(), &it->first, it->second};
+  return it->second;
+}
+
+uint64_t PerfettoWriter::InternName(const trace::Slice& s) {
+  if (s.name_id == 0) return Intern(names_, s.name);
+  if (s.name_id >= name_iids_.size()) name_iids_.resize(size_t{s.name_id} + 1, 0);
+  uint64_t& iid = name_iids_[s.name_id];
+  if (iid == 0) iid = Intern(names_, s.name);
   return iid;
 }
 
@@ -446,39 +462,11 @@ void PerfettoWriter::Describe(uint32_t track) {
   w.EndMessage();
 }
 
-// A TrackEvent packet: interned strings it introduces go in the same packet.
+// A TrackEvent packet, written straight into the unit: the interned strings it
+// introduces go in the same packet, after the event (a decoder reads a
+// packet's interned data before its event, wherever it is in the packet).
 void PerfettoWriter::EncodeBegin(uint32_t track, const trace::Slice& s, int type) {
-  event_.clear();
   interned_.clear();
-  proto::Writer e(&event_);
-  e.Varint(f::kType, static_cast<uint64_t>(type));
-  e.Varint(f::kTrackUuid, tracks_[track].uuid);
-  if (!s.category.empty()) e.Varint(f::kCategoryIids, Intern(categories_, s.category));
-  e.Varint(f::kNameIid, Intern(names_, s.name));
-  for (const trace::Arg& a : s.args) {
-    e.BeginMessage(f::kDebugAnnotations);
-    e.Varint(f::kArgNameIid, Intern(arg_names_, a.key));
-    if (const auto* u = std::get_if<uint64_t>(&a.value)) {
-      e.Varint(f::kUintValue, *u);
-    } else if (const auto* i = std::get_if<int64_t>(&a.value)) {
-      e.Int(f::kIntValue, *i);
-    } else if (const auto* d = std::get_if<double>(&a.value)) {
-      e.Double(f::kDoubleValue, *d);
-    } else if (const auto* str = std::get_if<std::string_view>(&a.value)) {
-      e.Bytes(f::kStringValue, *str);
-    } else if (const auto* v = std::get_if<trace::Dim3>(&a.value)) {
-      for (int32_t x : {v->x, v->y, v->z}) {
-        e.BeginMessage(f::kArrayValues);
-        e.Int(f::kIntValue, x);
-        e.EndMessage();
-      }
-    }
-    e.EndMessage();
-  }
-  if (s.flow_begin != 0) e.Fixed64(f::kFlowIds, s.flow_begin);
-  if (s.flow_chain != 0) e.Fixed64(f::kFlowIds, s.flow_chain);
-  if (s.flow_end != 0) e.Fixed64(f::kTerminatingFlowIds, s.flow_end);
-
   proto::Writer w(&unit_);
   w.BeginMessage(f::kTracePacket);
   w.Varint(f::kTimestamp, s.start_ns);
@@ -486,21 +474,48 @@ void PerfettoWriter::EncodeBegin(uint32_t track, const trace::Slice& s, int type
   w.Varint(f::kSequenceFlags,
            kSeqNeedsIncrementalState | (clear_pending_ ? kSeqIncrementalStateCleared : 0));
   clear_pending_ = false;
+  w.BeginMessage(f::kTrackEvent);
+  w.Varint(f::kType, static_cast<uint64_t>(type));
+  w.Varint(f::kTrackUuid, tracks_[track].uuid);
+  if (!s.category.empty()) w.Varint(f::kCategoryIids, Intern(categories_, s.category));
+  w.Varint(f::kNameIid, InternName(s));
+  for (const trace::Arg& a : s.args) {
+    w.BeginMessage(f::kDebugAnnotations);
+    w.Varint(f::kArgNameIid, Intern(arg_names_, a.key));
+    if (const auto* u = std::get_if<uint64_t>(&a.value)) {
+      w.Varint(f::kUintValue, *u);
+    } else if (const auto* i = std::get_if<int64_t>(&a.value)) {
+      w.Int(f::kIntValue, *i);
+    } else if (const auto* d = std::get_if<double>(&a.value)) {
+      w.Double(f::kDoubleValue, *d);
+    } else if (const auto* str = std::get_if<std::string_view>(&a.value)) {
+      w.Bytes(f::kStringValue, *str);
+    } else if (const auto* v = std::get_if<trace::Dim3>(&a.value)) {
+      for (int32_t x : {v->x, v->y, v->z}) {
+        w.BeginMessage(f::kArrayValues);
+        w.Int(f::kIntValue, x);
+        w.EndMessage();
+      }
+    }
+    w.EndMessage();
+  }
+  if (s.flow_begin != 0) w.Fixed64(f::kFlowIds, s.flow_begin);
+  if (s.flow_chain != 0) w.Fixed64(f::kFlowIds, s.flow_chain);
+  if (s.flow_end != 0) w.Fixed64(f::kTerminatingFlowIds, s.flow_end);
+  w.EndMessage();
   if (!interned_.empty()) w.Bytes(f::kInternedData, interned_);
-  w.Bytes(f::kTrackEvent, event_);
   w.EndMessage();
 }
 
 void PerfettoWriter::EncodeEnd(uint32_t track, uint64_t ts) {
-  event_.clear();
-  proto::Writer e(&event_);
-  e.Varint(f::kType, kSliceEnd);
-  e.Varint(f::kTrackUuid, tracks_[track].uuid);
   proto::Writer w(&unit_);
   w.BeginMessage(f::kTracePacket);
   w.Varint(f::kTimestamp, ts);
   w.Varint(f::kSequenceId, kSequence);
-  w.Bytes(f::kTrackEvent, event_);
+  w.BeginMessage(f::kTrackEvent);
+  w.Varint(f::kType, kSliceEnd);
+  w.Varint(f::kTrackUuid, tracks_[track].uuid);
+  w.EndMessage();
   w.EndMessage();
 }
 
@@ -547,21 +562,19 @@ void PerfettoWriter::OnCounter(const trace::CounterSample& c) {
   const uint32_t track = by_id_[c.track];
   WriteUnit(c.ts, [&] {
     Describe(track);
-    event_.clear();
-    interned_.clear();
-    proto::Writer e(&event_);
-    e.Varint(f::kType, kCounterEvent);
-    e.Varint(f::kTrackUuid, tracks_[track].uuid);
-    if (const auto* d = std::get_if<double>(&c.value)) {
-      e.Double(f::kDoubleCounterValue, *d);
-    } else {
-      e.Int(f::kCounterValue, static_cast<int64_t>(std::get<uint64_t>(c.value)));
-    }
     proto::Writer w(&unit_);
     w.BeginMessage(f::kTracePacket);
     w.Varint(f::kTimestamp, c.ts);
     w.Varint(f::kSequenceId, kSequence);
-    w.Bytes(f::kTrackEvent, event_);
+    w.BeginMessage(f::kTrackEvent);
+    w.Varint(f::kType, kCounterEvent);
+    w.Varint(f::kTrackUuid, tracks_[track].uuid);
+    if (const auto* d = std::get_if<double>(&c.value)) {
+      w.Double(f::kDoubleCounterValue, *d);
+    } else {
+      w.Int(f::kCounterValue, static_cast<int64_t>(std::get<uint64_t>(c.value)));
+    }
+    w.EndMessage();
     w.EndMessage();
   });
 }

@@ -31,6 +31,7 @@
 // ranges and is written last. A file is written as <file>.partial and renamed.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -96,6 +97,16 @@ class PerfettoWriter final : public trace::TraceSink {
   struct Interned {
     std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>> ids;
     uint32_t field = 0;  // InternedData field
+    // The last strings looked up, by where the caller's text was: most names,
+    // categories and argument keys are the same few texts at the same
+    // addresses, so a lookup is a compare instead of a hash. A hit still
+    // compares the text (an address may hold another text later).
+    struct Recent {
+      const char* at = nullptr;
+      const std::string* text = nullptr;  // the key in ids (node keys stay put)
+      uint64_t iid = 0;
+    };
+    std::array<Recent, 64> recent{};
   };
 
   uint32_t AddTrack(TrackEntry entry);
@@ -110,6 +121,7 @@ class PerfettoWriter final : public trace::TraceSink {
 
   void Describe(uint32_t track);
   uint64_t Intern(Interned& table, std::string_view s);
+  uint64_t InternName(const trace::Slice& s);
   void EncodeBegin(uint32_t track, const trace::Slice& s, int type);
   void EncodeEnd(uint32_t track, uint64_t ts);
 
@@ -128,11 +140,15 @@ class PerfettoWriter final : public trace::TraceSink {
   std::unique_ptr<GzipFile> file_;
   std::vector<char> described_;  // by index in tracks_
   Interned names_, categories_, arg_names_;
+  // Slice names by timeline string id (Slice::name_id): their iid in names_'
+  // numbering, 0 not yet interned in this file. Saves hashing long kernel
+  // names for every slice.
+  std::vector<uint64_t> name_iids_;
   size_t interned_count_ = 0;
   bool clear_pending_ = true;
   PerfettoFileInfo current_;
 
-  std::string unit_, event_, interned_;
+  std::string unit_, interned_;
   std::vector<PerfettoFileInfo> files_;
   uint64_t events_ = 0;
 };

@@ -6,40 +6,6 @@
 
 namespace aon::merge::proto {
 
-namespace {
-
-// v as a varint into buf (room for 10 bytes); returns the bytes written.
-size_t EncodeVarint(uint64_t v, char* buf) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    buf[n++] = static_cast<char>(static_cast<uint8_t>(v) | 0x80);
-    v >>= 7;
-  }
-  buf[n++] = static_cast<char>(v);
-  return n;
-}
-
-}  // namespace
-
-void AppendVarint(std::string* out, uint64_t v) {
-  if (v < 0x80) {
-    out->push_back(static_cast<char>(v));
-    return;
-  }
-  char buf[10];
-  out->append(buf, EncodeVarint(v, buf));
-}
-
-
-void Writer::Key(uint32_t field, WireType type) {
-  AppendVarint(out_, (uint64_t{field} << 3) | static_cast<uint8_t>(type));
-}
-
-void Writer::Varint(uint32_t field, uint64_t v) {
-  Key(field, WireType::kVarint);
-  AppendVarint(out_, v);
-}
-
 void Writer::Fixed64(uint32_t field, uint64_t v) {
   Key(field, WireType::kFixed64);
   char buf[8];
@@ -68,6 +34,7 @@ void Writer::BeginMessage(uint32_t field) {
   }
   Key(field, WireType::kLengthDelimited);
   open_[depth_++] = out_->size();
+  out_->push_back(0);  // the length's first byte
 }
 
 void Writer::EndMessage() {
@@ -76,9 +43,16 @@ void Writer::EndMessage() {
     std::fprintf(stderr, "aon: proto::Writer: EndMessage without BeginMessage\n");
     std::abort();
   }
-  const size_t start = open_[--depth_];
+  const size_t at = open_[--depth_];
+  const size_t size = out_->size() - at - 1;
+  if (size < 0x80) {
+    (*out_)[at] = static_cast<char>(size);
+    return;
+  }
   char length[10];
-  out_->insert(start, length, EncodeVarint(out_->size() - start, length));
+  const size_t n = EncodeVarint(size, length);
+  out_->insert(at + 1, length + 1, n - 1);  // the contents move by the bytes beyond the first
+  (*out_)[at] = length[0];
 }
 
 }  // namespace aon::merge::proto

@@ -12,9 +12,11 @@
 //                bytes, an embedded message).
 // A repeated field is the same field written again (proto2 does not pack unless
 // asked). The writer appends to a caller-owned std::string; an embedded message is
-// opened with BeginMessage, filled, and closed with EndMessage, which inserts its
-// length in front of it (the shortest varint, so the output is canonical; the
-// contents move by a few bytes, cheap for the small messages of a trace packet).
+// opened with BeginMessage, filled, and closed with EndMessage, which writes its
+// length in front of it as the shortest varint, so the output is canonical:
+// BeginMessage leaves one byte for it, enough for the small messages that most
+// of a trace is (under 128 bytes); a longer one moves its contents by the
+// bytes its length needs more.
 #pragma once
 
 #include <array>
@@ -26,8 +28,27 @@ namespace aon::merge::proto {
 
 enum class WireType : uint8_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2 };
 
-// Appends v as a varint (1-10 bytes).
-void AppendVarint(std::string* out, uint64_t v);
+// v as a varint into buf (room for 10 bytes); returns the bytes written.
+inline size_t EncodeVarint(uint64_t v, char* buf) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>(static_cast<uint8_t>(v) | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  return n;
+}
+
+// Appends v as a varint (1-10 bytes). Inline: most of an export's fields are
+// small varints.
+inline void AppendVarint(std::string* out, uint64_t v) {
+  if (v < 0x80) {
+    out->push_back(static_cast<char>(v));
+    return;
+  }
+  char buf[10];
+  out->append(buf, EncodeVarint(v, buf));
+}
 
 class Writer {
  public:
@@ -35,7 +56,10 @@ class Writer {
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
 
-  void Varint(uint32_t field, uint64_t v);  // uint32/uint64/bool/enum
+  void Varint(uint32_t field, uint64_t v) {  // uint32/uint64/bool/enum
+    Key(field, WireType::kVarint);
+    AppendVarint(out_, v);
+  }
   void Int(uint32_t field, int64_t v) { Varint(field, static_cast<uint64_t>(v)); }  // int32/int64
   void Fixed64(uint32_t field, uint64_t v);
   void Double(uint32_t field, double v);
@@ -49,11 +73,13 @@ class Writer {
   std::string* out() const { return out_; }
 
  private:
-  void Key(uint32_t field, WireType type);
+  void Key(uint32_t field, WireType type) {
+    AppendVarint(out_, (uint64_t{field} << 3) | static_cast<uint8_t>(type));
+  }
 
   std::string* out_;
-  // Offset where each open message's contents begin (no allocation: a writer is
-  // made per packet).
+  // Offset of each open message's length byte (its contents follow; no
+  // allocation: a writer is made per packet).
   std::array<size_t, kMaxDepth> open_{};
   size_t depth_ = 0;
 };

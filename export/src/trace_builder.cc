@@ -408,6 +408,13 @@ class Builder {
 
  private:
   const std::string& Str(uint32_t id) const { return timeline_.strings.Get(id); }
+  // Str(id) as the name of the slice emitted next (Slice::name_id), when it is
+  // not empty (an empty one is replaced by a fixed name).
+  const std::string& Named(uint32_t id) {
+    const std::string& s = Str(id);
+    name_id_ = s.empty() ? 0 : id;
+    return s;
+  }
 
   void Emit(uint32_t track, SliceShape shape, std::string_view name, std::string_view category,
             uint64_t start, uint64_t end, uint64_t flow_begin = 0, uint64_t flow_end = 0,
@@ -416,6 +423,8 @@ class Builder {
     s.track = track;
     s.shape = shape;
     s.name = name;
+    s.name_id = name_id_;
+    name_id_ = 0;
     s.category = category;
     s.start_ns = start;
     s.end_ns = shape == SliceShape::kInstant ? start : std::max(start, end);
@@ -639,7 +648,7 @@ class Builder {
   void Kernel(const Merged<KernelRecord>& m) {
     const KernelRecord& r = m.record;
     const uint32_t track = GpuTrack(m.rank, r.device_id, r.stream_id);
-    const std::string& name = Str(r.name_id);
+    const std::string& name = Named(r.name_id);
     args_.U("correlation_id", r.correlation_id);
     args_.U("device", r.device_id);
     args_.U("context", r.context_id);
@@ -710,7 +719,7 @@ class Builder {
   void Api(const Merged<ApiRecord>& m) {
     const ApiRecord& r = m.record;
     const uint32_t track = CpuThread(m.rank, r.thread_id);
-    const std::string& name = Str(r.name_id);
+    const std::string& name = Named(r.name_id);
     const bool driver = r.domain == static_cast<uint8_t>(ApiDomain::kDriver);
     args_.U("correlation_id", r.correlation_id);
     args_.U("callback_id", r.callback_id);
@@ -728,7 +737,7 @@ class Builder {
     const std::string& domain = Str(r.domain_id);
     const std::string_view cat =
         args_.Keep("nvtx:" + (domain.empty() ? std::string("default") : domain));
-    const std::string& name = Str(r.name_id);
+    const std::string& name = Named(r.name_id);
     const std::string_view shown = name.empty() ? std::string_view("nvtx range") : name;
     args_.U("category", r.category);
     if (r.color != 0) {
@@ -755,7 +764,7 @@ class Builder {
   void Op(const Merged<OpRecord>& m) {
     const OpRecord& r = m.record;
     const uint32_t track = CpuThread(m.rank, r.thread_id);
-    const std::string& name = Str(r.name_id);
+    const std::string& name = Named(r.name_id);
     const char* kind = EnumValueName(kOpKindValues, r.kind);
     args_.S("kind", kind != nullptr ? kind : "?");
     args_.U("op_id", r.op_id);
@@ -909,6 +918,7 @@ class Builder {
   uint64_t async_ids_ = 0;
   uint64_t flows_ = 0;
   const trace::Collective* collective_ = nullptr;  // of the slice being emitted
+  uint32_t name_id_ = 0;                           // its name's string id (Named)
 };
 
 template <typename T>

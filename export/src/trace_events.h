@@ -92,6 +92,9 @@ struct Slice {
   uint32_t track = 0;
   SliceShape shape = SliceShape::kComplete;
   std::string_view name;
+  // The timeline's string id that `name` is, when it is one (a sink may intern
+  // names by it instead of by their text); 0: none.
+  uint32_t name_id = 0;
   std::string_view category;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;    // >= start_ns; kInstant: = start_ns
