@@ -54,7 +54,7 @@ if [ "$PARTS" = 1 ]; then
   say "=== window parts ($(elapsed) s)"
   run "$OUT/parts.log" "$BIN/aon-run" --capture-period 16 --no-report -o "$OUT/job-parts" \
     python3 bench/always_on/window_parts.py --steps "$PARTS_STEPS" || status=1
-  grep -E "^(config|cupti|dispatch|ops|modules|both|base|FAIL)" "$OUT/parts.log" | tee "$OUT/parts.txt"
+  grep -E "^(config|cupti|kernels|runtime|dispatch|ops|modules|both|base|FAIL)" "$OUT/parts.log" | tee "$OUT/parts.txt"
 fi
 
 rows=()
@@ -90,7 +90,8 @@ python3 - "$OUT" <<'EOF'
 import glob, json, os, sys
 print("%-28s %-9s %6s %8s %16s %16s %8s" % ("program", "mode", "steps", "kernels", "operator",
                                             "module (fwd)", "result"))
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-full.json")) +
+              glob.glob(os.path.join(sys.argv[1], "*-budgeted.json"))):
     j = json.load(open(f))
     pct = lambda a, b: "%d/%d %.2f%%" % (a, b, 100.0 * a / b) if b else "-"
     print("%-28s %-9s %6d %8d %16s %16s %8s" % (j["label"].split("/")[0], j["mode"], j["steps"],

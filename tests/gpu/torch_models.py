@@ -112,8 +112,11 @@ def main():
     torch.backends.cudnn.deterministic = True
     prof = None
     if args.torch_profiler:
-        from torch.profiler import ProfilerActivity, profile
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True)
+        from torch.profiler import ProfilerAction, ProfilerActivity, profile
+        # A schedule makes profile.step() mark ProfilerStep#i ranges (without
+        # one it marks none); this one records every step.
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True,
+                       schedule=lambda step: ProfilerAction.RECORD)
         prof.start()
     dev = torch.device("cuda", 0)
     model, x, loss_of = build(args.model, dev, args.checkpoint)
