@@ -8,6 +8,11 @@
 #   default merge (timeline, overview, Perfetto trace, trace.json while small):
 #     base-all  BASE
 #     all       this build, default --threads
+#   one export beside the timeline (issue #39: what each export costs), this build:
+#     +overview  --no-chrome --no-perfetto
+#     +perfetto  --no-chrome --no-overview
+#   (trace.json is left out by its record limit at this size: the default merge
+#   writes none for 3.2 M records.)
 # Each run: wall s and CPU s (user + sys, /usr/bin/time, the whole process and its
 # children), records per wall second and per CPU second. PIN=0,1 runs every merge
 # on those CPUs only (taskset): a 2-core machine's figures on a larger one.
@@ -52,6 +57,8 @@ for r in $(seq "$ROUNDS"); do
   done
   if [[ -n ${BASE:-} ]]; then run base-all "$BASE"; fi
   run all "$MERGE"
+  run +overview "$MERGE" --no-chrome --no-perfetto
+  run +perfetto "$MERGE" --no-chrome --no-overview
 done
 echo
 echo "median over $ROUNDS rounds (range):"
