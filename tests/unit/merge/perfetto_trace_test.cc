@@ -54,6 +54,19 @@ def all_of(m, k): return [v for kk, v in m if kk == k]
 def one(m, k, default=None):
     v = all_of(m, k)
     return v[0] if v else default
+def unquote(q):
+    """protoc's text form of a string (C escapes, octal for other bytes) -> bytes"""
+    s = q[1:-1]; out = bytearray(); i = 0
+    while i < len(s):
+        if s[i] != "\\": out += s[i].encode("utf-8"); i += 1; continue
+        n = s[i + 1]
+        if n in "01234567":
+            j = i + 1
+            while j < len(s) and j < i + 4 and s[j] in "01234567": j += 1
+            out.append(int(s[i + 1:j], 8)); i = j; continue
+        out += {"n": b"\n", "t": b"\t", "r": b"\r"}.get(n, n.encode("utf-8")); i += 2
+    return bytes(out)
+named = collections.Counter()
 counts = collections.Counter(); flows_out = collections.Counter(); flows_in = collections.Counter()
 problems = collections.Counter(); pids = set(); events_per_file = []
 for path in sys.argv[1:]:
@@ -66,9 +79,10 @@ for path in sys.argv[1:]:
         if key != "packet": problems["not_a_packet"] += 1; continue
         flags = int(one(p, "sequence_flags", "0"))
         if i == 0 and not flags & 1: problems["first_packet_not_cleared"] += 1
-        if flags & 1: cats = {}
+        if flags & 1: cats = {}; names = {}
         for d in all_of(p, "interned_data"):
             for c in all_of(d, "event_categories"): cats[one(c, "iid")] = one(c, "name").strip('"')
+            for c in all_of(d, "event_names"): names[one(c, "iid")] = unquote(one(c, "name"))
         td = one(p, "track_descriptor")
         if td is not None:
             uuid = one(td, "uuid"); proc = one(td, "process"); thr = one(td, "thread")
@@ -90,11 +104,16 @@ for path in sys.argv[1:]:
         if cat is None: problems["unknown_category"] += 1; continue
         kind = "nvtx" if cat.startswith("nvtx:") else KINDS.get(cat, "?" + cat)
         counts[(pid, kind)] += 1
+        if kind in ("kernels", "api", "ops"):
+            name = names.get(one(te, "name_iid"))
+            if name is None: problems["unknown_name"] += 1
+            else: named[(pid, kind, name.hex())] += 1
         for f in all_of(te, "flow_ids"): flows_out[f] += 1
         for f in all_of(te, "terminating_flow_ids"): flows_in[f] += 1
     problems["unbalanced_tracks"] += sum(1 for v in open_slices.values() if v != 0)
     events_per_file.append(events)
 for (pid, kind), n in sorted(counts.items()): print("count/%d/%s\t%d" % (pid, kind, n))
+for (pid, kind, name), n in sorted(named.items()): print("name/%d/%s/%s\t%d" % (pid, kind, name, n))
 for k, n in sorted(problems.items()): print("problem/%s\t%d" % (k, n))
 print("problems\t%d" % sum(problems.values()))
 print("pids\t" + ",".join(str(p) for p in sorted(pids)))
@@ -136,6 +155,46 @@ std::vector<std::string> Paths(const std::vector<PerfettoFileInfo>& files) {
   return paths;
 }
 
+// The "name/..." entries of a decoder's output.
+std::map<std::string, std::string> NamesOnly(const std::map<std::string, std::string>& m) {
+  std::map<std::string, std::string> names;
+  for (const auto& [k, v] : m) {
+    if (k.rfind("name/", 0) == 0) names[k] = v;
+  }
+  return names;
+}
+
+std::string Hex(const std::string& s) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string h;
+  for (unsigned char c : s) {
+    h += kDigits[c >> 4];
+    h += kDigits[c & 15];
+  }
+  return h;
+}
+
+// What NamesOnly must find for MergeRandomJobIn(dir, ranks, max_records, seed):
+// the same random ranks again, each kernel, CUDA call and operator counted by
+// (rank, kind, name), with the names the export gives unnamed ones.
+std::map<std::string, std::string> ExpectedNames(int ranks, size_t max_records, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::map<std::string, uint64_t> n;
+  for (const testing::RankTrace& t : testing::RandomJob(rng, ranks, max_records, true)) {
+    const std::string at = "name/" + std::to_string(t.meta.rank) + "/";
+    auto add = [&](const char* kind, uint32_t id, const char* unnamed) {
+      const std::string& name = t.strings.Get(id);
+      ++n[at + kind + "/" + Hex(name.empty() ? unnamed : name)];
+    };
+    for (const KernelRecord& r : t.Get<KernelRecord>()) add("kernels", r.name_id, "kernel");
+    for (const ApiRecord& r : t.Get<ApiRecord>()) add("api", r.name_id, "cuda api");
+    for (const OpRecord& r : t.Get<OpRecord>()) add("ops", r.name_id, "op");
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : n) out[k] = std::to_string(v);
+  return out;
+}
+
 class PerfettoTrace : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -165,6 +224,10 @@ TEST_F(PerfettoTrace, DecodesAndHoldsEveryRecordOfEveryRankAndKind) {
   const auto expected = TimelineCounts(timeline);
   EXPECT_GE(expected.size(), 4u * 9u);  // every exported kind on every rank
   EXPECT_EQ(CountsOnly(decoded), expected);
+  // Every kernel, call and operator carries its own name (interned by string id).
+  const auto names = ExpectedNames(4, 300, 5);
+  EXPECT_FALSE(names.empty());
+  EXPECT_EQ(NamesOnly(decoded), names);
   uint64_t records = 0;
   for (const auto& [k, v] : expected) records += std::stoull(v);
   EXPECT_EQ(stats.records, records);
@@ -228,6 +291,8 @@ TEST_F(PerfettoTrace, SplitsByTimeUnderASmallLimitWithExactCounts) {
   auto decoded = DecodeAndCount(dir_, Paths(stats.files));
   EXPECT_EQ(decoded["problems"], "0");
   EXPECT_EQ(CountsOnly(decoded), TimelineCounts(timeline));
+  // Names stay right across files (each file interns afresh).
+  EXPECT_EQ(NamesOnly(decoded), ExpectedNames(4, 400, 11));
   std::string per_file;
   for (const PerfettoFileInfo& f : stats.files) {
     per_file += (per_file.empty() ? "" : ",") + std::to_string(f.events);
