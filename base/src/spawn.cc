@@ -29,6 +29,10 @@ StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   posix_spawnattr_init(&attr);
   short flags = 0;
   if (spec.new_session) flags |= POSIX_SPAWN_SETSID;
+  if (spec.new_process_group) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
   if (spec.signal_mask) {
     flags |= POSIX_SPAWN_SETSIGMASK;
     posix_spawnattr_setsigmask(&attr, &*spec.signal_mask);

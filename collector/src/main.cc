@@ -2,6 +2,7 @@
 // first rank's agent on a node; `aon-collector --trigger` and `--quiesce` talk
 // to a running one.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,6 +129,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (pid > 0) _exit(0);  // the agent reaps this one; the child is adopted by init
+    // The agent starts it in a process group of its own but in the job's
+    // session (collector_link.cc says why), so it may share the job's
+    // terminal: reading it or writing to it from the background must not stop
+    // the collector. (A hang-up reaches the foreground group, not this one.)
+    signal(SIGTTOU, SIG_IGN);
+    signal(SIGTTIN, SIG_IGN);
     // Nothing of the application's stays open here but stderr (for messages).
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull >= 0) {

@@ -37,7 +37,14 @@ void SleepMs(int ms) {
 Status SpawnCollector(const std::string& path, const std::vector<std::string>& args) {
   SpawnSpec spec;
   spec.path = path;
-  spec.new_session = true;
+  // Its own process group, not its own session: a new session is a new
+  // scheduling autogroup (sched(7)), whose share of a core the kernel weighs
+  // against the job's group as a whole. Beside another job whose ranks sleep
+  // and wake every few hundred microseconds on the same cores, the collector's
+  // group was left runnable but unscheduled for up to 1.5 s (its GPU counters
+  // sampler with it: one counters interval over a whole phase). In the job's
+  // group, its threads are weighed against the job's own threads instead.
+  spec.new_process_group = true;
   spec.default_signals = true;
   spec.argv.push_back(path);
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());

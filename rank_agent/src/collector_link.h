@@ -2,8 +2,8 @@
 // ipc/include/aon/ipc/collector_protocol.h).
 //
 // Connect() finds the job's collector on this node or starts one: the
-// aon-collector binary is spawned detached (its own session, reaped at once
-// through a double fork) and races for the socket name with any collector
+// aon-collector binary is spawned detached (its own process group in the
+// job's session, reaped at once through a double fork) and races for the socket name with any collector
 // another rank started at the same time; whichever binds serves everybody.
 // Then the ring's memfd and the rank's identity are handed over.
 #pragma once

@@ -26,6 +26,10 @@ struct SpawnSpec {
   // "NAME=value" entries; unset: this process's environment.
   std::optional<std::vector<std::string>> envp;
   bool new_session = false;       // setsid() in the child: no terminal, no job control
+  // A process group of its own (setpgid(0, 0)) but this session: no signal to
+  // the caller's group reaches it, and it stays in the session's scheduling
+  // autogroup (a new session is a new autogroup, sched(7)).
+  bool new_process_group = false;
   bool stdout_to_stderr = false;  // the child's standard output goes where our stderr goes
   // The child's signal mask (unset: ours), and every signal back to its default
   // disposition (else only the caught ones are, as exec does).
