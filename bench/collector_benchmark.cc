@@ -475,7 +475,7 @@ void BM_DrainBatches(benchmark::State& state) {
 void SortByStart(RecordBatches& b) {
   ForEachRecordType([&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, ExternalCorrelationRecord>) {
+    if constexpr (!kJoinTable<T>) {
       auto& v = const_cast<std::vector<T>&>(b.Of<T>());
       std::stable_sort(v.begin(), v.end(),
                        [](const T& a, const T& c) { return a.start_ns < c.start_ns; });

@@ -511,7 +511,7 @@ class RankGenerator : public bench::StepGenerator<RankGenerator> {
   // Queues a record made on the reference clock: its times go to the rank's clock.
   template <typename T>
   void Add(T r, uint64_t avail_ref) {
-    if constexpr (!std::is_same_v<T, ExternalCorrelationRecord>) {
+    if constexpr (!kJoinTable<T>) {
       r.start_ns = Local(r.start_ns);
       r.end_ns = Local(r.end_ns);
     }
@@ -604,7 +604,7 @@ class RankGenerator : public bench::StepGenerator<RankGenerator> {
         std::memcpy(&r, p.payload.data(), sizeof(T));
         std::get<std::vector<T>>(batches_).push_back(r);
         batch_bytes_ += sizeof(T);
-        if constexpr (!std::is_same_v<T, ExternalCorrelationRecord>) {
+        if constexpr (!kJoinTable<T>) {
           // A raw NCCL end is %globaltimer: the collector tracks host times only.
           if constexpr (std::is_same_v<T, NcclRecord>) {
             if (r.gpu_timing != static_cast<uint8_t>(NcclGpuTiming::kRaw)) {

@@ -480,6 +480,9 @@ StatusOr<std::array<bool, kRecordKindCount>> ParseKinds(std::string_view list) {
     // Steps are the continuous tier's backbone (one record per step, and the
     // capture windows' alignment): always recorded.
     kinds[static_cast<size_t>(RecordKind::kSteps)] = true;
+    // Ops captured into CUDA graphs go with ops and the kernels that replay them.
+    kinds[static_cast<size_t>(RecordKind::kGraphOps)] =
+        on(RecordKind::kOps) && on(RecordKind::kKernel);
     // NCCL's CUDA-graph bookkeeping goes with NCCL.
     kinds[static_cast<size_t>(RecordKind::kNcclGraph)] =
         kinds[static_cast<size_t>(RecordKind::kNccl)];

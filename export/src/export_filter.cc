@@ -252,7 +252,9 @@ Status ParseKindList(std::string_view text, ExportFilter* filter) {
 }
 
 bool IsExportedKind(RecordKind kind) {
-  return static_cast<size_t>(kind) < kTimelineKindCount && kind != RecordKind::kExternalCorrelation;
+  // Join tables (records.h: kJoinTable) are not exported themselves.
+  return static_cast<size_t>(kind) < kTimelineKindCount &&
+         kind != RecordKind::kExternalCorrelation && kind != RecordKind::kGraphOps;
 }
 
 std::string FilteredTracePath(const std::string& dir, const ExportFilter& filter) {

@@ -125,12 +125,23 @@ def _attribute(t):
                                ext["external_kind"]):
             if int(kd) == _CUSTOM0:
                 links[(int(r), int(c))] = key.get((int(r), int(e)), -1)
+    # Kernels replayed from a CUDA graph: the op open when their node was
+    # captured (graph_ops, format 1.13), before the op that launched the graph.
+    nodes = {}
+    g = t.get("graph_ops")
+    if g is not None:
+        for r, n, o in zip(g["rank"], g["node_id"], g["op_id"]):
+            nodes[(int(r), int(n))] = key.get((int(r), int(o)), -1)
     for kind_name in ("kernels", "memcpy", "memset"):
         tab = t.get(kind_name)
         if tab is None:
             continue
         idx = np.array([links.get((int(r), int(c)), -1)
                         for r, c in zip(tab["rank"], tab["correlation_id"])], dtype=np.int64)
+        if nodes and "graph_node_id" in tab:
+            for i, (r, n) in enumerate(zip(tab["rank"], tab["graph_node_id"])):
+                if int(n) != 0 and nodes.get((int(r), int(n)), -1) >= 0:
+                    idx[i] = nodes[(int(r), int(n))]
         has = idx >= 0
         tab["op_id"] = np.where(has, ops["op_id"][np.maximum(idx, 0)], 0).astype(np.uint64)
         tab["op"] = np.array([names[i] if i >= 0 else "" for i in idx], dtype=object)
@@ -178,7 +189,7 @@ def load(job_dir, kinds=None):
             raw["devices"] = f["meta/devices"][:]
         want = set(kinds) if kinds is not None else None
         if want is not None and "kernels" in want:
-            want |= {"ops", "external_correlation"}
+            want |= {"ops", "external_correlation", "graph_ops"}
         for name in f["records"]:
             if want is None or name in want:
                 raw[name] = f["records/" + name][:]

@@ -390,11 +390,11 @@ uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
 
 // The subscriber holds CUPTI's single slot (and learns when another tool has
 // it). The only callbacks enabled are resource callbacks for CUDA graphs: two
-// tie NCCL operations captured into a graph to the kernels that replay them
-// (nccl_plugin.h): a kernel node created (during stream capture: inside the
-// capturing cuLaunchKernelEx, on its thread) and a node cloned (graph
-// instantiation); a third notes that a graph was instantiated while attached
-// (Close). Other graph nodes return at once.
+// tie NCCL operations (nccl_plugin.h) and framework ops (op_ranges.h) captured
+// into a graph to the kernels that replay them: a kernel node created (during stream capture:
+// inside the capturing cuLaunchKernelEx, on its thread) and a node cloned (graph instantiation); a
+// third notes that a graph was instantiated while attached (Close). Other graph nodes return at
+// once.
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
@@ -412,10 +412,12 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   if (cuptiGetGraphNodeId(graph->node, &id) != CUPTI_SUCCESS) return;
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
     OnGraphKernelNodeCreated(id);
+    NoteGraphNodeCreated(id);
   } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && graph->originalNode != nullptr) {
     uint64_t original = 0;
     if (cuptiGetGraphNodeId(graph->originalNode, &original) == CUPTI_SUCCESS) {
       OnGraphKernelNodeCloned(original, id);
+      NoteGraphNodeCloned(original, id);
     }
   }
 }
@@ -530,13 +532,16 @@ class CuptiCapture final : public ActivityCapture {
     if (attaches_ == 0 && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE) == CUPTI_SUCCESS) {
       enabled_.push_back(CUPTI_ACTIVITY_KIND_DEVICE);  // GPU names and UUIDs, once
     }
-    if (agent.enabled(RecordKind::kNccl) && agent.config().nccl != NcclMode::kOff) {
+    const bool nccl_nodes =
+        agent.enabled(RecordKind::kNccl) && agent.config().nccl != NcclMode::kOff;
+    if (nccl_nodes || agent.enabled(RecordKind::kGraphOps)) {
       for (CUpti_CallbackId cbid :
            {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
         r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid);
         if (r != CUPTI_SUCCESS && attaches_ == 0) {
           agent.notes().Note("CUPTI: no CUDA-graph node callbacks (" + ResultText(r) +
-                             "): replays of graph-captured NCCL operations are not attributed");
+                             "): replays of graph-captured NCCL operations and framework ops "
+                             "are not attributed");
           break;
         }
       }

@@ -241,9 +241,75 @@ void EndOpRange(uint64_t id) {
 
 namespace {
 
+// Graph nodes tied to a range (created in it, or cloned from one that was):
+// node id -> op id. Nodes are made at capture and instantiation, not per
+// replay: a lock is fine. Leaked, so callbacks at exit find it alive.
+std::mutex g_graph_mu;
+std::unordered_map<uint64_t, uint64_t>& GraphNodeOps() {
+  static auto* nodes = new std::unordered_map<uint64_t, uint64_t>();
+  return *nodes;
+}
+std::atomic<uint64_t> g_graph_nodes_over{0};  // past kMaxGraphNodes: not tied
+
+void PushGraphOp(uint64_t node_id, uint64_t op_id, uint64_t original_node_id) {
+  GraphOpRecord r{};
+  r.node_id = node_id;
+  r.op_id = op_id;
+  r.original_node_id = original_node_id;
+  Sink().Push(r);
+}
+
+// Inserts node -> op unless full; false when not remembered.
+bool RememberGraphNode(uint64_t node_id, uint64_t op_id) {
+  std::lock_guard<std::mutex> lock(g_graph_mu);
+  auto& nodes = GraphNodeOps();
+  if (nodes.size() >= kMaxGraphNodes && !nodes.count(node_id)) {
+    g_graph_nodes_over.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  nodes[node_id] = op_id;
+  return true;
+}
+
+}  // namespace
+
+void NoteGraphNodeCreated(uint64_t node_id) {
+  if (node_id == 0 || t_gone || g_sink.load(std::memory_order_acquire) == nullptr ||
+      g_forked_child.load(std::memory_order_relaxed)) {
+    return;
+  }
+  const ThreadRanges& t = Ranges();
+  if (t.open.empty()) return;
+  const uint64_t op_id = t.open.back().id;
+  if (RememberGraphNode(node_id, op_id)) PushGraphOp(node_id, op_id, 0);
+}
+
+void NoteGraphNodeCloned(uint64_t original_node_id, uint64_t clone_node_id) {
+  if (original_node_id == 0 || clone_node_id == 0 || original_node_id == clone_node_id ||
+      g_sink.load(std::memory_order_acquire) == nullptr) {
+    return;
+  }
+  uint64_t op_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_graph_mu);
+    auto& nodes = GraphNodeOps();
+    auto it = nodes.find(original_node_id);
+    if (it == nodes.end()) return;  // not made inside a range
+    op_id = it->second;
+  }
+  if (RememberGraphNode(clone_node_id, op_id)) PushGraphOp(clone_node_id, op_id, original_node_id);
+}
+
+namespace {
+
 // At the agent's Finish: what could not be recorded, said once in the notes.
 void NoteOpRangeLosses() {
   AgentNotes& agent = *g_notes.load(std::memory_order_acquire);
+  if (const uint64_t n = g_graph_nodes_over.load(std::memory_order_relaxed); n > 0) {
+    agent.Note("ops: " + std::to_string(n) + " CUDA-graph kernel node(s) past the " +
+               std::to_string(kMaxGraphNodes) +
+               " remembered: their replays are tied to the graph launch's op, not their own");
+  }
   if (const uint64_t n = g_abandoned.load(std::memory_order_relaxed); n > 0) {
     agent.Note("ops: " + std::to_string(n) +
                " framework range(s) were still open when their thread ended: not recorded");

@@ -44,6 +44,7 @@
 // pop (milliseconds); nccl_plugin.cc's launch bracket takes the same one.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace aon::agent {
@@ -79,6 +80,16 @@ void NoteCaptureDetach();
 uint64_t BeginOpRange(const char* name, uint8_t kind, int64_t sequence_nr,
                       uint32_t framework_thread, uint32_t forward_thread);
 void EndOpRange(uint64_t id);
+
+// CUDA graphs (GraphOpRecord): a kernel node created on this thread (during
+// stream capture, inside the capturing launch) while a recorded range is open
+// here is tied to the innermost one; a clone of a tied node (graph
+// instantiation) to the same range. Both run in the GPU source's callbacks; a
+// node with no range, or a clone of one, records nothing. At most
+// kMaxGraphNodes nodes are remembered (more are counted in the notes).
+inline constexpr size_t kMaxGraphNodes = size_t{1} << 20;
+void NoteGraphNodeCreated(uint64_t node_id);
+void NoteGraphNodeCloned(uint64_t original_node_id, uint64_t clone_node_id);
 
 // When the agent is made, before any range is recorded: where ranges go; what
 // could not be recorded is said in the notes at the agent's Finish.

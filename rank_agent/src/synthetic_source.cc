@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "aon/base/timebase.h"
@@ -43,7 +44,8 @@ constexpr uint32_t kContextId = 1;
 // Runtime callback ids as CUPTI numbers them, so records look like real ones.
 constexpr uint32_t kCbidMemcpy = 31, kCbidMemcpyAsync = 41, kCbidMemset = 46, kCbidMemsetAsync = 51,
                    kCbidDeviceSynchronize = 165, kCbidStreamSynchronize = 131,
-                   kCbidLaunchKernel = 211;
+                   kCbidLaunchKernel = 211, kCbidGraphInstantiate = 310, kCbidGraphLaunch = 311,
+                   kCbidStreamBeginCapture = 315, kCbidStreamEndCapture = 317;
 
 // Bound by StartSyntheticSource, before the device is enabled.
 BoundContext g_agent;
@@ -333,11 +335,36 @@ void AppendActivity(uint64_t start_ns, uint64_t end_ns) {
   }
 }
 
-int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int grid_x, int block_x) {
-  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+// CUDA graphs. A kernel node: what its launch asked for. Node ids are the
+// device's, unique in the process (CUPTI's cuptiGetGraphNodeId); a graph's
+// instantiated nodes are clones with ids of their own, which replays carry.
+struct GraphNode {
+  uint64_t id;
+  std::string name;
+  uint64_t duration_ns;
+  int grid_x, block_x;
+};
+std::atomic<uint64_t> g_next_node{1};
+// This thread's capture in progress (stream, nodes so far); none when capturing is false.
+struct Capture {
+  bool capturing = false;
+  uint32_t stream = 0;
+  std::vector<GraphNode> nodes;
+};
+thread_local Capture t_capture;
+std::mutex g_graphs_mu;
+std::map<uint64_t, std::vector<GraphNode>>& Graphs() {  // instantiated graphs by handle
+  static auto* m = new std::map<uint64_t, std::vector<GraphNode>>();
+  return *m;
+}
+// CUPTI's resource callbacks reach AON only while it is attached.
+bool NodeCallbacks() { return Recording(RecordKind::kGraphOps); }
+
+// A kernel record of `duration_ns` on `stream` issued at `now` (pushed when
+// kernels are recorded).
+void RunKernel(uint32_t stream, uint64_t now, const char* name, uint64_t duration_ns, int grid_x,
+               int block_x, uint32_t corr, uint64_t node_id, uint32_t graph_id) {
   const SourceContext& agent = *g_agent;
-  uint64_t now = TimebaseNowNs();
-  uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   KernelRecord k{};
   k.start_ns = Schedule(stream, now, duration_ns, &k.end_ns);
   AppendActivity(k.start_ns, k.end_ns);
@@ -351,11 +378,82 @@ int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int gr
   k.block_x = block_x;
   k.block_y = k.block_z = 1;
   k.registers_per_thread = 32;
+  k.graph_node_id = node_id;
+  k.graph_id = graph_id;
   if (Recording(RecordKind::kKernel)) {
     k.name_id = agent.sink().Intern(name ? name : "synthetic_kernel", RecordKind::kKernel);
     agent.sink().Push(k);
   }
+}
+
+int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int grid_x, int block_x) {
+  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  uint64_t now = TimebaseNowNs();
+  uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
+  if (t_capture.capturing && t_capture.stream == stream) {
+    GraphNode n{g_next_node.fetch_add(1, std::memory_order_relaxed),
+                name ? name : "synthetic_kernel", duration_ns, grid_x, block_x};
+    if (NodeCallbacks()) NoteGraphNodeCreated(n.id);  // inside the capturing launch
+    t_capture.nodes.push_back(std::move(n));
+  } else {
+    RunKernel(stream, now, name, duration_ns, grid_x, block_x, corr, 0, 0);
+  }
   PushApi(now, corr, kCbidLaunchKernel, "cudaLaunchKernel");
+  return 0;
+}
+
+int BeginCapture(uint32_t stream) {
+  if (!g_enabled.load(std::memory_order_acquire) || t_capture.capturing) return 1;
+  const uint64_t now = TimebaseNowNs();
+  t_capture = Capture{true, stream, {}};
+  PushApi(now, g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed)),
+          kCbidStreamBeginCapture, "cudaStreamBeginCapture");
+  return 0;
+}
+
+int EndCapture(uint32_t stream, uint64_t* graph) {
+  if (!g_enabled.load(std::memory_order_acquire) || !t_capture.capturing ||
+      t_capture.stream != stream || graph == nullptr) {
+    return 1;
+  }
+  uint64_t now = TimebaseNowNs();
+  PushApi(now, g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed)),
+          kCbidStreamEndCapture, "cudaStreamEndCapture");
+  now = TimebaseNowNs();
+  std::vector<GraphNode> exec = std::move(t_capture.nodes);
+  t_capture = Capture{};
+  for (GraphNode& n : exec) {  // instantiation clones every node
+    const uint64_t clone = g_next_node.fetch_add(1, std::memory_order_relaxed);
+    if (NodeCallbacks()) NoteGraphNodeCloned(n.id, clone);
+    n.id = clone;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_graphs_mu);
+    *graph = Graphs().size() + 1;
+    Graphs().emplace(*graph, std::move(exec));
+  }
+  PushApi(now, g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed)),
+          kCbidGraphInstantiate, "cudaGraphInstantiate");
+  return 0;
+}
+
+int LaunchGraph(uint64_t graph, uint32_t stream) {
+  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  std::vector<GraphNode> nodes;
+  {
+    std::lock_guard<std::mutex> lock(g_graphs_mu);
+    auto it = Graphs().find(graph);
+    if (it == Graphs().end()) return 1;
+    nodes = it->second;
+  }
+  const uint64_t now = TimebaseNowNs();
+  const uint32_t corr =
+      g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
+  for (const GraphNode& n : nodes) {
+    RunKernel(stream, now, n.name.c_str(), n.duration_ns, n.grid_x, n.block_x, corr, n.id,
+              static_cast<uint32_t>(graph));
+  }
+  PushApi(now, corr, kCbidGraphLaunch, "cudaGraphLaunch");
   return 0;
 }
 
@@ -368,9 +466,9 @@ int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
   // Host side pinned for async copies, pageable for synchronous ones; device memory = 3.
   const uint8_t host_kind = async ? 2 : 1;
   const bool pageable = !async && (copy_kind == 1 || copy_kind == 2);
-  auto duration = kCopyFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) /
-                                                       (pageable ? kPageableCopyBytesPerNs
-                                                                 : kCopyBytesPerNs));
+  auto duration =
+      kCopyFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) /
+                                           (pageable ? kPageableCopyBytesPerNs : kCopyBytesPerNs));
   m.start_ns = Schedule(stream, now, duration, &m.end_ns);
   m.bytes = bytes;
   m.correlation_id = corr;
@@ -437,8 +535,15 @@ int Synchronize(uint32_t stream) {
   return 0;
 }
 
-const AonSyntheticDeviceV1 kDevice = {
-    sizeof(AonSyntheticDeviceV1), LaunchKernel, Memcpy, Memset, Synchronize, SetKernelProfile};
+const AonSyntheticDeviceV1 kDevice = {sizeof(AonSyntheticDeviceV1),
+                                      LaunchKernel,
+                                      Memcpy,
+                                      Memset,
+                                      Synchronize,
+                                      SetKernelProfile,
+                                      BeginCapture,
+                                      EndCapture,
+                                      LaunchGraph};
 
 }  // namespace
 

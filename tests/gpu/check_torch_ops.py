@@ -39,7 +39,7 @@ import aon  # noqa: E402  (PYTHONPATH: <build>/lib/aon-python)
 
 
 def torch_side(path):
-    """{ProfilerStep number: [(launch ts, kernel name, op name, module class)]}"""
+    """{ProfilerStep number: [(launch ts, GPU start, kernel name, op name, module class)]}"""
     with open(path) as f:
         events = json.load(f)["traceEvents"]
     by_ext = {}
@@ -72,18 +72,13 @@ def torch_side(path):
         inside = [r for r in ranges.get(tid, []) if r[0] <= ts <= r[1] and r[2] != exclude]
         return min(inside, key=lambda r: r[1] - r[0])[2] if inside else ""
 
-    out = collections.defaultdict(list)
-    for k in kernels:
-        rt = runtime.get(k["args"].get("correlation"))
-        launch = rt["ts"] if rt else k["ts"]
-        op = by_ext.get(k["args"].get("External id"))
-        step = next((s for a, b, s in steps if a <= launch < b), None)
-        if step is None:
-            continue
+    def op_and_module(op, rt_tid, kernel_name=None):
         name = op["name"] if op else ""
-        if op is not None and name == k["name"] and rt is not None:
+        # (At a capture the kernel's name is not known: Inductor's are triton_*.)
+        per_kernel = name == kernel_name if kernel_name else name.startswith("triton_")
+        if op is not None and rt_tid is not None and per_kernel:
             # Inductor's range named after the kernel exists only under torch.profiler.
-            name = innermost(rt["tid"], op["ts"], name, name)
+            name = innermost(rt_tid, op["ts"], name, name)
         if name.startswith("ProfilerStep#"):
             name = ""  # torch.profiler's own step range: no operator launched it
         cls = ""
@@ -91,8 +86,67 @@ def torch_side(path):
             inside = [m for m in modules.get(op["tid"], []) if m[0] <= op["ts"] < m[1]]
             if inside:
                 cls = min(inside, key=lambda m: m[1] - m[0])[2]
-        out[step].append((launch, k["name"], name, cls))
+        return name, cls
+
+    replayed = graph_capture_ops(events, by_ext, runtime, kernels, op_and_module)
+    out = collections.defaultdict(list)
+    for k in kernels:
+        rt = runtime.get(k["args"].get("correlation"))
+        launch = rt["ts"] if rt else k["ts"]
+        step = next((s for a, b, s in steps if a <= launch < b), None)
+        if step is None:
+            continue
+        if id(k) in replayed:
+            name, cls = replayed[id(k)]
+        else:
+            name, cls = op_and_module(by_ext.get(k["args"].get("External id")),
+                                      rt["tid"] if rt else None, k["name"])
+        out[step].append((launch, k["ts"], k["name"], name, cls))
     return {s: sorted(v) for s, v in out.items()}
+
+
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+            "cudaLaunchCooperativeKernel")
+
+
+def graph_capture_ops(events, by_ext, runtime, kernels, op_and_module):
+    """CUDA graphs: {id(kernel event): (op, module class)} for the kernels replayed
+    from a graph, from the capture itself: the i-th kernel launch made between a
+    thread's cudaStreamBeginCapture and cudaStreamEndCapture is the i-th node of
+    that graph, and each replay (one cudaGraphLaunch: its kernels by GPU start)
+    runs the nodes in that order (a linear capture). A replay is matched to the
+    capture with as many launches (said and left out when none or several)."""
+    calls = sorted((e for e in events if e.get("ph") == "X" and
+                    e.get("cat") in ("cuda_runtime", "cuda_driver")), key=lambda e: e["ts"])
+    captures, open_at = [], {}
+    for e in calls:
+        n = e["name"]
+        if n.startswith("cudaStreamBeginCapture"):
+            open_at[e["tid"]] = (e["ts"], [])
+        elif n.startswith("cudaStreamEndCapture") and e["tid"] in open_at:
+            captures.append(open_at.pop(e["tid"])[1])
+        elif n in LAUNCHES and e["tid"] in open_at:
+            op = by_ext.get(e.get("args", {}).get("External id"))
+            open_at[e["tid"]][1].append(op_and_module(op, e["tid"]))
+    replays = collections.defaultdict(list)
+    for k in kernels:
+        rt = runtime.get(k["args"].get("correlation"))
+        if rt is not None and rt["name"].startswith("cudaGraphLaunch"):
+            replays[k["args"]["correlation"]].append(k)
+    out, unmatched = {}, 0
+    for ks in replays.values():
+        fits = [c for c in captures if len(c) == len(ks)]
+        if len(fits) != 1:
+            unmatched += len(ks)
+            continue
+        for k, truth in zip(sorted(ks, key=lambda k: k["ts"]), fits[0]):
+            out[id(k)] = truth
+    if replays:
+        print("[torch-ops] CUDA graphs: %d captures (%s launches), %d replays; %d replayed "
+              "kernels tied to their capture's op, %d not (no capture of their length, or several)"
+              % (len(captures), "/".join(str(len(c)) for c in captures), len(replays), len(out),
+                 unmatched))
+    return out
 
 
 def col(tab, name):
@@ -101,7 +155,7 @@ def col(tab, name):
 
 
 def aon_side(job, model_classes):
-    """({AON step (-1: before the first boundary): [(launch, kernel, op, module class)]},
+    """({AON step (-1: before the first boundary): [(launch, GPU start, kernel, op, module)]},
     [(start, end, step, source, flags)])"""
     t = aon.load(job)
     k, api, st = t["kernels"], t["api"], t["steps"]
@@ -116,8 +170,9 @@ def aon_side(job, model_classes):
     first = pytorch[0][0] if pytorch else None
     out = collections.defaultdict(list)
     unlaunched = 0
-    for c, name, op, module, phase in zip(col(k, "correlation_id").tolist(), col(k, "name"),
-                                          col(k, "op"), col(k, "module"), col(k, "phase")):
+    for c, kstart, name, op, module, phase in zip(col(k, "correlation_id").tolist(),
+                                                  col(k, "start_ns").tolist(), col(k, "name"),
+                                                  col(k, "op"), col(k, "module"), col(k, "phase")):
         ts = launch.get(c)
         if ts is None:
             unlaunched += 1
@@ -129,7 +184,7 @@ def aon_side(job, model_classes):
             if step is None:
                 continue
         cls = model_classes.get(module, "") if phase == "forward" else ""
-        out[step].append((ts, name, op, cls))
+        out[step].append((ts, kstart, name, op, cls))
     return {s: sorted(v) for s, v in out.items()}, steps, unlaunched
 
 
@@ -179,30 +234,30 @@ def main():
     examples = collections.Counter()
     for s in compared:
         tk, ak = theirs.get(s + 1, []), ours.get(s, [])
-        sm = difflib.SequenceMatcher(a=[x[1] for x in tk], b=[x[1] for x in ak], autojunk=False)
+        sm = difflib.SequenceMatcher(a=[x[2] for x in tk], b=[x[2] for x in ak], autojunk=False)
         matched = {}
         for block in sm.get_matching_blocks():
             for i in range(block.size):
                 matched[block.a + i] = block.b + i
         st = sa = 0
-        for i, (_, name, op, cls) in enumerate(tk):
+        for i, (_, _, name, op, cls) in enumerate(tk):
             total += 1
             j = matched.get(i)
             a = ak[j] if j is not None else None
             if a is None:
                 missing += 1
-            if a is not None and a[2] == op:
+            if a is not None and a[3] == op:
                 same_op += 1
                 sa += 1
             else:
-                examples[(op, a[2] if a else None, name[:50])] += 1
+                examples[(op, a[3] if a else None, name[:50])] += 1
             st += 1
             if cls:
                 fwd += 1
-                if a is not None and a[3] == cls:
+                if a is not None and a[4] == cls:
                     same_mod += 1
                 else:
-                    examples[("module " + cls, a[3] if a else None, name[:50])] += 1
+                    examples[("module " + cls, a[4] if a else None, name[:50])] += 1
         per_step.append((s, len(tk), len(ak), sa))
     worst = sorted(per_step, key=lambda r: (r[3] / r[1]) if r[1] else 1.0)[:3]
     for s, nt, na, sa in worst:
@@ -210,8 +265,8 @@ def main():
               % (label, s, nt, na, sa))
     for (want, got, kname), n in examples.most_common(10):
         print("[torch-ops %s]   %d x kernel %s: torch %r, AON %r" % (label, n, kname, want, got))
-    names_t = {x[1] for s in compared for x in theirs.get(s + 1, [])}
-    names_a = {x[1] for s in compared for x in ours.get(s, [])}
+    names_t = {x[2] for s in compared for x in theirs.get(s + 1, [])}
+    names_a = {x[2] for s in compared for x in ours.get(s, [])}
     say(names_t == names_a, "kernel names: %d distinct in torch.profiler's steps, %d in AON's, "
         "%d differ" % (len(names_t), len(names_a), len(names_t ^ names_a)))
     say(total > 0 and same_op >= 0.99 * total,

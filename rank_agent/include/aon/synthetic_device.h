@@ -50,6 +50,18 @@ typedef struct AonSyntheticDeviceV1 {
   // every kernel it runs with its profile to <dir>/<uuid>.activity, from which
   // the labeled fake NVML of the tests computes GPM metrics.
   int (*set_kernel_profile)(double sm_active_pct, double dram_pct, double tensor_pct);
+  // Present when struct_size covers them: CUDA graphs, as stream capture makes
+  // them. Between begin_capture and end_capture, this thread's kernel launches
+  // on `stream` run nothing: each records its launch call and becomes a kernel
+  // node of the graph (the node-created callback CUPTI makes inside the
+  // capturing launch, while activity is recorded). end_capture instantiates
+  // the graph (every node cloned, as cudaGraphInstantiate does) and gives its
+  // handle (> 0); launch_graph runs its kernels in capture order on `stream`:
+  // one cudaGraphLaunch call, one kernel record per node carrying the clone's
+  // graph_node_id and the launch's correlation id.
+  int (*begin_capture)(uint32_t stream);
+  int (*end_capture)(uint32_t stream, uint64_t* graph);
+  int (*launch_graph)(uint64_t graph, uint32_t stream);
 } AonSyntheticDeviceV1;
 
 // NULL unless the agent runs with AON_SOURCE=synthetic.

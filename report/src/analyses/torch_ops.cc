@@ -84,6 +84,11 @@ TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps) {
     if (e.record.external_kind == kOpExternalCorrelationKind)
       owner[{e.rank, e.record.correlation_id}] = e.record.external_id;
 
+  // (rank, graph node id) -> op id, for kernels replayed from a CUDA graph:
+  // the op open when the node was captured comes before the replaying launch's.
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> captured_in;
+  for (const auto& g : t.graph_ops) captured_in[{g.rank, g.record.node_id}] = g.record.op_id;
+
   std::map<uint32_t, TorchModule> modules;      // by module string id
   std::map<uint32_t, TorchOperator> operators;  // by op name id
   std::map<uint32_t, std::map<uint32_t, uint64_t>> module_kernels, operator_kernels;
@@ -95,9 +100,16 @@ TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps) {
     const uint64_t ns = k.record.end_ns - k.record.start_ns;
     ++a.kernels;
     a.kernel_ns += ns;
-    auto o = owner.find({k.rank, k.record.correlation_id});
-    if (o == owner.end()) continue;
-    auto it = ranks_ops->second.find(o->second);
+    auto it = ranks_ops->second.end();
+    if (k.record.graph_node_id != 0) {
+      if (auto g = captured_in.find({k.rank, k.record.graph_node_id}); g != captured_in.end())
+        it = ranks_ops->second.find(g->second);
+    }
+    if (it == ranks_ops->second.end()) {
+      auto o = owner.find({k.rank, k.record.correlation_id});
+      if (o == owner.end()) continue;
+      it = ranks_ops->second.find(o->second);
+    }
     if (it == ranks_ops->second.end()) continue;
     const OpInfo& i = it->second;
     ++a.attributed;

@@ -809,5 +809,91 @@ TEST_F(AgentTest, FullModeRecordsOpsInEveryStep) {
   EXPECT_TRUE(noted);
 }
 
+// CUDA graphs in full mode: a graph captured inside ops and replayed every
+// step. Every kernel node created inside an op has a graph_ops row naming the
+// op open at its capture (the child's own record of it), and so has each of
+// its clones (instantiation), with its original; the node captured outside any
+// range has none. Every replayed kernel carries a clone's node id, and through
+// graph_ops reaches the op of its capture; the replays' launches still belong
+// to the range that launched the graph (external correlation).
+TEST_F(AgentTest, GraphNodesCapturedInOpsAreTiedToThemAndSoAreTheirReplays) {
+  const std::string log_path = dir_ + "/graph.log";
+  const int steps = 6;
+  int st = RunChild("graph-ops", {{"AON_SOURCE", "synthetic"},
+                                  {"AON_MODE", "full"},
+                                  {"STEPS", std::to_string(steps)},
+                                  {"OPS_LOG", log_path}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  std::map<std::string, uint64_t> captured_in;  // kernel -> op id at capture
+  std::map<int, uint64_t> replay_range;
+  {
+    std::ifstream f(log_path);
+    std::string what;
+    while (f >> what) {
+      if (what == "node") {
+        std::string k;
+        uint64_t op = 0;
+        f >> k >> op;
+        captured_in[k] = op;
+      } else if (what == "replay") {
+        int step = 0;
+        uint64_t id = 0;
+        f >> step >> id;
+        replay_range[step] = id;
+      }
+    }
+  }
+  ASSERT_EQ(captured_in.size(), 3u);
+  ASSERT_NE(captured_in["k_gemm"], 0u);
+  ASSERT_NE(captured_in["k_relu"], 0u);
+  ASSERT_EQ(replay_range.size(), static_cast<size_t>(steps));
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  const OpsFile f = ReadOpsFile(*r);
+  auto rows = r->ReadAll<GraphOpRecord>();
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  std::map<uint64_t, uint64_t> op_of_node;
+  size_t created = 0, clones = 0;
+  for (const GraphOpRecord& g : *rows) {
+    EXPECT_TRUE(op_of_node.emplace(g.node_id, g.op_id).second) << "one row per node";
+    (g.original_node_id == 0 ? created : clones) += 1;
+  }
+  EXPECT_EQ(created, 2u) << "k_gemm and k_relu; k_bare was captured outside any range";
+  EXPECT_EQ(clones, 2u);
+  for (const GraphOpRecord& g : *rows) {
+    if (g.original_node_id == 0) continue;
+    auto o = op_of_node.find(g.original_node_id);
+    ASSERT_NE(o, op_of_node.end()) << "a clone's original has its row";
+    EXPECT_EQ(o->second, g.op_id) << "a clone keeps its original's op";
+  }
+  std::set<uint64_t> op_ids;
+  for (const OpRecord& o : f.ops) op_ids.insert(o.op_id);
+  const auto ext = OpRowsByCorrelation(f);
+  std::map<std::string, size_t> replayed;
+  for (const KernelRecord& k : f.kernels) {
+    if (k.graph_node_id == 0) continue;
+    const std::string name = f.strings.Get(k.name_id);
+    ++replayed[name];
+    auto g = op_of_node.find(k.graph_node_id);
+    if (name == "k_bare") {
+      EXPECT_EQ(g, op_of_node.end()) << "captured outside any op";
+    } else {
+      ASSERT_NE(g, op_of_node.end()) << name;
+      EXPECT_EQ(g->second, captured_in[name]) << name;
+      EXPECT_TRUE(op_ids.count(g->second)) << "the op of the capture is recorded";
+    }
+    // The launch (cudaGraphLaunch) belongs to the replaying range.
+    auto e = ext.find(k.correlation_id);
+    ASSERT_NE(e, ext.end()) << name;
+    ASSERT_EQ(e->second.size(), 1u);
+    bool a_replay = false;
+    for (const auto& [step, id] : replay_range) a_replay |= id == e->second[0];
+    EXPECT_TRUE(a_replay) << name;
+  }
+  for (const char* k : {"k_gemm", "k_relu", "k_bare"}) {
+    EXPECT_EQ(replayed[k], static_cast<size_t>(steps)) << k;
+  }
+}
+
 }  // namespace
 }  // namespace aon

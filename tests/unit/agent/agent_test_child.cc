@@ -443,6 +443,48 @@ int main(int argc, char** argv) {
     if (!gpu) return 10;
     return RunOpsScript(gpu);
   }
+  if (mode == "graph-ops") {
+    // A CUDA graph captured in ops, replayed every step (OPS_LOG):
+    //   node <kernel> <op id open at its capture, 0: none>
+    //   replay <step> <id of the range that launched the graph>
+    // Capture (before the first step): module "model" > aten::addmm launching
+    // k_gemm, aten::relu launching k_relu; then k_bare outside any range. Each
+    // step: "Graphed.replay" launching the graph, then aten::add launching k_eager.
+    const AonSyntheticDeviceV1* gpu = FakeDriver();
+    if (!gpu || gpu->struct_size < sizeof(AonSyntheticDeviceV1)) return 10;
+    OpsApi api;
+    if (!FindOpsApi(&api)) return 11;
+    FILE* log = std::getenv("OPS_LOG") ? std::fopen(std::getenv("OPS_LOG"), "w") : nullptr;
+    if (log == nullptr) return 12;
+    const int steps = std::getenv("STEPS") ? std::atoi(std::getenv("STEPS")) : 8;
+    uint64_t graph = 0;
+    if (gpu->begin_capture(3) != 0) return 13;
+    const uint64_t model = api.begin("model", AON_OP_MODULE, -1, 1, 0);
+    for (const char* k : {"k_gemm", "k_relu"}) {
+      const uint64_t op =
+          api.begin(k[2] == 'g' ? "aten::addmm" : "aten::relu", AON_OP_OPERATOR, -1, 1, 0);
+      gpu->launch_kernel(3, k, 3000, 4, 64);
+      std::fprintf(log, "node %s %llu\n", k, static_cast<unsigned long long>(op));
+      api.end(op);
+    }
+    api.end(model);
+    gpu->launch_kernel(3, "k_bare", 1000, 1, 32);
+    std::fprintf(log, "node k_bare 0\n");
+    if (gpu->end_capture(3, &graph) != 0 || graph == 0) return 14;
+    for (int i = 0; i < steps; ++i) {
+      api.framework_step();
+      const uint64_t replay = api.begin("Graphed.replay", AON_OP_USER, -1, 1, 0);
+      if (gpu->launch_graph(graph, 3) != 0) return 15;
+      std::fprintf(log, "replay %d %llu\n", i, static_cast<unsigned long long>(replay));
+      api.end(replay);
+      const uint64_t add = api.begin("aten::add", AON_OP_OPERATOR, -1, 1, 0);
+      gpu->launch_kernel(3, "k_eager", 1000, 1, 32);
+      api.end(add);
+    }
+    gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
+    std::fclose(log);
+    return 0;
+  }
   if (mode == "marks-forever" || mode == "marks-for-3s" || mode == "marks-until-stopped") {
     // Reports on stdout how many marks have returned (i.e. are in the ring),
     // so a test that kills this process knows what must be on disk.

@@ -133,7 +133,8 @@ TEST(CommonConfig, LoadAgentConfigDefaults) {
   EXPECT_EQ(c->job_id, "");
   for (bool b : c->kinds) EXPECT_TRUE(b);
   EXPECT_EQ(c->KindsString(),
-            "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation,steps,counters,ops");
+            "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation,steps,counters,ops,"
+            "graph_ops");
 }
 
 TEST(CommonConfig, LoadAgentConfigValues) {

@@ -23,9 +23,10 @@ using testing::TempDir;
 template <typename T>
 class FormatRoundTrip : public ::testing::Test {};
 
-using RecordTypes = ::testing::Types<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord,
-                                     ApiRecord, NvtxRecord, NcclRecord, ExternalCorrelationRecord,
-                                     StepRecord, CounterRecord, OpRecord, NcclGraphRecord>;
+using RecordTypes =
+    ::testing::Types<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord, NvtxRecord,
+                     NcclRecord, ExternalCorrelationRecord, StepRecord, CounterRecord, OpRecord,
+                     GraphOpRecord, NcclGraphRecord>;
 TYPED_TEST_SUITE(FormatRoundTrip, RecordTypes);
 
 // Writes `records` in two appends (so the dataset is extended, not just created),

@@ -135,13 +135,13 @@ TEST_P(MergeReference, MatchesReferenceMerge) {
     EXPECT_EQ(report.dropped[k], dropped);
     for (const auto& x : ref) {
       ++records_of_rank[x.rank];
-      if constexpr (!std::is_same_v<T, ExternalCorrelationRecord>) {
-        start = std::min(start, x.record.start_ns);
-        end = std::max(end, std::max(x.record.start_ns, x.record.end_ns));
+      if constexpr (!kJoinTable<T>) {
+        const uint64_t a = StartOf(x.record), b = std::max(a, EndOf(x.record));
+        start = std::min(start, a);
+        end = std::max(end, b);
         first_of_rank.try_emplace(x.rank, UINT64_MAX);
-        first_of_rank[x.rank] = std::min(first_of_rank[x.rank], x.record.start_ns);
-        last_of_rank[x.rank] =
-            std::max(last_of_rank[x.rank], std::max(x.record.start_ns, x.record.end_ns));
+        first_of_rank[x.rank] = std::min(first_of_rank[x.rank], a);
+        last_of_rank[x.rank] = std::max(last_of_rank[x.rank], b);
       }
     }
   });

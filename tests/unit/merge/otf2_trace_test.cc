@@ -108,8 +108,14 @@ TEST_F(Otf2Trace, OtfPrintReadsEveryRecordOfEveryRankAndKind) {
   EXPECT_EQ(archive["locations"], std::to_string(stats.locations));
   // Every counter sample is a metric event; every collective a begin and an end.
   EXPECT_GT(stats.metrics, 0u);
-  EXPECT_EQ(archive["collective/begin"], std::to_string(stats.collectives));
-  EXPECT_EQ(archive["collective/end"], std::to_string(stats.collectives));
+  // (otf2-print's counts name only what occurs: none is 0. Random records rarely
+  // make a collective that overlaps nothing on its location; the test below of one
+  // AllReduce on three ranks checks that such collectives are written.)
+  auto count = [&](const std::string& key) {
+    return archive.count(key) ? archive[key] : std::string("0");
+  };
+  EXPECT_EQ(count("collective/begin"), std::to_string(stats.collectives));
+  EXPECT_EQ(count("collective/end"), std::to_string(stats.collectives));
 }
 
 // One AllReduce on three ranks (communicator 0xabcdef, sequence 5): one OTF2

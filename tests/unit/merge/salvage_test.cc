@@ -46,7 +46,7 @@ uint64_t LastRecordNs(const RankTrace& t) {
   uint64_t last = 0;
   ForEachRecordType([&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, ExternalCorrelationRecord>) {
+    if constexpr (!kJoinTable<T>) {
       for (const T& r : t.Get<T>()) last = std::max({last, r.start_ns, r.end_ns});
     }
   });

@@ -101,7 +101,7 @@ RankTrace SpreadTrace(std::mt19937_64& rng, int rank, int world, size_t per_kind
   const uint64_t n_strings = t.strings.size();
   ForEachRecordType([&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, ExternalCorrelationRecord>) {
+    if constexpr (!kJoinTable<T>) {
       const TableSchema& schema = RecordTraits<T>::Schema();
       for (size_t i = 0; i < per_kind; ++i) {
         T r = testing::RandomRecord<T>(rng);
@@ -144,7 +144,7 @@ std::map<std::string, std::string> ExpectedCounts(const std::vector<RankTrace>& 
     const auto rank = static_cast<uint32_t>(t.meta.rank);
     ForEachRecordType([&](auto tag) {
       using T = decltype(tag);
-      if constexpr (!std::is_same_v<T, ExternalCorrelationRecord>) {
+      if constexpr (!kJoinTable<T>) {
         const RecordKind kind = RecordTraits<T>::kKind;
         if (!filter.KeepsKind(kind) || !filter.KeepsRank(rank)) return;
         for (const T& r : t.Get<T>()) {

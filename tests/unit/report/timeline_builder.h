@@ -14,10 +14,10 @@
 
 #include "aon/base/gpu_uuid.h"
 #include "aon/format/records.h"
-#include "aon/report/report.h"
 #include "aon/format/string_table.h"
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
+#include "aon/report/report.h"
 #include "temp_dir.h"
 
 namespace aon::report::testing {
@@ -41,6 +41,7 @@ class TimelineBuilder {
   std::vector<Merged<DeviceInfo>> devices;  // /meta/devices of the timeline
   std::vector<Merged<OpRecord>> ops;
   std::vector<Merged<ExternalCorrelationRecord>> external;
+  std::vector<Merged<GraphOpRecord>> graph_ops;
   std::vector<RankSummary> ranks;
   std::vector<RankDrops> drops;  // /meta/drops (1.11)
   std::string source = "cupti";
@@ -214,6 +215,17 @@ class TimelineBuilder {
     external.push_back(e);
   }
 
+  // CUDA graphs: graph node `node` was captured inside op `id` (graph_ops row;
+  // `original`: the node it is a clone of, 0 = created in the op).
+  void CapturedIn(uint32_t rank, uint64_t node, uint64_t id, uint64_t original = 0) {
+    Merged<GraphOpRecord> g{};
+    g.rank = rank;
+    g.record.node_id = node;
+    g.record.op_id = id;
+    g.record.original_node_id = original;
+    graph_ops.push_back(g);
+  }
+
   template <typename T>
   static void SortByStart(std::vector<Merged<T>>* v) {
     std::stable_sort(v->begin(), v->end(), [](const Merged<T>& a, const Merged<T>& b) {
@@ -250,10 +262,12 @@ class TimelineBuilder {
     if (!counters.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<CounterRecord>(counters));
     SortByStart(&ops);
     if (!ops.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<OpRecord>(ops));
-    if (!external.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<ExternalCorrelationRecord>(external));
+    if (!external.empty())
+      AON_RETURN_IF_ERROR(w->AppendMerged<ExternalCorrelationRecord>(external));
+    if (!graph_ops.empty()) AON_RETURN_IF_ERROR(w->AppendMerged<GraphOpRecord>(graph_ops));
     if (!devices.empty()) {
-      AON_RETURN_IF_ERROR(w->AppendTable(MergedSchema(DeviceInfoSchema()), devices.data(),
-                                         devices.size(), "meta"));
+      AON_RETURN_IF_ERROR(
+          w->AppendTable(MergedSchema(DeviceInfoSchema()), devices.data(), devices.size(), "meta"));
     }
     if (!ranks.empty()) {
       AON_RETURN_IF_ERROR(w->AppendTable(RankSummarySchema(), ranks.data(), ranks.size(), "meta"));

@@ -3,6 +3,7 @@
 // the forward op's sequence number), phases, per-step figures, module verdicts.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "aon/report/report.h"
@@ -99,6 +100,56 @@ TEST(TorchReport, KernelsGoToTheirOpsModulesAndPhases) {
 }
 
 // With PM samples over the module's kernels, the module gets a verdict.
+// CUDA graphs: the graph is captured once (module Net.block > aten::addmm and
+// aten::relu, each creating a kernel node, then instantiated: clones 11, 12),
+// and replayed in 3 steps from inside a user range "Graphed.replay": one
+// cudaGraphLaunch (one correlation id) per replay for both kernels. Each
+// replayed kernel belongs to the op of its node's capture, not to the range
+// that launched the graph; a node captured outside any op (clone 13) keeps the
+// launch's range.
+TEST(TorchReport, GraphReplaysGoToTheOpsTheirNodesWereCapturedIn) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0, "node1");
+  b.Device(0, 0, kGpu);
+  b.Op(0, 1, 0, OpKind::kModule, "Net.block", 100 * kUsT, 900 * kUsT);
+  b.Op(0, 2, 1, OpKind::kOperator, "aten::addmm", 200 * kUsT, 300 * kUsT, 7);
+  b.Op(0, 3, 1, OpKind::kOperator, "aten::relu", 400 * kUsT, 500 * kUsT, 8);
+  b.CapturedIn(0, 1, 2);
+  b.CapturedIn(0, 2, 3);
+  b.CapturedIn(0, 11, 2, 1);
+  b.CapturedIn(0, 12, 3, 2);
+  for (uint64_t s = 0; s < 3; ++s) {
+    const uint64_t t0 = (s + 1) * 10 * kMs, id = 100 * (s + 1);
+    b.Step(0, s, t0, t0 + 10 * kMs, kStepCaptured);
+    b.Op(0, id, 0, OpKind::kUser, "Graphed.replay", t0 + 100 * kUsT, t0 + 200 * kUsT);
+    const uint32_t corr = b.Kernel(0, "gemm", t0 + 1 * kMs, t0 + 3 * kMs, 100, t0 + 150 * kUsT);
+    b.kernels.back().record.graph_node_id = 11;
+    b.LaunchedIn(0, corr, id);
+    b.Kernel(0, "relu", t0 + 3 * kMs, t0 + 4 * kMs);
+    b.kernels.back().record.correlation_id = corr;
+    b.kernels.back().record.graph_node_id = 12;
+    b.Kernel(0, "bare", t0 + 4 * kMs, t0 + 4500 * kUsT);
+    b.kernels.back().record.correlation_id = corr;
+    b.kernels.back().record.graph_node_id = 13;
+  }
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  const TorchAnalysis& a = r.torch;
+  ASSERT_TRUE(a.present);
+  EXPECT_EQ(a.kernels, 9u);
+  EXPECT_EQ(a.attributed, 9u);
+  EXPECT_EQ(a.forward_ns, 9 * kMs) << "gemm and relu, in module Net.block";
+  EXPECT_EQ(a.other_ns, 1500 * kUsT) << "bare: the replaying range only";
+  ASSERT_EQ(a.modules.size(), 1u);
+  EXPECT_EQ(a.modules[0].path, "Net.block");
+  EXPECT_EQ(a.modules[0].kernels, 6u);
+  std::map<std::string, uint64_t> by_op;
+  for (const TorchOperator& o : a.operators) by_op[o.name] = o.kernels;
+  EXPECT_EQ(by_op["aten::addmm"], 3u);
+  EXPECT_EQ(by_op["aten::relu"], 3u);
+  EXPECT_EQ(by_op["Graphed.replay"], 3u);
+}
+
 TEST(TorchReport, AModuleIsJudgedFromThePmSamplesOverItsKernels) {
   TempDir dir;
   TimelineBuilder b = TwoSteps();

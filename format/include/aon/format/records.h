@@ -42,6 +42,7 @@ enum class RecordKind : uint8_t {
   kSteps,
   kCounters,
   kOps,
+  kGraphOps,
   kNcclGraph,
   kCount,
 };
@@ -60,7 +61,7 @@ enum class KindScope : uint8_t {
 KindScope RecordKindScope(RecordKind kind);
 // The kinds of timelines come first: RecordKind values below this are
 // KindScope::kTimeline, the others kRankFile (checked in records.cc).
-inline constexpr size_t kTimelineKindCount = 11;
+inline constexpr size_t kTimelineKindCount = 12;
 
 struct KernelRecord {
   uint64_t start_ns;
@@ -413,6 +414,22 @@ struct OpRecord {
 };
 static_assert(sizeof(OpRecord) == 64);
 
+// CUDA graphs (format 1.13): a kernel node captured into a graph while a
+// framework op range was open on the capturing thread, or a clone of such a
+// node (graph instantiation clones every node; replays run the clones). A
+// replayed kernel carries its node's id (kernels.graph_node_id) and the
+// correlation id of the graph launch, shared by every kernel of the replay, so
+// the op that launched it at capture is found by node: kernels.graph_node_id =
+// node_id -> op_id. Clones carry the op of their original (the agent follows
+// the chain), so one lookup suffices.
+// A join table, like ExternalCorrelationRecord: no time of its own.
+struct GraphOpRecord {
+  uint64_t node_id;           // CUPTI graph node id, as KernelRecord::graph_node_id
+  uint64_t op_id;             // OpRecord::op_id of the op open at capture
+  uint64_t original_node_id;  // clones: the node it is a clone of; 0: created in the op
+};
+static_assert(sizeof(GraphOpRecord) == 24);
+
 // CUDA-graph bookkeeping of NCCL launches (rank files only, format 1.4):
 //   kNodeCreated: a kernel node an NCCL launch created while its stream was
 //     captured: node_id = the node's CUPTI id (cuptiGetGraphNodeId, what
@@ -752,6 +769,22 @@ struct TableTraits<OpRecord> {
 };
 
 template <>
+struct TableTraits<GraphOpRecord> {
+  using T = GraphOpRecord;
+  static constexpr RecordKind kKind = RecordKind::kGraphOps;
+  static constexpr const char* kName = "graph_ops";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc =
+      "CUDA-graph kernel nodes captured inside a framework op, and their clones (recorded with "
+      "ops)";
+  static constexpr int kSinceMinor = 13;
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, node_id, kId, "CUPTI graph node id, as kernels.graph_node_id"),
+      AON_FIELD(T, op_id, kId, "ops.op_id of the op open on the capturing thread"),
+      AON_FIELD(T, original_node_id, kId, "clones: the node it is a clone of; 0 = created")};
+};
+
+template <>
 struct TableTraits<NcclGraphRecord> {
   using T = NcclGraphRecord;
   static constexpr RecordKind kKind = RecordKind::kNcclGraph;
@@ -783,7 +816,14 @@ template <typename... Ts>
 struct TypeList {};
 using RecordTypes = TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord,
                              NvtxRecord, NcclRecord, ExternalCorrelationRecord, StepRecord,
-                             CounterRecord, OpRecord, NcclGraphRecord>;
+                             CounterRecord, OpRecord, GraphOpRecord, NcclGraphRecord>;
+
+// Join tables: timeline kinds whose rows tie records of other kinds together
+// and have no span of their own (external_correlation, graph_ops). Exports show
+// what they join, not the rows.
+template <typename T>
+inline constexpr bool kJoinTable =
+    std::is_same_v<T, ExternalCorrelationRecord> || std::is_same_v<T, GraphOpRecord>;
 
 template <typename T>
 concept RecordType = StoredTable<T> && requires {

@@ -57,7 +57,9 @@ inline constexpr int kFormatMajor = 1;
 // (records of a rank file that could not be read back: a damaged table) and the
 // rank status "damaged"; a rank file's unwritten_why (why the collector could
 // not write some records: a full disk, a quota, an I/O error).
-inline constexpr int kFormatMinor = 12;
+// 1.13: the graph_ops kind (CUDA-graph kernel nodes captured inside a framework
+// op, and their clones: replayed kernels are tied to the op of their capture).
+inline constexpr int kFormatMinor = 13;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"

@@ -89,6 +89,9 @@ struct Timeline {
   // user ranges, and the external correlations that tie launches to them.
   std::vector<Merged<OpRecord>> ops;
   std::vector<Merged<ExternalCorrelationRecord>> external;
+  // CUDA-graph kernel nodes captured inside an op, and their clones (1.13): a
+  // replayed kernel's op is its node's (kernels.graph_node_id).
+  std::vector<Merged<GraphOpRecord>> graph_ops;
 
   bool synthetic() const { return source.find("synthetic") != std::string::npos; }
   size_t HostCount() const;
@@ -124,6 +127,8 @@ std::vector<Merged<T>>& Timeline::Records() {
     return ops;
   } else if constexpr (std::is_same_v<T, ExternalCorrelationRecord>) {
     return external;
+  } else if constexpr (std::is_same_v<T, GraphOpRecord>) {
+    return graph_ops;
   } else {
     static_assert(sizeof(T) == 0, "a timeline record kind without its vector in Timeline");
   }
