@@ -111,23 +111,27 @@ LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaun
 
 def graph_capture_ops(events, by_ext, runtime, kernels, op_and_module):
     """CUDA graphs: {id(kernel event): (op, module class)} for the kernels replayed
-    from a graph, from the capture itself: the i-th kernel launch made between a
-    thread's cudaStreamBeginCapture and cudaStreamEndCapture is the i-th node of
-    that graph, and each replay (one cudaGraphLaunch: its kernels by GPU start)
-    runs the nodes in that order (a linear capture). A replay is matched to the
-    capture with as many launches (said and left out when none or several)."""
+    from a graph, from the capture itself: the i-th kernel launch made between
+    cudaStreamBeginCapture and cudaStreamEndCapture, on any thread (autograd's
+    backward runs on its own thread: make_graphed_callables captures the
+    backward pass from there; nothing else launches meanwhile in these loops),
+    is the i-th node of that graph, and each replay (one cudaGraphLaunch: its
+    kernels by GPU start) runs the nodes in that order (a linear capture). A
+    replay is matched to the capture with as many launches (said and left out
+    when none or several)."""
     calls = sorted((e for e in events if e.get("ph") == "X" and
                     e.get("cat") in ("cuda_runtime", "cuda_driver")), key=lambda e: e["ts"])
-    captures, open_at = [], {}
+    captures, current = [], None
     for e in calls:
         n = e["name"]
         if n.startswith("cudaStreamBeginCapture"):
-            open_at[e["tid"]] = (e["ts"], [])
-        elif n.startswith("cudaStreamEndCapture") and e["tid"] in open_at:
-            captures.append(open_at.pop(e["tid"])[1])
-        elif n in LAUNCHES and e["tid"] in open_at:
+            current = []
+        elif n.startswith("cudaStreamEndCapture") and current is not None:
+            captures.append(current)
+            current = None
+        elif n in LAUNCHES and current is not None:
             op = by_ext.get(e.get("args", {}).get("External id"))
-            open_at[e["tid"]][1].append(op_and_module(op, e["tid"]))
+            current.append(op_and_module(op, e["tid"]))
     replays = collections.defaultdict(list)
     for k in kernels:
         rt = runtime.get(k["args"].get("correlation"))
