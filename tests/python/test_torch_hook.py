@@ -97,6 +97,22 @@ class TorchHook(unittest.TestCase):
         modules = {n for n, k in zip(col(t.ops, "name"), col(t.ops, "kind_name")) if k == "module"}
         self.assertEqual(modules, {"Net", "Net.block", "Net.block.linear", "Net.head"})
 
+    def test_graph_replays_belong_to_the_ops_and_modules_of_their_capture(self):
+        job = os.path.join(self.dir, "job")
+        p = run(job, [TRAIN, "--steps", "4", "--graph"], aon_args=["--mode", "full"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        t = aon.load(job)
+        self.assertIn("graph_ops", t)
+        replayed = [(n, o, m, ph) for n, o, m, ph, g in
+                    zip(col(t.kernels, "name"), col(t.kernels, "op"), col(t.kernels, "module"),
+                        col(t.kernels, "phase"), col(t.kernels, "graph_node_id")) if g != 0]
+        # Each replay (one per step, inside the user range "replay") runs the two
+        # kernels captured in the forward: their ops and modules are the capture's.
+        want = [("synthetic_kernel_2", "aon_test::gpu_work", "Net.block", "forward"),
+                ("synthetic_kernel_1", "aon_test::gpu_work", "Net", "forward")] * 4
+        self.assertEqual(replayed, want)
+        self.assertEqual(len(col(t.graph_ops, "node_id")), 4, "2 nodes created, 2 clones")
+
     def test_operator_ranges_are_recorded_in_capture_windows_only(self):
         job = os.path.join(self.dir, "job")
         p = run(job, [TRAIN, "--steps", "24"],

@@ -27,7 +27,11 @@ class Device(ctypes.Structure):
                                                    ctypes.c_uint64, ctypes.c_int, ctypes.c_int)),
                 ("memcpy", ctypes.c_void_p), ("memset", ctypes.c_void_p),
                 ("synchronize", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32)),
-                ("set_kernel_profile", ctypes.c_void_p)]
+                ("set_kernel_profile", ctypes.c_void_p),
+                ("begin_capture", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32)),
+                ("end_capture", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32,
+                                                 ctypes.POINTER(ctypes.c_uint64))),
+                ("launch_graph", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32))]
 
 
 def start_synthetic_gpu():
@@ -47,6 +51,9 @@ def main():
     p.add_argument("--no-optimizer", action="store_true")
     p.add_argument("--range", default="")
     p.add_argument("--capture-at", type=int, default=-1)
+    p.add_argument("--graph", action="store_true",
+                   help="capture the model's forward into a (synthetic) CUDA graph before the "
+                        "loop and replay it inside an aon.range('replay') every step")
     args = p.parse_args()
     gpu = start_synthetic_gpu()
 
@@ -98,10 +105,21 @@ def main():
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     x = torch.randn(4, 8)
     y = torch.randn(4, 1)
-    if args.no_optimizer or args.range or args.capture_at >= 0:
+    if args.no_optimizer or args.range or args.capture_at >= 0 or args.graph:
         import aon  # on PYTHONPATH under aon-run
     import contextlib
+    graph = ctypes.c_uint64(0)
+    if args.graph:
+        if gpu.begin_capture(0) != 0:
+            sys.exit("FAIL begin_capture")
+        with torch.no_grad():
+            net(x)  # kernels 2 (Net.block) and 1 (Net) become graph nodes
+        if gpu.end_capture(0, ctypes.byref(graph)) != 0:
+            sys.exit("FAIL end_capture")
     for i in range(args.steps):
+        if args.graph:
+            with aon.range("replay"):
+                gpu.launch_graph(graph.value, 0)
         if i == args.capture_at:
             print("CAPTURE", aon.capture(steps=2), flush=True)
         scope = aon.range(args.range) if args.range else contextlib.nullcontext()
