@@ -252,9 +252,13 @@ Status ParseKindList(std::string_view text, ExportFilter* filter) {
 }
 
 bool IsExportedKind(RecordKind kind) {
-  // Join tables (records.h: kJoinTable) are not exported themselves.
-  return static_cast<size_t>(kind) < kTimelineKindCount &&
-         kind != RecordKind::kExternalCorrelation && kind != RecordKind::kGraphOps;
+  // Every timeline kind but the join tables (records.h: kJoinTable).
+  bool exported = false;
+  ForEachRecordType([&](auto tag) {
+    using T = decltype(tag);
+    if (TableTraits<T>::kKind == kind) exported = !kJoinTable<T>;
+  });
+  return exported;
 }
 
 std::string FilteredTracePath(const std::string& dir, const ExportFilter& filter) {

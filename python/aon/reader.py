@@ -140,8 +140,9 @@ def _attribute(t):
                         for r, c in zip(tab["rank"], tab["correlation_id"])], dtype=np.int64)
         if nodes and "graph_node_id" in tab:
             for i, (r, n) in enumerate(zip(tab["rank"], tab["graph_node_id"])):
-                if int(n) != 0 and nodes.get((int(r), int(n)), -1) >= 0:
-                    idx[i] = nodes[(int(r), int(n))]
+                o = nodes.get((int(r), int(n)), -1) if int(n) != 0 else -1
+                if o >= 0:
+                    idx[i] = o
         has = idx >= 0
         tab["op_id"] = np.where(has, ops["op_id"][np.maximum(idx, 0)], 0).astype(np.uint64)
         tab["op"] = np.array([names[i] if i >= 0 else "" for i in idx], dtype=object)

@@ -391,10 +391,10 @@ uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
 // The subscriber holds CUPTI's single slot (and learns when another tool has
 // it). The only callbacks enabled are resource callbacks for CUDA graphs: two
 // tie NCCL operations (nccl_plugin.h) and framework ops (op_ranges.h) captured
-// into a graph to the kernels that replay them: a kernel node created (during stream capture:
-// inside the capturing cuLaunchKernelEx, on its thread) and a node cloned (graph instantiation); a
-// third notes that a graph was instantiated while attached (Close). Other graph nodes return at
-// once.
+// into a graph to the kernels that replay them: a kernel node created (during
+// stream capture: inside the capturing launch, on its thread) and a node
+// cloned (graph instantiation); a third notes that a graph was instantiated
+// while attached (Close). Other graph nodes return at once.
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {

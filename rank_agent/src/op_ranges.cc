@@ -259,9 +259,8 @@ void PushGraphOp(uint64_t node_id, uint64_t op_id, uint64_t original_node_id) {
   Sink().Push(r);
 }
 
-// Inserts node -> op unless full; false when not remembered.
-bool RememberGraphNode(uint64_t node_id, uint64_t op_id) {
-  std::lock_guard<std::mutex> lock(g_graph_mu);
+// Inserts node -> op unless full; false when not remembered. Under g_graph_mu.
+bool RememberGraphNodeLocked(uint64_t node_id, uint64_t op_id) {
   auto& nodes = GraphNodeOps();
   if (nodes.size() >= kMaxGraphNodes && !nodes.count(node_id)) {
     g_graph_nodes_over.fetch_add(1, std::memory_order_relaxed);
@@ -281,7 +280,12 @@ void NoteGraphNodeCreated(uint64_t node_id) {
   const ThreadRanges& t = Ranges();
   if (t.open.empty()) return;
   const uint64_t op_id = t.open.back().id;
-  if (RememberGraphNode(node_id, op_id)) PushGraphOp(node_id, op_id, 0);
+  bool remembered;
+  {
+    std::lock_guard<std::mutex> lock(g_graph_mu);
+    remembered = RememberGraphNodeLocked(node_id, op_id);
+  }
+  if (remembered) PushGraphOp(node_id, op_id, 0);
 }
 
 void NoteGraphNodeCloned(uint64_t original_node_id, uint64_t clone_node_id) {
@@ -292,12 +296,12 @@ void NoteGraphNodeCloned(uint64_t original_node_id, uint64_t clone_node_id) {
   uint64_t op_id = 0;
   {
     std::lock_guard<std::mutex> lock(g_graph_mu);
-    auto& nodes = GraphNodeOps();
-    auto it = nodes.find(original_node_id);
-    if (it == nodes.end()) return;  // not made inside a range
+    auto it = GraphNodeOps().find(original_node_id);
+    if (it == GraphNodeOps().end()) return;  // not made inside a range
     op_id = it->second;
+    if (!RememberGraphNodeLocked(clone_node_id, op_id)) return;
   }
-  if (RememberGraphNode(clone_node_id, op_id)) PushGraphOp(clone_node_id, op_id, original_node_id);
+  PushGraphOp(clone_node_id, op_id, original_node_id);
 }
 
 namespace {
