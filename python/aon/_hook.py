@@ -39,11 +39,23 @@ def _say(text):
 
 
 class _Modules:
-    """Global module forward hooks, registered only while a window is open."""
+    """Global module forward hooks, registered only while a window is open;
+    once the program uses torch.compile they stay registered and a flag turns
+    them on and off: Dynamo guards compiled code on the module hooks there are,
+    so registering and removing them at every window edge would recompile."""
 
     def __init__(self, torch):
         self.module = torch.nn.modules.module
         self.handles = []
+        self.active = False
+        self.keep = False  # set by the first torch.compile call
+        # Under Dynamo's tracing the hooks do nothing: a range begun while
+        # tracing would mean nothing when the compiled code runs, and reading
+        # this hook's state (the stack, the agent) would make Dynamo guard on
+        # it and recompile at every change. Compiled modules get no module
+        # ranges; their kernels still get the ops around the compiled region.
+        compiler = getattr(torch, "compiler", None)
+        self.compiling = getattr(compiler, "is_compiling", None)
         self.local = threading.local()
         # id(root module) -> {id(submodule): path}, from named_modules() once
         # per root; roots die with the model (weak references).
@@ -51,6 +63,7 @@ class _Modules:
         self.roots = weakref.WeakValueDictionary()
 
     def on(self):
+        self.active = True
         if self.handles:
             return
         pre = self.module.register_module_forward_pre_hook(self._pre)
@@ -60,7 +73,13 @@ class _Modules:
             post = self.module.register_module_forward_hook(self._post)
         self.handles = [pre, post]
 
+    def keep_registered(self):
+        self.keep = True
+
     def off(self):
+        self.active = False
+        if self.keep:
+            return
         for h in self.handles:
             h.remove()
         self.handles = []
@@ -89,6 +108,10 @@ class _Modules:
         return self.paths[root_id][root_id]
 
     def _pre(self, module, args):
+        if self.compiling is not None and self.compiling():
+            return
+        if not self.active:
+            return
         agent = Agent.get()
         if agent is None:
             return
@@ -98,6 +121,10 @@ class _Modules:
                       agent.begin(path, Agent.MODULE)))
 
     def _post(self, module, args, output):
+        if self.compiling is not None and self.compiling():
+            return
+        if not self.active:
+            return
         stack = self._stack()
         agent = Agent.get()
         # Pop up to this module: an exception in a child left its entry behind
@@ -118,8 +145,9 @@ class _Compilations:
     compiles never pays it. The callbacks run once per compilation, never per
     operator or step."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, on_compile):
         self.torch = torch
+        self.on_compile = on_compile  # run at every torch.compile call
         self.lock = threading.Lock()
         self.open = None  # (name, start) of the compilation in flight
         self.registered = False
@@ -132,6 +160,7 @@ class _Compilations:
         compilations = self
 
         def compile(*args, **kwargs):
+            compilations.on_compile()
             compilations.register()
             return original(*args, **kwargs)
 
@@ -189,7 +218,7 @@ class TorchHook:
         self.observing = False
         self.first_optimizer = None
         self.modules = _Modules(torch)
-        self.compilations = _Compilations(torch)
+        self.compilations = _Compilations(torch, self.modules.keep_registered)
         self.extension = None
         self.extension_error = None
         self.warned = False

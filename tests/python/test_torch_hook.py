@@ -8,48 +8,19 @@ usage: test_torch_hook.py BIN_DIR   (with the python that has torch)
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
-BIN = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/bin"
-HERE = os.path.dirname(os.path.abspath(__file__))
+import hook_jobs
+from hook_jobs import col, marked_steps
+
+BIN = hook_jobs.configure(sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin")
+HERE = hook_jobs.HERE
 TRAIN = os.path.join(HERE, "torch_synthetic_train.py")
-PYDIR = os.path.join(os.path.dirname(BIN), "lib", "aon-python")
-sys.path.insert(0, PYDIR)
+PYDIR = hook_jobs.PYDIR
+run = hook_jobs.run
 import aon  # noqa: E402
-
-
-def run(job, args, extra_env=None, aon_args=()):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    env.pop("PYTHONPATH", None)
-    env.update(extra_env or {})
-    cmd = [os.path.join(BIN, "aon-run"), "--source", "synthetic", "--no-report", "-o", job,
-           *aon_args, sys.executable, *args]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    return p
-
-
-def col(table, name):
-    v = table[name]
-    return list(v.to_numpy() if hasattr(v, "to_numpy") else v)
-
-
-def marked_steps(test, t, source):
-    """The step numbers `source` marked, checking that every other step is a
-    time slot that ended before its first one (a loaded machine's slow start-up
-    can take more than a slot before the loop's first step)."""
-    rows = list(zip(col(t.steps, "step"), col(t.steps, "source_name"),
-                    col(t.steps, "start_ns"), col(t.steps, "end_ns")))
-    mine = [r for r in rows if r[1] == source]
-    test.assertTrue(mine, rows)
-    first = min(r[2] for r in mine)
-    for r in rows:
-        if r[1] != source:
-            test.assertEqual(r[1], "time slot", rows)
-            test.assertLessEqual(r[3], first, rows)
-    return [r[0] for r in mine]
 
 
 class TorchHook(unittest.TestCase):
@@ -222,6 +193,84 @@ class TorchHook(unittest.TestCase):
         with self.assertRaises(FileNotFoundError) as e:
             aon.load(os.path.join(self.dir, "nowhere"))
         self.assertIn("nowhere", str(e.exception))
+
+
+class ModuleHooksAndDynamo(unittest.TestCase):
+    """The module hooks' switching, in this process (no agent: the hook asks
+    for one through Agent.get, which is counted here). CI's torch has no
+    Dynamo; the recompilation this prevents is checked on the GPU machine
+    (docs/pytorch.md)."""
+
+    def setUp(self):
+        import torch
+        from aon import _hook
+        self.torch, self.hook = torch, _hook
+        self.asked = 0
+        self.saved_get = _hook.Agent.get
+
+        def get():
+            self.asked += 1
+            return None
+        _hook.Agent.get = staticmethod(get)
+        self.modules = _hook._Modules(torch)
+        self.model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+        self.registered = lambda: len(torch.nn.modules.module._global_forward_pre_hooks)
+
+    def tearDown(self):
+        self.modules.keep = False
+        self.modules.off()
+        self.hook.Agent.get = self.saved_get
+
+    def forward(self):
+        self.asked = 0
+        self.model(self.torch.zeros(1, 2))
+        return self.asked
+
+    def test_without_torch_compile_the_hooks_are_registered_only_while_on(self):
+        before = self.registered()
+        self.modules.on()
+        self.assertEqual(self.registered(), before + 1)
+        self.assertGreater(self.forward(), 0)
+        self.modules.off()
+        self.assertEqual(self.registered(), before)
+        self.assertEqual(self.forward(), 0)
+
+    def test_after_torch_compile_the_hooks_stay_registered_and_a_flag_switches_them(self):
+        before = self.registered()
+        self.modules.keep_registered()
+        for _ in range(3):
+            self.modules.on()
+            self.assertEqual(self.registered(), before + 1)
+            self.assertGreater(self.forward(), 0)
+            self.modules.off()
+            self.assertEqual(self.registered(), before + 1)  # Dynamo's guards see no change
+            self.assertEqual(self.forward(), 0)
+
+    def test_while_dynamo_traces_the_hooks_touch_nothing(self):
+        self.modules.compiling = lambda: True
+        self.modules.on()
+        self.assertEqual(self.forward(), 0)
+        self.assertEqual(getattr(self.modules.local, "stack", []), [])
+        self.modules.compiling = lambda: False
+        self.assertGreater(self.forward(), 0)
+
+    def test_torch_compile_makes_the_hook_keep_its_module_hooks(self):
+        calls = []
+        original = self.torch.__dict__.get("compile")
+        self.torch.compile = lambda *a, **k: calls.append(a) or a[0]
+        try:
+            hook = self.hook.TorchHook(self.torch)
+            hook.compilations.register = lambda: None  # Dynamo's callbacks: not in this torch
+            hook.compilations.wrap_compile()
+            self.assertFalse(hook.modules.keep)
+            self.assertIs(self.torch.compile(self.model), self.model)
+            self.assertTrue(hook.modules.keep)
+            self.assertEqual(len(calls), 1)
+        finally:
+            if original is None:
+                del self.torch.compile
+            else:
+                self.torch.compile = original
 
 
 if __name__ == "__main__":

@@ -17,32 +17,9 @@ Prints HOOK <step hook>|none, then DONE steps=<n>.
 """
 import argparse
 import ctypes
-import os
 import sys
 
-
-class Device(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32),
-                ("launch_kernel", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32, ctypes.c_char_p,
-                                                   ctypes.c_uint64, ctypes.c_int, ctypes.c_int)),
-                ("memcpy", ctypes.c_void_p), ("memset", ctypes.c_void_p),
-                ("synchronize", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32)),
-                ("set_kernel_profile", ctypes.c_void_p),
-                ("begin_capture", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32)),
-                ("end_capture", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32,
-                                                 ctypes.POINTER(ctypes.c_uint64))),
-                ("launch_graph", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32))]
-
-
-def start_synthetic_gpu():
-    lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"], mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    lib.InitializeInjection.restype = ctypes.c_int
-    lib.InitializeInjection()
-    lib.aonSyntheticDeviceV1.restype = ctypes.POINTER(Device)
-    dev = lib.aonSyntheticDeviceV1()
-    if not dev:
-        sys.exit("FAIL the agent gave no synthetic device (AON_SOURCE=synthetic?)")
-    return dev.contents
+from synthetic_gpu import start_synthetic_gpu
 
 
 def main():
