@@ -5,9 +5,10 @@ this file at start-up. It
   1. runs the sitecustomize that would have run without AON (the next one on
      sys.path: a site's or the user's), so nothing of theirs is lost;
   2. when the process is profiled by AON (the agent's variables are set and
-     AON_PYTHON_HOOK is not "off"), waits for the script to import torch and
-     then installs AON's PyTorch hook (aon/_hook.py). A process that never
-     imports torch is not touched: no import, no thread, no hook.
+     AON_PYTHON_HOOK is not "off"), waits for the script to import torch or
+     jax and then installs AON's hook for it (aon/_hook.py: PyTorch,
+     aon/_jax_hook.py: JAX). A process that imports neither is not touched:
+     no import, no thread, no hook.
 It never raises: a failure is printed and the program runs on.
 """
 import os
@@ -27,28 +28,47 @@ def _run_next_sitecustomize():
     spec.loader.exec_module(module)
 
 
-class _WhenTorchIsImported:
-    """A meta-path finder that only watches for `torch`: once torch's own
-    module has run, it installs AON's hook and leaves sys.meta_path."""
+def _install_torch(module):
+    from aon import _hook
+    _hook.install(module)
+
+
+def _install_jax(module):
+    from aon import _jax_hook
+    _jax_hook.install(module)
+
+
+_HOOKS = {"torch": ("PyTorch", _install_torch), "jax": ("JAX", _install_jax)}
+
+
+class _WhenImported:
+    """A meta-path finder that only watches for the frameworks AON hooks
+    (`torch`, `jax`): once a framework's own module has run, it installs that
+    framework's hook; it leaves sys.meta_path when every one is installed."""
+
+    def __init__(self, pending):
+        self.pending = set(pending)
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
+        if fullname not in self.pending:
             return None
         import importlib.util
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
+        self.pending.discard(fullname)
+        if not self.pending:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)  # the real one (this finder passes now)
         if spec is None or spec.loader is None:
             return spec
         loader = spec.loader
         run = loader.exec_module
+        what, install = _HOOKS[fullname]
 
         def exec_module(module):
             run(module)
             try:
-                from aon import _hook
-                _hook.install(module)
+                install(module)
             except Exception as e:  # noqa: BLE001
-                sys.stderr.write("AON: PyTorch hook not installed: %r\n" % (e,))
+                sys.stderr.write("AON: %s hook not installed: %r\n" % (what, e))
 
         loader.exec_module = exec_module
         return spec
@@ -59,11 +79,14 @@ def _install():
         return
     if not os.environ.get("CUDA_INJECTION64_PATH"):
         return  # not a process AON profiles
-    if "torch" in sys.modules:
-        from aon import _hook
-        _hook.install(sys.modules["torch"])
-        return
-    sys.meta_path.insert(0, _WhenTorchIsImported())
+    pending = []
+    for name, (what, install) in _HOOKS.items():
+        if name in sys.modules:
+            install(sys.modules[name])
+        else:
+            pending.append(name)
+    if pending:
+        sys.meta_path.insert(0, _WhenImported(pending))
 
 
 try:

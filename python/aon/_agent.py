@@ -37,6 +37,10 @@ class Agent:
         if self.has_listen:
             lib.aon_ops_listen.restype = None
             lib.aon_ops_listen.argtypes = [ctypes.c_void_p]
+        self.has_jax_step = hasattr(lib, "aon_jax_step")
+        if self.has_jax_step:
+            lib.aon_jax_step.restype = None
+            lib.aon_jax_step.argtypes = []
         self.has_host_range = hasattr(lib, "aon_host_range")
         if self.has_host_range:
             lib.aon_host_range.restype = None
@@ -53,6 +57,12 @@ class Agent:
             self.lib.aon_framework_step()
         else:
             self.lib.aon_step()
+
+    def jax_step(self):
+        if self.has_jax_step:
+            self.lib.aon_jax_step()
+        else:
+            self.framework_step()
 
     def capture(self, steps, delay_ms):
         return self.lib.aon_capture(steps, delay_ms)

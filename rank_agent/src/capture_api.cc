@@ -18,6 +18,11 @@ extern "C" __attribute__((visibility("default"))) void aon_framework_step(void) 
   if (agent.recording()) agent.capture().OnBoundary(aon::StepSource::kPytorch);
 }
 
+extern "C" __attribute__((visibility("default"))) void aon_jax_step(void) {
+  const aon::agent::SourceContext& agent = aon::agent::Agent::Get().context();
+  if (agent.recording()) agent.capture().OnBoundary(aon::StepSource::kJax);
+}
+
 extern "C" __attribute__((visibility("default"))) int aon_capture(uint32_t steps,
                                                                   uint32_t delay_ms) {
   const aon::agent::SourceContext& agent = aon::agent::Agent::Get().context();

@@ -34,6 +34,8 @@ StepSource ForcedSource(StepSourceSetting setting) {
       return StepSource::kApi;
     case StepSourceSetting::kPytorch:
       return StepSource::kPytorch;
+    case StepSourceSetting::kJax:
+      return StepSource::kJax;
     case StepSourceSetting::kNvtx:
       return StepSource::kNvtx;
     case StepSourceSetting::kNccl:

@@ -15,8 +15,10 @@ constexpr uint32_t kInitialPeriod = 1024;  // before any window was measured
 int StepTracker::Preference(StepSource s) {
   switch (s) {
     case StepSource::kApi:
-      return 5;
+      return 6;
     case StepSource::kPytorch:
+      return 5;
+    case StepSource::kJax:
       return 4;
     case StepSource::kNvtx:
       return 3;

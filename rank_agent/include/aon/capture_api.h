@@ -25,6 +25,10 @@ void aon_step(void);
  * its own boundaries. */
 void aon_framework_step(void);
 
+/* A step boundary from AON's JAX hook (each jax.profiler.StepTraceAnnotation
+ * entered): source "jax", preferred below "pytorch" and above NVTX ranges. */
+void aon_jax_step(void);
+
 /* Capture the next `steps` steps of this rank from the first step boundary at
  * least `delay_ms` milliseconds from now (every rank given the same wall-clock
  * deadline starts on the same step). Returns 0, or -1 when this process records

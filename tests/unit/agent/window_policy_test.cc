@@ -5,6 +5,8 @@
 // `ratio` x a plain one, the first captured step also pays for attaching CUPTI,
 // the first step after a window runs with CUPTI quiesced, the second pays for
 // the detach.
+#include "window_policy.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,18 +16,16 @@
 #include <set>
 #include <vector>
 
-#include "window_policy.h"
-
 namespace aon::agent {
 namespace {
 
 struct CostModel {
-  double base_ns = 8e6;       // a plain step
-  double ratio = 1.5;         // a captured step, x base
-  double attach_ns = 14e6;    // first captured step: CUPTI subscribe + first launches
-  double quiesce_ratio = 1.3; // the step after a window
-  double detach_ns = 8e6;     // flush + finalize
-  double jitter = 0.02;       // +- uniform, per step
+  double base_ns = 8e6;        // a plain step
+  double ratio = 1.5;          // a captured step, x base
+  double attach_ns = 14e6;     // first captured step: CUPTI subscribe + first launches
+  double quiesce_ratio = 1.3;  // the step after a window
+  double detach_ns = 8e6;      // flush + finalize
+  double jitter = 0.02;        // +- uniform, per step
   // Right-skewed noise (preemption, data loading): with this probability a step
   // takes tail_ns longer, captured or not.
   double tail_prob = 0;
@@ -128,6 +128,27 @@ TEST(StepTracker, PytorchHooksRankBelowApiAndAboveNvtx) {
   EXPECT_EQ(t.active(), StepSource::kApi);
 }
 
+// kJax (6) ranks below kPytorch and above kNvtx: a JAX program's
+// StepTraceAnnotations win over step-named NVTX ranges (and XLA's own ranges).
+TEST(StepTracker, JaxHooksRankBelowPytorchAndAboveNvtx) {
+  EXPECT_GT(StepTracker::Preference(StepSource::kPytorch),
+            StepTracker::Preference(StepSource::kJax));
+  EXPECT_GT(StepTracker::Preference(StepSource::kJax), StepTracker::Preference(StepSource::kNvtx));
+  StepTracker t;
+  EXPECT_TRUE(t.Mark(StepSource::kTime, 7).counts);
+  auto b = t.Mark(StepSource::kJax);
+  EXPECT_TRUE(b.counts && b.switched) << "the JAX hook takes over from time slots";
+  EXPECT_EQ(b.step, 0u);
+  EXPECT_FALSE(t.Mark(StepSource::kNvtx).counts);
+  EXPECT_EQ(t.Mark(StepSource::kJax).step, 1u);
+  b = t.Mark(StepSource::kPytorch);
+  EXPECT_TRUE(b.counts && b.switched);
+  EXPECT_FALSE(t.Mark(StepSource::kJax).counts);
+  StepTracker forced(StepSource::kJax);
+  EXPECT_FALSE(forced.Mark(StepSource::kApi).counts);
+  EXPECT_TRUE(forced.Mark(StepSource::kJax).counts);
+}
+
 TEST(StepTracker, AForcedPytorchSourceIgnoresApi) {
   StepTracker t(StepSource::kPytorch);
   EXPECT_FALSE(t.Mark(StepSource::kApi).counts);
@@ -151,12 +172,13 @@ TEST(WindowPolicy, AFixedPeriodCapturesExactlyItsSteps) {
   s.fixed_period = 64;
   s.seed = 42;
   WindowPolicy p(s);
-  SimRun r = Simulate(p, 2'000, [](uint64_t) { return CostModel{}; }, 1, 1.0);
+  SimRun r = Simulate(
+      p, 2'000, [](uint64_t) { return CostModel{}; }, 1, 1.0);
   std::set<uint64_t> want;
   for (uint64_t step = 0; step < 2'000; ++step) {
-    if (p.InWindow(step, 64) || (step >= WindowPolicy::kFirstWindowStep &&
-                                 step < WindowPolicy::kFirstWindowStep +
-                                            WindowPolicy::kFirstWindowWidth)) {
+    if (p.InWindow(step, 64) ||
+        (step >= WindowPolicy::kFirstWindowStep &&
+         step < WindowPolicy::kFirstWindowStep + WindowPolicy::kFirstWindowWidth)) {
       want.insert(step);
     }
   }
@@ -183,8 +205,9 @@ TEST(WindowPolicy, RanksOfOneJobCaptureTheSameSteps) {
   std::vector<std::set<uint64_t>> captured;
   for (uint64_t rank = 0; rank < 4; ++rank) {
     WindowPolicy p(s);
-    captured.push_back(
-        Simulate(p, 50'000, [](uint64_t) { return CostModel{}; }, 100 + rank, s.budget).captured);
+    captured.push_back(Simulate(
+                           p, 50'000, [](uint64_t) { return CostModel{}; }, 100 + rank, s.budget)
+                           .captured);
   }
   ASSERT_GT(captured[0].size(), 10u);
   for (size_t r = 1; r < captured.size(); ++r) EXPECT_EQ(captured[r], captured[0]) << "rank " << r;
@@ -196,11 +219,13 @@ TEST(WindowPolicy, ARankWithDearerWindowsCapturesASubsetOfTheOthersSteps) {
   WindowSettings s;
   s.seed = 99;
   WindowPolicy cheap(s), dear(s);
-  SimRun a = Simulate(cheap, 100'000, [](uint64_t) { return CostModel{}; }, 1, s.budget);
+  SimRun a = Simulate(
+      cheap, 100'000, [](uint64_t) { return CostModel{}; }, 1, s.budget);
   CostModel expensive;
   expensive.ratio = 3.0;
   expensive.attach_ns = 60e6;
-  SimRun b = Simulate(dear, 100'000, [&](uint64_t) { return expensive; }, 2, s.budget);
+  SimRun b = Simulate(
+      dear, 100'000, [&](uint64_t) { return expensive; }, 2, s.budget);
   EXPECT_GT(dear.period(), cheap.period());
   ASSERT_FALSE(b.captured.empty());
   for (uint64_t step : b.captured) EXPECT_TRUE(a.captured.count(step)) << step;
@@ -212,7 +237,8 @@ TEST(WindowPolicy, ConvergesToTheBudget) {
     s.budget = budget;
     s.seed = 5;
     WindowPolicy p(s);
-    SimRun r = Simulate(p, 200'000, [](uint64_t) { return CostModel{}; }, 3, budget);
+    SimRun r = Simulate(
+        p, 200'000, [](uint64_t) { return CostModel{}; }, 3, budget);
     const double cost = Amortized(r);
     // Within the budget, and not needlessly below it: the period is the smallest
     // power of two inside budget / headroom, so the cost is above a quarter of it.
@@ -241,7 +267,8 @@ TEST(WindowPolicy, SkewedNoiseIsNotTakenForCost) {
   free.tail_prob = 0.2;
   free.tail_ns = 4e6;  // half a step, one step in five: mean 10 % above the median
   const uint64_t steps = 100'000;
-  SimRun r = Simulate(p, steps, [&](uint64_t) { return free; }, 11, s.budget);
+  SimRun r = Simulate(
+      p, steps, [&](uint64_t) { return free; }, 11, s.budget);
   const WindowSummary w = p.Summary();
   EXPECT_LT(w.amortized_cost, s.budget / 5) << "noise counted as cost";
   EXPECT_LT(Amortized(r), s.budget / 5);
@@ -275,7 +302,8 @@ TEST(WindowPolicy, BacksOffWhenWindowsGetDearer) {
   double plain = 0, total = 0;
   (void)r;
   WindowPolicy q(s);
-  SimRun only_later = Simulate(q, 200'000, [&](uint64_t) { return later; }, 5, s.budget);
+  SimRun only_later = Simulate(
+      q, 200'000, [&](uint64_t) { return later; }, 5, s.budget);
   plain = only_later.plain_ns;
   total = only_later.total_ns;
   EXPECT_LE((total - plain) / plain, s.budget);
@@ -361,7 +389,7 @@ TEST(WindowPolicy, AJobWideRequestCapturesExactlyItsSteps) {
   WindowSettings s;
   s.fixed_period = 1u << 20;  // no periodic window in the way
   s.max_period = 1u << 20;
-  s.seed = 0;                 // one periodic window in 2^20 steps at most
+  s.seed = 0;  // one periodic window in 2^20 steps at most
   WindowPolicy p(s);
   uint64_t t = 0;
   std::set<uint64_t> captured, on_demand;

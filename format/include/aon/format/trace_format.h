@@ -49,8 +49,8 @@ inline constexpr int kFormatMajor = 1;
 // 1.9: steps.thread_cpu_ns (the CPU time of the thread that marks the steps,
 // per step: a host busy between launches tells apart from one that waits).
 // 1.10: devices.pcie_gen and pcie_width (the GPU's PCIe link, from /proc and /sys).
-// 1.11: collector_lost_ns, capture_disabled and unwritten_<kind> of a rank file (of the dropped records, those the
-// collector received but could not write: disk full, I/O error) and /meta/drops
+// 1.11: collector_lost_ns, capture_disabled and unwritten_<kind> of a rank file (of the dropped
+// records, those the collector received but could not write: disk full, I/O error) and /meta/drops
 // of a timeline (records dropped per rank and kind, and of them unwritten).
 // 1.12: every chunk of every table carries a Fletcher-32 checksum (HDF5's
 // filter 3, last in the pipeline), checked on every read; /meta/drops.damaged
@@ -59,7 +59,9 @@ inline constexpr int kFormatMajor = 1;
 // not write some records: a full disk, a quota, an I/O error).
 // 1.13: the graph_ops kind (CUDA-graph kernel nodes captured inside a framework
 // op, and their clones: replayed kernels are tied to the op of their capture).
-inline constexpr int kFormatMinor = 13;
+// 1.14: the step source "jax" (aon_jax_step: AON's JAX hook, at every
+// jax.profiler.StepTraceAnnotation).
+inline constexpr int kFormatMinor = 14;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"
@@ -253,9 +255,9 @@ enum class CaptureMode : uint8_t { kUnknown = 0, kBudgeted = 1, kFull = 2, kFlig
 inline constexpr EnumValue kCaptureModeValues[] = {
     {0, "unknown"}, {1, "budgeted"}, {2, "full"}, {3, "flight"}};
 
-inline constexpr EnumValue kRankStatusValues[] = {
-    {0, "ok"}, {1, "missing"}, {2, "corrupt"}, {3, "truncated"}, {4, "unsupported"},
-    {5, "damaged"}};
+inline constexpr EnumValue kRankStatusValues[] = {{0, "ok"},          {1, "missing"},
+                                                  {2, "corrupt"},     {3, "truncated"},
+                                                  {4, "unsupported"}, {5, "damaged"}};
 
 struct RankSummary {
   uint32_t rank;

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""CI test of AON's JAX hook (docs/jax.md) with the labeled SYNTHETIC GPU and a
+labeled STAND-IN for jax.profiler (tests/python/standin_jax: CI has no JAX; the
+real JAX is checked on the GPU machine). Runs real aon-run jobs of
+tests/python/jax_synthetic_steps.py, whose steps are marked only by
+jax.profiler.StepTraceAnnotation, and checks the steps and windows AON gives.
+
+usage: test_jax_hook.py BIN_DIR   (with a python that has h5py and numpy)
+"""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+import hook_jobs
+from hook_jobs import col, marked_steps
+
+hook_jobs.configure(sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin")
+SCRIPT = os.path.join(hook_jobs.HERE, "jax_synthetic_steps.py")
+STANDIN = {"PYTHONPATH": os.path.join(hook_jobs.HERE, "standin_jax")}
+import aon  # noqa: E402
+
+
+def kernels_per_step(t, numbers):
+    """Kernels of each step of `numbers` (by the kernel's start), and how many
+    fell in no step of them."""
+    spans = [(a, b, n) for a, b, n, src in zip(col(t.steps, "start_ns"), col(t.steps, "end_ns"),
+                                               col(t.steps, "step"), col(t.steps, "source_name"))
+             if src == "jax" and n in numbers]
+    counts = {n: 0 for n in numbers}
+    outside = 0
+    for ts in col(t.kernels, "start_ns"):
+        hit = [n for a, b, n in spans if a <= ts < b]
+        if hit:
+            counts[hit[0]] += 1
+        else:
+            outside += 1
+    return counts, outside
+
+
+class JaxHook(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="aon-jax-")
+        self.job = os.path.join(self.dir, "job")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_each_step_trace_annotation_is_a_step_in_full_mode(self):
+        p = hook_jobs.run(self.job, [SCRIPT, "--steps", "9", "--kernels", "3"], extra_env=STANDIN,
+                          aon_args=["--mode", "full"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("HOOK jax", p.stdout)
+        self.assertIn("DONE steps=9 entered=9 exited=9", p.stdout)  # the annotation still works
+        t = aon.load(self.job)
+        steps = marked_steps(self, t, "jax")
+        # A step runs from one annotation to the next; the last one ends with the run.
+        self.assertEqual(steps, list(range(9)))
+        counts, _ = kernels_per_step(t, steps)
+        self.assertEqual(counts, {n: 3 for n in range(9)})
+        self.assertEqual(len(col(t.kernels, "start_ns")), 27)
+
+    def test_windows_open_on_jax_steps_and_hold_exactly_their_kernels(self):
+        p = hook_jobs.run(self.job, [SCRIPT, "--steps", "40", "--kernels", "2"], extra_env=STANDIN,
+                          aon_args=["--capture-period", "8", "--capture-steps", "2"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        t = aon.load(self.job)
+        steps = marked_steps(self, t, "jax")
+        self.assertEqual(steps, list(range(40)))
+        captured = sorted(n for n, f, src in zip(col(t.steps, "step"), col(t.steps, "flags"),
+                                                  col(t.steps, "source_name"))
+                          if f & 1 and src == "jax")
+        self.assertTrue(captured, "no window opened on the jax steps")
+        self.assertLess(len(captured), 40)
+        counts, _ = kernels_per_step(t, steps)
+        for n in steps:
+            self.assertEqual(counts[n], 2 if n in captured else 0, (n, captured, counts))
+
+    def test_hook_off_leaves_jax_alone(self):
+        p = hook_jobs.run(self.job, [SCRIPT, "--steps", "3"], extra_env=STANDIN,
+                          aon_args=["--python-hook", "off", "--mode", "full"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("HOOK none", p.stdout)
+        self.assertIn("entered=3 exited=3", p.stdout)
+        t = aon.load(self.job)
+        self.assertNotIn("jax", col(t.steps, "source_name"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
