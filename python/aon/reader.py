@@ -15,10 +15,18 @@ when none), `module` (the nn.Module path of that op, for backward ops the
 module of the forward op with the same sequence number) and `phase` (forward,
 backward, optimizer or other); `ops` gets `module` and `phase` too.
 
+XLA (JAX) runs (docs/jax.md): `kernels`, `memcpy` and `memset` get `hlo_op`
+(the HLO instruction whose thunk launched them), `jax_op` (the JAX operation
+XLA names for it, "jit(step)/transpose(jvp())/dot_general") and `hlo_module`
+(the XLA module executing), from the NVTX ranges XLA's GPU runtime emits
+around each thunk and each execution, on the thread that made the launch
+call; "" when none.
+
 Tables are pandas DataFrames when pandas can be imported, else numpy
 structured arrays (string columns of dtype object).
 """
 import os
+import re
 
 import numpy as np
 
@@ -150,6 +158,106 @@ def _attribute(t):
         tab["phase"] = np.array([phase[i] if i >= 0 else "" for i in idx], dtype=object)
 
 
+# XLA's GPU runtime names its NVTX ranges "<Kind>:#key=value,key=value#":
+# "XlaModule:#hlo_module=jit_step,program_id=3#" around each execution of a
+# module, "Thunk:#name=jit(step)/dot_general,hlo_op=gemm_fusion_dot.4,...#"
+# around each thunk it runs (a kernel launch, a command buffer, a collective).
+_XLA_KINDS = ("Thunk", "XlaModule")
+# A value may hold commas (a JAX name's parameters): a new field starts only
+# where a comma is followed by "key=".
+_XLA_FIELD = re.compile(r",(?=[A-Za-z_][A-Za-z0-9_]*=)")
+
+
+def xla_annotation(text):
+    """("Thunk" | "XlaModule", {key: value}) for one of XLA's range names, else
+    None."""
+    text = str(text)
+    head, sep, body = text.partition(":#")
+    if not sep or head not in _XLA_KINDS or not body.endswith("#"):
+        return None
+    fields = {}
+    for part in _XLA_FIELD.split(body[:-1]):
+        key, eq, value = part.partition("=")
+        if eq:
+            fields[key] = value
+    return head, fields
+
+
+def _innermost(starts, ends, parents, t):
+    """Index of the innermost range containing t among properly nested ranges
+    sorted by start (parents: each one's enclosing range, -1), or -1."""
+    i = int(np.searchsorted(starts, t, side="right")) - 1
+    while i >= 0 and ends[i] < t:
+        i = parents[i]
+    return i
+
+
+def _nesting(starts, ends):
+    parents = np.full(len(starts), -1, dtype=np.int64)
+    stack = []
+    for i in range(len(starts)):
+        while stack and ends[stack[-1]] < starts[i]:
+            stack.pop()
+        parents[i] = stack[-1] if stack else -1
+        stack.append(i)
+    return parents
+
+
+def _attribute_xla(t):
+    """Ties kernels, copies and memsets to the XLA thunk and module ranges open
+    on the thread of their launch call, when it ran."""
+    nv, api = t.get("nvtx"), t.get("api")
+    if nv is None or api is None or len(nv["name"]) == 0:
+        return
+    parsed = [xla_annotation(n) if str(n).endswith("#") else None for n in nv["name"]]
+    if not any(parsed):
+        return
+    # (rank, thread, kind) -> the ranges sorted by start, with their nesting.
+    groups = {}
+    for k, a in enumerate(parsed):
+        if a is not None:
+            groups.setdefault((int(nv["rank"][k]), int(nv["thread_id"][k]), a[0]), []).append(k)
+    index = {}
+    for key, ks in groups.items():
+        ks = sorted(ks, key=lambda k: int(nv["start_ns"][k]))
+        starts = np.array([int(nv["start_ns"][k]) for k in ks], dtype=np.int64)
+        ends = np.array([int(nv["end_ns"][k]) for k in ks], dtype=np.int64)
+        index[key] = (ks, starts, ends, _nesting(starts, ends))
+    calls = {(int(r), int(c)): (int(th), int(s)) for r, c, th, s in
+             zip(api["rank"], api["correlation_id"], api["thread_id"], api["start_ns"])}
+
+    def find(rank, thread, kind, at):
+        entry = index.get((rank, thread, kind))
+        if entry is None:
+            return None
+        ks, starts, ends, parents = entry
+        i = _innermost(starts, ends, parents, at)
+        return parsed[ks[i]][1] if i >= 0 else None
+
+    for kind_name in ("kernels", "memcpy", "memset"):
+        tab = t.get(kind_name)
+        if tab is None:
+            continue
+        n = len(tab["correlation_id"])
+        hlo_op = np.full(n, "", dtype=object)
+        jax_op = np.full(n, "", dtype=object)
+        module = np.full(n, "", dtype=object)
+        for i, (r, c) in enumerate(zip(tab["rank"], tab["correlation_id"])):
+            call = calls.get((int(r), int(c)))
+            if call is None:
+                continue
+            thunk = find(int(r), call[0], "Thunk", call[1])
+            if thunk is not None:
+                hlo_op[i] = thunk.get("hlo_op", "")
+                jax_op[i] = thunk.get("name", "")
+            execution = find(int(r), call[0], "XlaModule", call[1])
+            if execution is not None:
+                module[i] = execution.get("hlo_module", "")
+        tab["hlo_op"] = hlo_op
+        tab["jax_op"] = jax_op
+        tab["hlo_module"] = module
+
+
 def _frame(cols):
     try:
         import pandas
@@ -190,7 +298,7 @@ def load(job_dir, kinds=None):
             raw["devices"] = f["meta/devices"][:]
         want = set(kinds) if kinds is not None else None
         if want is not None and "kernels" in want:
-            want |= {"ops", "external_correlation", "graph_ops"}
+            want |= {"ops", "external_correlation", "graph_ops", "nvtx", "api"}
         for name in f["records"]:
             if want is None or name in want:
                 raw[name] = f["records/" + name][:]
@@ -200,4 +308,5 @@ def load(job_dir, kinds=None):
                  else "" for r in raw["ranks"]}
     cols = {name: _columns(name, rows, strings, hosts) for name, rows in raw.items()}
     _attribute(cols)
+    _attribute_xla(cols)
     return Tables({name: _frame(c) for name, c in cols.items()})

@@ -18,13 +18,19 @@ def configure(bin_dir):
     return BIN
 
 
-def run(job, args, extra_env=None, aon_args=()):
+def run_program(job, command, extra_env=None, aon_args=()):
+    """`command` under aon-run with the synthetic GPU, into job directory `job`."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.pop("PYTHONPATH", None)
     env.update(extra_env or {})
     cmd = [os.path.join(BIN, "aon-run"), "--source", "synthetic", "--no-report", "-o", job,
-           *aon_args, sys.executable, *args]
+           *aon_args, *command]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def run(job, args, extra_env=None, aon_args=()):
+    """A Python script (this interpreter) under aon-run: run_program."""
+    return run_program(job, [sys.executable, *args], extra_env, aon_args)
 
 
 def col(table, name):

@@ -8,6 +8,7 @@ jax.profiler.StepTraceAnnotation, and checks the steps and windows AON gives.
 usage: test_jax_hook.py BIN_DIR   (with a python that has h5py and numpy)
 """
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from hook_jobs import col, marked_steps
 hook_jobs.configure(sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin")
 SCRIPT = os.path.join(hook_jobs.HERE, "jax_synthetic_steps.py")
 STANDIN = {"PYTHONPATH": os.path.join(hook_jobs.HERE, "standin_jax")}
+REPLAY = os.path.join(hook_jobs.HERE, "..", "data", "xla", "jit_step.replay")
 import aon  # noqa: E402
 
 
@@ -85,6 +87,68 @@ class JaxHook(unittest.TestCase):
         self.assertIn("entered=3 exited=3", p.stdout)
         t = aon.load(self.job)
         self.assertNotIn("jax", col(t.steps, "source_name"))
+
+
+def truth(thunk, module):
+    """What a kernel launched inside these XLA ranges is tied to, read from the
+    names with the patterns of docs/jax.md (not the reader's parser)."""
+    op = re.search(r"[#,]hlo_op=([^,#]*)", thunk)
+    name = re.search(r"#name=(.*),hlo_op=", thunk)
+    mod = re.search(r"#hlo_module=([^,#]*)", module)
+    return (op.group(1) if op else "", name.group(1) if name else "", mod.group(1) if mod else "")
+
+
+class XlaAttribution(unittest.TestCase):
+    """Kernels tied to the XLA thunk and module ranges open around their launch
+    (a replayed annotation sequence on the synthetic GPU: aon-synthetic-xla)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="aon-xla-")
+        self.job = os.path.join(self.dir, "job")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def replay(self, aon_args, steps):
+        p = hook_jobs.run_program(self.job, [os.path.join(hook_jobs.BIN, "aon-synthetic-xla"),
+                                             REPLAY, "--steps", str(steps)], aon_args=aon_args)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        want = {}
+        for line in p.stdout.splitlines():
+            if line.startswith("AON_XLA "):
+                fields = dict(f.split("=", 1) for f in line[len("AON_XLA "):].split("\t"))
+                want[fields["kernel"]] = truth(fields["thunk"], fields["module"])
+        self.assertEqual(len(want), 7, p.stdout)
+        return want
+
+    def check(self, t, want, kernels):
+        names = col(t.kernels, "name")
+        self.assertEqual(len(names), kernels)
+        got = list(zip(names, col(t.kernels, "hlo_op"), col(t.kernels, "jax_op"),
+                       col(t.kernels, "hlo_module")))
+        for name, op, jax_op, module in got:
+            self.assertEqual((op, jax_op, module), want[name], name)
+        return got
+
+    def test_every_kernel_gets_its_thunk_and_module_in_full_mode(self):
+        want = self.replay(["--mode", "full"], 6)
+        self.assertEqual(want["gemm_fusion_dot_4_kernel"][1],
+                         "jit(step)/transpose(jvp())/dot_general[dimension_numbers=(((1,), (0,)), "
+                         "((), ())) precision=None]")
+        self.assertEqual(want["loop_add_fusion"][0], "loop_add_fusion")  # the inner thunk
+        self.assertEqual(want["while_condition_kernel"][0], "while.2")
+        self.assertEqual(want["outside_kernel"], ("", "", ""))
+        t = aon.load(self.job)
+        got = self.check(t, want, 6 * 7)
+        self.assertEqual(sum(1 for g in got if g[1]), 6 * 6)
+
+    def test_in_budgeted_windows_too(self):
+        want = self.replay(["--capture-period", "8", "--capture-steps", "2"], 40)
+        t = aon.load(self.job, kinds=["kernels", "steps"])
+        captured = sum(1 for f, src in zip(col(t.steps, "flags"), col(t.steps, "source_name"))
+                       if f & 1 and src == "jax")
+        self.assertGreater(captured, 0)
+        self.check(t, want, 7 * captured)
 
 
 if __name__ == "__main__":

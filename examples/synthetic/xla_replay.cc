@@ -1,0 +1,128 @@
+// aon-synthetic-xla: replays a JAX/XLA program's host-side annotation sequence
+// on the SYNTHETIC GPU, for CI tests of AON's XLA attribution (docs/jax.md).
+// Not a GPU workload and never presented as one (source = "synthetic").
+//
+//   aon-synthetic-xla REPLAY_FILE [--steps N]
+//
+// The replay file is one step of the program, run N times (default 10), one
+// command per line ('#' starts a comment):
+//   step                  a step boundary from AON's JAX hook (aon_jax_step, as
+//                         jax.profiler.StepTraceAnnotation gives under the hook)
+//   push DOMAIN NAME...   an NVTX push/pop range (DOMAIN "-": the default
+//                         domain), as XLA's runtime emits around executions and
+//                         thunks; NAME is the rest of the line
+//   pop                   ends the innermost range of the last push's domain
+//   kernel NS NAME...     a kernel of NS nanoseconds, launched on this thread
+//   sync                  waits for the device
+// It prints "AON_XLA kernel=<name>\tthunk=<range>\tmodule=<range>" for every
+// kernel of the first step (the innermost Thunk and XlaModule range names open
+// around its launch, as written) so a test can compare them with the reader's
+// columns, then "DONE steps=N kernels=K".
+#include <nvtx3/nvToolsExt.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "aon/synthetic_device.h"
+#include "fake_driver.h"
+
+namespace {
+
+struct Command {
+  std::string op, domain, text;
+  uint64_t ns = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: aon-synthetic-xla REPLAY_FILE [--steps N]\n");
+    return 2;
+  }
+  int steps = 10;
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--steps") steps = std::atoi(argv[++i]);
+  }
+  std::ifstream in(argv[1]);
+  if (!in) {
+    std::fprintf(stderr, "aon-synthetic-xla: cannot read %s\n", argv[1]);
+    return 1;
+  }
+  std::vector<Command> body;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    Command c;
+    words >> c.op;
+    if (c.op == "push") {
+      words >> c.domain;
+    } else if (c.op == "kernel") {
+      words >> c.ns;
+    } else if (c.op != "pop" && c.op != "step" && c.op != "sync") {
+      std::fprintf(stderr, "aon-synthetic-xla: %s:%d: unknown command '%s'\n", argv[1], n,
+                   c.op.c_str());
+      return 1;
+    }
+    std::getline(words >> std::ws, c.text);
+    body.push_back(c);
+  }
+  const AonSyntheticDeviceV1* gpu = aon::synthetic::LoadFakeDriver("aon-synthetic-xla", true);
+  if (gpu == nullptr) return 1;
+  auto jax_step = aon::synthetic::AgentFunction<void (*)()>("aon_jax_step");
+  std::map<std::string, nvtxDomainHandle_t> domains;
+  std::vector<std::string> open_names;
+  std::vector<nvtxDomainHandle_t> open_domains;
+  int kernels = 0;
+  for (int s = 0; s < steps; ++s) {
+    for (const Command& c : body) {
+      if (c.op == "step") {
+        if (jax_step != nullptr) jax_step();
+      } else if (c.op == "push") {
+        nvtxDomainHandle_t d = nullptr;
+        if (c.domain != "-") {
+          auto it = domains.find(c.domain);
+          if (it == domains.end())
+            it = domains.emplace(c.domain, nvtxDomainCreateA(c.domain.c_str())).first;
+          d = it->second;
+        }
+        nvtxEventAttributes_t a{};
+        a.version = NVTX_VERSION;
+        a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+        a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+        a.message.ascii = c.text.c_str();
+        nvtxDomainRangePushEx(d, &a);
+        open_names.push_back(c.text);
+        open_domains.push_back(d);
+      } else if (c.op == "pop") {
+        if (open_domains.empty()) continue;
+        nvtxDomainRangePop(open_domains.back());
+        open_domains.pop_back();
+        open_names.pop_back();
+      } else if (c.op == "kernel") {
+        gpu->launch_kernel(0, c.text.c_str(), c.ns, 1, 128);
+        ++kernels;
+        if (s == 0) {
+          std::string thunk, module;  // the innermost of each open around the launch
+          for (const std::string& n : open_names) {
+            if (n.rfind("Thunk:#", 0) == 0) thunk = n;
+            if (n.rfind("XlaModule:#", 0) == 0) module = n;
+          }
+          std::printf("AON_XLA kernel=%s\tthunk=%s\tmodule=%s\n", c.text.c_str(), thunk.c_str(),
+                      module.c_str());
+        }
+      } else if (c.op == "sync") {
+        gpu->synchronize(0);
+      }
+    }
+  }
+  gpu->synchronize(0);
+  std::printf("DONE steps=%d kernels=%d\n", steps, kernels);
+  return 0;
+}
