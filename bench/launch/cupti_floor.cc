@@ -73,11 +73,13 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* 
                                 size_t valid_size) {
   uint64_t n = 0;
   CUpti_Activity* rec = nullptr;
-  while (valid_size > 0 && cuptiActivityGetNextRecord(buffer, valid_size, &rec) == CUPTI_SUCCESS) ++n;
+  while (valid_size > 0 && cuptiActivityGetNextRecord(buffer, valid_size, &rec) == CUPTI_SUCCESS)
+    ++n;
   g_records.fetch_add(n, std::memory_order_relaxed);
   g_buffers.fetch_add(1, std::memory_order_relaxed);
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0)
+  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS &&
+      dropped > 0)
     g_dropped.fetch_add(dropped, std::memory_order_relaxed);
   if (buffer != nullptr) {
     std::lock_guard<std::mutex> lock(g_pool_mu);
@@ -96,14 +98,12 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const vo
 void ConfigureApiFilters() {
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
     const char* name = nullptr;
-    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS || !name)
+      continue;
     if (IsNoisyRuntimeApi(name)) cuptiActivityEnableRuntimeApi(cbid, 0);
   }
-  for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
-    const char* name = nullptr;
-    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
-    if (IsTracedDriverApi(name)) cuptiActivityEnableDriverApi(cbid, 1);
-  }
+  bool driver_kind = false;
+  aon::agent::EnableTracedDriverApis(&driver_kind);
 }
 
 void AtExit() {
@@ -111,8 +111,7 @@ void AtExit() {
   const char* quiet = std::getenv("AON_FLOOR_QUIET");
   if (quiet != nullptr && std::strcmp(quiet, "1") == 0) return;
   std::fprintf(stderr, "AON_FLOOR pid=%d records=%llu buffers=%llu dropped=%llu kinds=%d/%d\n",
-               static_cast<int>(getpid()),
-               static_cast<unsigned long long>(g_records.load()),
+               static_cast<int>(getpid()), static_cast<unsigned long long>(g_records.load()),
                static_cast<unsigned long long>(g_buffers.load()),
                static_cast<unsigned long long>(g_dropped.load()), g_kinds_enabled, g_kinds_asked);
   std::fflush(stderr);
@@ -129,7 +128,8 @@ void Warn(const char* what, CUptiResult r) {
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   static std::atomic<bool> started{false};
   if (started.exchange(true)) return 1;
-  CUptiResult r = cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
+  CUptiResult r =
+      cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
   if (r != CUPTI_SUCCESS) {
     Warn("cuptiSubscribe failed, nothing captured", r);
     return 1;
@@ -148,9 +148,12 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     return 1;
   }
   const CUpti_ActivityKind kinds[] = {
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-      CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
-      CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_RUNTIME,
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+      CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMCPY2,
+      CUPTI_ACTIVITY_KIND_MEMSET,
+      CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+      CUPTI_ACTIVITY_KIND_RUNTIME,
       CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
   };
   for (CUpti_ActivityKind k : kinds) {

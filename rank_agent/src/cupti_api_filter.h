@@ -3,7 +3,10 @@
 // (bench/launch/cupti_floor.cc) enables exactly what the agent enables.
 #pragma once
 
+#include <cupti.h>
+
 #include <cstring>
+#include <vector>
 
 namespace aon::agent {
 
@@ -65,6 +68,31 @@ inline bool IsTracedDriverApi(const char* name) {
     if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
   }
   return false;
+}
+
+// Turns on CUPTI's DRIVER activity for the calls IsTracedDriverApi names and
+// off for every other driver call; returns the calls turned on (`*kind_on`:
+// whether the DRIVER kind itself was). The kind must be enabled first:
+// measured on an H100 (CUDA 13's CUPTI, tests/gpu/driver_probe.cu),
+// cuptiActivityEnableDriverApi(cbid, 1) alone records nothing, whatever way
+// the program reached the call (linked, dlsym, cuGetProcAddress before or
+// while attached), in the first attach of a running process and after a
+// detach alike; with CUPTI_ACTIVITY_KIND_DRIVER on, every way is recorded,
+// with its external correlations. (Enabling the kind resets the per-call
+// settings: it comes first, the per-call switches after it.)
+inline std::vector<CUpti_CallbackId> EnableTracedDriverApis(bool* kind_on) {
+  std::vector<CUpti_CallbackId> traced;
+  *kind_on = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS;
+  for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name)
+      continue;
+    const bool want = IsTracedDriverApi(name);
+    if (cuptiActivityEnableDriverApi(cbid, want ? 1 : 0) == CUPTI_SUCCESS && want) {
+      traced.push_back(cbid);
+    }
+  }
+  return traced;
 }
 
 }  // namespace aon::agent

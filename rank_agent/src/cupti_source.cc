@@ -429,9 +429,10 @@ std::string ResultText(CUptiResult r) {
          ")";
 }
 
-// The driver calls ConfigureApiFilters switched on one by one: they trace
-// without CUPTI_ACTIVITY_KIND_DRIVER, so Quiesce switches them off one by one.
+// The driver calls ConfigureApiFilters switched on (EnableTracedDriverApis),
+// and whether the DRIVER kind is on: Quiesce switches both off.
 std::vector<CUpti_CallbackId> g_traced_driver_calls;
+bool g_driver_kind = false;
 
 void ConfigureApiFilters(const SourceContext& agent) {
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
@@ -440,17 +441,16 @@ void ConfigureApiFilters(const SourceContext& agent) {
       continue;
     if (IsNoisyRuntimeApi(name)) cuptiActivityEnableRuntimeApi(cbid, 0);
   }
-  int traced = 0;
-  for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
-    const char* name = nullptr;
-    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name)
-      continue;
-    if (IsTracedDriverApi(name) && cuptiActivityEnableDriverApi(cbid, 1) == CUPTI_SUCCESS) {
-      ++traced;
-      g_traced_driver_calls.push_back(cbid);
-    }
+  g_traced_driver_calls = EnableTracedDriverApis(&g_driver_kind);
+  static bool noted = false;  // once per process, not per window
+  if (!g_driver_kind && !noted) {
+    noted = true;
+    agent.notes().Note(
+        "CUPTI: cannot enable driver API activity: driver calls (cuBLAS, cuDNN, Triton, NCCL and "
+        "XLA launches) have no API records, and their kernels no operator");
   }
-  agent.notes().Log("CUPTI: %d driver API calls traced (launch/copy/memset/sync)", traced);
+  agent.notes().Log("CUPTI: %zu driver API calls traced (launch/copy/memset/sync)",
+                    g_traced_driver_calls.size());
 }
 
 // CUPTI as the capture windows' GPU activity source (capture_control.h). Open
@@ -563,6 +563,8 @@ class CuptiCapture final : public ActivityCapture {
     g_op_correlation.store(false, std::memory_order_release);
     for (CUpti_ActivityKind k : enabled_) cuptiActivityDisable(k);
     for (CUpti_CallbackId cbid : g_traced_driver_calls) cuptiActivityEnableDriverApi(cbid, 0);
+    if (g_driver_kind) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+    g_driver_kind = false;
     g_traced_driver_calls.clear();
   }
 

@@ -78,9 +78,8 @@ def main():
               f"amortized cost {100 * float(m['amortized_cost']):.3f} %, "
               f"records outside steps {b['unassigned']} (full run {f['unassigned']})")
         if b["no_call"]:
-            # Driver calls made through an entry point fetched while CUPTI was
-            # detached (NCCL's cuLaunchKernelEx, looked up at its init) are not
-            # traced in a window; their kernels are (docs/always-on.md).
+            # Every launch call should have its record in a window, driver
+            # calls included (docs/always-on.md); any left is printed.
             print(f"[windows] rank {b['rank']}: kernels without their launch call's record in "
                   f"windows: {dict(b['no_call'])} (full run: {dict(f['no_call'])})")
         for p in problems[:10]:
