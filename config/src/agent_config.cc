@@ -343,18 +343,21 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        "AON_STEP_SOURCE",
        T::kChoice,
        "auto",
-       "what marks steps: auto (the first of api, pytorch, jax, nvtx, nccl, time that does), "
+       "what marks steps: auto (the first of api, pytorch, jax, nvtx, xla, nccl, time that "
+       "does), "
        "api (aon_step()), pytorch (aon_framework_step(): AON's PyTorch optimizer hook), jax "
-       "(aon_jax_step(): AON's JAX hook, at each jax.profiler.StepTraceAnnotation), nvtx "
+       "(aon_jax_step(): AON's JAX hook, at each jax.profiler.StepTraceAnnotation), xla "
+       "(executions of the XLA module run once per step), nvtx "
        "(AON_STEP_RANGE), nccl (collectives of the first communicator), time (AON_TIME_SLOT "
        "slots on the synchronized clock)",
        ParseStepSource,
        false,
-       {"--step-source", "aon-step-source", "auto|api|pytorch|jax|nvtx|nccl|time",
+       {"--step-source", "aon-step-source", "auto|api|pytorch|jax|nvtx|xla|nccl|time",
         "what marks the steps capture windows align on: auto (default: the first of api, "
-        "pytorch, jax, nvtx, nccl, time that does), api (aon_step()), pytorch (AON's PyTorch "
+        "pytorch, jax, nvtx, xla, nccl, time that does), api (aon_step()), pytorch (AON's PyTorch "
         "optimizer hook: aon_framework_step()), jax (AON's JAX hook: each "
-        "jax.profiler.StepTraceAnnotation), nvtx (ranges named by "
+        "jax.profiler.StepTraceAnnotation), xla (executions of the XLA module a JAX "
+        "program runs once per step), nvtx (ranges named by "
         "--step-range), nccl (collectives of the first communicator), time (one-second slots on "
         "the synchronized clock)"}},
       {V::kStepRange,

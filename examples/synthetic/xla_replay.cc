@@ -2,12 +2,14 @@
 // on the SYNTHETIC GPU, for CI tests of AON's XLA attribution (docs/jax.md).
 // Not a GPU workload and never presented as one (source = "synthetic").
 //
-//   aon-synthetic-xla REPLAY_FILE [--steps N]
+//   aon-synthetic-xla REPLAY_FILE [--steps N] [--no-step-hook]
 //
 // The replay file is one step of the program, run N times (default 10), one
 // command per line ('#' starts a comment):
 //   step                  a step boundary from AON's JAX hook (aon_jax_step, as
-//                         jax.profiler.StepTraceAnnotation gives under the hook)
+//                         jax.profiler.StepTraceAnnotation gives under the hook);
+//                         skipped with --no-step-hook (a program that marks no
+//                         steps: AON then takes them from XLA's executions)
 //   push DOMAIN NAME...   an NVTX push/pop range (DOMAIN "-": the default
 //                         domain), as XLA's runtime emits around executions and
 //                         thunks; NAME is the rest of the line
@@ -46,8 +48,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   int steps = 10;
-  for (int i = 2; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--steps") steps = std::atoi(argv[++i]);
+  bool step_hook = true;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (a == "--no-step-hook") {
+      step_hook = false;
+    } else {
+      std::fprintf(stderr, "aon-synthetic-xla: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
   }
   std::ifstream in(argv[1]);
   if (!in) {
@@ -83,7 +94,7 @@ int main(int argc, char** argv) {
   for (int s = 0; s < steps; ++s) {
     for (const Command& c : body) {
       if (c.op == "step") {
-        if (jax_step != nullptr) jax_step();
+        if (jax_step != nullptr && step_hook) jax_step();
       } else if (c.op == "push") {
         nvtxDomainHandle_t d = nullptr;
         if (c.domain != "-") {

@@ -46,7 +46,7 @@ std::span<const MetaField> RankMetadataFields() {
       {"capture_mode", &M::capture_mode, 5,
        "budgeted (CUPTI in capture windows inside overhead_budget), full, or flight"},
       {"step_source", &M::step_source, 5,
-       "what marked the steps: api, pytorch, jax, nvtx, nccl, time slot, none (the steps table)"},
+       "what marked the steps: api, pytorch, jax, nvtx, xla, nccl, time slot, none (the steps table)"},
       {"steps", &M::steps, 5,
        "steps of step_source this rank ran (steps of a source it replaced are in the steps "
        "table, not counted here)"},

@@ -81,7 +81,7 @@ StatusOr<CaptureRequest> ParseCaptureRequest(std::string_view text, const std::s
   r.steps = static_cast<uint32_t>(steps);
   r.source = StepSourceFromName(f.count("source") ? f["source"] : "");
   if (r.source == StepSource::kNone)
-    return InvalidArgument(path + ": no step source (api, pytorch, jax, nvtx, nccl or time slot)");
+    return InvalidArgument(path + ": no step source (api, pytorch, jax, nvtx, xla, nccl or time slot)");
   return r;
 }
 

@@ -36,6 +36,8 @@ StepSource ForcedSource(StepSourceSetting setting) {
       return StepSource::kPytorch;
     case StepSourceSetting::kJax:
       return StepSource::kJax;
+    case StepSourceSetting::kXla:
+      return StepSource::kXla;
     case StepSourceSetting::kNvtx:
       return StepSource::kNvtx;
     case StepSourceSetting::kNccl:

@@ -32,6 +32,7 @@
 
 #include "aon/base/timebase.h"
 #include "source_context.h"
+#include "xla_steps.h"
 
 namespace aon::agent {
 namespace {
@@ -47,7 +48,8 @@ struct OpenRange {
   uint32_t color;
   uint16_t depth;
   uint32_t thread_id;
-  bool step_name;  // named like a step (AON_STEP_RANGE)
+  bool step_name;          // named like a step (AON_STEP_RANGE)
+  std::string xla_module;  // an XLA execution range: its module (xla_steps.h)
 };
 
 // Whether the name with string id `id` (text `name`) marks steps; cached per
@@ -61,11 +63,27 @@ bool IsStepName(uint32_t id, std::string_view name) {
   return step;
 }
 
-// Registered strings (nvtxDomainRegisterString) that name steps.
+// Registered strings (nvtxDomainRegisterString) that name steps or XLA
+// executions (XLA registers its module ranges' names).
+struct RegisteredName {
+  bool step = false;
+  std::string xla_module;
+};
 std::mutex g_registered_mu;
-std::unordered_map<uint32_t, bool>& RegisteredStepNames() {
-  static auto* names = new std::unordered_map<uint32_t, bool>();
+std::unordered_map<uint32_t, RegisteredName>& RegisteredNames() {
+  static auto* names = new std::unordered_map<uint32_t, RegisteredName>();
   return *names;
+}
+
+// The module an XLA execution range runs ("" for any other range name).
+std::string XlaModuleOf(std::string_view name) {
+  if (name.size() < 11 || name[0] != 'X') return "";  // fast path: "XlaModule:#"
+  return XlaModuleName(name).value_or("");
+}
+
+XlaStepModule& XlaSteps() {
+  static auto* steps = new XlaStepModule();
+  return *steps;
 }
 
 uint32_t ThreadId() {
@@ -142,11 +160,13 @@ OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {
       case NVTX_MESSAGE_TYPE_ASCII:
         r.name_id = InternName(a->message.ascii);
         r.step_name = a->message.ascii != nullptr && IsStepName(r.name_id, a->message.ascii);
+        if (a->message.ascii != nullptr) r.xla_module = XlaModuleOf(a->message.ascii);
         break;
       case NVTX_MESSAGE_TYPE_UNICODE: {
         const std::string name = Utf8(a->message.unicode);
         r.name_id = g_agent->sink().Intern(name, RecordKind::kNvtx);
         r.step_name = IsStepName(r.name_id, name);
+        r.xla_module = XlaModuleOf(name);
         break;
       }
       case NVTX_MESSAGE_TYPE_REGISTERED: {
@@ -155,8 +175,11 @@ OpenRange FromAttributes(uint32_t domain_id, const nvtxEventAttributes_t* a) {
                 ? static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a->message.registered) - 1)
                 : 0;
         std::lock_guard<std::mutex> lock(g_registered_mu);
-        auto it = RegisteredStepNames().find(r.name_id);
-        r.step_name = it != RegisteredStepNames().end() && it->second;
+        auto it = RegisteredNames().find(r.name_id);
+        if (it != RegisteredNames().end()) {
+          r.step_name = it->second.step;
+          r.xla_module = it->second.xla_module;
+        }
         break;
       }
       default:
@@ -189,10 +212,19 @@ void Emit(const OpenRange& r, uint64_t end_ns, NvtxType type) {
 
 // A step range of the default domain, outermost on its thread (a push range) or
 // any start/end range, marks a step boundary where it begins.
+// An execution of the XLA module that XlaSteps chose marks one too (source
+// xla), at any depth and in any domain.
 void MaybeStep(const OpenRange& r, bool outermost) {
   if (r.step_name && r.domain_id == 0 && outermost) {
     g_agent->capture().OnBoundary(StepSource::kNvtx);
   }
+  if (!r.xla_module.empty() && XlaSteps().Began(r.xla_module)) {
+    g_agent->capture().OnBoundary(StepSource::kXla);
+  }
+}
+
+void Ended(const OpenRange& r, uint64_t end_ns) {
+  if (!r.xla_module.empty()) XlaSteps().Ended(r.xla_module, end_ns - r.start_ns);
 }
 
 int Push(OpenRange r) {
@@ -212,6 +244,7 @@ int Pop(uint32_t domain_id) {
     if (stack[i].domain_id != domain_id) continue;
     OpenRange r = stack[i];
     stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
+    Ended(r, now);
     Emit(r, now, NvtxType::kPushPop);
     return r.depth;
   }
@@ -236,6 +269,7 @@ void End(nvtxRangeId_t id) {
     r = it->second;
     StartEndRanges().erase(it);
   }
+  Ended(r, now);
   Emit(r, now, NvtxType::kStartEnd);
 }
 
@@ -303,7 +337,7 @@ void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t, uint32_t, const wchar_t*) 
 nvtxStringHandle_t RegisteredString(std::string_view s, uint32_t id) {
   const bool step = g_agent->capture().StepRangeName(s);
   std::lock_guard<std::mutex> lock(g_registered_mu);
-  RegisteredStepNames()[id] = step;
+  RegisteredNames()[id] = RegisteredName{step, XlaModuleOf(s)};
   return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(id) + 1);
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char* s) {

@@ -15,12 +15,14 @@ constexpr uint32_t kInitialPeriod = 1024;  // before any window was measured
 int StepTracker::Preference(StepSource s) {
   switch (s) {
     case StepSource::kApi:
-      return 6;
+      return 7;
     case StepSource::kPytorch:
-      return 5;
+      return 6;
     case StepSource::kJax:
-      return 4;
+      return 5;
     case StepSource::kNvtx:
+      return 4;
+    case StepSource::kXla:
       return 3;
     case StepSource::kNccl:
       return 2;

@@ -109,16 +109,17 @@ class XlaAttribution(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def replay(self, aon_args, steps):
+    def replay(self, aon_args, steps, extra=()):
         p = hook_jobs.run_program(self.job, [os.path.join(hook_jobs.BIN, "aon-synthetic-xla"),
-                                             REPLAY, "--steps", str(steps)], aon_args=aon_args)
+                                             REPLAY, "--steps", str(steps), *extra],
+                                  aon_args=aon_args)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         want = {}
         for line in p.stdout.splitlines():
             if line.startswith("AON_XLA "):
                 fields = dict(f.split("=", 1) for f in line[len("AON_XLA "):].split("\t"))
                 want[fields["kernel"]] = truth(fields["thunk"], fields["module"])
-        self.assertEqual(len(want), 7, p.stdout)
+        self.assertEqual(len(want), 8, p.stdout)
         return want
 
     def check(self, t, want, kernels):
@@ -139,8 +140,9 @@ class XlaAttribution(unittest.TestCase):
         self.assertEqual(want["while_condition_kernel"][0], "while.2")
         self.assertEqual(want["outside_kernel"], ("", "", ""))
         t = aon.load(self.job)
-        got = self.check(t, want, 6 * 7)
-        self.assertEqual(sum(1 for g in got if g[1]), 6 * 6)
+        got = self.check(t, want, 6 * 8)
+        self.assertEqual(sum(1 for g in got if g[1]), 6 * 7)
+        self.assertEqual(want["custom_call_kernel"], ("custom-call.1", "", "jit_step"))
 
     def test_in_budgeted_windows_too(self):
         want = self.replay(["--capture-period", "8", "--capture-steps", "2"], 40)
@@ -148,7 +150,22 @@ class XlaAttribution(unittest.TestCase):
         captured = sum(1 for f, src in zip(col(t.steps, "flags"), col(t.steps, "source_name"))
                        if f & 1 and src == "jax")
         self.assertGreater(captured, 0)
-        self.check(t, want, 7 * captured)
+        self.check(t, want, 8 * captured)
+
+
+    def test_without_step_annotations_the_step_modules_executions_are_the_steps(self):
+        # XLA's module executions mark steps once one module ran 48 times
+        # (rank_agent/src/xla_steps.h): here the only module, once per step.
+        want = self.replay(["--mode", "full"], 60, ["--no-step-hook"])
+        t = aon.load(self.job)
+        steps = marked_steps(self, t, "xla")
+        self.assertEqual(steps, list(range(60 - 48)))
+        spans = [(a, b) for a, b, src in zip(col(t.steps, "start_ns"), col(t.steps, "end_ns"),
+                                              col(t.steps, "source_name")) if src == "xla"]
+        for a, b in spans:
+            inside = [n for n, ts in zip(col(t.kernels, "name"), col(t.kernels, "start_ns"))
+                      if a <= ts < b]
+            self.assertEqual(sorted(inside), sorted(want), (a, b))
 
 
 if __name__ == "__main__":

@@ -193,7 +193,7 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
       {"aon-overhead-budget", "PCT"},
       {"aon-capture-steps", "N"},
       {"aon-capture-period", "N"},
-      {"aon-step-source", "auto|api|pytorch|jax|nvtx|nccl|time"},
+      {"aon-step-source", "auto|api|pytorch|jax|nvtx|xla|nccl|time"},
       {"aon-step-range", "NAMES"},
       {"aon-counters", "auto|gpm|off"},
       {"aon-counters-interval", "MS"},
@@ -231,7 +231,7 @@ TEST(OptionParity, TwinsAcceptAndRefuseTheSameValues) {
        {"on", "off", "ON", "1", "", "no"}},
       {PassthroughOption(AgentVar::kStepSource),
        PassthroughOption(AgentVar::kStepSource),
-       {"auto", "api", "pytorch", "jax", "nvtx", "nccl", "time", "torch", "PYTORCH", "JAX", ""}},
+       {"auto", "api", "pytorch", "jax", "xla", "nvtx", "nccl", "time", "torch", "PYTORCH", "JAX", ""}},
       // aon-run's --window is srun's --aon-flight (the table says why they differ).
       {SessionOption::kWindow,
        SessionOption::kFlight,

@@ -52,10 +52,10 @@ inline constexpr size_t kAgentConfigVariableCount = static_cast<size_t>(AgentVar
 // AON_MODE (aon-run --mode, srun --aon-mode).
 inline constexpr std::array<std::string_view, 3> kCaptureModes = {"budgeted", "full", "flight"};
 // AON_STEP_SOURCE: where step boundaries come from; auto takes the first of
-// api, pytorch, jax, nvtx, nccl, time that marks steps (docs/always-on.md).
-// Numbered as StepSourceSetting (jax came last).
-inline constexpr std::array<std::string_view, 7> kStepSources = {"auto", "api",  "pytorch", "nvtx",
-                                                                 "nccl", "time", "jax"};
+// api, pytorch, jax, nvtx, xla, nccl, time that marks steps (docs/always-on.md).
+// Numbered as StepSourceSetting (jax and xla came last).
+inline constexpr std::array<std::string_view, 8> kStepSources = {"auto", "api",  "pytorch", "nvtx",
+                                                                 "nccl", "time", "jax",     "xla"};
 
 // AON_COUNTERS: which GPU counters are read (docs/counters.md). auto: every
 // tier the node allows (today NVML GPM, read by the node collector); gpm: the
@@ -74,7 +74,7 @@ inline constexpr std::array<std::string_view, 2> kGpuSources = {"cupti", "synthe
 // The choices as types, each in the order of its names above; ChoiceName(value)
 // is the name a user writes (and the rank file keeps).
 // (CaptureMode, aon/format/trace_format.h, numbers them from 1, as the merged file does.)
-enum class StepSourceSetting : uint8_t { kAuto, kApi, kPytorch, kNvtx, kNccl, kTime, kJax };
+enum class StepSourceSetting : uint8_t { kAuto, kApi, kPytorch, kNvtx, kNccl, kTime, kJax, kXla };
 enum class CounterMode : uint8_t { kOff, kGpm, kAuto };
 enum class NcclMode : uint8_t { kDefault, kChannels, kColl, kProxy, kOff };
 enum class GpuSource : uint8_t { kCupti, kSynthetic };
@@ -84,7 +84,7 @@ constexpr std::string_view ChoiceName(CounterMode v) { return kCounterModes[size
 constexpr std::string_view ChoiceName(NcclMode v) { return kNcclModes[size_t(v)]; }
 constexpr std::string_view ChoiceName(GpuSource v) { return kGpuSources[size_t(v)]; }
 static_assert(kCaptureModes.size() == size_t(CaptureMode::kFlight));
-static_assert(kStepSources.size() == size_t(StepSourceSetting::kJax) + 1);
+static_assert(kStepSources.size() == size_t(StepSourceSetting::kXla) + 1);
 static_assert(kCounterModes.size() == size_t(CounterMode::kAuto) + 1);
 static_assert(kNcclModes.size() == size_t(NcclMode::kOff) + 1);
 static_assert(kGpuSources.size() == size_t(GpuSource::kSynthetic) + 1);

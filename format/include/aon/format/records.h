@@ -304,6 +304,7 @@ enum class StepSource : uint8_t {
   kApi = 4,
   kPytorch = 5,  // format 1.8: preferred below kApi, above kNvtx
   kJax = 6,      // format 1.14: preferred below kPytorch, above kNvtx
+  kXla = 7,      // format 1.14: preferred below kNvtx, above kNccl
 };
 inline constexpr uint8_t kStepCaptured = 1;    // inside a capture window
 inline constexpr uint8_t kStepWindowTail = 2;  // CUPTI being switched off after a window
@@ -492,7 +493,7 @@ inline constexpr EnumValue kNcclGpuTimingValues[] = {
     {0, "none"}, {1, "raw"}, {2, "calibrated"}, {3, "assumed"}, {4, "kernel"}};
 inline constexpr EnumValue kStepSourceValues[] = {{0, "none"}, {1, "time slot"}, {2, "nccl"},
                                                   {3, "nvtx"}, {4, "api"},       {5, "pytorch"},
-                                                  {6, "jax"}};
+                                                  {6, "jax"},  {7, "xla"}};
 inline constexpr EnumValue kStepFlagValues[] = {
     {kStepCaptured, "captured"}, {kStepWindowTail, "window tail"}, {kStepOnDemand, "on demand"}};
 inline constexpr EnumValue kCounterSourceValues[] = {

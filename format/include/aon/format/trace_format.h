@@ -59,8 +59,9 @@ inline constexpr int kFormatMajor = 1;
 // not write some records: a full disk, a quota, an I/O error).
 // 1.13: the graph_ops kind (CUDA-graph kernel nodes captured inside a framework
 // op, and their clones: replayed kernels are tied to the op of their capture).
-// 1.14: the step source "jax" (aon_jax_step: AON's JAX hook, at every
-// jax.profiler.StepTraceAnnotation).
+// 1.14: the step sources "jax" (aon_jax_step: AON's JAX hook, at every
+// jax.profiler.StepTraceAnnotation) and "xla" (executions of the XLA module a
+// program runs once per step, when nothing else marks steps).
 inline constexpr int kFormatMinor = 14;
 
 enum class FileKind : uint8_t { kRank, kTimeline };

@@ -1,4 +1,4 @@
-"""STAND-IN for jax.profiler (see jax/__init__.py): the annotation classes'
+"""STAND-IN for jax.profiler (see this package's __init__): the annotation classes'
 shape, without a profiler behind them. Entering and leaving are counted so a
 test can check the hook left them working."""
 entered = 0
