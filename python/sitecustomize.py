@@ -80,7 +80,7 @@ def _install():
     if not os.environ.get("CUDA_INJECTION64_PATH"):
         return  # not a process AON profiles
     pending = []
-    for name, (what, install) in _HOOKS.items():
+    for name, (_, install) in _HOOKS.items():
         if name in sys.modules:
             install(sys.modules[name])
         else:

@@ -44,7 +44,7 @@ struct Command {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: aon-synthetic-xla REPLAY_FILE [--steps N]\n");
+    std::fprintf(stderr, "usage: aon-synthetic-xla REPLAY_FILE [--steps N] [--no-step-hook]\n");
     return 2;
   }
   int steps = 10;

@@ -107,10 +107,12 @@ class _Modules:
             self.roots[root_id] = module
         return self.paths[root_id][root_id]
 
+    def _idle(self):
+        """Whether the hooks do nothing now: Dynamo tracing, or no window."""
+        return (self.compiling is not None and self.compiling()) or not self.active
+
     def _pre(self, module, args):
-        if self.compiling is not None and self.compiling():
-            return
-        if not self.active:
+        if self._idle():
             return
         agent = Agent.get()
         if agent is None:
@@ -121,9 +123,7 @@ class _Modules:
                       agent.begin(path, Agent.MODULE)))
 
     def _post(self, module, args, output):
-        if self.compiling is not None and self.compiling():
-            return
-        if not self.active:
+        if self._idle():
             return
         stack = self._stack()
         agent = Agent.get()

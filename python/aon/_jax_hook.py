@@ -22,7 +22,6 @@ def _say(text):
 class JaxHook:
     def __init__(self, profiler_module):
         self.profiler = profiler_module
-        self.steps = 0
         self.failed = False
 
     def step(self):
@@ -33,7 +32,6 @@ class JaxHook:
             agent = Agent.get()  # None until JAX has started CUDA
             if agent is not None:
                 agent.jax_step()
-                self.steps += 1
         except Exception as e:  # noqa: BLE001
             self.failed = True
             _say("JAX step hook off: %r" % (e,))

@@ -209,7 +209,7 @@ def _attribute_xla(t):
     nv, api = t.get("nvtx"), t.get("api")
     if nv is None or api is None or len(nv["name"]) == 0:
         return
-    parsed = [xla_annotation(n) if str(n).endswith("#") else None for n in nv["name"]]
+    parsed = [xla_annotation(n) for n in nv["name"]]
     if not any(parsed):
         return
     # (rank, thread, kind) -> the ranges sorted by start, with their nesting.

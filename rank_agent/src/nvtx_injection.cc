@@ -76,10 +76,7 @@ std::unordered_map<uint32_t, RegisteredName>& RegisteredNames() {
 }
 
 // The module an XLA execution range runs ("" for any other range name).
-std::string XlaModuleOf(std::string_view name) {
-  if (name.size() < 11 || name[0] != 'X') return "";  // fast path: "XlaModule:#"
-  return XlaModuleName(name).value_or("");
-}
+std::string XlaModuleOf(std::string_view name) { return XlaModuleName(name).value_or(""); }
 
 XlaStepModule& XlaSteps() {
   static auto* steps = new XlaStepModule();
