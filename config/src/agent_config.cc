@@ -133,10 +133,15 @@ Status ParseOverheadBudget(std::string_view v, AgentConfig* c) {
 }
 
 Status ParseCaptureSteps(std::string_view v, AgentConfig* c) {
+  if (v == "auto") {
+    c->capture_steps = 0;
+    return Status::Ok();
+  }
   double n = 0;
   AON_RETURN_IF_ERROR(ParseBounded("AON_CAPTURE_STEPS", v, 1, 1000, &n));
   if (n != static_cast<double>(static_cast<int64_t>(n)))
-    return InvalidArgument("AON_CAPTURE_STEPS: '" + Text(v) + "' is not a whole number of steps");
+    return InvalidArgument("AON_CAPTURE_STEPS: '" + Text(v) +
+                           "' is not 'auto' or a whole number of steps");
   c->capture_steps = static_cast<int64_t>(n);
   return Status::Ok();
 }
@@ -322,13 +327,16 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
         "its windows cost and spaces them to stay inside it"}},
       {V::kCaptureSteps,
        "AON_CAPTURE_STEPS",
-       T::kInteger,
-       "3",
-       "budgeted mode: steps per capture window",
+       T::kText,
+       "auto",
+       "budgeted mode: steps per capture window; auto: at least 3, longer (4 to 32) where "
+       "the overhead budget captures more steps that way (a window's fixed cost spread over "
+       "more steps)",
        ParseCaptureSteps,
        false,
-       {"--capture-steps", "aon-capture-steps", "N",
-        "budgeted mode: steps per capture window (default 3)"}},
+       {"--capture-steps", "aon-capture-steps", "auto|N",
+        "budgeted mode: steps per capture window (default auto: 3 or more, as the overhead "
+        "budget captures most steps)"}},
       {V::kCapturePeriod,
        "AON_CAPTURE_PERIOD",
        T::kInteger,

@@ -52,7 +52,9 @@ StepSource ForcedSource(StepSourceSetting setting) {
 
 WindowSettings SettingsOf(const AgentConfig& c, uint64_t seed) {
   WindowSettings s;
-  s.width = static_cast<uint32_t>(c.capture_steps);
+  // 0: automatic, windows of 3 steps or more, as the budget captures most.
+  s.width = c.capture_steps > 0 ? static_cast<uint32_t>(c.capture_steps) : 3;
+  s.auto_width = c.capture_steps == 0;
   s.fixed_period = static_cast<uint32_t>(c.capture_period);
   s.budget = c.overhead_budget;
   s.seed = seed;

@@ -45,9 +45,26 @@ double Median(const C& values) {
 }
 
 template <typename C>
+double Mean(const C& values) {
+  double sum = 0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
+template <typename C>
 void PushBounded(C& c, double v, size_t cap) {
   c.push_back(v);
   if (c.size() > cap) c.erase(c.begin());
+}
+
+// The automatic widths: w0 x 1, 4/3, 2, 8/3, 4, ... (3, 4, 6, 8, 12, 16, 24,
+// 32): steps of a third or a half, coarse enough that ranks with the same costs
+// but their own noise choose alike.
+uint32_t GridWidth(uint32_t w0, uint32_t i) {
+  if (i >= 40) return UINT32_MAX;
+  const uint64_t twos = uint64_t{w0} << (i / 2);
+  const uint64_t w = i % 2 == 0 ? twos : (twos * 4 + 2) / 3;
+  return w > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(w);
 }
 
 uint32_t PowerOfTwoAtLeast(double x, uint32_t cap) {
@@ -84,6 +101,8 @@ StepTracker::Boundary StepTracker::Mark(StepSource source, uint64_t number) {
 WindowPolicy::WindowPolicy(const WindowSettings& settings) : s_(settings) {
   if (s_.width == 0) s_.width = 1;
   if (s_.max_period < s_.min_period) s_.max_period = s_.min_period;
+  if (s_.max_width < s_.width) s_.max_width = s_.width;
+  width_ = s_.width;
   // The phase lies below the largest period, so it is the same under every P.
   phase_ = Mix(s_.seed) % s_.max_period;
   period_ = s_.fixed_period != 0 ? s_.fixed_period : kInitialPeriod;
@@ -94,7 +113,7 @@ WindowPolicy::WindowPolicy(const WindowSettings& settings) : s_(settings) {
 bool WindowPolicy::InWindow(uint64_t step, uint32_t p) const {
   if (p == 0) return false;
   const uint64_t m = s_.max_period;
-  return ((step % m + m - phase_) % m) % p < s_.width;
+  return ((step % m + m - phase_) % m) % p < width_;
 }
 
 bool WindowPolicy::StartsWindow(uint64_t step, uint32_t p) const {
@@ -133,6 +152,8 @@ void WindowPolicy::EndStep(uint64_t t_ns) {
   if (step_flags_ & kStepCaptured) {
     ++captured_steps_;
     PushBounded(captured_, d, kSummarySamples);
+    ++current_captured_;
+    if (!step_opens_) current_inner_ns_ += d, ++current_inner_;
   }
   if (step_flags_ & (kStepCaptured | kStepWindowTail)) {
     current_cost_ += d;  // the baseline is taken off when the window is finished
@@ -152,14 +173,37 @@ void WindowPolicy::FinishWindowCost() {
     // cancels the noise of the others instead of adding up.
     const double extra = current_cost_ - base * static_cast<double>(current_steps_);
     extra_ns_ += extra;
-    // As the cost of a window of the periodic width.
-    const double scale = static_cast<double>(s_.width + kTailSteps) /
-                         static_cast<double>(window_width_ + kTailSteps);
-    PushBounded(window_cost_, extra * scale, kRecentWindows);
+    // Split into a cost per captured step, from the captured steps after the
+    // lead-in (which pays for attaching), and the rest, fixed. A window with no
+    // such step (one step long) is split as the recent ones were, or, before
+    // any, in proportion to its steps with the tail's.
+    const auto captured = static_cast<double>(current_captured_);
+    double per_step = 0;
+    if (current_inner_ > 0) {
+      per_step = current_inner_ns_ / static_cast<double>(current_inner_) - base;
+    } else if (!window_per_step_.empty()) {
+      per_step = Mean(window_per_step_);
+    } else {
+      per_step = extra / (captured + kTailSteps);
+    }
+    PushBounded(window_per_step_, per_step, kRecentWindows);
+    PushBounded(window_fixed_, extra - per_step * captured, kRecentWindows);
     ChoosePeriod();
   }
   current_cost_ = 0;
   current_steps_ = 0;
+  current_captured_ = 0;
+  current_inner_ns_ = 0;
+  current_inner_ = 0;
+}
+
+// The mean of the recent windows' parts: each is an unbiased but noisy
+// measurement (a median of them would keep the noise's skew). Below zero only by
+// noise: no measurable cost.
+double WindowPolicy::WindowCostNs(uint32_t w) const {
+  if (window_fixed_.empty()) return 0;
+  const double per_step = std::max(0.0, Mean(window_per_step_));
+  return std::max(0.0, Mean(window_fixed_) + static_cast<double>(w) * per_step);
 }
 
 void WindowPolicy::ChoosePeriod() {
@@ -168,15 +212,43 @@ void WindowPolicy::ChoosePeriod() {
     return;
   }
   const double base = BaseStepNs();
-  if (base <= 0 || window_cost_.empty()) return;
-  // The mean of the recent windows' costs: each is an unbiased but noisy
-  // measurement (a median of them would keep the noise's skew).
-  double sum = 0;
-  for (double c : window_cost_) sum += c;
-  const double cost = std::max(0.0, sum / static_cast<double>(window_cost_.size()));
-  const double needed = cost * kHeadroom / (s_.budget * base);
+  if (base <= 0 || window_fixed_.empty()) return;
+  // What a window may cost per step of the period.
+  const double allowed = s_.budget * base / kHeadroom;
   const double floor = std::max<double>(s_.min_period, s_.width + kTailSteps + 1);
-  period_ = PowerOfTwoAtLeast(std::max(needed, floor), s_.max_period);
+  if (!s_.auto_width) {
+    width_ = s_.width;
+    period_ = PowerOfTwoAtLeast(std::max(WindowCostNs(width_) / allowed, floor), s_.max_period);
+    return;
+  }
+  // Every period from the floor up, with the widest window of the grid that
+  // fits it (a longer window than the least only where it leaves the period
+  // three quarters uncaptured); the most captured steps per step wins, the
+  // shorter period on a tie (windows spread over more of the job). Past the
+  // period where the grid's widest fits, the share only falls.
+  uint32_t best_p = 0, best_w = s_.width;
+  for (uint64_t p = PowerOfTwoAtLeast(floor, s_.max_period); p <= s_.max_period; p <<= 1) {
+    uint32_t fit = 0;
+    bool widest = false;
+    for (uint32_t i = 0;; ++i) {
+      const uint32_t w = GridWidth(s_.width, i);
+      if (w > s_.max_width) {
+        widest = true;
+        break;
+      }
+      if (i > 0 && uint64_t{w} * 4 > p) break;
+      if (WindowCostNs(w) > allowed * static_cast<double>(p)) break;
+      fit = w;
+    }
+    if (fit == 0) continue;
+    if (best_p == 0 || uint64_t{fit} * best_p > uint64_t{best_w} * p) {
+      best_p = static_cast<uint32_t>(p);
+      best_w = fit;
+    }
+    if (widest) break;  // larger periods only lower the share
+  }
+  period_ = best_p != 0 ? best_p : s_.max_period;
+  width_ = best_p != 0 ? best_w : s_.width;
 }
 
 StepDecision WindowPolicy::Restart(uint64_t t_ns) {
@@ -199,7 +271,11 @@ StepDecision WindowPolicy::Restart(uint64_t t_ns) {
   captured_.clear();  // the summary's step times, too, are the new source's
   base_all_.clear();
   base_.clear();
-  window_cost_.clear();
+  window_fixed_.clear();
+  window_per_step_.clear();
+  current_captured_ = 0;
+  current_inner_ns_ = 0;
+  current_inner_ = 0;
   first_window_done_ = false;
   demand_first_ = kNoStep;  // numbered by the old source
   state_ = State::kIdle;
@@ -231,7 +307,7 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
   const uint64_t demand_end = demand_first_ != kNoStep ? demand_first_ + demand_at_steps_ : 0;
   const bool demanded = demand_first_ != kNoStep && step >= demand_first_ && step < demand_end;
   const uint64_t periodic_end =
-      state_ != State::kIdle && StartsWindow(step, period_) && !OverBudget() ? step + s_.width : 0;
+      state_ != State::kIdle && StartsWindow(step, period_) && !OverBudget() ? step + width_ : 0;
   const uint64_t carry_end = std::max(demanded ? demand_end : 0, periodic_end);
   if (state_ != State::kIdle && carry_end > step) {
     const auto wanted = static_cast<uint32_t>(carry_end - step - 1);  // after this step
@@ -308,7 +384,7 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
     // A periodic window starts here (with an on-demand one, the longer of the
     // two); it opens only while the cost so far is within the budget, so the
     // amortized cost exceeds it by at most one window.
-    if (StartsWindow(step, period_) && !OverBudget()) width = std::max(width, s_.width);
+    if (StartsWindow(step, period_) && !OverBudget()) width = std::max(width, width_);
     if (width > 0) {
       d.open = true;
       state_ = State::kOpen;
@@ -323,10 +399,11 @@ StepDecision WindowPolicy::OnStep(uint64_t step, uint64_t t_ns) {
     }
   }
   d.flags = flags;
-  d.period = s_.fixed_period != 0 || !window_cost_.empty() ? period_ : 0;
+  d.period = s_.fixed_period != 0 || !window_fixed_.empty() ? period_ : 0;
   have_step_ = true;
   step_start_ns_ = t_ns;
   step_flags_ = flags;
+  step_opens_ = d.open;
   return d;
 }
 

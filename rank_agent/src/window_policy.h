@@ -21,12 +21,25 @@
 //
 // Budget. Each window's cost is what its steps and the two steps after it (CUPTI
 // is switched off there) took beyond the mean of recent uncaptured steps,
-// measured in the same process. P is the smallest power of two with
-// median(window cost) / (P x median uncaptured step) <= budget / kHeadroom; it
-// rises when windows get dearer. A window opens only while the cost so far is
-// within the budget (otherwise it is skipped on this rank: the windows that do
-// open stay on P-aligned steps), so the amortized cost exceeds the budget by at
-// most one window's cost.
+// measured in the same process, split into a fixed part F (attaching, the
+// lead-in, the tail's flush and detach) and a part e per captured step (CUPTI's
+// per-launch cost, framework observers), so that a window of W steps costs
+// F + W e. P is the smallest power of two with
+// (F + W e) / (P x median uncaptured step) <= budget / kHeadroom; it rises when
+// windows get dearer. With an automatic width (the default), W is chosen with
+// P: the pair with the most captured steps per step (W / P) inside the budget,
+// W from a grid (3, 4, 6, 8, 12, 16, 24, 32), so a fixed cost F that dominates short
+// windows is spread over longer ones. A window opens only while the cost so far
+// is within the budget (otherwise it is skipped on this rank: the windows that
+// do open stay on P-aligned steps), so the amortized cost exceeds the budget by
+// at most one window's cost.
+//
+// Ranks. Every rank opens its windows on P-aligned steps of the same phase, so
+// a window of a rank with a larger P starts where one of every smaller-P rank
+// starts, and the first W_min steps of it are captured on both. With a fixed
+// width that is all a dearer rank captures (a subset of the others' steps); with
+// an automatic width a rank whose fixed cost is larger may choose longer windows
+// than the others, whose extra steps are then its own.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +79,9 @@ class StepTracker {
 };
 
 struct WindowSettings {
-  uint32_t width = 3;         // W: steps per window
+  uint32_t width = 3;       // W: steps per window (the least, with auto_width)
+  bool auto_width = false;  // W chosen with P inside the budget, from width x 1, 4/3, 2, 8/3, 4...
+  uint32_t max_width = 32;  // ... up to this
   uint32_t fixed_period = 0;  // P fixed (a power of two); 0: chosen by the budget
   double budget = 0.01;       // share of step time windows may cost
   uint64_t seed = 0;          // job-wide (the job id's hash): the phase
@@ -129,7 +144,9 @@ class WindowPolicy {
 
   WindowSummary Summary() const;
   uint32_t period() const { return period_; }
-  // Whether step `step` lies in / starts a periodic window under period `p`.
+  uint32_t width() const { return width_; }  // W of the periodic windows now
+  // Whether step `step` lies in / starts a periodic window under period `p`
+  // (and the width now in force).
   bool InWindow(uint64_t step, uint32_t p) const;
   bool StartsWindow(uint64_t step, uint32_t p) const;
 
@@ -141,14 +158,18 @@ class WindowPolicy {
   double BaseStepNs() const;
   double BaseMeanNs() const;
   void ChoosePeriod();
+  // The expected extra time of a periodic window of `w` steps (ns): F + w e.
+  double WindowCostNs(uint32_t w) const;
 
   WindowSettings s_;
   uint64_t phase_ = 0;
   uint32_t period_ = 0;
+  uint32_t width_ = 0;
   // The step in progress.
   bool have_step_ = false;
   uint64_t step_start_ns_ = 0;
   uint8_t step_flags_ = 0;
+  bool step_opens_ = false;  // CUPTI attached at its start: a window's lead-in
   // Window state.
   State state_ = State::kIdle;
   uint64_t window_first_ = UINT64_MAX;
@@ -166,14 +187,18 @@ class WindowPolicy {
   uint32_t demand_at_steps_ = 0;
   uint64_t late_requests_ = 0;
   // Measurements.
-  std::deque<double> base_;         // recent uncaptured step durations (ns)
-  std::vector<double> base_all_;    // every uncaptured step, for the summary's median
-  std::vector<double> captured_;    // every captured step (ns)
-  std::deque<double> window_cost_;  // recent windows' extra time (ns)
-  double current_cost_ = 0;         // the window being measured: its steps' time
-  uint64_t current_steps_ = 0;      // ... and how many steps that was
-  double extra_ns_ = 0;             // all windows' extra time
-  double total_ns_ = 0;             // all steps
+  std::deque<double> base_;             // recent uncaptured step durations (ns)
+  std::vector<double> base_all_;        // every uncaptured step, for the summary's median
+  std::vector<double> captured_;        // every captured step (ns)
+  std::deque<double> window_fixed_;     // recent windows' fixed cost F (ns)
+  std::deque<double> window_per_step_;  // recent windows' cost per captured step e (ns)
+  double current_cost_ = 0;             // the window being measured: its steps' time
+  uint64_t current_steps_ = 0;          // ... and how many steps that was
+  uint64_t current_captured_ = 0;       // ... of which captured
+  double current_inner_ns_ = 0;         // ... the captured steps after the lead-in
+  uint64_t current_inner_ = 0;
+  double extra_ns_ = 0;  // all windows' extra time
+  double total_ns_ = 0;  // all steps
   uint64_t steps_ = 0;
   uint64_t captured_steps_ = 0;
   // The counts when the active source took over (Restart): the summary's are

@@ -191,7 +191,7 @@ TEST(OptionParity, EverySrunOptionHasItsAonRunTwinOrAReason) {
       {"aon-merge", "on|off"},
       {"aon-mode", "budgeted|full|flight"},
       {"aon-overhead-budget", "PCT"},
-      {"aon-capture-steps", "N"},
+      {"aon-capture-steps", "auto|N"},
       {"aon-capture-period", "N"},
       {"aon-step-source", "auto|api|pytorch|jax|nvtx|xla|nccl|time"},
       {"aon-step-range", "NAMES"},
@@ -232,6 +232,9 @@ TEST(OptionParity, TwinsAcceptAndRefuseTheSameValues) {
       {PassthroughOption(AgentVar::kStepSource),
        PassthroughOption(AgentVar::kStepSource),
        {"auto", "api", "pytorch", "jax", "xla", "nvtx", "nccl", "time", "torch", "PYTORCH", "JAX", ""}},
+      {PassthroughOption(AgentVar::kCaptureSteps),
+       PassthroughOption(AgentVar::kCaptureSteps),
+       {"auto", "3", "1", "1000", "0", "1001", "2.5", "AUTO", "-3", ""}},
       // aon-run's --window is srun's --aon-flight (the table says why they differ).
       {SessionOption::kWindow,
        SessionOption::kFlight,

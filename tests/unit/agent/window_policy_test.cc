@@ -231,6 +231,112 @@ TEST(WindowPolicy, ARankWithDearerWindowsCapturesASubsetOfTheOthersSteps) {
   for (uint64_t step : b.captured) EXPECT_TRUE(a.captured.count(step)) << step;
 }
 
+// The default width (AON_CAPTURE_STEPS=auto). On the H200's measured costs a
+// window's fixed part (attach, tail, detach: ~3 steps here) dominates a 3-step
+// window; longer windows spread it, so the same budget captures more steps,
+// and the cost stays inside the budget. The agent chooses the width with the
+// period from its own measurements; nothing here tells it F or e.
+TEST(WindowPolicy, AnAutomaticWidthCapturesMoreStepsInsideTheSameBudget) {
+  for (double budget : {0.01, 0.03}) {
+    for (double ratio : {1.2, 1.5, 2.0}) {
+      SCOPED_TRACE("budget " + std::to_string(budget) + ", in-window ratio " +
+                   std::to_string(ratio));
+      CostModel m;
+      m.ratio = ratio;
+      WindowSettings fixed;
+      fixed.budget = budget;
+      fixed.seed = 21;
+      WindowSettings automatic = fixed;
+      automatic.auto_width = true;
+      WindowPolicy a(fixed), b(automatic);
+      const uint64_t steps = 400'000;
+      SimRun ra = Simulate(
+          a, steps, [&](uint64_t) { return m; }, 7, budget);
+      SimRun rb = Simulate(
+          b, steps, [&](uint64_t) { return m; }, 7, budget);
+      EXPECT_LE(Amortized(rb), budget);
+      EXPECT_NEAR(b.Summary().amortized_cost, Amortized(rb), budget * 0.1);
+      EXPECT_EQ(b.Summary().captured_steps, rb.captured.size());
+      // Never fewer steps; where the fixed part is at least twice what the
+      // least window's steps cost, at least 1.5 times as many.
+      const double fixed_part = m.attach_ns + (m.quiesce_ratio - 1) * m.base_ns + m.detach_ns;
+      const double least_steps = 3 * (m.ratio - 1) * m.base_ns;
+      const double gain = fixed_part >= 2 * least_steps ? 1.5 : 1.0;
+      EXPECT_GE(static_cast<double>(rb.captured.size()),
+                gain * static_cast<double>(ra.captured.size()))
+          << "fixed: " << ra.captured.size() << " steps, period " << a.period() << "; auto: width "
+          << b.width() << ", period " << b.period();
+      // The width comes from the grid, and leaves most of the period uncaptured.
+      const std::set<uint32_t> grid = {3, 4, 6, 8, 12, 16, 24, 32};
+      EXPECT_TRUE(grid.count(b.width())) << b.width();
+      EXPECT_LE(b.width() * 4, b.period());
+      std::printf(
+          "budget %.2f ratio %.1f: fixed width 3 period %u captures %zu; auto width %u "
+          "period %u captures %zu (cost %.4f)\n",
+          budget, ratio, a.period(), ra.captured.size(), b.width(), b.period(), rb.captured.size(),
+          Amortized(rb));
+    }
+  }
+}
+
+// Automatic width, ranks of one job with the same costs and their own noise:
+// the same steps, as with a fixed width.
+TEST(WindowPolicy, RanksOfOneJobCaptureTheSameStepsWithAnAutomaticWidth) {
+  WindowSettings s;
+  s.seed = 0xbeef;
+  s.auto_width = true;
+  std::vector<std::set<uint64_t>> captured;
+  for (uint64_t rank = 0; rank < 4; ++rank) {
+    WindowPolicy p(s);
+    captured.push_back(Simulate(
+                           p, 100'000, [](uint64_t) { return CostModel{}; }, 300 + rank, s.budget)
+                           .captured);
+  }
+  ASSERT_GT(captured[0].size(), 30u);
+  for (size_t r = 1; r < captured.size(); ++r) EXPECT_EQ(captured[r], captured[0]) << "rank " << r;
+}
+
+// Automatic width, ranks with different costs: they may choose different
+// periods and widths, but every window of the rank with the longer period
+// starts on a window of the other, and its first three steps (the least width)
+// are captured on both.
+TEST(WindowPolicy, RanksWithDifferentCostsShareTheFirstStepsOfTheSparserRanksWindows) {
+  WindowSettings s;
+  s.seed = 77;
+  s.auto_width = true;
+  CostModel dearer;
+  dearer.ratio = 2.5;
+  dearer.attach_ns = 40e6;
+  for (const CostModel& other : {CostModel{}, dearer}) {
+    CostModel cheap;
+    cheap.ratio = 1.1;
+    cheap.attach_ns = 4e6;
+    cheap.detach_ns = 2e6;
+    WindowPolicy a(s), b(s);
+    const uint64_t steps = 200'000;
+    SimRun ra = Simulate(
+        a, steps, [&](uint64_t) { return cheap; }, 1, s.budget);
+    SimRun rb = Simulate(
+        b, steps, [&](uint64_t) { return other; }, 2, s.budget);
+    const bool a_sparser = a.period() >= b.period();
+    const SimRun& sparse = a_sparser ? ra : rb;
+    const SimRun& dense = a_sparser ? rb : ra;
+    size_t windows = 0;
+    for (uint64_t step = steps / 2; step + 3 < steps; ++step) {
+      if (!sparse.decisions[step].open) continue;
+      ++windows;
+      for (uint64_t k = step; k < step + 3; ++k) {
+        EXPECT_TRUE(dense.captured.count(k))
+            << "step " << k << " of the window at " << step << " (periods " << a.period() << ", "
+            << b.period() << ")";
+      }
+    }
+    EXPECT_GT(windows, 5u);
+    std::printf("cheap rank: width %u period %u; other: width %u period %u\n", a.width(),
+                a.period(), b.width(), b.period());
+  }
+}
+
 TEST(WindowPolicy, ConvergesToTheBudget) {
   for (double budget : {0.01, 0.03}) {
     WindowSettings s;

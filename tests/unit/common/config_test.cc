@@ -170,6 +170,9 @@ TEST(CommonConfig, LoadAgentConfigErrorsNameTheVariable) {
       {{{"AON_LAUNCHER_PARENT_PID", "1.5"}}, "AON_LAUNCHER_PARENT_PID"},
       {{{"AON_OVERHEAD_BUDGET", "-1"}}, "AON_OVERHEAD_BUDGET"},
       {{{"AON_CAPTURE_PERIOD", "48"}}, "AON_CAPTURE_PERIOD"},  // not a power of two
+      {{{"AON_CAPTURE_STEPS", "0"}}, "AON_CAPTURE_STEPS"},     // 'auto' is the automatic width
+      {{{"AON_CAPTURE_STEPS", "2.5"}}, "AON_CAPTURE_STEPS"},
+      {{{"AON_CAPTURE_STEPS", "Auto"}}, "AON_CAPTURE_STEPS"},
       {{{"AON_STEP_SOURCE", "sundial"}}, "AON_STEP_SOURCE"},
   };
   for (const auto& [vars, name] : cases) {
@@ -218,7 +221,7 @@ TEST(CommonConfig, EveryDefaultIsWhatItsParserMakesOfIt) {
   // Spot checks against the documented values (docs and help say these).
   EXPECT_EQ(defaults.memory_cap_bytes, 64ull << 20);
   EXPECT_DOUBLE_EQ(defaults.overhead_budget, 0.01);
-  EXPECT_EQ(defaults.capture_steps, 3);
+  EXPECT_EQ(defaults.capture_steps, 0) << "auto";
   EXPECT_EQ(ChoiceName(defaults.mode), "budgeted");
   EXPECT_TRUE(defaults.python_hook);
   EXPECT_TRUE(defaults.kinds == *ParseKinds("default"));

@@ -116,7 +116,7 @@ struct AgentConfig {
   std::string flight_step_range;               // AON_FLIGHT_STEP_RANGE ("" : off)
   double flight_step_factor{};                 // AON_FLIGHT_STEP_FACTOR
   double overhead_budget{};         // AON_OVERHEAD_BUDGET (a fraction; percent on the wire)
-  int64_t capture_steps{};          // AON_CAPTURE_STEPS: steps per window
+  int64_t capture_steps{};          // AON_CAPTURE_STEPS: steps per window, 0 = auto
   int64_t capture_period{};         // AON_CAPTURE_PERIOD: 0 = set by the budget
   StepSourceSetting step_source{};  // AON_STEP_SOURCE
   // AON_STEP_RANGE: NVTX range names that mark steps (comma-separated prefixes,
