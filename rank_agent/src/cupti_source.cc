@@ -125,27 +125,62 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return id;
 }
 
-// Framework op ranges (op_ranges.h) on CUPTI's external correlation stack of
-// kind CUSTOM0 (NCCL's launches use CUSTOM2: CUPTI keeps one stack per kind and
-// writes one EXTERNAL_CORRELATION record per non-empty kind before each API
-// record, so a launch inside both is tied to both). Pushed only while CUPTI is
-// attached with EXTERNAL_CORRELATION enabled; op_ranges.cc pops only in the
-// attach of the push.
+// Framework op ranges (op_ranges.h) tied to the launches made inside them: a
+// CUPTI callback at the entry of every call that puts work on the GPU (launch,
+// graph launch, copy, memset; runtime and driver) writes an
+// ExternalCorrelationRecord {innermost open range of the thread, the call's
+// correlation id, kind CUSTOM0}, the record CUPTI's own external correlation
+// writes. Not CUPTI's external correlation stack: a push and a pop for every
+// range, ~2,200 a step on a launch-bound transformer loop of ~300 launches,
+// cost a quarter of an uncaptured step inside windows (H100,
+// bench/always_on/window_parts.py); a callback per launch costs a fraction of
+// it. NCCL's launches still use the stack (CUSTOM2, nccl_plugin.cc). On only
+// while a window records with the `ops` kind.
 std::atomic<bool> g_op_correlation{false};
 
-bool PushOpCorrelation(uint64_t op_id) {
-  return g_op_correlation.load(std::memory_order_acquire) &&
-         cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, op_id) ==
-             CUPTI_SUCCESS;
+// The runtime and driver calls that put work on the GPU, by CUPTI's callback
+// name (a prefix; runtime names carry a version suffix).
+bool LaunchesWork(CUpti_CallbackDomain domain, const char* name) {
+  static const char* const kRuntime[] = {"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy",
+                                         "cudaMemset"};
+  static const char* const kDriver[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset"};
+  auto any_prefix = [name](const auto& prefixes) {
+    for (const char* p : prefixes) {
+      if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
+    }
+    return false;
+  };
+  return domain == CUPTI_CB_DOMAIN_RUNTIME_API ? any_prefix(kRuntime) : any_prefix(kDriver);
 }
 
-bool PopOpCorrelation() {
-  uint64_t id = 0;
-  return cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id) ==
-         CUPTI_SUCCESS;
+// Those calls' callback ids, looked up once.
+const std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>>& LaunchCallbacks() {
+  static const auto* ids = [] {
+    auto* v = new std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>>();
+    for (auto [domain, size] :
+         {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, uint32_t{CUPTI_RUNTIME_TRACE_CBID_SIZE}},
+          std::pair{CUPTI_CB_DOMAIN_DRIVER_API, uint32_t{CUPTI_DRIVER_TRACE_CBID_SIZE}}}) {
+      for (CUpti_CallbackId cbid = 1; cbid < size; ++cbid) {
+        const char* name = nullptr;
+        if (cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr &&
+            LaunchesWork(domain, name)) {
+          v->emplace_back(domain, cbid);
+        }
+      }
+    }
+    return v;
+  }();
+  return *ids;
 }
 
-constexpr OpCorrelation kCuptiOpCorrelation = {PushOpCorrelation, PopOpCorrelation};
+// Switches the launch callbacks on or off; the number switched.
+size_t SwitchLaunchCallbacks(CUpti_SubscriberHandle subscriber, bool on) {
+  size_t n = 0;
+  for (auto [domain, cbid] : LaunchCallbacks()) {
+    if (cuptiEnableCallback(on ? 1 : 0, subscriber, domain, cbid) == CUPTI_SUCCESS) ++n;
+  }
+  return n;
+}
 
 // CUPTI restarts its correlation ids after every detach (correlation_ids.h).
 CorrelationIds g_correlation;
@@ -389,7 +424,9 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* 
 uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
 
 // The subscriber holds CUPTI's single slot (and learns when another tool has
-// it). The only callbacks enabled are resource callbacks for CUDA graphs: two
+// it). Callbacks enabled: in windows that record ops, the entries of the calls
+// that put work on the GPU (LaunchCallbacks: a launch tied to the thread's
+// innermost op range); and resource callbacks for CUDA graphs: two
 // tie NCCL operations (nccl_plugin.h) and framework ops (op_ranges.h) captured
 // into a graph to the kernels that replay them: a kernel node created (during
 // stream capture: inside the capturing launch, on its thread) and a node
@@ -398,7 +435,23 @@ uint64_t CUPTIAPI Timestamp() { return TimebaseNowNs(); }
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
+  if (data == nullptr) return;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    const auto* call = static_cast<const CUpti_CallbackData*>(data);
+    if (call->callbackSite != CUPTI_API_ENTER ||
+        !g_op_correlation.load(std::memory_order_relaxed)) {
+      return;
+    }
+    const uint64_t op = InnermostOpRange();
+    if (op == 0) return;
+    ExternalCorrelationRecord r{};
+    r.external_id = op;
+    r.correlation_id = Correlation(call->correlationId);
+    r.external_kind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+    g_agent->sink().Push(r);
+    return;
+  }
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) {
     g_graph_exec_attached.store(true, std::memory_order_relaxed);
     return;
@@ -520,10 +573,7 @@ class CuptiCapture final : public ActivityCapture {
       r = cuptiActivityEnable(k.cupti);
       if (r == CUPTI_SUCCESS) {
         enabled_.push_back(k.cupti);
-        if (k.cupti == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
-          SetNcclCuptiCorrelation(true);
-          g_op_correlation.store(agent.enabled(RecordKind::kOps), std::memory_order_release);
-        }
+        if (k.cupti == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) SetNcclCuptiCorrelation(true);
       } else if (attaches_ == 0) {
         agent.notes().Note(std::string("CUPTI: cannot enable ") + RecordKindName(k.ours) +
                            " activity: " + ResultText(r));
@@ -547,6 +597,14 @@ class CuptiCapture final : public ActivityCapture {
       }
     }
     if (agent.enabled(RecordKind::kApi)) ConfigureApiFilters(agent);
+    if (agent.enabled(RecordKind::kOps) && agent.enabled(RecordKind::kExternalCorrelation)) {
+      const size_t n = SwitchLaunchCallbacks(g_subscriber, true);
+      if (n == 0 && attaches_ == 0) {
+        agent.notes().Note(
+            "CUPTI: no launch callbacks: kernels are not tied to framework operators");
+      }
+      g_op_correlation.store(n > 0, std::memory_order_release);
+    }
     cuptiActivityFlushPeriod(kFlushPeriodMs);
     attached_.store(true, std::memory_order_release);
     ++attaches_;
@@ -560,7 +618,9 @@ class CuptiCapture final : public ActivityCapture {
     // The window's steps are over: so is its sampling (on CUPTI's clock while attached).
     if (sampler_ != nullptr) sampler_->End();
     SetNcclCuptiCorrelation(false);
-    g_op_correlation.store(false, std::memory_order_release);
+    if (g_op_correlation.exchange(false, std::memory_order_acq_rel)) {
+      SwitchLaunchCallbacks(g_subscriber, false);
+    }
     for (CUpti_ActivityKind k : enabled_) cuptiActivityDisable(k);
     for (CUpti_CallbackId cbid : g_traced_driver_calls) cuptiActivityEnableDriverApi(cbid, 0);
     if (g_driver_kind) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
@@ -666,7 +726,7 @@ bool StartCuptiSource(const SourceContext& agent) {
   g_capture->SetSampler(StartCuptiPmSampler(agent));
   agent.notes().SetFlushHook(FlushAtFinish);
   agent.notes().SetSource("cupti");
-  SetOpCorrelation(&kCuptiOpCorrelation);
+  SetOpCorrelation(nullptr);  // launch callbacks, not a correlation stack
   // Full mode attaches now; budgeted and flight modes at the first capture window.
   agent.capture().Start(g_capture);
   if (agent.capture().windowed()) {

@@ -210,6 +210,12 @@ uint64_t BeginOpRange(const char* name, uint8_t kind, int64_t sequence_nr,
   return r.id;
 }
 
+uint64_t InnermostOpRange() {
+  if (t_gone) return 0;
+  const ThreadRanges& t = Ranges();
+  return t.open.empty() ? 0 : t.open.back().id;
+}
+
 void EndOpRange(uint64_t id) {
   if (id == 0 || t_gone || g_forked_child.load(std::memory_order_relaxed)) return;
   ThreadRanges& t = Ranges();

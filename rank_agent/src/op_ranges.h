@@ -17,22 +17,19 @@
 // exception in the framework's hooks); an end that names no open range of its
 // thread is ignored and counted (NoteOpRangeLosses).
 //
-// Ties to GPU work. While a range is open, the GPU source's external
-// correlation stack for CUSTOM0 holds its id on that thread (OpCorrelation:
-// CUPTI's cuptiActivityPush/PopExternalCorrelationId, or the synthetic
-// device's stack), so the source writes an ExternalCorrelationRecord {op id,
-// the call's correlation id, kind 3} before each API record on that thread.
-// A pop happens only in the attach whose push it undoes: popping after
-// cuptiFinalize would start CUPTI again. Pushes whose pop was skipped (the
-// range ended after the detach), and pushes of still-open ranges from an
+// Ties to GPU work. Each launch, copy or memset made while a range is open on
+// its thread is tied to the innermost one by an ExternalCorrelationRecord {op
+// id, the call's correlation id, kind CUSTOM0}. CUPTI (cupti_source.cc) writes
+// it from a callback at the call's entry (InnermostOpRange): nothing per range.
+// A source may instead keep a correlation stack that the ranges push and pop
+// (OpCorrelation; the synthetic device's, CUPTI's external correlation ids
+// before: a push and a pop per range cost more than the launches' callbacks).
+// With a stack, a pop happens only in the attach whose push it undoes: popping
+// after a detach would start the source again. Pushes whose pop was skipped
+// (the range ended after the detach), and pushes of still-open ranges from an
 // earlier attach, are popped by their thread at its first range of the next
-// attach, before its own push (a stack CUPTI cleared answers "empty", which
-// ends the clean-up), and its open ranges are pushed again: from then on the
-// source's stack is the thread's stack of open ranges, whatever the source did
-// with it at the detach. Until then (launches of a thread in a new window
-// before its first range there) a launch may still carry a range of an
-// earlier window if the source kept its stack; recorded ranges rarely outlive
-// their window by the two steps after which the source detaches.
+// attach, before its own push (a stack the source cleared answers "empty",
+// which ends the clean-up), and its open ranges are pushed again.
 //
 // Fork. A child forked while ranges are recorded (DataLoader workers) records
 // none and ends none it inherited: pthread_atfork switches it off.
@@ -58,9 +55,15 @@ struct OpCorrelation {
   bool (*pop)();
 };
 
-// The source's correlation functions (null: ranges are recorded untied). Set
-// once, when the source starts, before any window opens.
+// The source's correlation functions (null: the source ties launches itself,
+// through InnermostOpRange, or not at all). Set once, when the source starts,
+// before any window opens.
 void SetOpCorrelation(const OpCorrelation* correlation);
+
+// The id of the innermost recorded range open on the calling thread, 0 when
+// none: for a source that ties each launch as it is made (CUPTI's launch
+// callbacks, cupti_source.cc) instead of keeping a correlation stack.
+uint64_t InnermostOpRange();
 
 // Whether ranges are recorded now: an atomic load (aon_ops_active).
 bool OpsRecording();
