@@ -17,6 +17,9 @@
 //   kernels    subscribed, CONCURRENT_KERNEL only
 //   disabled   subscribed, every kind disabled again (cuptiActivityDisable)
 //   detached   after cuptiActivityFlushAll + cuptiFinalize: CUPTI detached
+//   kernels-unsubscribed, full-unsubscribed
+//              as kernels and full, but CUPTI attached by the activity API alone
+//              (no cuptiSubscribe: no callback subscriber at all)
 //
 // It also times the switches themselves (enable, disable, flush, finalize,
 // re-subscribe), the first step after each enable (what a window's first
@@ -83,20 +86,25 @@ void CUPTIAPI OnComplete(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t va
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
-const CUpti_ActivityKind kFullKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,           CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_RUNTIME,          CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+const CUpti_ActivityKind kFullKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET,
+                                         CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                         CUPTI_ACTIVITY_KIND_RUNTIME,
+                                         CUPTI_ACTIVITY_KIND_DRIVER,
+                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 struct Cupti {
   CUpti_SubscriberHandle sub = nullptr;
   bool attached = false;
 
-  double Attach() {
+  // subscribe = false: the activity API alone, no callback subscriber.
+  double Attach(bool subscribe = true) {
     const double t0 = NowUs();
-    CheckCupti(cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr),
-               "cuptiSubscribe");
+    if (subscribe) {
+      CheckCupti(cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr),
+                 "cuptiSubscribe");
+    }
     CheckCupti(cuptiActivityRegisterCallbacks(OnRequest, OnComplete), "register callbacks");
     attached = true;
     return NowUs() - t0;
@@ -122,7 +130,8 @@ struct Cupti {
   }
   double Detach() {
     const double t0 = NowUs();
-    CheckCupti(cuptiUnsubscribe(sub), "cuptiUnsubscribe");
+    if (sub != nullptr) CheckCupti(cuptiUnsubscribe(sub), "cuptiUnsubscribe");
+    sub = nullptr;
     CheckCupti(cuptiFinalize(), "cuptiFinalize");
     attached = false;
     return NowUs() - t0;
@@ -165,9 +174,12 @@ int main(int argc, char** argv) {
   int steps = 200, rounds = 7;
   Loop loop;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--launches")) loop.launches = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--launches"))
+      loop.launches = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--rounds"))
+      rounds = std::atoi(argv[i + 1]);
   }
   CheckCuda(cudaSetDevice(0), "device");
   loop.Init();
@@ -221,6 +233,16 @@ int main(int argc, char** argv) {
     event("flush", cupti.Flush());
     phase("attached-disabled", r);
     event("detach", cupti.Detach());
+    event("attach_unsubscribed", cupti.Attach(false));
+    event("enable_kernels_unsubscribed", cupti.Enable(false));
+    loop.Step();
+    phase("kernels-unsubscribed", r);
+    event("enable_full_unsubscribed", cupti.Enable(true));
+    loop.Step();
+    phase("full-unsubscribed", r);
+    event("disable", cupti.Disable());
+    event("flush", cupti.Flush());
+    event("detach", cupti.Detach());
   }
   std::printf("TOGGLE records=%llu\n", static_cast<unsigned long long>(g_records));
 
@@ -229,10 +251,11 @@ int main(int argc, char** argv) {
   const int per_step_launches = loop.launches + 2;
   std::printf("\n%d launches + memset + copy per step, %d steps per phase, %d rounds\n\n",
               loop.launches, steps, rounds);
-  std::printf("| phase | median step us | IQR us | vs detached (median of per-round ratios) | "
-              "min..max ratio | extra ns per launch |\n|---|---:|---:|---:|---:|---:|\n");
-  for (const char* name :
-       {"plain-before-cupti", "detached", "attached-disabled", "disabled", "kernels", "full"}) {
+  std::printf(
+      "| phase | median step us | IQR us | vs detached (median of per-round ratios) | "
+      "min..max ratio | extra ns per launch |\n|---|---:|---:|---:|---:|---:|\n");
+  for (const char* name : {"plain-before-cupti", "detached", "attached-disabled", "disabled",
+                           "kernels", "full", "kernels-unsubscribed", "full-unsubscribed"}) {
     const auto& meds = round_medians[name];
     const auto& all = all_steps[name];
     std::vector<double> ratios;
