@@ -22,8 +22,9 @@ interleaved:
   modules   the module hooks, no operator observer
   both      operators and modules (the default)
 Prints per configuration the median captured step against the median ordinary
-step (neither captured nor in a window's two-step tail), the mean ratio, and
-the number of windows; then one line PARTS <json>.
+step (neither captured nor in a window's two-step tail), the mean ratio, the
+medians of the windows' first steps and of their later steps apart, and the
+number of windows; then one line PARTS <json>.
 """
 import argparse
 import ctypes
@@ -84,13 +85,15 @@ def main():
     # window (an id the no-op end ignores).
     noop = ctypes.cast(agent.lib.aon_ops_active, ctypes.c_void_p).value
     cupti = None
-    rows = []  # (step time ms, window number or -1, config, tail)
+    rows = []  # (step time ms, window number or -1, config, tail, position in the window)
     window = -1
     was_open = False
     tail = 0
     config = None
+    pos = 0
     for i in range(args.steps):
         is_open = aon.window_open()
+        pos = pos + 1 if is_open and was_open else 0
         if is_open and not was_open:
             window += 1
             config = CONFIGS[window % len(CONFIGS)]
@@ -122,25 +125,33 @@ def main():
         ms = (time.perf_counter_ns() - t0) / 1e6
         if i >= args.warmup:
             rows.append((ms, window if is_open else -1, config if is_open else None,
-                         tail > 0 and not is_open))
+                         tail > 0 and not is_open, pos if is_open else -1))
         if tail > 0 and not is_open:
             tail -= 1
         was_open = is_open
-    base = [ms for ms, w, _, t in rows if w < 0 and not t]
+    base = [ms for ms, w, _, t, _ in rows if w < 0 and not t]
     if not base:
         print("FAIL no ordinary steps", flush=True)
         return 1
     b = statistics.median(base)
     out = {"base_ms": b, "base_steps": len(base)}
-    print("%-9s %8s %8s %8s %8s" % ("config", "windows", "steps", "median/x", "mean/x"))
+    print("%-9s %8s %8s %8s %8s %8s %8s" % ("config", "windows", "steps", "median/x", "mean/x",
+                                          "first/x", "later/x"))
     for c in CONFIGS:
-        steps = [ms for ms, w, cc, _ in rows if cc == c]
-        wins = len({w for _, w, cc, _ in rows if cc == c})
+        steps = [ms for ms, w, cc, _, _ in rows if cc == c]
+        wins = len({w for _, w, cc, _, _ in rows if cc == c})
         if not steps:
             continue
         med, mean = statistics.median(steps) / b, statistics.mean(steps) / b
-        out[c] = {"windows": wins, "steps": len(steps), "median": med, "mean": mean}
-        print("%-9s %8d %8d %8.3f %8.3f" % (c, wins, len(steps), med, mean))
+        # A window's first step pays for attaching CUPTI and instrumenting each
+        # kernel at its first launch; the later ones only what tracing costs.
+        first = [ms for ms, _, cc, _, k in rows if cc == c and k == 0]
+        later = [ms for ms, _, cc, _, k in rows if cc == c and k > 0]
+        f = statistics.median(first) / b if first else float("nan")
+        lt = statistics.median(later) / b if later else float("nan")
+        out[c] = {"windows": wins, "steps": len(steps), "median": med, "mean": mean,
+                  "first": f, "later": lt}
+        print("%-9s %8d %8d %8.3f %8.3f %8.3f %8.3f" % (c, wins, len(steps), med, mean, f, lt))
     print("base: median %.3f ms over %d ordinary steps" % (b, len(base)))
     print("PARTS " + json.dumps(out), flush=True)
     return 0
