@@ -9,7 +9,9 @@ process that never imports torch is not touched). It keeps, all the time:
   - Dynamo's compilation callbacks, registered when the program first calls
     torch.compile: each compilation (and Inductor's autotuning where Dynamo
     reports it) becomes an "AON" NVTX range "torch.compile ...", so the report
-    tells compile time from the program's own work in every mode;
+    tells compile time from the program's own work in every mode; after each,
+    Inductor's compiled graphs are wrapped so that in windows each call of one
+    is a range "## Call CompiledFxGraph <key> ##" (its kernels' operator);
 and, only while a window is open:
   - a RecordFunction observer (python/aon/_torch_observer.cc) for every aten operator,
     autograd node and user range (record_function, aon.range), switched by the
@@ -145,9 +147,10 @@ class _Compilations:
     compiles never pays it. The callbacks run once per compilation, never per
     operator or step."""
 
-    def __init__(self, torch, on_compile):
+    def __init__(self, torch, on_compile, compiled=None):
         self.torch = torch
         self.on_compile = on_compile  # run at every torch.compile call
+        self.compiled = compiled  # run at the end of every compilation
         self.lock = threading.Lock()
         self.open = None  # (name, start) of the compilation in flight
         self.registered = False
@@ -205,11 +208,63 @@ class _Compilations:
     def _end(self, *args):
         with self.lock:
             opened, self.open = self.open, None
+        if self.compiled is not None:
+            try:
+                self.compiled()
+            except Exception as e:  # noqa: BLE001 - never fail the program's compilation
+                _say("compiled graphs are not marked (%r)" % (e,))
+                self.compiled = None
         if opened is None:
             return
         agent = Agent.get()  # CUDA may have started during the compilation
         if agent is not None:
             agent.host_range(opened[0], opened[1], time.monotonic_ns())
+
+
+class _CompiledGraphs:
+    """The kernels of a torch.compile'd region tied to the Inductor graph that
+    launched them: while a window records operators, each call of a compiled
+    graph (CompiledFxGraph) is a user range named as torch.profiler names it,
+    "## Call CompiledFxGraph <graph key> ##" (Inductor opens that range itself
+    only while torch.profiler runs; the key is the hash of the graph, the same
+    in every run of the same program). Outside windows a call costs one check
+    of the agent's state. The class is wrapped after each compilation, once
+    Inductor's module is loaded: a program that never compiles imports
+    nothing."""
+
+    _MODULES = ("torch._inductor.output_code", "torch._inductor.codecache")
+
+    def __init__(self, torch, opened=None):
+        self.torch = torch
+        # The range: record_function, which PyTorch dispatches to AON's
+        # operator observer as a user range (a test passes its own).
+        self.opened = opened or torch.autograd.profiler.record_function
+
+    def wrap_loaded(self):
+        for name in self._MODULES:
+            cls = getattr(sys.modules.get(name), "CompiledFxGraph", None)
+            if cls is not None:
+                self.wrap(cls)
+
+    def wrap(self, cls):
+        original = cls.__dict__.get("__call__")
+        if original is None or getattr(original, "_aon_wrapped", False):
+            return
+        profiler = self.torch.autograd.profiler
+        opened = self.opened
+
+        def call(graph, *args, **kwargs):
+            agent = Agent.get()
+            if (agent is None or getattr(profiler, "_is_profiler_enabled", False) or
+                    not agent.ops_active()):
+                return original(graph, *args, **kwargs)
+            key = getattr(graph, "_fx_graph_cache_key", None) or getattr(graph, "cache_key", None)
+            with opened("## Call CompiledFxGraph %s ##" % (key or "?")):
+                return original(graph, *args, **kwargs)
+
+        call._aon_wrapped = True
+        call.__wrapped__ = original
+        cls.__call__ = call
 
 
 class TorchHook:
@@ -218,7 +273,9 @@ class TorchHook:
         self.observing = False
         self.first_optimizer = None
         self.modules = _Modules(torch)
-        self.compilations = _Compilations(torch, self.modules.keep_registered)
+        self.graphs = _CompiledGraphs(torch)
+        self.compilations = _Compilations(torch, self.modules.keep_registered,
+                                          self.graphs.wrap_loaded)
         self.extension = None
         self.extension_error = None
         self.warned = False

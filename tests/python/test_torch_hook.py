@@ -273,5 +273,119 @@ class ModuleHooksAndDynamo(unittest.TestCase):
                 self.torch.compile = original
 
 
+class CompiledGraphRanges(unittest.TestCase):
+    """Calls of Inductor's compiled graphs become "## Call CompiledFxGraph <key>
+    ##" ranges while the agent records operators (the kernels' operator under
+    torch.compile, as torch.profiler names it). CI's torch has no Inductor: a
+    stand-in CompiledFxGraph class in the module where Inductor keeps it; the
+    real one is checked on the GPU machine (tests/gpu/run_torch_checks.sh,
+    transformer:compile)."""
+
+    class Agent:
+        def __init__(self):
+            self.active = False
+            self.compilations = []
+
+        def ops_active(self):
+            return self.active
+
+        def host_range(self, name, start, end):
+            self.compilations.append(name)
+
+    def setUp(self):
+        import types
+
+        import torch
+        from aon import _hook
+        self.torch, self.hook = torch, _hook
+        self.agent = self.Agent()
+        self.saved_get = _hook.Agent.get
+        _hook.Agent.get = staticmethod(lambda: self.agent)
+
+        class CompiledFxGraph:  # Inductor's, as far as the hook relies on it
+            def __init__(self, key):
+                self._fx_graph_cache_key = key
+
+            def __call__(self, inputs):
+                return [2 * x for x in inputs]
+
+        self.cls = CompiledFxGraph
+        self.module = types.ModuleType("torch._inductor.output_code")
+        self.module.CompiledFxGraph = CompiledFxGraph
+        self.saved_module = sys.modules.get(self.module.__name__)
+        sys.modules[self.module.__name__] = self.module
+        self.ranges = []
+        outer = self
+
+        class Opened:
+            def __init__(self, name):
+                self.name = name
+
+            def __enter__(self):
+                outer.ranges.append(("begin", self.name))
+
+            def __exit__(self, *exc):
+                outer.ranges.append(("end", self.name))
+        self.graphs = _hook._CompiledGraphs(torch, opened=Opened)
+
+    def tearDown(self):
+        self.hook.Agent.get = self.saved_get
+        if self.saved_module is None:
+            del sys.modules[self.module.__name__]
+        else:
+            sys.modules[self.module.__name__] = self.saved_module
+
+    def test_a_call_in_a_window_is_a_range_named_after_its_graph(self):
+        self.graphs.wrap_loaded()
+        graph = self.cls("fabc123")
+        self.agent.active = True
+        self.assertEqual(graph([1, 2]), [2, 4])
+        self.assertEqual(self.ranges, [("begin", "## Call CompiledFxGraph fabc123 ##"),
+                                       ("end", "## Call CompiledFxGraph fabc123 ##")])
+
+    def test_outside_windows_and_under_torch_profiler_no_range(self):
+        self.graphs.wrap_loaded()
+        graph = self.cls("fabc123")
+        self.assertEqual(graph([3]), [6])  # no window
+        profiler = self.torch.autograd.profiler
+        saved = profiler.__dict__.get("_is_profiler_enabled")
+        profiler._is_profiler_enabled = True  # Inductor opens the same range itself
+        try:
+            self.agent.active = True
+            self.assertEqual(graph([3]), [6])
+        finally:
+            if saved is None:
+                del profiler._is_profiler_enabled
+            else:
+                profiler._is_profiler_enabled = saved
+        self.assertEqual(self.ranges, [])
+
+    def test_wrapped_once_after_every_compilation(self):
+        compilations = self.hook._Compilations(self.torch, lambda: None, self.graphs.wrap_loaded)
+        for _ in range(3):
+            compilations._start()
+            compilations._end()
+        self.agent.active = True
+        self.cls("k")([1])
+        self.assertEqual(len(self.ranges), 2, self.ranges)
+        self.assertTrue(getattr(self.cls.__call__, "_aon_wrapped", False))
+        self.assertEqual(self.agent.compilations, ["torch.compile"] * 3)
+
+    def test_a_failing_wrap_never_fails_the_compilation(self):
+        def broken():
+            raise RuntimeError("Inductor changed")
+        compilations = self.hook._Compilations(self.torch, lambda: None, broken)
+        compilations._start()
+        compilations._end()  # said on stderr, not raised
+        self.assertIsNone(compilations.compiled)
+        self.assertEqual(self.agent.compilations, ["torch.compile"], "the compilation is marked")
+
+    def test_with_pytorchs_own_record_function(self):
+        graphs = self.hook._CompiledGraphs(self.torch)
+        graphs.wrap_loaded()
+        self.agent.active = True
+        self.assertEqual(self.cls("k")([5]), [10])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
