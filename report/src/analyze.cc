@@ -10,10 +10,10 @@ namespace aon::report {
 
 std::span<const Analysis* const> AnalysisTable() {
   static constexpr const Analysis* kTable[] = {
-      &kStepsAnalysis,         &kCaptureAnalysis, &kLossAnalysis,      &kBreakdownAnalysis,
-      &kKernelsAnalysis,
-      &kCommunicationAnalysis, &kCompileAnalysis, &kIdleAnalysis,      &kMemoryAnalysis,
-      &kNvtxAnalysis,          &kHeatAnalysis,    &kTorchAnalysis,     &kCountersAnalysis,
+      &kStepsAnalysis,   &kCaptureAnalysis,       &kLossAnalysis,    &kBreakdownAnalysis,
+      &kKernelsAnalysis, &kCommunicationAnalysis, &kCompileAnalysis, &kIdleAnalysis,
+      &kMemoryAnalysis,  &kNvtxAnalysis,          &kHeatAnalysis,    &kTorchAnalysis,
+      &kXlaAnalysis,     &kCountersAnalysis,
   };
   return kTable;
 }

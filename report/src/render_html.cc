@@ -375,6 +375,45 @@ std::string TorchSection(const Report& r) {
   return o + "</table></section>\n";
 }
 
+// Only for a timeline with XLA's ranges (a JAX program).
+std::string XlaSection(const Report& r) {
+  const XlaAnalysis& a = r.xla;
+  if (!a.present) return "";
+  const double per = a.steps > 0 ? static_cast<double>(a.steps) : 1.0;
+  auto d = [&](uint64_t ns) { return D(static_cast<double>(ns) / per); };
+  std::string o = "<section id=xla><h2>JAX / XLA: modules and HLO instructions</h2>";
+  o += "<p>GPU time of kernels launched inside XLA's executions, " +
+       std::string(a.steps > 0 ? "per step (" + std::to_string(a.steps) + " rank-steps)"
+                               : "over the run") +
+       ". " + std::to_string(a.attributed) + " of the program's " +
+       std::to_string(a.program_kernels) +
+       " kernels were launched inside one of its module executions or thunks; " +
+       std::to_string(a.compile_kernels) + " more (" + D(static_cast<double>(a.compile_kernel_ns)) +
+       ") ran while XLA compiled (its autotuner), counted as compile time. A kernel's "
+       "instruction is the thunk open on its launch call's thread (docs/jax.md).</p>";
+  o += "<h3>Modules</h3><table id=xla-modules><tr><th class=l>module</th><th>GPU time</th>"
+       "<th>executions</th><th>kernels</th><th class=l>top kernels</th>" +
+       std::string(kVerdictHeads) + "</tr>";
+  for (size_t i = 0; i < a.modules.size(); ++i) {
+    const TorchModule& m = a.modules[i];
+    std::string top;
+    for (const auto& [name, ns] : m.top_kernels)
+      top += (top.empty() ? "" : "<br>") + E(name.substr(0, 80)) + " (" + d(ns) + ")";
+    o += "<tr><td class=l>" + E(m.path) + "</td><td>" + d(m.gpu_ns) + "</td><td>" +
+         std::to_string(a.module_executions[i]) + "</td><td>" + std::to_string(m.kernels) +
+         "</td><td class=l>" + top + "</td>" + VerdictCells(m.verdict) + "</tr>";
+  }
+  o += "</table><h3>HLO instructions</h3><table id=xla-instructions><tr><th class=l>module</th>"
+       "<th class=l>instruction</th><th class=l>JAX operation</th><th>GPU time</th>"
+       "<th>kernels</th><th class=l>top kernel</th></tr>";
+  for (const XlaInstruction& h : a.instructions)
+    o += "<tr><td class=l>" + E(h.module) + "</td><td class=l>" + E(h.hlo_op) +
+         "</td><td class=l>" + E(h.jax_op.substr(0, 120)) + "</td><td>" + d(h.gpu_ns) +
+         "</td><td>" + std::to_string(h.kernels) + "</td><td class=l>" +
+         E(h.top_kernel.substr(0, 120)) + "</td></tr>";
+  return o + "</table></section>\n";
+}
+
 std::string CountersSection(const Report& r) {
   const CounterAnalysis& c = r.counters;
   std::string o = "<section id=counters><h2>GPU counters: why is it slow</h2>";
@@ -383,7 +422,8 @@ std::string CountersSection(const Report& r) {
     o += "<div class=synthetic>SYNTHETIC: these counters are FAKE (the labeled fake NVML).</div>";
   o += "<p class=muted>Verdicts: busy = gpu_active (else sm_active); busy &lt; 50 %: "
        "launch-bound, or for a phase host-bound when most of the trace's GPU gaps in it are "
-       "host work outside CUDA calls, host synchronization or synchronous copies; compute (busiest of tensor/fp16/fp32/fp64/SM issue) &ge; 60 % and &ge; "
+       "host work outside CUDA calls, host synchronization or synchronous copies; compute (busiest "
+       "of tensor/fp16/fp32/fp64/SM issue) &ge; 60 % and &ge; "
        "memory: "
        "compute-bound; else DRAM bandwidth &ge; 60 %: memory-bound; else latency-bound. A phase "
        "needs 2 sample intervals of overlap; PM samples (capture windows) are used where they "
@@ -481,11 +521,13 @@ std::string SummarySection(const Report& r) {
       if (!q.collector_lost.empty()) {
         o += "<tr><td>" + std::to_string(q.rank) +
              "</td><td class=l>all kinds</td><td>-</td><td>-</td><td>-</td><td class=l>collector "
-             "lost: " + E(q.collector_lost) + "</td></tr>\n";
+             "lost: " +
+             E(q.collector_lost) + "</td></tr>\n";
       }
       if (q.kinds.empty() && q.dropped > 0) {
         o += "<tr><td>" + std::to_string(q.rank) + "</td><td class=l>all kinds</td><td>-</td><td>" +
-             std::to_string(q.dropped) + "</td><td>-</td><td class=l>not said (older timeline)"
+             std::to_string(q.dropped) +
+             "</td><td>-</td><td class=l>not said (older timeline)"
              "</td></tr>\n";
       }
       for (const KindLoss& k : q.kinds) {
@@ -656,7 +698,8 @@ std::string IdleSection(const Report& r) {
   o +=
       "<section id=idle><h2>Idle and launch-bound phases</h2><p class=muted>GPU gaps of at least " +
       D(static_cast<double>(r.idle.min_gap_ns)) +
-      " (host launched late: of at least 1 us) and their CPU-side cause; totals over the whole run (number of gaps). Findings use the "
+      " (host launched late: of at least 1 us) and their CPU-side cause; totals over the whole run "
+      "(number of gaps). Findings use the "
       "steady state "
       "(median per step x steps).</p><table><tr><th>rank</th>";
   for (GapCause c : kGapCauses) o += "<th>" + E(GapCauseName(c)) + "</th>";
@@ -749,7 +792,7 @@ std::string RenderHtml(const Report& r) {
   std::string o;
   for (auto* section : {HtmlHead, SummarySection, FindingsSection, BreakdownSection, KernelsSection,
                         CommunicationSection, StragglersSection, IdleSection, ImbalanceSection,
-                        NvtxSection, TorchSection, CountersSection})
+                        NvtxSection, TorchSection, XlaSection, CountersSection})
     o += section(r);
   o += "<p class=muted>Generated by aon-report. Self-contained: no scripts, no "
        "network.</p></body></html>\n";

@@ -168,6 +168,22 @@ void VerdictMembers(JsonWriter& w, const CounterVerdict& v) {
   Member(w, "occupancy_pct", v.occupancy_pct);
 }
 
+// A module row's top kernels and verdict (PyTorch's modules, XLA's).
+void ModuleTail(JsonWriter& w, const TorchModule& m) {
+  w.Key("top_kernels");
+  w.BeginArray();
+  for (const auto& [name, ns] : m.top_kernels) {
+    w.BeginObject();
+    Member(w, "name", name);
+    Member(w, "gpu_ns", static_cast<double>(ns));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("sampled");
+  w.Bool(m.sampled);
+  VerdictMembers(w, m.verdict);
+}
+
 void Torch(JsonWriter& w, const TorchAnalysis& a) {
   w.BeginObject();
   w.Key("present");
@@ -192,18 +208,7 @@ void Torch(JsonWriter& w, const TorchAnalysis& a) {
     Member(w, "forward_ns", static_cast<double>(m.forward_ns));
     Member(w, "backward_ns", static_cast<double>(m.backward_ns));
     Member(w, "kernels", static_cast<double>(m.kernels));
-    w.Key("top_kernels");
-    w.BeginArray();
-    for (const auto& [name, ns] : m.top_kernels) {
-      w.BeginObject();
-      Member(w, "name", name);
-      Member(w, "gpu_ns", static_cast<double>(ns));
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("sampled");
-    w.Bool(m.sampled);
-    VerdictMembers(w, m.verdict);
+    ModuleTail(w, m);
     w.EndObject();
   }
   w.EndArray();
@@ -215,6 +220,52 @@ void Torch(JsonWriter& w, const TorchAnalysis& a) {
     Member(w, "gpu_ns", static_cast<double>(op.gpu_ns));
     Member(w, "kernels", static_cast<double>(op.kernels));
     Member(w, "top_kernel", op.top_kernel);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+void Xla(JsonWriter& w, const XlaAnalysis& a) {
+  w.BeginObject();
+  w.Key("present");
+  w.Bool(a.present);
+  Member(w, "note", a.note);
+  Member(w, "executions", static_cast<double>(a.executions));
+  Member(w, "kernels", static_cast<double>(a.kernels));
+  Member(w, "kernel_ns", static_cast<double>(a.kernel_ns));
+  Member(w, "compile_kernels", static_cast<double>(a.compile_kernels));
+  Member(w, "compile_kernel_ns", static_cast<double>(a.compile_kernel_ns));
+  Member(w, "program_kernels", static_cast<double>(a.program_kernels));
+  Member(w, "program_kernel_ns", static_cast<double>(a.program_kernel_ns));
+  Member(w, "attributed", static_cast<double>(a.attributed));
+  Member(w, "attributed_ns", static_cast<double>(a.attributed_ns));
+  Member(w, "autotuner_executions", static_cast<double>(a.autotuner_executions));
+  Member(w, "graph_kernels", static_cast<double>(a.graph_kernels));
+  Member(w, "steps", static_cast<double>(a.steps));
+  w.Key("modules");
+  w.BeginArray();
+  for (size_t i = 0; i < a.modules.size(); ++i) {
+    const TorchModule& m = a.modules[i];
+    w.BeginObject();
+    Member(w, "name", m.path);
+    Member(w, "gpu_ns", static_cast<double>(m.gpu_ns));
+    Member(w, "kernels", static_cast<double>(m.kernels));
+    Member(w, "executions", static_cast<double>(a.module_executions[i]));
+    ModuleTail(w, m);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("instructions");
+  w.BeginArray();
+  for (const XlaInstruction& h : a.instructions) {
+    w.BeginObject();
+    Member(w, "module", h.module);
+    Member(w, "hlo_op", h.hlo_op);
+    Member(w, "jax_op", h.jax_op);
+    Member(w, "gpu_ns", static_cast<double>(h.gpu_ns));
+    Member(w, "kernels", static_cast<double>(h.kernels));
+    Member(w, "top_kernel", h.top_kernel);
     w.EndObject();
   }
   w.EndArray();
@@ -269,7 +320,8 @@ void Counters(JsonWriter& w, const CounterAnalysis& c) {
     Member(w, "traced_ns", static_cast<double>(p.traced_ns));
     w.Key("idle_by_cause_ns");
     w.BeginObject();
-    for (const auto& [cause, ns] : p.idle_ns) Member(w, GapCauseName(cause), static_cast<double>(ns));
+    for (const auto& [cause, ns] : p.idle_ns)
+      Member(w, GapCauseName(cause), static_cast<double>(ns));
     w.EndObject();
     w.EndObject();
   }
@@ -382,6 +434,8 @@ std::string RenderJson(const Report& r) {
   Counters(w, r.counters);
   w.Key("torch");
   Torch(w, r.torch);
+  w.Key("xla");
+  Xla(w, r.xla);
   w.EndObject();
   w.Newline();
   return o;

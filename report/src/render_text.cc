@@ -96,6 +96,67 @@ std::string TorchBlock(const Report& r) {
   return o;
 }
 
+// "JAX / XLA": GPU time per step by HLO module and HLO instruction, and what
+// compiling (and XLA's autotuner) took.
+std::string XlaBlock(const Report& r) {
+  const XlaAnalysis& a = r.xla;
+  if (!a.present) return "";
+  const double per = a.steps > 0 ? static_cast<double>(a.steps) : 1.0;
+  const char* unit = a.steps > 0 ? "/step" : "";
+  auto d = [&](uint64_t ns) { return FormatDuration(static_cast<double>(ns) / per) + unit; };
+  auto pct = [](uint64_t x, uint64_t of) {
+    return of ? 100.0 * static_cast<double>(x) / static_cast<double>(of) : 0.0;
+  };
+  char head[320];
+  std::snprintf(
+      head, sizeof head,
+      "\nJAX / XLA (%llu module executions; %llu of the program's %llu kernels launched "
+      "inside one, %.1f %% of their GPU time; %s):\n",
+      static_cast<unsigned long long>(a.executions), static_cast<unsigned long long>(a.attributed),
+      static_cast<unsigned long long>(a.program_kernels), pct(a.attributed_ns, a.program_kernel_ns),
+      a.steps > 0 ? (std::to_string(a.steps) + " rank-steps").c_str() : "no steps: whole run");
+  std::string o = head;
+  for (size_t i = 0; i < a.modules.size() && i < 5; ++i) {
+    const TorchModule& m = a.modules[i];
+    char line[256];
+    std::snprintf(line, sizeof line, "  module %-40.40s %12s %6llu executions %s\n", m.path.c_str(),
+                  d(m.gpu_ns).c_str(), static_cast<unsigned long long>(a.module_executions[i]),
+                  VerdictName(m.verdict.verdict));
+    o += line;
+  }
+  for (size_t i = 0; i < a.instructions.size() && i < 8; ++i) {
+    const XlaInstruction& h = a.instructions[i];
+    char line[320];
+    std::snprintf(line, sizeof line, "  hlo    %-30.30s %12s %6llu kernels  %.60s\n",
+                  h.hlo_op.c_str(), d(h.gpu_ns).c_str(), static_cast<unsigned long long>(h.kernels),
+                  (h.jax_op.empty() ? "(no JAX name)" : h.jax_op).c_str());
+    o += line;
+  }
+  if (a.graph_kernels > 0) {
+    o += "  " + std::to_string(a.graph_kernels) +
+         " of the program's kernels ran in XLA's command " +
+         "buffers (CUDA graphs): their instruction is the buffer's thunk, not the fusion " +
+         "(docs/jax.md)\n";
+  }
+  uint64_t compile_ns = 0, compilations = 0, recompilations = 0;
+  for (const CompileRank& c : r.compile.ranks) {
+    auto x = c.framework_ns.find("XLA");
+    if (x == c.framework_ns.end()) continue;
+    compile_ns = std::max(compile_ns, x->second);
+    compilations += c.compilations;
+    recompilations += c.recompilations;
+  }
+  if (compile_ns > 0 || a.compile_kernels > 0) {
+    o += "  compiling (apart from the steps): " + FormatDuration(static_cast<double>(compile_ns)) +
+         " on the busiest rank, " + std::to_string(compilations) + " compilations (" +
+         std::to_string(recompilations) + " again); " + std::to_string(a.compile_kernels) +
+         " kernels ran while XLA compiled (" + std::to_string(a.autotuner_executions) +
+         " autotuner modules), " + FormatDuration(static_cast<double>(a.compile_kernel_ns)) +
+         " of GPU time\n";
+  }
+  return o;
+}
+
 // "GPU counters": a line per phase with a verdict (the 5 longest), or why none.
 std::string CountersBlock(const Report& r) {
   const CounterAnalysis& c = r.counters;
@@ -177,6 +238,7 @@ std::string RenderTerminal(const Report& r) {
     o += Wrap("evidence: " + f.evidence, 92, "      ");
   }
   o += TorchBlock(r);
+  o += XlaBlock(r);
   o += CountersBlock(r);
   // With capture windows the steps column reads captured/all and the GPU shares
   // are over the captured steps.

@@ -12,8 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "aon/report/report.h"
@@ -40,6 +42,7 @@ extern const Analysis kMemoryAnalysis;         // memory.cc
 extern const Analysis kNvtxAnalysis;           // nvtx.cc
 extern const Analysis kHeatAnalysis;           // heat.cc
 extern const Analysis kTorchAnalysis;          // torch_ops.cc
+extern const Analysis kXlaAnalysis;            // xla.cc
 extern const Analysis kCountersAnalysis;       // counters.cc
 
 // Every analysis, each after the ones it needs.
@@ -53,6 +56,10 @@ std::string Lower(std::string s);
 bool IsStepRangeName(const std::string& normalized);
 bool IsNcclKernelName(const std::string& name);
 double Median(std::vector<double> v);
+// The `n` names with the most GPU time of `by_name` (string id -> ns), most first
+// (ties by name).
+std::vector<std::pair<std::string, uint64_t>> TopKernels(
+    const StringTable& strings, const std::map<uint32_t, uint64_t>& by_name, size_t n);
 // Index of the window in `windows` (sorted by start) holding `at`, or -1.
 int32_t StepOf(const std::vector<Interval>& windows, uint64_t at);
 // The rank's steps an analysis can place its records in, or nullptr when it has

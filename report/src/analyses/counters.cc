@@ -326,10 +326,10 @@ constexpr double kPhaseFill = 0.9;
 constexpr double kBlendedMinCover = 0.5;
 
 struct PhaseSamples {
-  CounterMeans filled, all;   // intervals it fills (whole weight); all, by coverage
-  double filled_n = 0;        // intervals it fills
-  double all_n = 0;           // the fractions it covers, summed
-  size_t touched = 0;         // intervals it overlaps at all
+  CounterMeans filled, all;  // intervals it fills (whole weight); all, by coverage
+  double filled_n = 0;       // intervals it fills
+  double all_n = 0;          // the fractions it covers, summed
+  size_t touched = 0;        // intervals it overlaps at all
 };
 
 // Adds the samples of `rows` that the phase's `spans` (sorted, disjoint)
@@ -493,8 +493,7 @@ void AttributeIdle(const IdleAnalysis& idle, const Steps* steps,
                 FormatDuration(static_cast<double>(p->traced_ns)).c_str());
   p->verdict.why += head + shares;
   const char* action = HostBoundAction(top);
-  if (*action == '\0' ||
-      static_cast<double>(top_ns) <= kCauseMajority * static_cast<double>(gaps))
+  if (*action == '\0' || static_cast<double>(top_ns) <= kCauseMajority * static_cast<double>(gaps))
     return;
   p->verdict.verdict = Verdict::kHostBound;
   p->verdict.action = action;
@@ -592,8 +591,8 @@ void JudgePhases(const Timeline& t, const std::vector<std::vector<size_t>>& tied
               ? "shares its counter intervals with other work (it fills " +
                     std::to_string(static_cast<int>(gpm.filled_n)) + " of the " +
                     std::to_string(gpm.touched) + " it overlaps, " +
-                    std::to_string(static_cast<int>(
-                        100 * gpm.all_n / static_cast<double>(gpm.touched))) +
+                    std::to_string(
+                        static_cast<int>(100 * gpm.all_n / static_cast<double>(gpm.touched))) +
                     " % of each on average): a verdict needs intervals it fills"
               : "too short for the counters' interval: " + TooShort(gpm.all_n, interval_ns);
     } else {
@@ -747,7 +746,8 @@ void JudgeModules(const std::vector<std::vector<size_t>>& tied, const std::vecto
 
 CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats>& kernels,
                                 const Steps* steps, std::vector<TorchModule>* modules,
-                                const CompileAnalysis* compile, const IdleAnalysis* idle) {
+                                const CompileAnalysis* compile, const IdleAnalysis* idle,
+                                std::vector<TorchModule>* xla_modules) {
   CounterAnalysis a;
   if (t.counters.empty()) {
     a.note =
@@ -762,14 +762,15 @@ CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats
   JudgePhases(t, tied, rows, compile, steps, idle, &a);
   JudgeKernels(t, tied, rows, kernels, steps, &a);
   if (modules != nullptr) JudgeModules(tied, rows, a, modules);
+  if (xla_modules != nullptr) JudgeModules(tied, rows, a, xla_modules);
   return a;
 }
 
 const Analysis kCountersAnalysis = {
-    "counters", "steps,kernels,torch,compile,idle", "counters, torch.modules[].verdict",
-    [](const Timeline& t, Report* r) {
-      r->counters =
-          AnalyzeCounters(t, r->kernels, &r->steps, &r->torch.modules, &r->compile, &r->idle);
+    "counters", "steps,kernels,torch,xla,compile,idle",
+    "counters, torch.modules[].verdict, xla.modules[].verdict", [](const Timeline& t, Report* r) {
+      r->counters = AnalyzeCounters(t, r->kernels, &r->steps, &r->torch.modules, &r->compile,
+                                    &r->idle, &r->xla.modules);
     }};
 
 }  // namespace aon::report

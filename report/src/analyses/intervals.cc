@@ -100,4 +100,15 @@ double RunScale(const Steps* steps, uint32_t rank, bool gpu) {
   return all > seen->size() ? static_cast<double>(all) / seen->size() : 1.0;
 }
 
+std::vector<std::pair<std::string, uint64_t>> TopKernels(
+    const StringTable& strings, const std::map<uint32_t, uint64_t>& by_name, size_t n) {
+  std::vector<std::pair<std::string, uint64_t>> v;
+  for (const auto& [id, ns] : by_name) v.push_back({strings.Get(id), ns});
+  std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) {
+    return x.second != y.second ? x.second > y.second : x.first < y.first;
+  });
+  if (v.size() > n) v.resize(n);
+  return v;
+}
+
 }  // namespace aon::report

@@ -147,13 +147,7 @@ TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps) {
   a.steps = steps_seen.size();
 
   auto top = [&](const std::map<uint32_t, uint64_t>& by_name, size_t n) {
-    std::vector<std::pair<std::string, uint64_t>> v;
-    for (const auto& [id, ns] : by_name) v.push_back({t.strings.Get(id), ns});
-    std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) {
-      return x.second != y.second ? x.second > y.second : x.first < y.first;
-    });
-    if (v.size() > n) v.resize(n);
-    return v;
+    return TopKernels(t.strings, by_name, n);
   };
   for (auto& [id, m] : modules) {
     m.path = t.strings.Get(id);

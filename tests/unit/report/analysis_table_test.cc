@@ -30,7 +30,7 @@ TEST(Analyses, EachRunsAfterWhatItNeeds) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"steps", "capture", "loss", "breakdown", "kernels",
                                              "communication", "compile", "idle", "memory", "nvtx",
-                                             "heat", "torch", "counters"}));
+                                             "heat", "torch", "xla", "counters"}));
 }
 
 }  // namespace

@@ -20,7 +20,9 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -331,7 +333,7 @@ struct IdleAnalysis {
     int32_t step;
     uint32_t range;  // index into range_names (innermost host range, 0 = none)
     uint64_t ns;
-    bool carried = false;  // the gap began at or before its step began
+    bool carried = false;   // the gap began at or before its step began
     uint64_t start_ns = 0;  // where the slice begins (the gap clipped to its step)
   };
   std::vector<Slice> slices;
@@ -523,7 +525,8 @@ CounterAnalysis AnalyzeCounters(const Timeline& t, const std::vector<KernelStats
                                 const Steps* steps = nullptr,
                                 std::vector<TorchModule>* modules = nullptr,
                                 const CompileAnalysis* compile = nullptr,
-                                const IdleAnalysis* idle = nullptr);
+                                const IdleAnalysis* idle = nullptr,
+                                std::vector<TorchModule>* xla_modules = nullptr);
 // Minimum overlap, in sample intervals, for a phase or kernel verdict.
 inline constexpr double kMinCounterIntervals = 2;
 inline constexpr double kKernelDominance = 0.8;
@@ -558,7 +561,7 @@ struct KindLoss {
 };
 struct RankLoss {
   uint32_t rank = 0;
-  uint64_t dropped = 0;  // all kinds
+  uint64_t dropped = 0;         // all kinds
   std::vector<KindLoss> kinds;  // those with drops; empty when the timeline does not say
   // The node collector exited while the rank ran: what was joined and lost ("": it did not).
   std::string collector_lost;
@@ -633,6 +636,56 @@ struct TorchAnalysis {
 };
 TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps);
 
+// JAX / XLA (docs/jax.md). XLA's GPU runtime opens an NVTX range around each
+// execution of a module ("XlaModule:#hlo_module=jit_step,program_id=3#") and
+// each thunk it runs ("Thunk:#name=jit(step)/dot_general,hlo_op=gemm_fusion_dot.4,
+// ...#": one HLO instruction, a kernel launch, a command buffer or a collective).
+// A kernel belongs to the innermost thunk and module open on its launch call's
+// thread when the call was made. Modules without a program_id are XLA's
+// autotuner running candidate fusions while it compiles: their kernels are
+// compile time, not the program's.
+struct XlaRange {
+  bool thunk = false;    // a Thunk range (else an XlaModule execution)
+  bool program = false;  // it carries a program_id (an execution of the program's module)
+  std::string hlo_op;    // Thunk: the HLO instruction ("gemm_fusion_dot.4")
+  std::string jax_op;    // Thunk: the JAX operation ("jit(step)/dot_general"), may be ""
+  std::string module;    // XlaModule: the HLO module ("jit_step")
+};
+// The fields of one of XLA's range names (an optional "TSL:" prefix), or nullopt
+// for any other name. A value may hold commas: a field starts only where a comma
+// is followed by "key=".
+std::optional<XlaRange> ParseXlaRange(std::string_view name);
+struct XlaInstruction {
+  std::string module, hlo_op, jax_op;
+  uint64_t gpu_ns = 0, kernels = 0;
+  std::string top_kernel;
+};
+struct XlaAnalysis {
+  bool present = false;                 // the timeline has XLA's execution or thunk ranges
+  uint64_t executions = 0;              // execution ranges of the program's modules
+  uint64_t kernels = 0, kernel_ns = 0;  // every kernel of the timeline
+  // ... launched while XLA compiled (its autotuner's candidate modules, or any
+  // launch inside a compile range outside an execution): compile time
+  uint64_t compile_kernels = 0, compile_kernel_ns = 0;
+  uint64_t program_kernels = 0, program_kernel_ns = 0;  // the others: the program's
+  uint64_t attributed = 0, attributed_ns = 0;           // ... launched inside an execution or thunk
+  uint64_t autotuner_executions = 0;                    // executions of autotuner modules
+  // Program kernels replayed from a CUDA graph (XLA's command buffers): their
+  // thunk is the command buffer's, which names no single instruction.
+  uint64_t graph_kernels = 0;
+  uint64_t steps = 0;  // (rank, step) pairs holding attributed kernels; 0: no steps
+  // Per HLO module, by GPU time, at most kRows: a TorchModule row (path = the
+  // module's name, forward_ns = gpu_ns, backward_ns = 0) so that the counters
+  // judge it as they judge an nn.Module; with its execution ranges beside it.
+  std::vector<TorchModule> modules;
+  std::vector<uint64_t> module_executions;
+  std::vector<XlaInstruction> instructions;  // by GPU time, at most kRows
+  std::string note;
+  static constexpr size_t kRows = 20;
+};
+XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps,
+                       const CompileAnalysis* compile = nullptr);
+
 struct Report {
   std::string path, job_id, source, clock_note;
   bool synthetic = false, clock_synchronized = false;
@@ -654,6 +707,7 @@ struct Report {
   std::vector<NvtxStat> nvtx;
   CounterAnalysis counters;
   TorchAnalysis torch;
+  XlaAnalysis xla;
   std::vector<Finding> findings;  // ranked, largest gain first (finding_rules.h)
   // Utilization heat strip: per rank, kHeatBins fractions of [start_ns, end_ns).
   static constexpr int kHeatBins = 160;
