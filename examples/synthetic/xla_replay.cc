@@ -15,6 +15,14 @@
 //                         thunks; NAME is the rest of the line
 //   pop                   ends the innermost range of the last push's domain
 //   kernel NS NAME...     a kernel of NS nanoseconds, launched on this thread
+//   graph_kernel NS NAME...
+//                         a kernel of a command buffer (a CUDA graph XLA builds
+//                         for a run of thunks): captured into the graph in the
+//                         first step, launched by graph_launch only; in later
+//                         steps nothing (the ranges around it are still
+//                         pushed and popped, as XLA's runtime does every step)
+//   graph_launch          the first step: ends the capture (instantiates the
+//                         graph); every step: one launch of the graph
 //   sync                  waits for the device
 // It prints "AON_XLA kernel=<name>\tthunk=<range>\tmodule=<range>" for every
 // kernel of the first step (the innermost Thunk and XlaModule range names open
@@ -22,6 +30,7 @@
 // columns, then "DONE steps=N kernels=K".
 #include <nvtx3/nvToolsExt.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -74,9 +83,9 @@ int main(int argc, char** argv) {
     words >> c.op;
     if (c.op == "push") {
       words >> c.domain;
-    } else if (c.op == "kernel") {
+    } else if (c.op == "kernel" || c.op == "graph_kernel") {
       words >> c.ns;
-    } else if (c.op != "pop" && c.op != "step" && c.op != "sync") {
+    } else if (c.op != "pop" && c.op != "step" && c.op != "sync" && c.op != "graph_launch") {
       std::fprintf(stderr, "aon-synthetic-xla: %s:%d: unknown command '%s'\n", argv[1], n,
                    c.op.c_str());
       return 1;
@@ -90,7 +99,24 @@ int main(int argc, char** argv) {
   std::map<std::string, nvtxDomainHandle_t> domains;
   std::vector<std::string> open_names;
   std::vector<nvtxDomainHandle_t> open_domains;
+  if (gpu->struct_size < offsetof(AonSyntheticDeviceV1, launch_graph) + sizeof(gpu->launch_graph)) {
+    std::fprintf(stderr, "aon-synthetic-xla: the synthetic device has no CUDA graphs\n");
+    return 1;
+  }
   int kernels = 0;
+  bool capturing = false;
+  uint64_t graph = 0;
+  int graph_nodes = 0;
+  // The innermost Thunk and XlaModule range names open now, as written.
+  auto print_truth = [&](const std::string& kernel) {
+    std::string thunk, module;
+    for (const std::string& n : open_names) {
+      if (n.rfind("Thunk:#", 0) == 0) thunk = n;
+      if (n.rfind("XlaModule:#", 0) == 0) module = n;
+    }
+    std::printf("AON_XLA kernel=%s\tthunk=%s\tmodule=%s\n", kernel.c_str(), thunk.c_str(),
+                module.c_str());
+  };
   for (int s = 0; s < steps; ++s) {
     for (const Command& c : body) {
       if (c.op == "step") {
@@ -119,15 +145,24 @@ int main(int argc, char** argv) {
       } else if (c.op == "kernel") {
         gpu->launch_kernel(0, c.text.c_str(), c.ns, 1, 128);
         ++kernels;
-        if (s == 0) {
-          std::string thunk, module;  // the innermost of each open around the launch
-          for (const std::string& n : open_names) {
-            if (n.rfind("Thunk:#", 0) == 0) thunk = n;
-            if (n.rfind("XlaModule:#", 0) == 0) module = n;
-          }
-          std::printf("AON_XLA kernel=%s\tthunk=%s\tmodule=%s\n", c.text.c_str(), thunk.c_str(),
-                      module.c_str());
+        if (s == 0) print_truth(c.text);
+      } else if (c.op == "graph_kernel") {
+        if (graph != 0) continue;  // recorded in the first step
+        if (!capturing) capturing = gpu->begin_capture(0) == 0;
+        gpu->launch_kernel(0, c.text.c_str(), c.ns, 1, 128);
+        ++graph_nodes;
+        print_truth(c.text);  // the instruction XLA recorded it for
+      } else if (c.op == "graph_launch") {
+        if (capturing) {
+          capturing = false;
+          if (gpu->end_capture(0, &graph) != 0) graph = 0;
         }
+        if (graph == 0) {
+          std::fprintf(stderr, "aon-synthetic-xla: no graph to launch\n");
+          return 1;
+        }
+        gpu->launch_graph(graph, 0);
+        kernels += graph_nodes;
       } else if (c.op == "sync") {
         gpu->synchronize(0);
       }

@@ -227,12 +227,32 @@ def _attribute_xla(t):
              zip(api["rank"], api["correlation_id"], api["thread_id"], api["start_ns"])}
 
     def find(rank, thread, kind, at):
+        """(fields, start) of the innermost range of the kind open at `at`."""
         entry = index.get((rank, thread, kind))
         if entry is None:
-            return None
+            return None, 0
         ks, starts, ends, parents = entry
         i = _innermost(starts, ends, parents, at)
-        return parsed[ks[i]][1] if i >= 0 else None
+        return (parsed[ks[i]][1], int(starts[i])) if i >= 0 else (None, 0)
+
+    def recorded_for(rank, thread, since, at, kernel):
+        """A kernel replayed from a command buffer (a CUDA graph) carries the
+        graph launch's call. XLA records the buffer's commands during the
+        execution that launches it, each inside the thunk of its instruction
+        (nested in the buffer's thunk, or before it the first time), and names
+        each kernel it emits after its fusion ('.' -> '_'): the last such thunk
+        begun in the execution before the launch."""
+        entry = index.get((rank, thread, "Thunk"))
+        if entry is None:
+            return None
+        ks, starts = entry[0], entry[1]
+        lo = int(np.searchsorted(starts, since, side="left"))
+        hi = int(np.searchsorted(starts, at, side="right"))
+        for j in range(hi - 1, lo - 1, -1):
+            op = parsed[ks[j]][1].get("hlo_op", "")
+            if op and op.replace(".", "_") == kernel:
+                return parsed[ks[j]][1]
+        return None
 
     for kind_name in ("kernels", "memcpy", "memset"):
         tab = t.get(kind_name)
@@ -242,15 +262,20 @@ def _attribute_xla(t):
         hlo_op = np.full(n, "", dtype=object)
         jax_op = np.full(n, "", dtype=object)
         module = np.full(n, "", dtype=object)
+        names = tab.get("name") if kind_name == "kernels" else None
         for i, (r, c) in enumerate(zip(tab["rank"], tab["correlation_id"])):
             call = calls.get((int(r), int(c)))
             if call is None:
                 continue
-            thunk = find(int(r), call[0], "Thunk", call[1])
+            thunk, thunk_start = find(int(r), call[0], "Thunk", call[1])
+            execution, execution_start = find(int(r), call[0], "XlaModule", call[1])
+            if (thunk is not None and names is not None and
+                    int(tab["graph_node_id"][i]) != 0):
+                since = execution_start if execution is not None else thunk_start
+                thunk = recorded_for(int(r), call[0], since, call[1], str(names[i])) or thunk
             if thunk is not None:
                 hlo_op[i] = thunk.get("hlo_op", "")
                 jax_op[i] = thunk.get("name", "")
-            execution = find(int(r), call[0], "XlaModule", call[1])
             if execution is not None:
                 module[i] = execution.get("hlo_module", "")
         tab["hlo_op"] = hlo_op

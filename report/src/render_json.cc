@@ -242,6 +242,7 @@ void Xla(JsonWriter& w, const XlaAnalysis& a) {
   Member(w, "attributed_ns", static_cast<double>(a.attributed_ns));
   Member(w, "autotuner_executions", static_cast<double>(a.autotuner_executions));
   Member(w, "graph_kernels", static_cast<double>(a.graph_kernels));
+  Member(w, "graph_unresolved", static_cast<double>(a.graph_unresolved));
   Member(w, "steps", static_cast<double>(a.steps));
   w.Key("modules");
   w.BeginArray();

@@ -134,9 +134,14 @@ std::string XlaBlock(const Report& r) {
   }
   if (a.graph_kernels > 0) {
     o += "  " + std::to_string(a.graph_kernels) +
-         " of the program's kernels ran in XLA's command " +
-         "buffers (CUDA graphs): their instruction is the buffer's thunk, not the fusion " +
-         "(docs/jax.md)\n";
+         " of the program's kernels ran in XLA's command buffers (CUDA graphs), tied to the "
+         "instruction recorded for them";
+    if (a.graph_unresolved > 0) {
+      o += "; " + std::to_string(a.graph_unresolved) +
+           " kept the buffer's thunk: no thunk of their name was recorded in their execution "
+           "(XLA names the kernels it emits after their fusion; a library's are not)";
+    }
+    o += " (docs/jax.md)\n";
   }
   uint64_t compile_ns = 0, compilations = 0, recompilations = 0;
   for (const CompileRank& c : r.compile.ranks) {

@@ -21,6 +21,7 @@ hook_jobs.configure(sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin")
 SCRIPT = os.path.join(hook_jobs.HERE, "jax_synthetic_steps.py")
 STANDIN = {"PYTHONPATH": os.path.join(hook_jobs.HERE, "standin_jax")}
 REPLAY = os.path.join(hook_jobs.HERE, "..", "data", "xla", "jit_step.replay")
+COMMAND_BUFFER = os.path.join(hook_jobs.HERE, "..", "data", "xla", "command_buffer.replay")
 import aon  # noqa: E402
 
 
@@ -109,9 +110,9 @@ class XlaAttribution(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def replay(self, aon_args, steps, extra=()):
+    def replay(self, aon_args, steps, extra=(), path=REPLAY, kernels=8):
         p = hook_jobs.run_program(self.job, [os.path.join(hook_jobs.BIN, "aon-synthetic-xla"),
-                                             REPLAY, "--steps", str(steps), *extra],
+                                             path, "--steps", str(steps), *extra],
                                   aon_args=aon_args)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         want = {}
@@ -119,7 +120,7 @@ class XlaAttribution(unittest.TestCase):
             if line.startswith("AON_XLA "):
                 fields = dict(f.split("=", 1) for f in line[len("AON_XLA "):].split("\t"))
                 want[fields["kernel"]] = truth(fields["thunk"], fields["module"])
-        self.assertEqual(len(want), 8, p.stdout)
+        self.assertEqual(len(want), kernels, p.stdout)
         return want
 
     def check(self, t, want, kernels):
@@ -152,6 +153,25 @@ class XlaAttribution(unittest.TestCase):
         self.assertGreater(captured, 0)
         self.check(t, want, 8 * captured)
 
+
+    def test_command_buffer_kernels_get_the_instruction_recorded_for_them(self):
+        # XLA's command buffers: one graph launch inside the buffer's thunk
+        # replays kernels recorded inside the thunks nested in it; XLA names
+        # the kernels it emits after their fusion (docs/jax.md).
+        want = self.replay(["--mode", "full"], 6, path=COMMAND_BUFFER, kernels=5)
+        t = aon.load(self.job)
+        names = col(t.kernels, "name")
+        self.assertEqual(len(names), 6 * 5)
+        graph = col(t.kernels, "graph_node_id")
+        self.assertEqual(sum(1 for g in graph if int(g) != 0), 6 * 4, "replayed from the graph")
+        for name, op, jax_op, module in zip(names, col(t.kernels, "hlo_op"),
+                                            col(t.kernels, "jax_op"), col(t.kernels, "hlo_module")):
+            if name == "library_gemm_kernel":
+                # Not named after its instruction: the buffer's thunk, as before.
+                self.assertEqual((op, jax_op, module), ("command_buffer_1", "", "jit_step"))
+            else:
+                self.assertEqual(want[name][0].replace(".", "_"), name)
+                self.assertEqual((op, jax_op, module), want[name], name)
 
     def test_without_step_annotations_the_step_modules_executions_are_the_steps(self):
         # XLA's module executions mark steps once one module ran 48 times

@@ -88,12 +88,24 @@ struct Nest {
   }
 
   // Index into the parsed ranges of the innermost range open at `t`, or -1.
+  // Position (in these arrays) of the innermost range open at `t`, or -1.
   int64_t At(uint64_t t) const {
     int64_t i = std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1;
     while (i >= 0 && ends[static_cast<size_t>(i)] < t) i = parent[static_cast<size_t>(i)];
-    return i >= 0 ? static_cast<int64_t>(what[static_cast<size_t>(i)]) : -1;
+    return i;
   }
 };
+
+// XLA names each kernel it emits after its fusion instruction, '.' written '_'
+// ("gemm_fusion_dot.2" -> "gemm_fusion_dot_2").
+bool NamedAfter(const std::string& kernel, const std::string& hlo_op) {
+  if (hlo_op.empty() || kernel.size() != hlo_op.size()) return false;
+  for (size_t i = 0; i < kernel.size(); ++i) {
+    const char c = hlo_op[i] == '.' ? '_' : hlo_op[i];
+    if (kernel[i] != c) return false;
+  }
+  return true;
+}
 
 struct Key {
   uint32_t rank, thread;
@@ -139,11 +151,34 @@ XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps, const CompileAnaly
   std::map<std::pair<uint32_t, uint32_t>, std::pair<uint32_t, uint64_t>> calls;
   for (const auto& c : t.apis)
     calls[{c.rank, c.record.correlation_id}] = {c.record.thread_id, c.record.start_ns};
-  auto innermost = [&](uint32_t rank, uint32_t thread, bool thunk, uint64_t at) -> const XlaRange* {
+  // The innermost range of the kind open at `at` and its start.
+  auto innermost = [&](uint32_t rank, uint32_t thread, bool thunk,
+                       uint64_t at) -> std::pair<const XlaRange*, uint64_t> {
     auto it = nests.find({rank, thread, thunk});
-    if (it == nests.end()) return nullptr;
+    if (it == nests.end()) return {nullptr, 0};
     const int64_t i = it->second.At(at);
-    return i >= 0 ? &parsed[static_cast<size_t>(i)] : nullptr;
+    if (i < 0) return {nullptr, 0};
+    return {&parsed[it->second.what[static_cast<size_t>(i)]],
+            it->second.starts[static_cast<size_t>(i)]};
+  };
+  // A kernel replayed from a command buffer (a CUDA graph) carries the graph
+  // launch's call. XLA records the buffer's commands during the execution that
+  // launches it, each inside the thunk of its instruction (nested in the
+  // buffer's thunk, or before it the first time), and names each kernel it
+  // emits after its fusion: the last thunk of the kernel's name begun in
+  // [since, at] on the thread, or nullptr.
+  auto recorded_for = [&](uint32_t rank, uint32_t thread, uint64_t since, uint64_t at,
+                          const std::string& kernel) -> const XlaRange* {
+    auto it = nests.find({rank, thread, true});
+    if (it == nests.end()) return nullptr;
+    const Nest& n = it->second;
+    auto lo = std::lower_bound(n.starts.begin(), n.starts.end(), since) - n.starts.begin();
+    auto hi = std::upper_bound(n.starts.begin(), n.starts.end(), at) - n.starts.begin();
+    for (auto j = hi; j > lo; --j) {
+      const XlaRange& r = parsed[n.what[static_cast<size_t>(j - 1)]];
+      if (NamedAfter(kernel, r.hlo_op)) return &r;
+    }
+    return nullptr;
   };
 
   std::map<std::string, TorchModule> modules;
@@ -159,8 +194,16 @@ XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps, const CompileAnaly
     const XlaRange* execution = nullptr;
     const XlaRange* thunk = nullptr;
     if (call != calls.end()) {
-      execution = innermost(k.rank, call->second.first, false, call->second.second);
-      thunk = innermost(k.rank, call->second.first, true, call->second.second);
+      const auto [e, e_start] = innermost(k.rank, call->second.first, false, call->second.second);
+      const auto [th, th_start] = innermost(k.rank, call->second.first, true, call->second.second);
+      execution = e;
+      thunk = th;
+      if (thunk != nullptr && k.record.graph_node_id != 0) {
+        const XlaRange* recorded =
+            recorded_for(k.rank, call->second.first, e != nullptr ? e_start : th_start,
+                         call->second.second, t.strings.Get(k.record.name_id));
+        if (recorded != nullptr) thunk = recorded;
+      }
     }
     ++a.kernels;
     a.kernel_ns += ns;
@@ -177,7 +220,11 @@ XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps, const CompileAnaly
     }
     ++a.program_kernels;
     a.program_kernel_ns += ns;
-    if (k.record.graph_node_id != 0) ++a.graph_kernels;
+    if (k.record.graph_node_id != 0) {
+      ++a.graph_kernels;
+      if (thunk != nullptr && !NamedAfter(t.strings.Get(k.record.name_id), thunk->hlo_op))
+        ++a.graph_unresolved;
+    }
     if (thunk == nullptr && execution == nullptr) continue;
     ++a.attributed;
     a.attributed_ns += ns;

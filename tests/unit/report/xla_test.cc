@@ -132,6 +132,54 @@ TEST(XlaReport, KernelsGoToTheirInstructionsAndModulesAndCompilingIsApart) {
   EXPECT_TRUE(Contains(json, "\"hlo_op\":\"fusion.4\""));
 }
 
+// XLA's command buffers (docs/jax.md). Two executions of jit_step on thread
+// kTid: in the first, XLA runs the buffer's thunks one by one while it records
+// them (sibling thunks before the buffer's), in the second it records them
+// inside the buffer's thunk; each ends with one graph launch replaying the
+// nodes. A kernel XLA emits is named after its fusion ('.' -> '_') and gets
+// that thunk; a library kernel keeps the buffer's.
+TEST(XlaReport, CommandBufferKernelsGetTheThunkRecordedForThem) {
+  TempDir dir;
+  TimelineBuilder b;
+  b.Rank(0, "node1");
+  auto replay = [&](uint64_t t0, uint64_t node) {
+    const uint32_t corr = b.Kernel(0, "gemm_fusion_dot_2", t0 + 2 * kMs, t0 + 3 * kMs);
+    b.kernels.back().record.graph_node_id = node;
+    b.Kernel(0, "library_gemm", t0 + 3 * kMs, t0 + 3500 * kUsT);
+    b.kernels.back().record.graph_node_id = node + 1;
+    b.kernels.back().record.correlation_id = corr;
+    b.Api(0, "cuGraphLaunch", t0 + 900 * kUsT, t0 + 950 * kUsT, kTid, corr);
+  };
+  // First execution: siblings, then the buffer's thunk holding the launch.
+  b.Nvtx(0, "XlaModule:#hlo_module=jit_step,program_id=7#", 0, 5 * kMs, kTid, 0, "TSL");
+  b.Nvtx(0, "Thunk:#name=jit(step)/dot_general,hlo_op=gemm_fusion_dot.2#", 100 * kUsT, 200 * kUsT,
+         kTid, 1, "TSL");
+  b.Nvtx(0, "Thunk:#hlo_op=custom-call.3#", 300 * kUsT, 400 * kUsT, kTid, 1, "TSL");
+  b.Nvtx(0, "Thunk:#hlo_op=command_buffer_1#", 800 * kUsT, 1 * kMs, kTid, 1, "TSL");
+  replay(0, 50);
+  // Second execution: the same thunks nested in the buffer's.
+  const uint64_t t1 = 10 * kMs;
+  b.Nvtx(0, "XlaModule:#hlo_module=jit_step,program_id=7#", t1, t1 + 5 * kMs, kTid, 0, "TSL");
+  b.Nvtx(0, "Thunk:#hlo_op=command_buffer_1#", t1 + 100 * kUsT, t1 + 1 * kMs, kTid, 1, "TSL");
+  b.Nvtx(0, "Thunk:#name=jit(step)/dot_general,hlo_op=gemm_fusion_dot.2#", t1 + 200 * kUsT,
+         t1 + 300 * kUsT, kTid, 2, "TSL");
+  b.Nvtx(0, "Thunk:#hlo_op=custom-call.3#", t1 + 400 * kUsT, t1 + 500 * kUsT, kTid, 2, "TSL");
+  replay(t1, 50);
+  const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
+  const XlaAnalysis& a = r.xla;
+  ASSERT_TRUE(a.present);
+  EXPECT_EQ(a.graph_kernels, 4u);
+  EXPECT_EQ(a.graph_unresolved, 2u) << "library_gemm is not named after custom-call.3";
+  ASSERT_EQ(a.instructions.size(), 2u);
+  EXPECT_EQ(a.instructions[0].hlo_op, "gemm_fusion_dot.2");
+  EXPECT_EQ(a.instructions[0].kernels, 2u) << "both executions";
+  EXPECT_EQ(a.instructions[0].jax_op, "jit(step)/dot_general");
+  EXPECT_EQ(a.instructions[1].hlo_op, "command_buffer_1");
+  EXPECT_EQ(a.instructions[1].kernels, 2u);
+  EXPECT_EQ(a.instructions[1].top_kernel, "library_gemm");
+  EXPECT_TRUE(Contains(RenderTerminal(r), "2 kept the buffer's thunk"));
+}
+
 // A launch on another thread than the ranges: not theirs. A PyTorch timeline
 // (no XLA range): no block, a note in the JSON.
 TEST(XlaReport, OnlyTheLaunchingThreadsRangesCount) {

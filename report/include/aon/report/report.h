@@ -670,9 +670,12 @@ struct XlaAnalysis {
   uint64_t program_kernels = 0, program_kernel_ns = 0;  // the others: the program's
   uint64_t attributed = 0, attributed_ns = 0;           // ... launched inside an execution or thunk
   uint64_t autotuner_executions = 0;                    // executions of autotuner modules
-  // Program kernels replayed from a CUDA graph (XLA's command buffers): their
-  // thunk is the command buffer's, which names no single instruction.
-  uint64_t graph_kernels = 0;
+  // Program kernels replayed from a CUDA graph (XLA's command buffers), and of
+  // those, the ones left with the buffer's thunk as their instruction.
+  // Replayed from a command buffer, XLA names a kernel it emits after its
+  // fusion: such a kernel gets the thunk of that name nested in the buffer's
+  // (recorded every execution); the others (library calls) the buffer's.
+  uint64_t graph_kernels = 0, graph_unresolved = 0;
   uint64_t steps = 0;  // (rank, step) pairs holding attributed kernels; 0: no steps
   // Per HLO module, by GPU time, at most kRows: a TorchModule row (path = the
   // module's name, forward_ns = gpu_ns, backward_ns = 0) so that the counters
