@@ -24,6 +24,8 @@
 //   graph_launch          the first step: ends the capture (instantiates the
 //                         graph); every step: one launch of the graph
 //   sync                  waits for the device
+//   first COMMAND...      COMMAND in the first step only (XLA compiling the
+//                         module at its first call)
 // It prints "AON_XLA kernel=<name>\tthunk=<range>\tmodule=<range>" for every
 // kernel of the first step (the innermost Thunk and XlaModule range names open
 // around its launch, as written) so a test can compare them with the reader's
@@ -47,6 +49,7 @@ namespace {
 struct Command {
   std::string op, domain, text;
   uint64_t ns = 0;
+  bool first = false;  // the first step only
 };
 
 }  // namespace
@@ -81,6 +84,10 @@ int main(int argc, char** argv) {
     std::istringstream words(line);
     Command c;
     words >> c.op;
+    if (c.op == "first") {
+      c.first = true;
+      words >> c.op;
+    }
     if (c.op == "push") {
       words >> c.domain;
     } else if (c.op == "kernel" || c.op == "graph_kernel") {
@@ -119,6 +126,7 @@ int main(int argc, char** argv) {
   };
   for (int s = 0; s < steps; ++s) {
     for (const Command& c : body) {
+      if (c.first && s > 0) continue;
       if (c.op == "step") {
         if (jax_step != nullptr && step_hook) jax_step();
       } else if (c.op == "push") {

@@ -2,8 +2,6 @@
 
 #include <otf2/otf2.h>
 
-#include "aon/export/otf2_limits.h"
-
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -12,6 +10,8 @@
 #include <cstdlib>
 #include <string_view>
 #include <type_traits>
+
+#include "aon/export/otf2_limits.h"
 
 namespace aon::merge {
 
@@ -83,12 +83,12 @@ OTF2_ErrorCode OnOtf2Error(void*, const char*, uint64_t, const char* function, O
 std::pair<uint8_t, uint8_t> RoleOf(std::string_view category, const trace::Collective* coll) {
   if (coll != nullptr) {
     const std::string_view f = coll->func;
-    const uint8_t role = f == "Broadcast"  ? OTF2_REGION_ROLE_COLL_ONE2ALL
-                         : f == "Reduce"   ? OTF2_REGION_ROLE_COLL_ALL2ONE
-                         : f == "AllReduce" || f == "AllGather" || f == "ReduceScatter" ||
-                                 f == "AllToAll"
-                             ? OTF2_REGION_ROLE_COLL_ALL2ALL
-                             : OTF2_REGION_ROLE_COLL_OTHER;
+    const uint8_t role =
+        f == "Broadcast" ? OTF2_REGION_ROLE_COLL_ONE2ALL
+        : f == "Reduce"  ? OTF2_REGION_ROLE_COLL_ALL2ONE
+        : f == "AllReduce" || f == "AllGather" || f == "ReduceScatter" || f == "AllToAll"
+            ? OTF2_REGION_ROLE_COLL_ALL2ALL
+            : OTF2_REGION_ROLE_COLL_OTHER;
     return {role, OTF2_PARADIGM_CUDA};
   }
   if (category == "kernel") return {OTF2_REGION_ROLE_FUNCTION, OTF2_PARADIGM_CUDA};
@@ -99,7 +99,8 @@ std::pair<uint8_t, uint8_t> RoleOf(std::string_view category, const trace::Colle
     return {OTF2_REGION_ROLE_WRAPPER, OTF2_PARADIGM_CUDA};
   }
   if (category == "nccl") return {OTF2_REGION_ROLE_FUNCTION, OTF2_PARADIGM_CUDA};
-  if (category.starts_with("nvtx:") || category == "steps") {
+  // NVTX ranges, compilation's among them ("compile:XLA", "compile:torch.compile").
+  if (category.starts_with("nvtx:") || category.starts_with("compile:") || category == "steps") {
     return {OTF2_REGION_ROLE_CODE, OTF2_PARADIGM_USER};
   }
   if (category == "ops") return {OTF2_REGION_ROLE_FUNCTION, OTF2_PARADIGM_USER};
@@ -145,9 +146,10 @@ Otf2Writer::~Otf2Writer() {
 
 void Otf2Writer::Fail(const std::string& what, int code) {
   if (!status_.ok()) return;
-  std::string detail = last_otf2_error.empty()
-                           ? std::string(OTF2_Error_GetDescription(static_cast<OTF2_ErrorCode>(code)))
-                           : last_otf2_error;
+  std::string detail =
+      last_otf2_error.empty()
+          ? std::string(OTF2_Error_GetDescription(static_cast<OTF2_ErrorCode>(code)))
+          : last_otf2_error;
   status_ = Internal("writing the OTF2 archive '" + name_ + "': " + what + ": " + detail);
 }
 
@@ -285,8 +287,8 @@ void Otf2Writer::OnTrack(uint32_t id, const trace::TrackInfo& track) {
           track.device == UINT32_MAX ? std::string("GPU ?") : "GPU " + std::to_string(track.device);
       const auto group = static_cast<uint32_t>(groups_.size());
       groups_.push_back(LocationGroup{Str(processes_[track.pid].first + " " + gpu),
-                                      OTF2_LOCATION_GROUP_TYPE_ACCELERATOR,
-                                      groups_[process].node, process});
+                                      OTF2_LOCATION_GROUP_TYPE_ACCELERATOR, groups_[process].node,
+                                      process});
       it = gpu_groups_.emplace(key, group).first;
     }
     loc = AddLocation(track.pid, track.name, OTF2_LOCATION_TYPE_ACCELERATOR_STREAM, it->second);
@@ -469,7 +471,8 @@ void Otf2Writer::OnCounter(const trace::CounterSample& sample) {
   }
   OTF2_EvtWriter* w = Writer(loc);
   if (w == nullptr) return;
-  const OTF2_ErrorCode e = OTF2_EvtWriter_Metric(w, nullptr, sample.ts, it->second, 1, &type, &value);
+  const OTF2_ErrorCode e =
+      OTF2_EvtWriter_Metric(w, nullptr, sample.ts, it->second, 1, &type, &value);
   ++counts_.events;
   ++counts_.metrics;
   Seen(sample.ts);
@@ -542,9 +545,8 @@ Status Otf2Writer::Finish(uint64_t t0,
   }
   for (size_t i = 0; e == OTF2_SUCCESS && i < regions_.size(); ++i) {
     const Region& r = regions_[i];
-    e = OTF2_GlobalDefWriter_WriteRegion(g, static_cast<uint32_t>(i), r.name, r.name,
-                                         r.description, r.role, r.paradigm, OTF2_REGION_FLAG_NONE,
-                                         empty, 0, 0);
+    e = OTF2_GlobalDefWriter_WriteRegion(g, static_cast<uint32_t>(i), r.name, r.name, r.description,
+                                         r.role, r.paradigm, OTF2_REGION_FLAG_NONE, empty, 0, 0);
   }
   if (e == OTF2_SUCCESS && !comms_.empty()) {
     std::vector<uint64_t> members(comm_locations.begin(), comm_locations.end());
@@ -590,8 +592,9 @@ Status Otf2Writer::Finish(uint64_t t0,
   for (const auto& [key, value] : properties) {
     if (e != OTF2_SUCCESS) break;
     std::string name = "AON::" + key;
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return std::isalnum(c) ? std::toupper(c) : c == ':' ? ':' : '_'; });
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) {
+      return std::isalnum(c) ? std::toupper(c) : c == ':' ? ':' : '_';
+    });
     e = OTF2_Archive_SetProperty(archive_, name.c_str(), value.c_str(), true);
     if (e != OTF2_SUCCESS) Fail("setting property AON::" + key, e);
   }

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "aon/format/framework_ranges.h"
 #include "aon/format/records.h"
 #include "aon/format/string_table.h"
 #include "aon/format/trace_file.h"
@@ -355,8 +356,11 @@ void WriteNvtxRanges(JsonTraceWriter& out, const StringTable& strings, const Ran
       out.OnTrack(thread->second, info);
     }
     const std::string& domain = strings.Get(n.domain_id);
-    const std::string cat = "nvtx:" + (domain.empty() ? std::string("default") : domain);
     const std::string& label = strings.Get(n.name_id);
+    const std::string framework = CompileFramework(domain, label);  // as the full trace
+    const std::string cat = !framework.empty()
+                                ? "compile:" + framework
+                                : "nvtx:" + (domain.empty() ? std::string("default") : domain);
     trace::Slice slice;
     slice.track = thread->second;
     slice.name = label.empty() ? std::string_view("nvtx range") : label;

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <utility>
 
+#include "aon/format/framework_ranges.h"
 #include "aon/format/records.h"
 #include "timeline_meta.h"
 
@@ -735,11 +736,26 @@ class Builder {
     const NvtxRecord& r = m.record;
     const uint32_t track = CpuThread(m.rank, r.thread_id);
     const std::string& domain = Str(r.domain_id);
-    const std::string_view cat =
-        args_.Keep("nvtx:" + (domain.empty() ? std::string("default") : domain));
     const std::string& name = Named(r.name_id);
+    // Compilation (XLA's compiler, torch.compile) is its own category, never
+    // the program's work: a viewer can tell it apart and filter it.
+    const std::string framework = CompileFramework(domain, name);
+    const std::string_view cat =
+        !framework.empty()
+            ? args_.Keep("compile:" + framework)
+            : args_.Keep("nvtx:" + (domain.empty() ? std::string("default") : domain));
     const std::string_view shown = name.empty() ? std::string_view("nvtx range") : name;
     args_.U("category", r.category);
+    // XLA's executions and thunks: their fields as args (docs/jax.md).
+    if (auto xla = ParseXlaRange(name)) {
+      if (xla->thunk) {
+        args_.S("hlo_op", args_.Keep(xla->hlo_op));
+        if (!xla->jax_op.empty()) args_.S("jax_op", args_.Keep(xla->jax_op));
+      } else {
+        args_.S("hlo_module", args_.Keep(xla->module));
+        args_.U("program", xla->program ? 1 : 0);
+      }
+    }
     if (r.color != 0) {
       char color[16];
       std::snprintf(color, sizeof(color), "#%08x", r.color);

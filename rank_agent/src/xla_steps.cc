@@ -1,33 +1,22 @@
 #include "xla_steps.h"
 
+#include <utility>
+
+#include "aon/format/framework_ranges.h"
+
 namespace aon::agent {
 namespace {
 
-constexpr std::string_view kPrefix = "XlaModule:#";
-constexpr std::string_view kKey = "hlo_module=";
 constexpr size_t kMaxModules = 1024;  // names tracked before the choice (bounded)
 
 }  // namespace
 
 std::optional<std::string> XlaModuleName(std::string_view name) {
-  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  std::string_view body = name.substr(kPrefix.size());
   // The program's executables carry their program_id; the autotuner's
   // standalone candidate modules (executed many times while compiling) none.
-  if (body.find("program_id=") == std::string_view::npos) return std::nullopt;
-  for (size_t at = 0; at < body.size();) {
-    if (body.substr(at, kKey.size()) == kKey) {
-      const size_t start = at + kKey.size();
-      size_t end = start;
-      while (end < body.size() && body[end] != ',' && body[end] != '#') ++end;
-      if (end == start) return std::nullopt;
-      return std::string(body.substr(start, end - start));
-    }
-    at = body.find(',', at);
-    if (at == std::string_view::npos) break;
-    ++at;
-  }
-  return std::nullopt;
+  auto r = ParseXlaRange(name);
+  if (!r || r->thunk || !r->program || r->module.empty()) return std::nullopt;
+  return std::move(r->module);
 }
 
 bool XlaStepModule::Began(const std::string& module) {

@@ -7,6 +7,7 @@ jax.profiler.StepTraceAnnotation, and checks the steps and windows AON gives.
 
 usage: test_jax_hook.py BIN_DIR   (with a python that has h5py and numpy)
 """
+import json
 import os
 import re
 import shutil
@@ -172,6 +173,18 @@ class XlaAttribution(unittest.TestCase):
             else:
                 self.assertEqual(want[name][0].replace(".", "_"), name)
                 self.assertEqual((op, jax_op, module), want[name], name)
+        # The trace for viewers: compilation its own category, XLA's fields as args.
+        with open(os.path.join(self.job, "trace.json"), encoding="utf-8") as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        compiles = [e for e in events if e.get("cat") == "compile:XLA"]
+        self.assertEqual([e["name"] for e in compiles], ["XlaCompile:#module=jit_step#"])
+        thunks = [e for e in events if e["name"].startswith("Thunk:#")]
+        self.assertEqual(len(thunks), 6 * 6)
+        for e in thunks:
+            self.assertEqual(e["args"]["hlo_op"], truth(e["name"], "")[0], e)
+            self.assertTrue(e["cat"].startswith("nvtx:"), e)
+        modules = [e for e in events if e["name"].startswith("XlaModule:#")]
+        self.assertEqual({e["args"]["hlo_module"] for e in modules}, {"jit_step"})
 
     def test_without_step_annotations_the_step_modules_executions_are_the_steps(self):
         # XLA's module executions mark steps once one module ran 48 times

@@ -17,18 +17,8 @@ namespace aon::report {
 
 namespace {
 
-// XLA's compiler ranges (TSL trace names, sometimes prefixed "TSL:"): the
-// compile of a module and the passes, emitters and autotuning inside it. Its
-// other ranges (XlaModule: one execution, Thunk: one thunk) are running work.
-constexpr std::array<std::string_view, 9> kXlaCompilePrefixes = {
-    "XlaCompile", "XlaPass",  "XlaEmit",    "XlaOptimize", "XlaAutotun",
-    "XlaLower",   "XlaBuild", "XlaCodegen", "HloPass"};
-constexpr std::string_view kTorchCompile = "torch.compile";
+// Dynamo's own compile ranges, where ops were recorded.
 constexpr std::string_view kDynamoTimed = "(dynamo_timed)";
-
-std::string_view WithoutTsl(std::string_view name) {
-  return name.starts_with("TSL:") ? name.substr(4) : name;
-}
 
 // What a compile range compiled: "XLA module jit_step" from "module=jit_step";
 // "torch.compile frame 0" from a trailing compile id "0/1"; "" when unknown.
@@ -119,15 +109,6 @@ bool CompileRank::Covers(uint64_t from, uint64_t to) const {
   return to > from && 2 * LengthWithin(spans, {from, to}) > to - from;
 }
 
-std::string CompileFramework(const std::string& domain, const std::string& name) {
-  if (domain == kAonNvtxDomain && name.starts_with(kTorchCompile)) return "torch.compile";
-  if (name.ends_with(kDynamoTimed)) return "torch.compile";
-  const std::string_view n = WithoutTsl(name);
-  for (std::string_view p : kXlaCompilePrefixes)
-    if (n.starts_with(p)) return "XLA";
-  return "";
-}
-
 CompileAnalysis AnalyzeCompilation(const Timeline& t) {
   CompileAnalysis a;
   a.ranks.resize(t.world_size);
@@ -137,7 +118,7 @@ CompileAnalysis AnalyzeCompilation(const Timeline& t) {
                  const std::string& name) {
     if (rank >= t.world_size || end <= start) return;
     int attempt = -1;
-    std::string identity = Identity(framework, WithoutTsl(name), &attempt);
+    std::string identity = Identity(framework, WithoutTslPrefix(name), &attempt);
     ranges[rank].push_back({start, end, std::move(identity), attempt});
     framework_spans[rank][framework].push_back({start, end});
   };

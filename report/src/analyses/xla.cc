@@ -16,46 +16,6 @@
 
 namespace aon::report {
 
-std::optional<XlaRange> ParseXlaRange(std::string_view name) {
-  if (name.starts_with("TSL:")) name.remove_prefix(4);
-  XlaRange r;
-  if (name.starts_with("Thunk:#")) {
-    r.thunk = true;
-    name.remove_prefix(7);
-  } else if (name.starts_with("XlaModule:#")) {
-    name.remove_prefix(11);
-  } else {
-    return std::nullopt;
-  }
-  if (name.empty() || name.back() != '#') return std::nullopt;
-  name.remove_suffix(1);
-  // key=value pairs split at commas; a value may hold commas (a JAX name's
-  // parameters), so a field starts only where a comma is followed by "key=".
-  auto starts_field = [&](size_t at) {
-    size_t k = at;
-    while (k < name.size() && (std::isalnum(static_cast<unsigned char>(name[k])) || name[k] == '_'))
-      ++k;
-    return k > at && k < name.size() && name[k] == '=' &&
-           !std::isdigit(static_cast<unsigned char>(name[at]));
-  };
-  size_t from = 0;
-  while (from < name.size()) {
-    size_t to = from;
-    while (to < name.size() && !(name[to] == ',' && starts_field(to + 1))) ++to;
-    const std::string_view field = name.substr(from, to - from);
-    const size_t eq = field.find('=');
-    if (eq != std::string_view::npos) {
-      const std::string_view key = field.substr(0, eq), value = field.substr(eq + 1);
-      if (key == "hlo_op") r.hlo_op = value;
-      if (key == "name") r.jax_op = value;
-      if (key == "hlo_module") r.module = value;
-      if (key == "program_id") r.program = true;
-    }
-    from = to + 1;
-  }
-  return r;
-}
-
 namespace {
 
 // The ranges of one kind on one thread of one rank, sorted by start, each with

@@ -51,7 +51,7 @@ for line in run(["-G"]):
     m = re.match(r'REGION\s+(\d+)\s+Name: .*, Descr\.: "([^"]*)" <\d+>, Role: ', line)
     if m:
         d = m[2]
-        region_kind[m[1]] = "nvtx" if d.startswith("nvtx:") else KIND.get(d, d)
+        region_kind[m[1]] = "nvtx" if d.startswith(("nvtx:", "compile:")) else KIND.get(d, d)
         continue
     m = re.match(r'SYSTEM_TREE_NODE\s+\d+\s+Name: "([^"]*)" <\d+>, Class: "node"', line)
     if m:

@@ -102,7 +102,7 @@ for path in sys.argv[1:]:
         if t == "TYPE_COUNTER": counts[(pid, "counters")] += 1; continue
         cat = cats.get(one(te, "category_iids"))
         if cat is None: problems["unknown_category"] += 1; continue
-        kind = "nvtx" if cat.startswith("nvtx:") else KINDS.get(cat, "?" + cat)
+        kind = "nvtx" if cat.startswith(("nvtx:", "compile:")) else KINDS.get(cat, "?" + cat)
         counts[(pid, kind)] += 1
         if kind in ("kernels", "api", "ops"):
             name = names.get(one(te, "name_iid"))

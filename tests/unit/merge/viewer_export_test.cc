@@ -9,8 +9,8 @@
 
 #include "aon/export/chrome_trace.h"
 #include "aon/export/export_filter.h"
-#include "aon/merge/merge.h"
 #include "aon/export/overview.h"
+#include "aon/merge/merge.h"
 #include "merge_test_util.h"
 
 namespace aon::merge {
@@ -58,7 +58,7 @@ for e in d["traceEvents"]:
         continue
     if ph == "e": continue
     cat = e.get("cat", "")
-    k = "nvtx" if cat.startswith("nvtx:") else kinds.get(cat, "?" + cat)
+    k = "nvtx" if cat.startswith(("nvtx:", "compile:")) else kinds.get(cat, "?" + cat)
     c["%s/%d" % (k, e["pid"])] += 1
     c["total"] += 1
     if k == "kernels": names[e["name"]] += 1

@@ -28,6 +28,7 @@
 
 #include "aon/base/gpu_uuid.h"
 #include "aon/base/status.h"
+#include "aon/format/framework_ranges.h"
 #include "aon/format/records.h"
 #include "aon/format/string_table.h"
 #include "aon/format/trace_format.h"
@@ -298,9 +299,7 @@ struct CompileAnalysis {
     return rank < ranks.size() && !ranks[rank].spans.empty() ? &ranks[rank] : nullptr;
   }
 };
-// The framework a range marks compilation of ("XLA", "torch.compile"), or ""
-// (`domain` and `name` as recorded, not normalized).
-std::string CompileFramework(const std::string& domain, const std::string& name);
+// CompileFramework (what a range marks the compilation of): aon/format/framework_ranges.h.
 CompileAnalysis AnalyzeCompilation(const Timeline& t);
 
 // Why the GPU idled (AnalyzeIdle, idle.cc): a blocking call drained it; a
@@ -636,25 +635,10 @@ struct TorchAnalysis {
 };
 TorchAnalysis AnalyzeTorch(const Timeline& t, const Steps* steps);
 
-// JAX / XLA (docs/jax.md). XLA's GPU runtime opens an NVTX range around each
-// execution of a module ("XlaModule:#hlo_module=jit_step,program_id=3#") and
-// each thunk it runs ("Thunk:#name=jit(step)/dot_general,hlo_op=gemm_fusion_dot.4,
-// ...#": one HLO instruction, a kernel launch, a command buffer or a collective).
-// A kernel belongs to the innermost thunk and module open on its launch call's
-// thread when the call was made. Modules without a program_id are XLA's
-// autotuner running candidate fusions while it compiles: their kernels are
-// compile time, not the program's.
-struct XlaRange {
-  bool thunk = false;    // a Thunk range (else an XlaModule execution)
-  bool program = false;  // it carries a program_id (an execution of the program's module)
-  std::string hlo_op;    // Thunk: the HLO instruction ("gemm_fusion_dot.4")
-  std::string jax_op;    // Thunk: the JAX operation ("jit(step)/dot_general"), may be ""
-  std::string module;    // XlaModule: the HLO module ("jit_step")
-};
-// The fields of one of XLA's range names (an optional "TSL:" prefix), or nullopt
-// for any other name. A value may hold commas: a field starts only where a comma
-// is followed by "key=".
-std::optional<XlaRange> ParseXlaRange(std::string_view name);
+// JAX / XLA (docs/jax.md): a kernel belongs to the innermost thunk and module
+// execution (XlaRange, aon/format/framework_ranges.h) open on its launch call's
+// thread when the call was made. Kernels of the autotuner's modules (no
+// program_id) are compile time, not the program's.
 struct XlaInstruction {
   std::string module, hlo_op, jax_op;
   uint64_t gpu_ns = 0, kernels = 0;
