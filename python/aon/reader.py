@@ -172,6 +172,8 @@ def xla_annotation(text):
     """("Thunk" | "XlaModule", {key: value}) for one of XLA's range names, else
     None."""
     text = str(text)
+    if text.startswith("TSL:"):
+        text = text[4:]
     head, sep, body = text.partition(":#")
     if not sep or head not in _XLA_KINDS or not body.endswith("#"):
         return None
@@ -219,7 +221,8 @@ def _attribute_xla(t):
             groups.setdefault((int(nv["rank"][k]), int(nv["thread_id"][k]), a[0]), []).append(k)
     index = {}
     for key, ks in groups.items():
-        ks = sorted(ks, key=lambda k: int(nv["start_ns"][k]))
+        # By start, an enclosing range before a nested one that starts with it.
+        ks = sorted(ks, key=lambda k: (int(nv["start_ns"][k]), -int(nv["end_ns"][k])))
         starts = np.array([int(nv["start_ns"][k]) for k in ks], dtype=np.int64)
         ends = np.array([int(nv["end_ns"][k]) for k in ks], dtype=np.int64)
         index[key] = (ks, starts, ends, _nesting(starts, ends))
@@ -263,14 +266,15 @@ def _attribute_xla(t):
         jax_op = np.full(n, "", dtype=object)
         module = np.full(n, "", dtype=object)
         names = tab.get("name") if kind_name == "kernels" else None
+        nodes = tab.get("graph_node_id") if kind_name == "kernels" else None  # format >= 1.13
         for i, (r, c) in enumerate(zip(tab["rank"], tab["correlation_id"])):
             call = calls.get((int(r), int(c)))
             if call is None:
                 continue
             thunk, thunk_start = find(int(r), call[0], "Thunk", call[1])
             execution, execution_start = find(int(r), call[0], "XlaModule", call[1])
-            if (thunk is not None and names is not None and
-                    int(tab["graph_node_id"][i]) != 0):
+            if (thunk is not None and names is not None and nodes is not None and
+                    int(nodes[i]) != 0):
                 since = execution_start if execution is not None else thunk_start
                 thunk = recorded_for(int(r), call[0], since, call[1], str(names[i])) or thunk
             if thunk is not None:

@@ -137,6 +137,7 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 // it. NCCL's launches still use the stack (CUSTOM2, nccl_plugin.cc). On only
 // while a window records with the `ops` kind.
 std::atomic<bool> g_op_correlation{false};
+std::atomic<uint64_t> g_launch_callbacks_attach{0};  // bumped each time they are switched on
 
 // The runtime and driver calls that put work on the GPU, by CUPTI's callback
 // name (a prefix; runtime names carry a version suffix).
@@ -438,10 +439,27 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   if (data == nullptr) return;
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     const auto* call = static_cast<const CUpti_CallbackData*>(data);
-    if (call->callbackSite != CUPTI_API_ENTER ||
-        !g_op_correlation.load(std::memory_order_relaxed)) {
+    // A runtime launch calls the driver's: its kernel carries the runtime
+    // call's correlation id, so the nested driver call needs no row. Counted
+    // per thread and per attach (an exit lost to a detach mid-call does not
+    // outlive its window).
+    thread_local struct {
+      uint64_t attach = 0;
+      int depth = 0;
+    } runtime_calls;
+    const uint64_t attach = g_launch_callbacks_attach.load(std::memory_order_relaxed);
+    if (runtime_calls.attach != attach) runtime_calls = {attach, 0};
+    const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+    if (call->callbackSite == CUPTI_API_EXIT) {
+      if (runtime && runtime_calls.depth > 0) --runtime_calls.depth;
       return;
     }
+    if (runtime) {
+      ++runtime_calls.depth;
+    } else if (runtime_calls.depth > 0) {
+      return;
+    }
+    if (!g_op_correlation.load(std::memory_order_relaxed)) return;
     const uint64_t op = InnermostOpRange();
     if (op == 0) return;
     ExternalCorrelationRecord r{};
@@ -597,19 +615,20 @@ class CuptiCapture final : public ActivityCapture {
       }
     }
     if (agent.enabled(RecordKind::kApi)) ConfigureApiFilters(agent);
+    cuptiActivityFlushPeriod(kFlushPeriodMs);
+    attached_.store(true, std::memory_order_release);
+    ++attaches_;
+    agent.notes().Log("CUPTI attached (%zu activity kinds)", enabled_.size());
+    if (enabled_.empty()) return false;  // nothing recorded: no window follows (no Quiesce)
     if (agent.enabled(RecordKind::kOps) && agent.enabled(RecordKind::kExternalCorrelation)) {
+      g_launch_callbacks_attach.fetch_add(1, std::memory_order_relaxed);
       const size_t n = SwitchLaunchCallbacks(g_subscriber, true);
-      if (n == 0 && attaches_ == 0) {
+      if (n == 0 && attaches_ == 1) {
         agent.notes().Note(
             "CUPTI: no launch callbacks: kernels are not tied to framework operators");
       }
       g_op_correlation.store(n > 0, std::memory_order_release);
     }
-    cuptiActivityFlushPeriod(kFlushPeriodMs);
-    attached_.store(true, std::memory_order_release);
-    ++attaches_;
-    agent.notes().Log("CUPTI attached (%zu activity kinds)", enabled_.size());
-    if (enabled_.empty()) return false;
     if (sampler_ != nullptr) sampler_->Begin();
     return true;
   }

@@ -211,7 +211,7 @@ uint64_t BeginOpRange(const char* name, uint8_t kind, int64_t sequence_nr,
 }
 
 uint64_t InnermostOpRange() {
-  if (t_gone) return 0;
+  if (t_gone || g_forked_child.load(std::memory_order_relaxed)) return 0;
   const ThreadRanges& t = Ranges();
   return t.open.empty() ? 0 : t.open.back().id;
 }

@@ -273,6 +273,7 @@ StepDecision WindowPolicy::Restart(uint64_t t_ns) {
   base_.clear();
   window_fixed_.clear();
   window_per_step_.clear();
+  width_ = s_.width;  // chosen afresh from the new steps' windows
   current_captured_ = 0;
   current_inner_ns_ = 0;
   current_inner_ = 0;

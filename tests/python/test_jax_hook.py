@@ -100,6 +100,23 @@ def truth(thunk, module):
     return (op.group(1) if op else "", name.group(1) if name else "", mod.group(1) if mod else "")
 
 
+class XlaRangeNames(unittest.TestCase):
+    """The reader's parser of XLA's range names, as aon-report's
+    (format/src/framework_ranges.cc, tests/unit/report/xla_test.cc)."""
+
+    def test_fields_prefix_and_other_names(self):
+        from aon.reader import xla_annotation
+        self.assertEqual(xla_annotation("TSL:Thunk:#hlo_op=f.1#"), ("Thunk", {"hlo_op": "f.1"}))
+        kind, fields = xla_annotation(
+            "Thunk:#name=jit(s)/dot_general[dimension_numbers=(((1,), (0,)))],hlo_op=g.2#")
+        self.assertEqual(fields["name"], "jit(s)/dot_general[dimension_numbers=(((1,), (0,)))]")
+        self.assertEqual(fields["hlo_op"], "g.2")
+        self.assertEqual(xla_annotation("XlaModule:#hlo_module=jit_step,program_id=7#"),
+                         ("XlaModule", {"hlo_module": "jit_step", "program_id": "7"}))
+        for other in ("XlaCompile:#module=jit_step#", "Thunk:#hlo_op=x", "step 3", ""):
+            self.assertIsNone(xla_annotation(other), other)
+
+
 class XlaAttribution(unittest.TestCase):
     """Kernels tied to the XLA thunk and module ranges open around their launch
     (a replayed annotation sequence on the synthetic GPU: aon-synthetic-xla)."""

@@ -28,8 +28,10 @@ struct Nest {
   void Finish() {
     std::vector<size_t> order(starts.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return starts[a] < starts[b]; });
+    // By start, an enclosing range before a nested one that starts with it.
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return starts[a] != starts[b] ? starts[a] < starts[b] : ends[a] > ends[b];
+    });
     Nest sorted;
     for (size_t i : order) {
       sorted.starts.push_back(starts[i]);

@@ -189,11 +189,16 @@ TEST(XlaReport, OnlyTheLaunchingThreadsRangesCount) {
   b.Nvtx(0, "XlaModule:#hlo_module=jit_step,program_id=7#", 0, 5 * kMs, kTid, 0, "TSL");
   b.Nvtx(0, "Thunk:#hlo_op=fusion.1#", 100 * kUsT, 200 * kUsT, kTid, 1, "TSL");
   b.Kernel(0, "other_thread", 1 * kMs, 2 * kMs, kTid + 1, 150 * kUsT);
+  // A nested thunk that starts with its parent: the launch inside it is its.
+  b.Nvtx(0, "Thunk:#hlo_op=while.1#", 3 * kMs, 4 * kMs, kTid, 1, "TSL");
+  b.Nvtx(0, "Thunk:#hlo_op=body_fusion#", 3 * kMs, 3500 * kUsT, kTid, 2, "TSL");
+  b.Kernel(0, "body_fusion", 4500 * kUsT, 4600 * kUsT, kTid, 3200 * kUsT);
   const Report r = Analyze(b.WriteAndLoad(dir.File("t.h5")));
   ASSERT_TRUE(r.xla.present);
-  EXPECT_EQ(r.xla.program_kernels, 1u);
-  EXPECT_EQ(r.xla.attributed, 0u);
-  EXPECT_TRUE(r.xla.instructions.empty());
+  EXPECT_EQ(r.xla.program_kernels, 2u);
+  EXPECT_EQ(r.xla.attributed, 1u);
+  ASSERT_EQ(r.xla.instructions.size(), 1u);
+  EXPECT_EQ(r.xla.instructions[0].hlo_op, "body_fusion");
 
   TimelineBuilder none;
   none.Rank(0, "node1");
