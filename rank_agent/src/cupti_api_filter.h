@@ -6,6 +6,7 @@
 #include <cupti.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 namespace aon::agent {
@@ -56,18 +57,26 @@ inline bool IsNoisyRuntimeApi(const char* name) {
   return false;
 }
 
+inline bool HasAnyPrefix(const char* name, std::initializer_list<const char*> prefixes) {
+  for (const char* p : prefixes) {
+    if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
+  }
+  return false;
+}
+
+// Runtime and driver calls that put work on the GPU: launches, graph launches,
+// copies, memsets (the calls a framework op's launches are tied through).
+inline bool PutsWorkOnGpu(const char* name) {
+  return HasAnyPrefix(name, {"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset",
+                             "cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset"});
+}
+
 // Driver calls worth a record: those that put work on the GPU or wait for it.
 // Libraries such as NCCL and cuBLAS launch through the driver directly; the
 // rest of the driver API mirrors runtime calls that are recorded already.
 inline bool IsTracedDriverApi(const char* name) {
-  static const char* const kPrefixes[] = {
-      "cuLaunch",           "cuGraphLaunch",       "cuMemcpy",
-      "cuMemset",           "cuStreamSynchronize", "cuCtxSynchronize",
-      "cuEventSynchronize", "cuStreamWaitEvent"};
-  for (const char* p : kPrefixes) {
-    if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
-  }
-  return false;
+  return PutsWorkOnGpu(name) || HasAnyPrefix(name, {"cuStreamSynchronize", "cuCtxSynchronize",
+                                                    "cuEventSynchronize", "cuStreamWaitEvent"});
 }
 
 // Turns on CUPTI's DRIVER activity for the calls IsTracedDriverApi names and

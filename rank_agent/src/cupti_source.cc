@@ -139,22 +139,8 @@ uint32_t ApiNameId(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 std::atomic<bool> g_op_correlation{false};
 std::atomic<uint64_t> g_launch_callbacks_attach{0};  // bumped each time they are switched on
 
-// The runtime and driver calls that put work on the GPU, by CUPTI's callback
-// name (a prefix; runtime names carry a version suffix).
-bool LaunchesWork(CUpti_CallbackDomain domain, const char* name) {
-  static const char* const kRuntime[] = {"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy",
-                                         "cudaMemset"};
-  static const char* const kDriver[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset"};
-  auto any_prefix = [name](const auto& prefixes) {
-    for (const char* p : prefixes) {
-      if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
-    }
-    return false;
-  };
-  return domain == CUPTI_CB_DOMAIN_RUNTIME_API ? any_prefix(kRuntime) : any_prefix(kDriver);
-}
-
-// Those calls' callback ids, looked up once.
+// The callback ids of the runtime and driver calls that put work on the GPU
+// (PutsWorkOnGpu, cupti_api_filter.h), looked up once.
 const std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>>& LaunchCallbacks() {
   static const auto* ids = [] {
     auto* v = new std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>>();
@@ -164,7 +150,7 @@ const std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>>& LaunchCall
       for (CUpti_CallbackId cbid = 1; cbid < size; ++cbid) {
         const char* name = nullptr;
         if (cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr &&
-            LaunchesWork(domain, name)) {
+            PutsWorkOnGpu(name)) {
           v->emplace_back(domain, cbid);
         }
       }

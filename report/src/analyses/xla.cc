@@ -3,11 +3,8 @@
 // launching thread (report.h, XlaAnalysis; docs/jax.md). The same join as the
 // Python reader's `hlo_op` / `hlo_module` columns (python/aon/reader.py).
 #include <algorithm>
-#include <cctype>
 #include <map>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -49,7 +46,6 @@ struct Nest {
     }
   }
 
-  // Index into the parsed ranges of the innermost range open at `t`, or -1.
   // Position (in these arrays) of the innermost range open at `t`, or -1.
   int64_t At(uint64_t t) const {
     int64_t i = std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1;
@@ -76,13 +72,6 @@ struct Key {
     return std::tie(rank, thread, thunk) < std::tie(o.rank, o.thread, o.thunk);
   }
 };
-
-// Whether `t` lies in one of the sorted, disjoint `spans`.
-bool Inside(const std::vector<Interval>& spans, uint64_t t) {
-  auto it = std::upper_bound(spans.begin(), spans.end(), t,
-                             [](uint64_t x, const Interval& s) { return x < s.start; });
-  return it != spans.begin() && t < std::prev(it)->end;
-}
 
 }  // namespace
 
@@ -155,16 +144,18 @@ XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps, const CompileAnaly
     auto call = calls.find({k.rank, k.record.correlation_id});
     const XlaRange* execution = nullptr;
     const XlaRange* thunk = nullptr;
+    bool recorded = false;  // a graph kernel tied to the thunk recorded for it
     if (call != calls.end()) {
       const auto [e, e_start] = innermost(k.rank, call->second.first, false, call->second.second);
       const auto [th, th_start] = innermost(k.rank, call->second.first, true, call->second.second);
       execution = e;
       thunk = th;
       if (thunk != nullptr && k.record.graph_node_id != 0) {
-        const XlaRange* recorded =
+        const XlaRange* found =
             recorded_for(k.rank, call->second.first, e != nullptr ? e_start : th_start,
                          call->second.second, t.strings.Get(k.record.name_id));
-        if (recorded != nullptr) thunk = recorded;
+        if (found != nullptr) thunk = found;
+        recorded = found != nullptr;
       }
     }
     ++a.kernels;
@@ -175,7 +166,7 @@ XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps, const CompileAnaly
     const CompileRank* compiling = compile != nullptr ? compile->Of(k.rank) : nullptr;
     if ((execution != nullptr && !execution->program) ||
         (execution == nullptr && call != calls.end() && compiling != nullptr &&
-         Inside(compiling->spans, call->second.second))) {
+         StepOf(compiling->spans, call->second.second) >= 0)) {
       ++a.compile_kernels;
       a.compile_kernel_ns += ns;
       continue;
@@ -184,8 +175,7 @@ XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps, const CompileAnaly
     a.program_kernel_ns += ns;
     if (k.record.graph_node_id != 0) {
       ++a.graph_kernels;
-      if (thunk != nullptr && !NamedAfter(t.strings.Get(k.record.name_id), thunk->hlo_op))
-        ++a.graph_unresolved;
+      if (thunk != nullptr && !recorded) ++a.graph_unresolved;
     }
     if (thunk == nullptr && execution == nullptr) continue;
     ++a.attributed;
@@ -223,8 +213,6 @@ XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps, const CompileAnaly
       m.spans.push_back({rank, Union(std::move(spans))});
     m.verdict.verdict = Verdict::kUnknown;
     m.verdict.why = "no GPU counters in this timeline";
-    auto e = executions.find(name);
-    a.module_executions.push_back(e != executions.end() ? e->second : 0);
     a.modules.push_back(std::move(m));
   }
   for (auto& [key, i] : instructions) {
@@ -234,23 +222,12 @@ XlaAnalysis AnalyzeXla(const Timeline& t, const Steps* steps, const CompileAnaly
     if (!k.empty()) i.top_kernel = k[0].first;
     a.instructions.push_back(std::move(i));
   }
-  // By GPU time (module executions kept beside their module).
-  std::vector<size_t> order(a.modules.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return a.modules[x].gpu_ns > a.modules[y].gpu_ns; });
-  std::vector<TorchModule> sorted;
-  std::vector<uint64_t> sorted_executions;
-  for (size_t i : order) {
-    if (sorted.size() == XlaAnalysis::kRows) break;
-    sorted.push_back(std::move(a.modules[i]));
-    sorted_executions.push_back(a.module_executions[i]);
-  }
-  a.modules = std::move(sorted);
-  a.module_executions = std::move(sorted_executions);
-  std::stable_sort(a.instructions.begin(), a.instructions.end(),
-                   [](const auto& x, const auto& y) { return x.gpu_ns > y.gpu_ns; });
+  auto by_time = [](const auto& x, const auto& y) { return x.gpu_ns > y.gpu_ns; };
+  std::stable_sort(a.modules.begin(), a.modules.end(), by_time);
+  std::stable_sort(a.instructions.begin(), a.instructions.end(), by_time);
+  if (a.modules.size() > XlaAnalysis::kRows) a.modules.resize(XlaAnalysis::kRows);
   if (a.instructions.size() > XlaAnalysis::kRows) a.instructions.resize(XlaAnalysis::kRows);
+  for (const TorchModule& m : a.modules) a.module_executions.push_back(executions[m.path]);
   return a;
 }
 
