@@ -87,11 +87,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "aon/merge/nccl_resolve.h"
-#include "aon/format/records.h"
 #include "aon/base/status.h"
+#include "aon/format/records.h"
 #include "aon/format/trace_file.h"
 #include "aon/format/trace_format.h"
+#include "aon/merge/nccl_resolve.h"
 #include "synthetic_step.h"
 
 namespace {
@@ -109,9 +109,9 @@ struct Options {
   std::string read_dir;
   std::string check_dir;  // --check: the job whose timeline is checked
   std::string timeline;   // --timeline (default <check_dir>/timeline.h5)
-  int jobs = 0;  // 0: the number of CPUs
+  int jobs = 0;           // 0: the number of CPUs
   bool nccl_raw = true;
-  int deflate = 4;          // the collector's WriteOptions
+  int deflate = 4;  // the collector's WriteOptions
   uint64_t chunk = 4096;
   std::string job_id;
 };
@@ -193,8 +193,7 @@ Options ParseArgs(int argc, char** argv) {
 }
 
 double NowS() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double ChildrenCpuS() {
@@ -277,10 +276,10 @@ Totals RunWorkers(int jobs, size_t n, const std::function<Totals(size_t)>& fn) {
 // ---- The generator ------------------------------------------------------------------
 
 constexpr uint64_t kSecond = 1'000'000'000;
-constexpr uint64_t kFlushPeriodNs = kSecond;       // the collector's flush_ms = 1000
-constexpr uint64_t kFlushBytes = uint64_t{8} << 20;  // a quarter of a 32 MiB ring
-constexpr uint64_t kGroupPeriodNs = 2'000'000;      // the shared step schedule
-constexpr uint64_t kHostBaseNs = 431'337'123'456'789;  // ~5 days of uptime
+constexpr uint64_t kFlushPeriodNs = kSecond;                     // the collector's flush_ms = 1000
+constexpr uint64_t kFlushBytes = uint64_t{8} << 20;              // a quarter of a 32 MiB ring
+constexpr uint64_t kGroupPeriodNs = 2'000'000;                   // the shared step schedule
+constexpr uint64_t kHostBaseNs = 431'337'123'456'789;            // ~5 days of uptime
 constexpr uint64_t kRealtimeBaseNs = 1'796'000'000'000'000'000;  // late 2026
 constexpr uint32_t kCustom0 = 3;  // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 (PyTorch ops)
 
@@ -292,45 +291,153 @@ uint64_t SplitMix(uint64_t x) {
 }
 
 const char* const kKernelNames[] = {
-    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::Half>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<c10::Half>, at::detail::Array<char*, 3>)",
-    "sm90_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas",
-    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::half_t>, false, true, false, false, true, true, false, false>(pytorch_flash::Flash_fwd_params)",
-    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float>(int, float, c10::Half const*, c10::Half const*, c10::Half const*, float*, float*, c10::Half*)",
-    "sm90_xmma_gemm_f16f16_f16f32_f32_nt_n_tilesize64x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(c10::Half)#1}, at::detail::Array<char*, 2> >",
-    "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::half_t>, true, false, true, false, false, false>(pytorch_flash::Flash_bwd_params)",
-    "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::Half, float>(c10::Half const*, c10::Half const*, float const*, float const*, c10::Half const*, c10::Half*, int)",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluBackwardCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}, at::detail::Array<char*, 3> >",
-    "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::Half, float, unsigned int, 1, 8, bool>(at::cuda::detail::TensorInfo<c10::Half const, unsigned int>, at::cuda::detail::TensorInfo<c10::Half, unsigned int>, at::cuda::detail::TensorInfo<bool, unsigned int>, unsigned int, float, at::PhiloxCudaState)",
-    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>(float*, float const*, int)",
-    "void at::native::(anonymous namespace)::cunn_SoftMaxBackward<4, float, float, float, at::native::(anonymous namespace)::LogSoftMaxBackwardEpilogue>(float*, float const*, float const*, int)",
-    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4>)",
-    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, at::detail::Array<char*, 3> >(int, at::native::MulFunctor<float>, at::detail::Array<char*, 3>)",
-    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, float*, float*>",
-    "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::Half, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::Half, unsigned int>, at::cuda::detail::TensorInfo<c10::Half const, unsigned int>, at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, unsigned int, long)",
-    "void at::native::(anonymous namespace)::embedding_backward_feature_kernel<c10::Half, float, long>(long const*, c10::Half const*, c10::Half*, int, long, int, int)",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::BUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2> >(int, at::native::BUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2>)",
-    "void at::native::(anonymous namespace)::masked_scale_kernel<bool, c10::Half, float>(at::Tensor&, at::Tensor const&, at::Tensor const&, float)::{lambda(c10::Half, bool)#1}",
-    "void cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align8>(cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align8::Params)",
-    "void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, true, false, false>(cublasLt::cublasSplitKParams<float>, float const*, float const*, float*, float const*, float const*, float const*, float const*, float*, void*, long, float*, int*)",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<c10::Half, c10::Half, c10::Half, at::native::binary_internal::DivFunctor<c10::Half> >, at::detail::Array<char*, 2> >(int, at::native::AUnaryFunctor<c10::Half, c10::Half, c10::Half, at::native::binary_internal::DivFunctor<c10::Half> >, at::detail::Array<char*, 2>)",
-    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#10}::operator()() const::{lambda(c10::Half)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#10}::operator()() const::{lambda(c10::Half)#1} const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#10}::operator()() const::{lambda(c10::Half)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#10}::operator()() const::{lambda(c10::Half)#1} const&)::{lambda(int)#1})",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >",
-    "void at::native::reduce_kernel<256, 2, at::native::ReduceOp<float, at::native::NormTwoOps<float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::NormTwoOps<float, float, float>, unsigned int, float, 4>)",
-    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<1>, at::native::(anonymous namespace)::ScaleFunctor<float, float>, float>(at::native::(anonymous namespace)::TensorListMetadata<1>, at::native::(anonymous namespace)::ScaleFunctor<float, float>, float)",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
-    "void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*, float*, float const*, long const*, float const*, bool, long, long, long, long)",
-    "void at::native::(anonymous namespace)::nll_loss_backward_reduce_cuda_kernel_2d<float, long>(float*, float const*, long const*, float const*, float const*, bool, int, int, long, long)",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::tanh_backward_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const::{lambda(c10::Half, c10::Half)#1}, at::detail::Array<char*, 3> >",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >",
-    "void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 3, 128, 1>(at::native::(anonymous namespace)::OpaqueType<2u>*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 128, 1>, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)",
-    "void at::native::index_elementwise_kernel<128, 4, at::native::gpu_index_kernel<at::native::index_kernel_impl<at::native::OpaqueType<2> >(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1}>(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>, at::native::index_kernel_impl<at::native::OpaqueType<2> >(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1} const&, bool)::{lambda(int)#1}>(long, at::native::gpu_index_kernel<at::native::index_kernel_impl<at::native::OpaqueType<2> >(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1}>(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>, at::native::index_kernel_impl<at::native::OpaqueType<2> >(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1} const&, bool)::{lambda(int)#1})",
-    "void at::native::triu_tril_kernel<c10::Half, int, false, 4, true>(at::cuda::detail::TensorInfo<c10::Half, int>, at::cuda::detail::TensorInfo<c10::Half const, int>, long, long)",
-    "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<c10::Half, float>(long, float, c10::Half const*, float*, float*)",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::clamp_scalar_kernel_impl(at::TensorIteratorBase&, at::native::detail::ClampLimits, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >",
+    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_"
+    "off_kernel__5x_cublas",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::Half>, "
+    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<c10::Half>, "
+    "at::detail::Array<char*, 3>)",
+    "sm90_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_"
+    "off_kernel__5x_cublas",
+    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+    "cutlass::half_t>, false, true, false, false, true, true, false, "
+    "false>(pytorch_flash::Flash_fwd_params)",
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float>(int, "
+    "float, c10::Half const*, c10::Half const*, c10::Half const*, float*, float*, c10::Half*)",
+    "sm90_xmma_gemm_f16f16_f16f32_f32_nt_n_tilesize64x128x64_warpgroupsize1x1x1_execute_segment_k_"
+    "off_kernel__5x_cublas",
+    "void at::native::vectorized_elementwise_kernel<4, "
+    "at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, "
+    "at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() "
+    "const::{lambda(c10::Half)#1}, at::detail::Array<char*, 2> >",
+    "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, "
+    "64, 128, 8, 2, 4, 2, false, false, cutlass::half_t>, true, false, true, false, false, "
+    "false>(pytorch_flash::Flash_bwd_params)",
+    "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::Half, "
+    "float>(c10::Half const*, c10::Half const*, float const*, float const*, c10::Half const*, "
+    "c10::Half*, int)",
+    "void at::native::vectorized_elementwise_kernel<4, "
+    "at::native::GeluBackwardCUDAKernelImpl(at::TensorIteratorBase&, "
+    "at::native::GeluType)::{lambda()#2}, at::detail::Array<char*, 3> >",
+    "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::Half, float, unsigned "
+    "int, 1, 8, bool>(at::cuda::detail::TensorInfo<c10::Half const, unsigned int>, "
+    "at::cuda::detail::TensorInfo<c10::Half, unsigned int>, at::cuda::detail::TensorInfo<bool, "
+    "unsigned int>, unsigned int, float, at::PhiloxCudaState)",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+    "at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>(float*, float const*, int)",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxBackward<4, float, float, float, "
+    "at::native::(anonymous namespace)::LogSoftMaxBackwardEpilogue>(float*, float const*, float "
+    "const*, int)",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+    "at::native::func_wrapper_t<float, at::native::sum_functor<float, float, "
+    "float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> "
+    ">(at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+    "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, "
+    "float)#1}>, unsigned int, float, 4>)",
+    "void "
+    "at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::"
+    "TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() "
+    "const::{lambda(float)#1}, at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned "
+    "int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>, "
+    "at::native::memory::StoreWithCast<1> >",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+    "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, "
+    "1>)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, "
+    "at::detail::Array<char*, 3> >(int, at::native::MulFunctor<float>, at::detail::Array<char*, "
+    "3>)",
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+    "namespace)::TensorListMetadata<4>, at::native::(anonymous "
+    "namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double*, double, "
+    "double, double, double, double, bool, float*, float*>",
+    "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::Half, long, unsigned int, "
+    "2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::Half, unsigned int>, "
+    "at::cuda::detail::TensorInfo<c10::Half const, unsigned int>, "
+    "at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, unsigned int, "
+    "long)",
+    "void at::native::(anonymous namespace)::embedding_backward_feature_kernel<c10::Half, float, "
+    "long>(long const*, c10::Half const*, c10::Half*, int, long, int, int)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BUnaryFunctor<float, float, "
+    "float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2> >(int, "
+    "at::native::BUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> "
+    ">, at::detail::Array<char*, 2>)",
+    "void at::native::(anonymous namespace)::masked_scale_kernel<bool, c10::Half, "
+    "float>(at::Tensor&, at::Tensor const&, at::Tensor const&, float)::{lambda(c10::Half, bool)#1}",
+    "void "
+    "cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align8>(cutlass_"
+    "80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align8::Params)",
+    "void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, true, false, "
+    "false>(cublasLt::cublasSplitKParams<float>, float const*, float const*, float*, float const*, "
+    "float const*, float const*, float const*, float*, void*, long, float*, int*)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<c10::Half, "
+    "c10::Half, c10::Half, at::native::binary_internal::DivFunctor<c10::Half> >, "
+    "at::detail::Array<char*, 2> >(int, at::native::AUnaryFunctor<c10::Half, c10::Half, c10::Half, "
+    "at::native::binary_internal::DivFunctor<c10::Half> >, at::detail::Array<char*, 2>)",
+    "void at::native::elementwise_kernel<128, 2, "
+    "at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&"
+    ")::{lambda()#3}::operator()() const::{lambda()#10}::operator()() "
+    "const::{lambda(c10::Half)#1}>(at::TensorIteratorBase&, "
+    "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+    "const::{lambda()#10}::operator()() const::{lambda(c10::Half)#1} "
+    "const&)::{lambda(int)#1}>(int, "
+    "at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&"
+    ")::{lambda()#3}::operator()() const::{lambda()#10}::operator()() "
+    "const::{lambda(c10::Half)#1}>(at::TensorIteratorBase&, "
+    "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+    "const::{lambda()#10}::operator()() const::{lambda(c10::Half)#1} const&)::{lambda(int)#1})",
+    "void at::native::vectorized_elementwise_kernel<4, "
+    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+    "const::{lambda()#2}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >",
+    "void at::native::reduce_kernel<256, 2, at::native::ReduceOp<float, "
+    "at::native::NormTwoOps<float, float, float>, unsigned int, float, 4> "
+    ">(at::native::ReduceOp<float, at::native::NormTwoOps<float, float, float>, unsigned int, "
+    "float, 4>)",
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+    "namespace)::TensorListMetadata<1>, at::native::(anonymous namespace)::ScaleFunctor<float, "
+    "float>, float>(at::native::(anonymous namespace)::TensorListMetadata<1>, "
+    "at::native::(anonymous namespace)::ScaleFunctor<float, float>, float)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
+    "at::detail::Array<char*, 3>)",
+    "void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, "
+    "long>(float*, float*, float const*, long const*, float const*, bool, long, long, long, long)",
+    "void at::native::(anonymous namespace)::nll_loss_backward_reduce_cuda_kernel_2d<float, "
+    "long>(float*, float const*, long const*, float const*, float const*, bool, int, int, long, "
+    "long)",
+    "void at::native::vectorized_elementwise_kernel<4, "
+    "at::native::tanh_backward_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+    "const::{lambda()#4}::operator()() const::{lambda(c10::Half, c10::Half)#1}, "
+    "at::detail::Array<char*, 3> >",
+    "void at::native::vectorized_elementwise_kernel<4, "
+    "at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+    "const::{lambda()#2}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >",
+    "void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous "
+    "namespace)::OpaqueType<2u>, unsigned int, 3, 128, 1>(at::native::(anonymous "
+    "namespace)::OpaqueType<2u>*, at::native::(anonymous "
+    "namespace)::CatArrInputTensorMetadata<at::native::(anonymous namespace)::OpaqueType<2u>, "
+    "unsigned int, 128, 1>, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, "
+    "int, unsigned int)",
+    "void at::native::index_elementwise_kernel<128, 4, "
+    "at::native::gpu_index_kernel<at::native::index_kernel_impl<at::native::OpaqueType<2> "
+    ">(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char "
+    "const*, long)#1}>(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>, "
+    "at::native::index_kernel_impl<at::native::OpaqueType<2> >(at::TensorIteratorBase&, "
+    "c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1} const&, "
+    "bool)::{lambda(int)#1}>(long, "
+    "at::native::gpu_index_kernel<at::native::index_kernel_impl<at::native::OpaqueType<2> "
+    ">(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char "
+    "const*, long)#1}>(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>, "
+    "at::native::index_kernel_impl<at::native::OpaqueType<2> >(at::TensorIteratorBase&, "
+    "c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1} const&, "
+    "bool)::{lambda(int)#1})",
+    "void at::native::triu_tril_kernel<c10::Half, int, false, 4, "
+    "true>(at::cuda::detail::TensorInfo<c10::Half, int>, at::cuda::detail::TensorInfo<c10::Half "
+    "const, int>, long, long)",
+    "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<c10::Half, float>(long, "
+    "float, c10::Half const*, float*, float*)",
+    "void at::native::vectorized_elementwise_kernel<4, "
+    "at::native::clamp_scalar_kernel_impl(at::TensorIteratorBase&, "
+    "at::native::detail::ClampLimits, c10::Scalar const&)::{lambda()#1}::operator()() "
+    "const::{lambda()#8}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >",
 };
 constexpr size_t kComputeKernels = sizeof(kKernelNames) / sizeof(kKernelNames[0]);
 static_assert(kComputeKernels == 39);
@@ -503,9 +610,9 @@ class RankGenerator : public bench::StepGenerator<RankGenerator> {
   }
   // A host-clock time as the NCCL plugin's raw %globaltimer would read it.
   uint64_t GpuRaw(uint64_t local) const {
-    return static_cast<uint64_t>(static_cast<int64_t>(local - reference_local_) +
-                                 static_cast<int64_t>(kRealtimeBaseNs + (start_ref_ - kHostBaseNs)) +
-                                 gpu_skew_ns_);
+    return static_cast<uint64_t>(
+        static_cast<int64_t>(local - reference_local_) +
+        static_cast<int64_t>(kRealtimeBaseNs + (start_ref_ - kHostBaseNs)) + gpu_skew_ns_);
   }
 
   // Queues a record made on the reference clock: its times go to the rank's clock.
@@ -537,14 +644,16 @@ class RankGenerator : public bench::StepGenerator<RankGenerator> {
     std::shuffle(ops.begin(), ops.end(), shared_);
     const uint64_t group_sched = schedule_;
     schedule_ += kGroupPeriodNs - 200'000 + SharedUs(1, 400);
-    const size_t nccl_at = static_cast<size_t>(std::find(ops.begin(), ops.end(), kLaunchNccl) - ops.begin());
+    const size_t nccl_at =
+        static_cast<size_t>(std::find(ops.begin(), ops.end(), kLaunchNccl) - ops.begin());
     // The all-reduce ends once the last rank arrived: a shared time.
     allreduce_end_ = group_sched + 250'000 + nccl_at * 26'000 + SharedUs(20, 400);
     static const uint64_t kNcclBytes[] = {4u << 20, 16u << 20, 25u << 20, 1u << 20};
     nccl_bytes_ = kNcclBytes[Shared(4)];
     for (auto& n : nvtx_pick_) n = nvtx_names_[3 + Shared(bench::kStepNvtxNameCount - 3)];
     picks_.clear();
-    for (Op op : ops) picks_.push_back(op == kLaunch || op == kLaunchSide ? &PickKernel(shared_) : nullptr);
+    for (Op op : ops)
+      picks_.push_back(op == kLaunch || op == kLaunchSide ? &PickKernel(shared_) : nullptr);
 
     thread_ = static_cast<uint32_t>(pid_) + (group % 2 == 0 ? 0 : 17);  // forward, autograd
     return std::max(host_ + Us(1, 20), group_sched + Us(1, 30));
@@ -564,8 +673,9 @@ class RankGenerator : public bench::StepGenerator<RankGenerator> {
     x.external_kind = kNcclExternalCorrelationKind;
     Add(x, a.start_ns);
     const KernelRecord k = Kernel(kNcclStream, nccl_kernel_, Us(15, 30), allreduce_end_, a);
-    NcclRecord n = AllReduce(comm_hash_, nccl_bytes_, static_cast<int32_t>(rank_),
-                             static_cast<int32_t>(o_.ranks), static_cast<int32_t>((o_.ranks + 7) / 8));
+    NcclRecord n =
+        AllReduce(comm_hash_, nccl_bytes_, static_cast<int32_t>(rank_),
+                  static_cast<int32_t>(o_.ranks), static_cast<int32_t>((o_.ranks + 7) / 8));
     n.start_ns = enqueue;
     n.end_ns = k.end_ns - Us(0.5, 2);
     n.gpu_start_ns = k.start_ns + Us(0.5, 2);  // first channel start
@@ -610,8 +720,10 @@ class RankGenerator : public bench::StepGenerator<RankGenerator> {
             if (r.gpu_timing != static_cast<uint8_t>(NcclGpuTiming::kRaw)) {
               last_record_local_ = std::max(last_record_local_, r.end_ns);
             }
-          } else {
+          } else if constexpr (requires { r.end_ns; }) {
             last_record_local_ = std::max(last_record_local_, r.end_ns);
+          } else {
+            last_record_local_ = std::max(last_record_local_, r.start_ns);  // an instant
           }
         }
       });
@@ -633,8 +745,8 @@ class RankGenerator : public bench::StepGenerator<RankGenerator> {
     });
     batch_bytes_ = 0;
     if (st_.ok() && strings_written_ < strings_.size()) {
-      st_ = writer_->AppendStrings(
-          std::span<const std::string>(strings_).subspan(strings_written_));
+      st_ =
+          writer_->AppendStrings(std::span<const std::string>(strings_).subspan(strings_written_));
       strings_written_ = strings_.size();
     }
     if (st_.ok()) st_ = writer_->SetMetaAttribute("last_record_ns", last_record_local_);
@@ -724,11 +836,10 @@ int Generate(const Options& o) {
       "generated: dir=%s ranks=%llu records=%llu records_per_rank=%llu file_bytes=%llu "
       "bytes_per_record=%.2f wall_s=%.3f cpu_s=%.3f jobs=%d nccl=%s failed=%llu kinds=%s\n",
       o.out.c_str(), static_cast<unsigned long long>(t.items),
-      static_cast<unsigned long long>(t.all()),
-      static_cast<unsigned long long>(o.records_per_rank),
+      static_cast<unsigned long long>(t.all()), static_cast<unsigned long long>(o.records_per_rank),
       static_cast<unsigned long long>(t.bytes),
-      static_cast<double>(t.bytes) / static_cast<double>(std::max<uint64_t>(t.all(), 1)), wall,
-      cpu, o.jobs, o.nccl_raw ? "raw" : "resolved", static_cast<unsigned long long>(t.failed),
+      static_cast<double>(t.bytes) / static_cast<double>(std::max<uint64_t>(t.all(), 1)), wall, cpu,
+      o.jobs, o.nccl_raw ? "raw" : "resolved", static_cast<unsigned long long>(t.failed),
       KindCounts(t).c_str());
   return t.failed == 0 && t.items == o.ranks ? 0 : 1;
 }

@@ -192,6 +192,15 @@ Status ParseCountersInterval(std::string_view v, AgentConfig* c) {
   return Status::Ok();
 }
 
+Status ParseHostSampleHz(std::string_view v, AgentConfig* c) {
+  double hz = 0;
+  AON_RETURN_IF_ERROR(ParseBounded("AON_HOST_SAMPLE_HZ", v, 0, 10000, &hz));
+  if (hz != static_cast<double>(static_cast<int64_t>(hz)))
+    return InvalidArgument("AON_HOST_SAMPLE_HZ: '" + Text(v) + "' is not a whole number of hertz");
+  c->host_sample_hz = static_cast<int64_t>(hz);
+  return Status::Ok();
+}
+
 Status ParseCountersSampleInterval(std::string_view v, AgentConfig* c) {
   double us = 0;
   AON_RETURN_IF_ERROR(ParseBounded("AON_COUNTERS_SAMPLE_INTERVAL", v, 20, 100000, &us));
@@ -264,8 +273,9 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        false},
       {V::kKinds, "AON_KINDS", T::kKinds, "default",
        "record kinds to capture: all, default (every kind), or a list of "
-       "kernels,memcpy,memset,sync,api,nvtx,nccl,steps,counters,ops (ops: framework operators "
-       "from aon_op_begin, recorded in capture windows with the GPU work they launch)",
+       "kernels,memcpy,memset,sync,api,nvtx,nccl,steps,counters,ops,host_samples (ops: framework "
+       "operators from aon_op_begin, recorded in capture windows with the GPU work they launch; "
+       "host_samples: stacks of the application's threads, docs/host-sampling.md)",
        ParseKindsVar, false},
       {V::kMemoryCap, "AON_MEMORY_CAP", T::kSize, "64M",
        "hard cap on the agent's record memory per rank (1M to 32G); beyond it records are dropped "
@@ -435,6 +445,17 @@ const std::array<ConfigVariable, kAgentConfigVariableCount>& AgentConfigVariable
        {"--python-hook", "aon-python-hook", "on|off",
         "Python processes load AON's PyTorch hook (steps from the optimizer, operator and module "
         "ranges in capture windows; docs/pytorch.md): on (default) or off"}},
+      {V::kHostSampleHz,
+       "AON_HOST_SAMPLE_HZ",
+       T::kInteger,
+       "1000",
+       "host stack samples per second of each thread's CPU time, in capture windows "
+       "(docs/host-sampling.md; 0 to 10000, 0 = off)",
+       ParseHostSampleHz,
+       false,
+       {"--host-sample-hz", "aon-host-sample-hz", "HZ",
+        "host stack samples per CPU-second of each thread in capture windows (default 1000, 0 = "
+        "off; docs/host-sampling.md)"}},
   }};
   return vars;
 }

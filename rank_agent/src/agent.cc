@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <system_error>
 #include <cstring>
+#include <system_error>
 
 #include "aon/format/trace_file.h"
 #include "op_ranges.h"
@@ -121,6 +121,8 @@ Agent::Agent() {
     return;
   }
   BindOpRanges(*sink_, *this);
+  sampler_ = HostSampler::Make(*context_);
+  capture_->AttachFollower(sampler_.get());
   if (config_.output_dir.empty()) {
     Note("AON_OUTPUT_DIR is not set: the trace of this process will not be written");
   } else {
@@ -156,8 +158,7 @@ void Agent::ConnectCollector() {
   }
   if (!sink_->region().valid()) return;
   const std::string path = CollectorLink::FindCollector(config_);
-  auto link =
-      CollectorLink::Connect(config_, job_dir_, path, BaseMetadata(), sink_->region().fd());
+  auto link = CollectorLink::Connect(config_, job_dir_, path, BaseMetadata(), sink_->region().fd());
   if (!link.ok()) {
     Note("no node collector (" + link.status().message() +
          "): this rank writes its trace itself at exit (degraded: a killed process loses it)");
@@ -197,6 +198,7 @@ void Agent::OnCollectorLost() {
 }
 
 void Agent::TakeOver() {
+  pthread_setname_np(pthread_self(), "aon/takeover");  // AON's own: never host-sampled
   // As often as the collector flushes (collector.h: flush_ms), and sooner when
   // the ring fills past a quarter, as it would.
   constexpr auto kPeriod = std::chrono::milliseconds(1000);
@@ -207,8 +209,8 @@ void Agent::TakeOver() {
   while (!takeover_stop_) {
     const auto now = std::chrono::steady_clock::now();
     const ring::RingHeader* h = sink_->region().header();
-    const uint64_t backlog = h->head.load(std::memory_order_relaxed) -
-                             h->tail.load(std::memory_order_relaxed);
+    const uint64_t backlog =
+        h->head.load(std::memory_order_relaxed) - h->tail.load(std::memory_order_relaxed);
     if (now - last >= kPeriod || backlog > quarter) {
       lock.unlock();
       DrainOwnFile();
@@ -305,7 +307,7 @@ void Agent::InstallExitHooks() {
     Note(std::string("no signal hook (thread: ") + strerror(rc) + "): a SIGTERM loses the trace");
     return;
   }
-  pthread_setname_np(thread, "aon-signal");
+  pthread_setname_np(thread, "aon/signal");
   for (int sig : kHandledSignals) {
     struct sigaction current {};
     sigaction(sig, nullptr, &current);
@@ -372,6 +374,7 @@ void Agent::Finish(const char* reason) {
     // records go through the flush below.
     RankMetadata capture_summary;
     capture_->Finish(&capture_summary);
+    if (sampler_) sampler_->Finish();  // its last samples, before the flush below
     if (Hook hook = flush_hook_.load()) hook();
     std::vector<Hook> hooks;
     {

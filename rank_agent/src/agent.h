@@ -40,6 +40,7 @@
 #include "aon/format/trace_format.h"
 #include "capture_control.h"
 #include "collector_link.h"
+#include "host_sampler.h"
 #include "record_sink.h"
 #include "source_context.h"
 
@@ -119,6 +120,7 @@ class Agent final : public AgentNotes {
   std::unique_ptr<clocksync::RankClockSync> clock_sync_;
   std::unique_ptr<CaptureControl> capture_;
   std::unique_ptr<SourceContext> context_;
+  std::unique_ptr<HostSampler> sampler_;  // null: host sampling off
   std::atomic<Hook> flush_hook_{nullptr};
   std::vector<Hook> finish_hooks_;  // guarded by meta_mu_
   std::once_flag finish_once_;

@@ -1,5 +1,6 @@
 #include "capture_control.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -122,7 +123,7 @@ void CaptureControl::Start(ActivityCapture* capture) {
     if (!budgeted_ && capture_ != nullptr) {
       open_ = attached_ = capture_->Open();
       failed_ = !open_;
-      if (open_) SetOpsRecording(Enabled(RecordKind::kOps));
+      if (open_) Recording(true);
     }
   }
   const bool time_source = config_.step_source == StepSourceSetting::kAuto ||
@@ -139,6 +140,7 @@ void CaptureControl::Start(ActivityCapture* capture) {
 // that marks its own steps within a slot of starting (NVTX ranges, the PyTorch
 // hook) gets no partial time-slot step before its first one.
 void CaptureControl::TimeSlots() {
+  pthread_setname_np(pthread_self(), "aon/timeslots");  // AON's own: never host-sampled
   const auto slot_ns = static_cast<uint64_t>(config_.time_slot_s * 1e9);
   const uint64_t not_before = RealtimeNowNs() + slot_ns;
   std::unique_lock<std::mutex> lock(mu_);
@@ -157,12 +159,29 @@ void CaptureControl::TimeSlots() {
   }
 }
 
-// Framework op ranges (op_ranges.h) are recorded exactly while the capture
-// records: switched on once the source is open, off before it quiesces, and
-// told before the source detaches (their correlation pops must not outlive it).
+void CaptureControl::AttachFollower(WindowFollower* follower) {
+  std::lock_guard<std::mutex> lock(mu_);
+  follower_ = follower;
+  if (open_ && follower_ != nullptr) follower_->Start();
+}
+
+// Framework op ranges (op_ranges.h) and host samples (host_sampler.h) are
+// recorded exactly while the capture records: switched on once the source is
+// open, off before it quiesces; ops are told before the source detaches
+// (their correlation pops must not outlive it).
+void CaptureControl::Recording(bool on) {
+  SetOpsRecording(on && Enabled(RecordKind::kOps));
+  if (follower_ == nullptr) return;
+  if (on) {
+    follower_->Start();
+  } else {
+    follower_->Stop();
+  }
+}
+
 void CaptureControl::Apply(const StepDecision& d) {
   if (d.quiesce && open_) {
-    SetOpsRecording(false);
+    Recording(false);
     capture_->Quiesce();
     open_ = false;
   }
@@ -174,7 +193,7 @@ void CaptureControl::Apply(const StepDecision& d) {
   if (d.open && capture_ != nullptr && !failed_ && !attached_) {
     if (capture_->Open()) {
       open_ = attached_ = true;
-      SetOpsRecording(Enabled(RecordKind::kOps));
+      Recording(true);
     } else {
       failed_ = true;  // the capture said why in the notes; steps go on being recorded
     }
@@ -275,6 +294,7 @@ void CaptureControl::Finish(RankMetadata* m) {
   // Ranges begun from now on would miss the file. The framework's observer is
   // left registered (begins return 0): it may be torn down already.
   SetOpsRecording(false, /*tell=*/false);
+  if (follower_ != nullptr) follower_->Stop();
   if (have_step_) {
     step_.end_ns = now;
     if (Enabled(RecordKind::kSteps)) sink_.Push(step_);

@@ -28,6 +28,16 @@
 
 namespace aon::agent {
 
+// What records on the host exactly while the capture records (host stack
+// sampling, host_sampler.h): started when a window opens (or, in full mode,
+// when the capture does), stopped before its quiesce.
+class WindowFollower {
+ public:
+  virtual ~WindowFollower() = default;
+  virtual void Start() = 0;
+  virtual void Stop() = 0;
+};
+
 class ActivityCapture {
  public:
   virtual ~ActivityCapture() = default;
@@ -56,6 +66,8 @@ class CaptureControl {
   // Binds the GPU activity source (null: none, e.g. no GPU; steps are still
   // recorded). In full/flight mode this opens it.
   void Start(ActivityCapture* capture);
+  // Host stack sampling follows the capture: on while it records.
+  void AttachFollower(WindowFollower* follower);
   // A step boundary of `source` (any thread).
   void OnBoundary(StepSource source, uint64_t number = StepTracker::kCounted);
   // An on-demand window: `steps` steps from the first boundary at or after
@@ -70,6 +82,8 @@ class CaptureControl {
 
  private:
   void Apply(const StepDecision& d);
+  // Framework op ranges and host samples, recorded exactly while the capture records.
+  void Recording(bool on);
   bool Enabled(RecordKind kind) const { return records_ && config_.enabled(kind); }
   void TimeSlots();
   // A job-wide on-demand request the collector put in the ring's header.
@@ -82,6 +96,7 @@ class CaptureControl {
   const bool budgeted_;
   std::mutex mu_;  // guards everything below; held while CUPTI switches
   ActivityCapture* capture_ = nullptr;
+  WindowFollower* follower_ = nullptr;
   bool open_ = false;      // the capture records (Open succeeded, not quiesced)
   bool attached_ = false;  // Open succeeded and Close is still due
   bool failed_ = false;    // Open failed once: not tried again

@@ -19,13 +19,13 @@
 //     for the whole window: Stop happens before CUPTI detaches.
 #include "cupti_pm_sampling.h"
 
-#include <cstdlib>
 #include <cupti.h>
 #include <cupti_pmsampling.h>
 #include <cupti_profiler_host.h>
 #include <cupti_profiler_target.h>
 #include <cupti_target.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -35,6 +35,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <string>
@@ -265,6 +266,7 @@ class CuptiPmSampler final : public CounterSampler {
   }
 
   void Work() {
+    pthread_setname_np(pthread_self(), "aon/pmsampling");  // AON's own: never host-sampled
     // The reading runs only on CPU the application leaves idle.
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     std::unique_lock<std::mutex> lock(mu_);
@@ -596,10 +598,10 @@ class CuptiPmSampler final : public CounterSampler {
 
   const uint64_t interval_ns_;
   const bool set_up_in_windows_;
-  std::timed_mutex setup_mu_;  // one SetUp at a time (Prepare's thread, the worker)
+  std::timed_mutex setup_mu_;         // one SetUp at a time (Prepare's thread, the worker)
   std::atomic<bool> exiting_{false};  // Quiesce ran: no set-up from now on
   std::atomic<int> exit_hooks_{0};
-  std::mutex mu_;        // guards want_, busy_, failed_ (the rest is the worker's)
+  std::mutex mu_;  // guards want_, busy_, failed_ (the rest is the worker's)
   std::condition_variable cv_;
   bool want_ = false;                    // a window is open
   uint64_t begun_ = 0;                   // windows that asked for samples

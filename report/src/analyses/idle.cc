@@ -399,6 +399,47 @@ std::vector<double> WindowFactors(std::span<const IdleAnalysis::Slice> rank_slic
   return factor;
 }
 
+// The host samples of each rank, by time, and what each stack is named by.
+class GapSamples {
+ public:
+  explicit GapSamples(const Timeline& t) : t_(t), by_rank_(t.world_size) {
+    for (const Merged<HostSampleRecord>& m : t.host_samples) {
+      if (m.rank < by_rank_.size()) by_rank_[m.rank].push_back(&m.record);
+    }
+    for (auto& v : by_rank_) {
+      std::sort(v.begin(), v.end(), [](const HostSampleRecord* a, const HostSampleRecord* b) {
+        return a->start_ns < b->start_ns;
+      });
+    }
+  }
+  // Counts the samples of rank `r` inside gap `g` under its cause.
+  void Add(const Gap& g, uint32_t r, IdleAnalysis* a) {
+    if (r >= by_rank_.size() || by_rank_[r].empty()) return;
+    const auto& v = by_rank_[r];
+    auto it =
+        std::lower_bound(v.begin(), v.end(), g.start_ns,
+                         [](const HostSampleRecord* s, uint64_t at) { return s->start_ns < at; });
+    IdleAnalysis::SampledFrames* out = nullptr;
+    for (; it != v.end() && (*it)->start_ns < g.end_ns; ++it) {
+      if (out == nullptr) out = &a->cause_samples[r][g.cause];
+      const std::string& frame = Frame((*it)->stack_id);
+      ++out->samples;
+      ++out->frames[frame];
+      ++out->threads[frame][t_.strings.Get((*it)->thread_name_id)];
+    }
+  }
+
+ private:
+  const std::string& Frame(uint32_t stack_id) {
+    auto [it, added] = frames_.try_emplace(stack_id);
+    if (added) it->second = InnermostFrame(t_.strings.Get(stack_id));
+    return it->second;
+  }
+  const Timeline& t_;
+  std::vector<std::vector<const HostSampleRecord*>> by_rank_;
+  std::unordered_map<uint32_t, std::string> frames_;
+};
+
 // Adds a classified gap of rank `r` to the totals and slices of `a`.
 void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, int32_t step,
                std::unordered_map<std::string, uint32_t>* range_index, IdleAnalysis* a) {
@@ -426,6 +467,19 @@ void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, i
 
 }  // namespace
 
+std::string InnermostFrame(std::string_view stack) {
+  std::string_view native;
+  while (!stack.empty()) {
+    const size_t end = stack.rfind('\n');
+    const std::string_view frame = end == std::string_view::npos ? stack : stack.substr(end + 1);
+    if (frame.rfind("[native] ", 0) != 0) return std::string(frame);
+    if (native.empty()) native = frame;
+    if (end == std::string_view::npos) break;
+    stack = stack.substr(0, end);
+  }
+  return std::string(native);
+}
+
 IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap_ns,
                          const CompileAnalysis* compile) {
   IdleAnalysis a;
@@ -443,6 +497,8 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
   a.cause_ns.resize(n);
   a.cause_count.resize(n);
   a.cause_nvtx_ns.resize(n);
+  a.cause_samples.resize(n);
+  GapSamples samples(t);
   std::vector<std::vector<GpuOp>> ops = CollectGpuOps(t, n);
   HostCalls calls;
   CollectHostCalls(t, n, &calls);
@@ -496,6 +552,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
         }
         g.nvtx = sweep.InnermostAt(mid, tid);
         RecordGap(g, r, windows, step, &range_index, &a);
+        samples.Add(g, r, &a);
         if (!short_gap) all.push_back(std::move(g));  // the longest are listed
       }
       busy_end = std::max(busy_end, v[i].end);

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace aon::report {
 
@@ -24,6 +26,76 @@ std::string TopNvtx(const std::map<std::string, uint64_t>& m) {
     if (!name.empty() && ns > v) best = name, v = ns;
   }
   return best;
+}
+
+// A frame without its file's directories ("busy (/home/u/prep.py:41)" reads
+// "busy (prep.py:41)"): the whole path is in the trace.
+std::string ShortFrame(const std::string& frame) {
+  const size_t open = frame.rfind(" (");
+  const size_t slash = frame.rfind('/');
+  if (open == std::string::npos || slash == std::string::npos || slash < open) return frame;
+  return frame.substr(0, open + 2) + frame.substr(slash + 1);
+}
+
+// What the host ran during the gaps, from the samples taken in them: the
+// functions of at least a tenth of the samples (at most three), each with its
+// count, its lines by samples, and the thread that ran it most.
+std::string SampledText(const IdleAnalysis::SampledFrames& s, double* top_share) {
+  struct Function {
+    uint64_t n = 0;
+    std::vector<std::pair<uint64_t, std::string>> lines;  // samples, line
+    std::map<std::string, uint64_t> threads;
+  };
+  std::map<std::string, Function> functions;  // "busy (prep.py" -> ...
+  for (const auto& [frame, n] : s.frames) {
+    const std::string shown = ShortFrame(frame);
+    const size_t colon = shown.rfind(':');
+    const bool has_line = colon != std::string::npos && shown.back() == ')' &&
+                          shown.find(" (") != std::string::npos && colon > shown.find(" (");
+    Function& f = functions[has_line ? shown.substr(0, colon) : shown];
+    f.n += n;
+    if (has_line) f.lines.emplace_back(n, shown.substr(colon + 1, shown.size() - colon - 2));
+    for (const auto& [thread, k] : s.threads.at(frame)) f.threads[thread] += k;
+  }
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (const auto& [key, f] : functions) order.emplace_back(f.n, key);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  *top_share = order.empty() || s.samples == 0
+                   ? 0
+                   : static_cast<double>(order[0].first) / static_cast<double>(s.samples);
+  std::string text, last_thread;
+  for (size_t i = 0; i < order.size() && i < 3; ++i) {
+    const auto& [n, key] = order[i];
+    if (i > 0 && n * 10 < s.samples) break;
+    Function& f = functions[key];
+    std::string thread;
+    uint64_t most = 0;
+    for (const auto& [name, k] : f.threads) {
+      if (k > most) thread = name, most = k;
+    }
+    std::string shown = key;
+    if (!f.lines.empty()) {
+      std::sort(f.lines.begin(), f.lines.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      shown += ":";
+      for (size_t k = 0; k < f.lines.size() && k < 3; ++k)
+        shown += (k ? "," : "") + f.lines[k].second;
+      if (f.lines.size() > 3) shown += ",...";
+      shown += ")";
+    }
+    char share[64];
+    std::snprintf(share, sizeof share, " in %llu of %llu samples (%.0f %%)",
+                  static_cast<unsigned long long>(n), static_cast<unsigned long long>(s.samples),
+                  100.0 * static_cast<double>(n) / static_cast<double>(s.samples));
+    if (!text.empty()) text += ", ";
+    if (!thread.empty() && thread != last_thread) text += "thread \"" + thread + "\" ran ";
+    last_thread = thread;
+    text += "`" + shown + "`" + share;
+  }
+  return text;
 }
 
 std::string RateText(uint64_t bytes, uint64_t ns) {
@@ -96,9 +168,17 @@ std::optional<Detection> DetectIdleCause(const RuleInput& in, GapCause cause) {
     if (m.pinning_saves_ns > 0)
       d.values["saves"] = in.PerStepText(static_cast<double>(m.pinning_saves_ns));
   }
-  d.numbers.insert({{"idle_ns", worst_gaps_ns},
-                    {"gaps", static_cast<double>(count)},
-                    {"all_ranks_ns", all}});
+  if (worst < r.idle.cause_samples.size()) {
+    if (auto it = r.idle.cause_samples[worst].find(cause);
+        it != r.idle.cause_samples[worst].end()) {
+      double share = 0;
+      d.values["sampled"] = SampledText(it->second, &share);
+      d.numbers["host_samples"] = static_cast<double>(it->second.samples);
+      d.numbers["top_frame_share"] = share;
+    }
+  }
+  d.numbers.insert(
+      {{"idle_ns", worst_gaps_ns}, {"gaps", static_cast<double>(count)}, {"all_ranks_ns", all}});
   return d;
 }
 

@@ -134,7 +134,8 @@ TEST(CommonConfig, LoadAgentConfigDefaults) {
   for (bool b : c->kinds) EXPECT_TRUE(b);
   EXPECT_EQ(c->KindsString(),
             "kernels,memcpy,memset,sync,api,nvtx,nccl,external_correlation,steps,counters,ops,"
-            "graph_ops");
+            "graph_ops,host_samples");
+  EXPECT_EQ(c->host_sample_hz, 1000);
 }
 
 TEST(CommonConfig, LoadAgentConfigValues) {

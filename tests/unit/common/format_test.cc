@@ -26,7 +26,7 @@ class FormatRoundTrip : public ::testing::Test {};
 using RecordTypes =
     ::testing::Types<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord, NvtxRecord,
                      NcclRecord, ExternalCorrelationRecord, StepRecord, CounterRecord, OpRecord,
-                     GraphOpRecord, NcclGraphRecord>;
+                     GraphOpRecord, HostSampleRecord, NcclGraphRecord>;
 TYPED_TEST_SUITE(FormatRoundTrip, RecordTypes);
 
 // Writes `records` in two appends (so the dataset is extended, not just created),

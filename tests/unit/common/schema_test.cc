@@ -224,8 +224,8 @@ TEST(RankMetadataFields, NamesAreUniqueAndEveryFieldIsDocumented) {
   // (696: the drop counters grew by one kind, counters, in 1.6; 704: ops, in 1.8;
   // 840: the unwritten counters, collector_lost_ns and capture_disabled, in 1.11;
   // 872: unwritten_why, in 1.12; 888: the drop and unwritten counters grew by one
-  // kind, graph_ops, in 1.13.)
-  EXPECT_EQ(sizeof(RankMetadata), 888u) << "RankMetadata changed: is every scalar in its table?";
+  // kind, graph_ops, in 1.13; 904: and host_samples, in 1.15.)
+  EXPECT_EQ(sizeof(RankMetadata), 904u) << "RankMetadata changed: is every scalar in its table?";
 }
 
 TEST(RankMetadataFields, EveryFieldSurvivesTheFileAndTheWire) {

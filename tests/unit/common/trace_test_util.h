@@ -45,7 +45,8 @@ inline void SetField(void* record, const Field& f, uint64_t v) {
 // remap these and keep everything else bit for bit.
 inline bool IsStringField(std::string_view name) {
   return name == "name_id" || name == "domain_id" || name == "func_id" || name == "algo_id" ||
-         name == "proto_id" || name == "datatype_id" || name == "uuid_id";
+         name == "proto_id" || name == "datatype_id" || name == "uuid_id" || name == "stack_id" ||
+         name == "thread_name_id";
 }
 
 inline void FillRandomFields(const TableSchema& schema, void* record, std::mt19937_64& rng) {

@@ -94,7 +94,7 @@ inline RankTrace RandomRankTrace(std::mt19937_64& rng, int rank, int world,
       if (start != nullptr) {
         const uint64_t s = kBaseNs + rng() % spread;
         SetField(&r, *start, s);
-        SetField(&r, *end, s + rng() % 5000);
+        if (end != nullptr) SetField(&r, *end, s + rng() % 5000);  // instants have none
       }
       if constexpr (std::is_same_v<T, NcclRecord>) {
         // As an agent that resolved at exit wrote them: no raw GPU times, every

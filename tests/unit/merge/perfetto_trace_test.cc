@@ -38,7 +38,7 @@ constexpr const char* kCountDecoded = R"PY(
 import collections, sys
 KINDS = {"kernel": "kernels", "memcpy": "memcpy", "memset": "memset", "sync": "sync",
          "cuda_runtime": "api", "cuda_driver": "api", "nccl": "nccl", "steps": "steps",
-         "ops": "ops"}
+         "ops": "ops", "host_samples": "host_samples"}
 def parse(text):
     root = []; stack = [root]
     for line in text.splitlines():

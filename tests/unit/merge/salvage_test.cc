@@ -20,11 +20,11 @@
 namespace aon::merge {
 namespace {
 
+using testing::AnyProblemContains;
+using testing::Contains;
+using testing::Problems;
 using testing::RankTrace;
 using testing::TempDir;
-using testing::Contains;
-using testing::AnyProblemContains;
-using testing::Problems;
 
 MergeOptions Options(const TempDir& dir) {
   MergeOptions o;
@@ -47,7 +47,10 @@ uint64_t LastRecordNs(const RankTrace& t) {
   ForEachRecordType([&](auto tag) {
     using T = decltype(tag);
     if constexpr (!kJoinTable<T>) {
-      for (const T& r : t.Get<T>()) last = std::max({last, r.start_ns, r.end_ns});
+      for (const T& r : t.Get<T>()) {
+        last = std::max(last, r.start_ns);
+        if constexpr (requires { r.end_ns; }) last = std::max(last, r.end_ns);
+      }
     }
   });
   return last;

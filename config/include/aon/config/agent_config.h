@@ -45,6 +45,7 @@ enum class AgentVar : uint8_t {
   kCountersInterval,
   kCountersSampleInterval,
   kPythonHook,
+  kHostSampleHz,
   kCount,  // not a variable: the number of them
 };
 inline constexpr size_t kAgentConfigVariableCount = static_cast<size_t>(AgentVar::kCount);
@@ -127,6 +128,7 @@ struct AgentConfig {
   int64_t counters_interval_ms{};  // AON_COUNTERS_INTERVAL: GPM sampling interval
   int64_t counters_sample_us{};    // AON_COUNTERS_SAMPLE_INTERVAL: PM sampling, GPU time
   bool python_hook{};              // AON_PYTHON_HOOK: the PyTorch hook (docs/pytorch.md)
+  int64_t host_sample_hz{};        // AON_HOST_SAMPLE_HZ: host stack samples per CPU-second, 0 = off
 
   bool enabled(RecordKind k) const { return kinds[static_cast<size_t>(k)]; }
   // "kernels,memcpy,..." of the enabled kinds.

@@ -43,6 +43,7 @@ enum class RecordKind : uint8_t {
   kCounters,
   kOps,
   kGraphOps,
+  kHostSamples,
   kNcclGraph,
   kCount,
 };
@@ -61,7 +62,7 @@ enum class KindScope : uint8_t {
 KindScope RecordKindScope(RecordKind kind);
 // The kinds of timelines come first: RecordKind values below this are
 // KindScope::kTimeline, the others kRankFile (checked in records.cc).
-inline constexpr size_t kTimelineKindCount = 12;
+inline constexpr size_t kTimelineKindCount = 13;
 
 struct KernelRecord {
   uint64_t start_ns;
@@ -432,6 +433,29 @@ struct GraphOpRecord {
 };
 static_assert(sizeof(GraphOpRecord) == 24);
 
+// Host stack samples (format 1.15): inside capture windows (all the time in
+// --mode full), the application's threads are sampled on their own CPU time
+// (a perf_event task clock, or a CPU-time timer where perf events are not
+// allowed), so a thread that waits is never sampled and one that computes is
+// sampled at the rate asked (docs/host-sampling.md). One row per sample: when,
+// which thread, and its stack, interned as one string of frames, outermost
+// first, separated by "\n": a Python frame is "function (file:line)", the
+// native frame the thread was interrupted in is "[native] symbol (module)".
+struct HostSampleRecord {
+  uint64_t start_ns;        // when the thread was interrupted
+  uint32_t tid;             // kernel thread id
+  uint32_t stack_id;        // the stack in the string table
+  uint32_t thread_name_id;  // the thread's name (/proc/self/task/TID/comm)
+  uint16_t frames;          // frames in the stack
+  uint8_t flags;            // kHostSample*
+  uint8_t padding_[1];
+};
+static_assert(sizeof(HostSampleRecord) == 24);
+inline constexpr uint8_t kHostSamplePython = 1;  // the thread's Python frames are in the stack
+inline constexpr uint8_t kHostSampleTruncated =
+    2;  // deeper than the frames kept (the outermost lost)
+inline constexpr uint8_t kHostSamplePartial = 4;  // the walk stopped at a frame it could not read
+
 // CUDA-graph bookkeeping of NCCL launches (rank files only, format 1.4):
 //   kNodeCreated: a kernel node an NCCL launch created while its stream was
 //     captured: node_id = the node's CUPTI id (cuptiGetGraphNodeId, what
@@ -494,6 +518,9 @@ inline constexpr EnumValue kNcclGpuTimingValues[] = {
 inline constexpr EnumValue kStepSourceValues[] = {{0, "none"}, {1, "time slot"}, {2, "nccl"},
                                                   {3, "nvtx"}, {4, "api"},       {5, "pytorch"},
                                                   {6, "jax"},  {7, "xla"}};
+inline constexpr EnumValue kHostSampleFlagValues[] = {{kHostSamplePython, "python"},
+                                                      {kHostSampleTruncated, "truncated"},
+                                                      {kHostSamplePartial, "partial"}};
 inline constexpr EnumValue kStepFlagValues[] = {
     {kStepCaptured, "captured"}, {kStepWindowTail, "window tail"}, {kStepOnDemand, "on demand"}};
 inline constexpr EnumValue kCounterSourceValues[] = {
@@ -788,6 +815,27 @@ struct TableTraits<GraphOpRecord> {
 };
 
 template <>
+struct TableTraits<HostSampleRecord> {
+  using T = HostSampleRecord;
+  static constexpr RecordKind kKind = RecordKind::kHostSamples;
+  static constexpr const char* kName = "host_samples";
+  static constexpr KindScope kScope = KindScope::kTimeline;
+  static constexpr const char* kDoc =
+      "Stacks of the application's threads sampled on their CPU time in capture windows";
+  static constexpr int kSinceMinor = 15;
+  static constexpr Field kFields[] = {
+      AON_FIELD(T, start_ns, kStart, "when the thread was interrupted"),
+      AON_FIELD(T, tid, kId, "kernel thread id"),
+      AON_FIELD(T, stack_id, kStringId,
+                "frames, outermost first, one per line: function (file:line), [native] symbol "
+                "(module)"),
+      AON_FIELD(T, thread_name_id, kStringId, "the thread's name"),
+      AON_FIELD(T, frames, kQuantity, "frames in the stack"),
+      AON_FIELD(T, flags, kFlags, "what the stack holds", kHostSampleFlagValues),
+      AON_PADDING(T, padding_)};
+};
+
+template <>
 struct TableTraits<NcclGraphRecord> {
   using T = NcclGraphRecord;
   static constexpr RecordKind kKind = RecordKind::kNcclGraph;
@@ -817,9 +865,10 @@ struct TableTraits<NcclGraphRecord> {
 // Every record type, in RecordKind order. Adding a kind: docs/adding-a-record-kind.md.
 template <typename... Ts>
 struct TypeList {};
-using RecordTypes = TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord,
-                             NvtxRecord, NcclRecord, ExternalCorrelationRecord, StepRecord,
-                             CounterRecord, OpRecord, GraphOpRecord, NcclGraphRecord>;
+using RecordTypes =
+    TypeList<KernelRecord, MemcpyRecord, MemsetRecord, SyncRecord, ApiRecord, NvtxRecord,
+             NcclRecord, ExternalCorrelationRecord, StepRecord, CounterRecord, OpRecord,
+             GraphOpRecord, HostSampleRecord, NcclGraphRecord>;
 
 // Join tables: timeline kinds whose rows tie records of other kinds together
 // and have no span of their own (external_correlation, graph_ops). Exports show

@@ -62,7 +62,9 @@ inline constexpr int kFormatMajor = 1;
 // 1.14: the step sources "jax" (aon_jax_step: AON's JAX hook, at every
 // jax.profiler.StepTraceAnnotation) and "xla" (executions of the XLA module a
 // program runs once per step, when nothing else marks steps).
-inline constexpr int kFormatMinor = 14;
+// 1.15: the host_samples kind (stacks of the application's threads, sampled on
+// their CPU time in capture windows).
+inline constexpr int kFormatMinor = 15;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"

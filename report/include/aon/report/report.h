@@ -95,6 +95,9 @@ struct Timeline {
   // CUDA-graph kernel nodes captured inside an op, and their clones (1.13): a
   // replayed kernel's op is its node's (kernels.graph_node_id).
   std::vector<Merged<GraphOpRecord>> graph_ops;
+  // Host stack samples of the application's threads in capture windows (1.15;
+  // docs/host-sampling.md).
+  std::vector<Merged<HostSampleRecord>> host_samples;
 
   bool synthetic() const { return source.find("synthetic") != std::string::npos; }
   size_t HostCount() const;
@@ -132,6 +135,8 @@ std::vector<Merged<T>>& Timeline::Records() {
     return external;
   } else if constexpr (std::is_same_v<T, GraphOpRecord>) {
     return graph_ops;
+  } else if constexpr (std::is_same_v<T, HostSampleRecord>) {
+    return host_samples;
   } else {
     static_assert(sizeof(T) == 0, "a timeline record kind without its vector in Timeline");
   }
@@ -366,7 +371,20 @@ struct IdleAnalysis {
   std::vector<std::map<GapCause, uint64_t>> cause_count;
   // per rank, per cause, per innermost NVTX range: total (for evidence)
   std::vector<std::map<GapCause, std::map<std::string, uint64_t>>> cause_nvtx_ns;
+  // Host stack samples (1.15; docs/host-sampling.md) taken inside the gaps:
+  // per rank and cause, how many, and how many had each innermost frame (the
+  // innermost Python frame where the stack has one, else the native frame),
+  // with the thread that ran it most.
+  struct SampledFrames {
+    uint64_t samples = 0;
+    std::map<std::string, uint64_t> frames;
+    std::map<std::string, std::map<std::string, uint64_t>> threads;  // frame -> thread -> samples
+  };
+  std::vector<std::map<GapCause, SampledFrames>> cause_samples;
 };
+// The frame a host sample is named by: its innermost Python frame, else its
+// native frame (HostSampleRecord's stack, one frame per line, outermost first).
+std::string InnermostFrame(std::string_view stack);
 IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps = nullptr,
                          uint64_t min_gap_ns = 10000, const CompileAnalysis* compile = nullptr);
 

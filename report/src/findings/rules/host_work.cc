@@ -25,7 +25,7 @@ AON_FINDING_RULE(host_work) {
           "of the step); CUDA graphs or larger kernels do not help here",
       .evidence =
           "rank {rank}'s GPU idles {idle} in {gaps} gaps ({cause})[, mostly in "
-          "\"{range}\"][; longest: {longest}]",
+          "\"{range}\"][; longest: {longest}][; while the GPU idled, {sampled}]",
       .detect = [](const RuleInput& in,
                    Claims*) { return DetectIdleCause(in, GapCause::kHostWork); },
   };

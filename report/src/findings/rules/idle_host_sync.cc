@@ -18,7 +18,7 @@ AON_FINDING_RULE(idle_host_sync) {
           "cudaStreamSynchronize)",
       .evidence =
           "rank {rank}'s GPU idles {idle} in {gaps} gaps ({cause})[, mostly in "
-          "\"{range}\"][; longest: {longest}]",
+          "\"{range}\"][; longest: {longest}][; while the GPU idled, {sampled}]",
       .detect = [](const RuleInput& in,
                    Claims*) { return DetectIdleCause(in, GapCause::kHostSync); },
   };

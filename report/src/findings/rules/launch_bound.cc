@@ -21,7 +21,7 @@ AON_FINDING_RULE(launch_bound) {
           "(use CUDA graphs, fewer and larger kernels: fusion, torch.compile, larger batches)",
       .evidence =
           "rank {rank}'s GPU idles {idle} in {gaps} gaps ({cause})[, mostly in "
-          "\"{range}\"][; longest: {longest}]",
+          "\"{range}\"][; longest: {longest}][; while the GPU idled, {sampled}]",
       .detect = [](const RuleInput& in,
                    Claims*) { return DetectIdleCause(in, GapCause::kHostLate); },
   };

@@ -22,7 +22,7 @@ AON_FINDING_RULE(pageable_copies) {
           "rank {rank}[: its GPU idles {idle} in {gaps} gaps ({cause})][, mostly in "
           "\"{range}\"][; longest: {longest}][; {pageable_copies} pageable copies, "
           "{pageable_bytes}][ at {pageable_rate}][ ({pinned_rate})][: pinning saves {saves} of "
-          "their time]",
+          "their time][; while the GPU idled, {sampled}]",
       .detect = [](const RuleInput& in,
                    Claims*) { return DetectIdleCause(in, GapCause::kSyncCopy); },
   };

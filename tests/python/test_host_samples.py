@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""CI test of host stack sampling (docs/host-sampling.md) with real sampled
+processes under aon-run and the labeled SYNTHETIC GPU: a Python program and a
+native one, each with a planted hot function whose spans they write down, and
+a stress program (threads made and ended, generators, coroutines, deep
+recursion, exceptions, fork, fork+exec) sampled at 4 kHz.
+
+usage: test_host_samples.py BIN_DIR   (with a python that has h5py and numpy)
+"""
+import ast
+import bisect
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import hook_jobs
+from hook_jobs import col
+
+hook_jobs.configure(sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin")
+PROGRAM = os.path.join(hook_jobs.HERE, "host_sample_program.py")
+import aon  # noqa: E402
+
+
+def planted_lines():
+    """The lines of planted_busy in the program's source."""
+    with open(PROGRAM) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "planted_busy":
+            return range(node.lineno, node.end_lineno + 1)
+    raise AssertionError("no planted_busy in " + PROGRAM)
+
+
+def frames(stack):
+    return stack.split("\n")
+
+
+def innermost_python(stack):
+    py = [f for f in frames(stack) if not f.startswith("[native] ")]
+    return py[-1] if py else ""
+
+
+def inside(spans, t):
+    """Whether time t lies in one of the sorted (start, end) spans."""
+    i = bisect.bisect_right([s for s, _ in spans], t) - 1
+    return i >= 0 and t < spans[i][1]
+
+
+class HostSamples(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="aon-hostsamples-")
+        self.job = os.path.join(self.dir, "job")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run_python(self, args, aon_args=(), report=False):
+        out = os.path.join(self.dir, "planted.json")
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   PYTHONPATH=hook_jobs.HERE)
+        cmd = [os.path.join(hook_jobs.BIN, "aon-run"), "--source", "synthetic", "-o", self.job,
+               *([] if report else ["--no-report"]), *aon_args,
+               sys.executable, PROGRAM, "--out", out, *args]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(out) as f:
+            return json.load(f), p
+
+    def main_samples(self, t, tid):
+        rows = zip(col(t.host_samples, "start_ns"), col(t.host_samples, "tid"),
+                   col(t.host_samples, "stack"), col(t.host_samples, "flags"))
+        return [(ts, stack, flags) for ts, x, stack, flags in rows if x == tid]
+
+    def test_python_hot_function_is_the_top_frame(self):
+        planted, _ = self.run_python(["--steps", "80"], ["--mode", "full"])
+        t = aon.load(self.job)
+        spans = sorted(tuple(s) for s in planted["planted"])
+        mine = self.main_samples(t, planted["main_tid"])
+        within = [(stack, flags) for ts, stack, flags in mine if inside(spans, ts)]
+        # 80 x 3 ms of CPU at 1 kHz: about 240 samples (fewer if the machine is busy).
+        self.assertGreaterEqual(len(within), 50, "samples in planted_busy: %d" % len(within))
+        lines = planted_lines()
+        top = collections.Counter()
+        for stack, flags in within:
+            self.assertTrue(flags & 1, "a sample of a Python thread without its Python frames")
+            f = innermost_python(stack)
+            name, _, where = f.partition(" (")
+            path, _, line = where.rstrip(")").rpartition(":")
+            ok = (name == "planted_busy" and os.path.basename(path) == "host_sample_program.py"
+                  and int(line or -1) in lines)
+            top[ok] += 1
+            if ok:  # the callers, outermost first
+                names = [x.partition(" (")[0] for x in frames(stack)]
+                self.assertLess(names.index("<module>"), names.index("main"), stack)
+                self.assertLess(names.index("main"), names.index("planted_busy"), stack)
+                self.assertTrue(frames(stack)[-1].startswith("[native] "), stack)
+        share = top[True] / len(within)
+        self.assertGreaterEqual(share, 0.9, "planted_busy on top in %d of %d" %
+                                (top[True], len(within)))
+
+    def test_budgeted_samples_fall_only_in_windows(self):
+        planted, _ = self.run_python(["--steps", "64", "--busy-ms", "2"],
+                                     ["--capture-period", "8", "--capture-steps", "3"])
+        t = aon.load(self.job)
+        steps = sorted(zip(col(t.steps, "start_ns"), col(t.steps, "end_ns"),
+                           col(t.steps, "flags"), col(t.steps, "window")))
+        captured = [i for i, s in enumerate(steps) if s[2] & 1]
+        self.assertTrue(captured, steps)
+        # A window is sampled from its first step's start; sampling stops when
+        # its last step ends, on that boundary's thread, before the next step
+        # runs any of the program's code: so a sample of the main thread lies
+        # in a captured step or in the step right after one (the boundary's
+        # own few microseconds).
+        allowed = sorted({i for c in captured for i in (c, c + 1) if i < len(steps)})
+        spans = [(steps[i][0], steps[i][1]) for i in allowed]
+        mine = self.main_samples(t, planted["main_tid"])
+        self.assertGreater(len(mine), 0)
+        outside = [ts for ts, _, _ in mine if not inside(spans, ts)]
+        self.assertEqual(outside, [], "samples outside capture windows")
+        windows = {steps[i][3] for i in captured
+                   if any(steps[i][0] <= ts < steps[i][1] for ts, _, _ in mine)}
+        self.assertGreaterEqual(len(windows), 2, "samples in windows %s" % sorted(windows))
+
+    def test_native_hot_function_is_the_top_frame(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-run"), "--source", "synthetic",
+                            "--mode", "full", "--no-report", "-o", self.job,
+                            os.path.join(hook_jobs.BIN, "aon-host-busy"), "--steps", "80"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        spans = sorted(tuple(int(x) for x in line.split()[1:])
+                       for line in p.stdout.splitlines() if line.startswith("busy "))
+        self.assertEqual(len(spans), 80, p.stdout)
+        t = aon.load(self.job)
+        by_thread = collections.defaultdict(list)
+        for ts, tid, stack in zip(col(t.host_samples, "start_ns"), col(t.host_samples, "tid"),
+                                  col(t.host_samples, "stack")):
+            by_thread[tid].append((ts, frames(stack)[-1]))
+        main = min(by_thread)  # the process's first thread
+        within = [leaf for ts, leaf in by_thread[main] if inside(spans, ts)]
+        self.assertGreaterEqual(len(within), 50)
+        hits = sum(1 for leaf in within
+                   if leaf == "[native] aon_planted_native_busy (aon-host-busy)")
+        self.assertGreaterEqual(hits / len(within), 0.9, collections.Counter(within))
+        # Helper threads, made and ended every 10 steps, are sampled too.
+        helpers = [leaf for tid, rows in by_thread.items() if tid != main for _, leaf in rows]
+        self.assertGreater(len(helpers), 0, "no helper thread sampled")
+        hits = sum(1 for leaf in helpers
+                   if leaf == "[native] aon_planted_helper_busy (aon-host-busy)")
+        self.assertGreaterEqual(hits / len(helpers), 0.9, collections.Counter(helpers))
+
+    def test_stress_at_4khz_the_program_is_unharmed(self):
+        _, p = self.run_python(["--case", "stress", "--steps", "50"],
+                               ["--mode", "full", "--host-sample-hz", "4000"])
+        t = aon.load(self.job)
+        tids = collections.Counter(col(t.host_samples, "tid"))
+        self.assertGreaterEqual(len(tids), 2, tids)  # the main thread and helpers
+        names = collections.Counter(innermost_python(s).partition(" (")[0]
+                                    for s in col(t.host_samples, "stack"))
+        for planted in ("spin",):
+            self.assertIn(planted, names, names)
+
+    def test_report_names_the_function_the_gpu_waited_on(self):
+        self.run_python(["--steps", "200"], report=True)
+        report = os.path.join(self.dir, "report.json")
+        p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-report"), self.job,
+                            "--json", report], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(report) as f:
+            first = json.load(f)["findings"][0]
+        self.assertEqual(first["kind"], "host-work", first)
+        self.assertIn("`planted_busy (host_sample_program.py:", first["evidence"])
+        self.assertGreaterEqual(first["numbers"]["top_frame_share"], 0.9, first)
+        self.assertGreater(first["numbers"]["host_samples"], 0, first)
+
+    def test_off(self):
+        self.run_python(["--steps", "20"], ["--mode", "full", "--host-sample-hz", "0"])
+        self.assertEqual(len(aon.load(self.job).host_samples), 0)
+        shutil.rmtree(self.job)
+        self.run_python(["--steps", "20"], ["--mode", "full", "--kinds", "kernels,api"])
+        self.assertEqual(len(aon.load(self.job).get("host_samples", [])), 0)
+
+    def test_bad_rate_is_refused_by_name(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-run"), "--host-sample-hz", "fast",
+                            "-o", self.job, "true"], env=env, capture_output=True, text=True,
+                           timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("host-sample-hz", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
