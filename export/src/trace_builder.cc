@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "aon/format/framework_ranges.h"
+#include "aon/format/host_stack.h"
 #include "aon/format/records.h"
 #include "timeline_meta.h"
 
@@ -255,6 +256,10 @@ std::span<const std::string_view> HandledFields() {
                                                    "gpu_uuid_hi"sv, "gpu_uuid_lo"sv, "device"sv,
                                                    "metric"sv,      "source"sv};
     return kFields;
+  } else if constexpr (std::is_same_v<T, HostSampleRecord>) {
+    static constexpr std::string_view kFields[] = {"start_ns"sv, "tid"sv, "stack_id"sv,
+                                                   "thread_name_id"sv};
+    return kFields;
   } else if constexpr (std::is_same_v<T, OpRecord>) {
     static constexpr std::string_view kFields[] = {
         "start_ns"sv,       "end_ns"sv,  "op_id"sv,     "parent_id"sv,
@@ -402,6 +407,8 @@ class Builder {
       Counter(m);
     } else if constexpr (std::is_same_v<T, OpRecord>) {
       Op(m);
+    } else if constexpr (std::is_same_v<T, HostSampleRecord>) {
+      HostSample(m);
     } else {
       Generic(m);
     }
@@ -730,6 +737,19 @@ class Builder {
     if (flow != 0) ++flows_;
     Emit(track, SliceShape::kComplete, name.empty() ? "cuda api" : name,
          driver ? "cuda_driver" : "cuda_runtime", r.start_ns, r.end_ns, flow);
+  }
+
+  // A host stack sample: an instant on its thread's row (beside that thread's
+  // CUDA calls and NVTX ranges), named by its innermost frame, the whole stack
+  // an argument (docs/host-sampling.md).
+  void HostSample(const Merged<HostSampleRecord>& m) {
+    const HostSampleRecord& r = m.record;
+    const uint32_t track = CpuThread(m.rank, r.tid);
+    const std::string& stack = Str(r.stack_id);
+    args_.S("stack", stack);
+    args_.S("thread", Str(r.thread_name_id));
+    Emit(track, SliceShape::kInstant, args_.Keep(InnermostHostFrame(stack)),
+         RecordTraits<HostSampleRecord>::kName, r.start_ns, r.start_ns);
   }
 
   void Nvtx(const Merged<NvtxRecord>& m) {

@@ -102,6 +102,16 @@ class HostSamples(unittest.TestCase):
         share = top[True] / len(within)
         self.assertGreaterEqual(share, 0.9, "planted_busy on top in %d of %d" %
                                 (top[True], len(within)))
+        # The viewer trace: every sample an instant on its thread's row, named
+        # by its innermost frame, the stack an argument.
+        with open(os.path.join(self.job, "trace.json")) as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "host_samples"]
+        self.assertEqual(len(events), len(t.host_samples))
+        self.assertEqual(collections.Counter((e["ph"], e["tid"], e["name"], e["args"]["stack"])
+                                             for e in events),
+                         collections.Counter(("i", int(tid), innermost_python(s) or frames(s)[-1], s)
+                                             for tid, s in zip(col(t.host_samples, "tid"),
+                                                               col(t.host_samples, "stack"))))
 
     def test_budgeted_samples_fall_only_in_windows(self):
         planted, _ = self.run_python(["--steps", "64", "--busy-ms", "2"],

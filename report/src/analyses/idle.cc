@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "analyses/analysis.h"
+#include "aon/format/host_stack.h"
 
 namespace aon::report {
 
@@ -432,7 +433,7 @@ class GapSamples {
  private:
   const std::string& Frame(uint32_t stack_id) {
     auto [it, added] = frames_.try_emplace(stack_id);
-    if (added) it->second = InnermostFrame(t_.strings.Get(stack_id));
+    if (added) it->second = InnermostHostFrame(t_.strings.Get(stack_id));
     return it->second;
   }
   const Timeline& t_;
@@ -466,19 +467,6 @@ void RecordGap(const Gap& g, uint32_t r, const std::vector<Interval>* windows, i
 }
 
 }  // namespace
-
-std::string InnermostFrame(std::string_view stack) {
-  std::string_view native;
-  while (!stack.empty()) {
-    const size_t end = stack.rfind('\n');
-    const std::string_view frame = end == std::string_view::npos ? stack : stack.substr(end + 1);
-    if (frame.rfind("[native] ", 0) != 0) return std::string(frame);
-    if (native.empty()) native = frame;
-    if (end == std::string_view::npos) break;
-    stack = stack.substr(0, end);
-  }
-  return std::string(native);
-}
 
 IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap_ns,
                          const CompileAnalysis* compile) {

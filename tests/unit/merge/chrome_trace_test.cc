@@ -45,6 +45,7 @@ for e in ev:
         if not isinstance(e.get("dur"), (int, float)) or e["dur"] < 0: bad.append(e)
         c["X_" + cat] += 1
         if cat == "kernel": kernel_ts.append("%s:%s" % (repr(e["ts"]), repr(e["dur"])))
+    if ph == "i": c["i_" + cat] += 1
     if ph in "sf": flows[ph].add((e["pid"], e["id"]))
     if ph == "b": async_balance[(e["pid"], e["cat"], e["name"], e["id"])] += 1
     if ph == "e": async_balance[(e["pid"], e["cat"], e["name"], e["id"])] -= 1
@@ -125,7 +126,10 @@ TEST(MergeChromeTrace, LoadsAndHoldsEveryRecord) {
   EXPECT_EQ(Count(c, "X_cuda_runtime") + Count(c, "X_cuda_driver"), k(RecordKind::kApi));
   EXPECT_EQ(Count(c, "X_nccl"), k(RecordKind::kNccl));
   EXPECT_EQ(Count(c, "X_nvtx"), push_pop);
-  EXPECT_EQ(Count(c, "ph_i"), marks);
+  // Instants: NVTX marks, and host stack samples on their threads' rows.
+  EXPECT_EQ(Count(c, "i_nvtx"), marks);
+  EXPECT_EQ(Count(c, "i_host_samples"), k(RecordKind::kHostSamples));
+  EXPECT_EQ(Count(c, "ph_i"), marks + k(RecordKind::kHostSamples));
   EXPECT_EQ(Count(c, "ph_b"), start_end);
   EXPECT_EQ(Count(c, "ph_e"), start_end);
   EXPECT_EQ(Value(c, "async_unbalanced"), "0");

@@ -372,9 +372,8 @@ struct IdleAnalysis {
   // per rank, per cause, per innermost NVTX range: total (for evidence)
   std::vector<std::map<GapCause, std::map<std::string, uint64_t>>> cause_nvtx_ns;
   // Host stack samples (1.15; docs/host-sampling.md) taken inside the gaps:
-  // per rank and cause, how many, and how many had each innermost frame (the
-  // innermost Python frame where the stack has one, else the native frame),
-  // with the thread that ran it most.
+  // per rank and cause, how many, and how many had each innermost frame
+  // (InnermostHostFrame), by thread.
   struct SampledFrames {
     uint64_t samples = 0;
     std::map<std::string, uint64_t> frames;
@@ -382,9 +381,7 @@ struct IdleAnalysis {
   };
   std::vector<std::map<GapCause, SampledFrames>> cause_samples;
 };
-// The frame a host sample is named by: its innermost Python frame, else its
-// native frame (HostSampleRecord's stack, one frame per line, outermost first).
-std::string InnermostFrame(std::string_view stack);
+
 IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps = nullptr,
                          uint64_t min_gap_ns = 10000, const CompileAnalysis* compile = nullptr);
 
