@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
+#include <string_view>
 
 #include "aon/report/report.h"
 
@@ -483,6 +485,100 @@ std::string CountersSection(const Report& r) {
 }
 
 // The document head: title and inline CSS.
+// A flame graph of host stack samples, drawn with nested boxes (no script):
+// the outermost frames on top, each box as wide as its share of its parent's
+// samples; boxes under half a percent of all samples are left out.
+struct FlameNode {
+  uint64_t n = 0;
+  std::map<std::string, FlameNode> children;
+};
+
+std::string FlameColor(const std::string& frame) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : frame.substr(0, frame.find(" ("))) h = (h ^ c) * 16777619u;
+  const bool native = frame.rfind("[native] ", 0) == 0;
+  return native ? F("hsl(%u,35%%,72%%)", 200 + h % 40) : F("hsl(%u,80%%,65%%)", 10 + h % 45);
+}
+
+void FlameBoxes(const FlameNode& node, uint64_t total, int depth, std::string* o) {
+  std::vector<std::pair<uint64_t, const std::string*>> order;
+  for (const auto& [frame, child] : node.children) order.emplace_back(child.n, &frame);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : *a.second < *b.second;
+  });
+  *o += "<div class=fc>";
+  for (const auto& [n, frame] : order) {
+    if (n * 200 < total || depth > 64) break;
+    const FlameNode& child = node.children.at(*frame);
+    *o += "<div class=fn style='width:" +
+          F("%.3f", 100.0 * static_cast<double>(n) / static_cast<double>(node.n)) +
+          "%'><div class=fl style='background:" + FlameColor(*frame) + "' title='" + E(*frame) +
+          ": " + std::to_string(n) + " samples (" + Pct(static_cast<double>(n), total) + ")'>" +
+          E(*frame) + "</div>";
+    FlameBoxes(child, total, depth + 1, o);
+    *o += "</div>";
+  }
+  *o += "</div>";
+}
+
+// A frame as the flame graph merges it: a Python frame by function and file
+// ("step (train.py)": its lines apart would split one function into many
+// boxes), a native frame without an offset by its module.
+std::string FlameKey(std::string_view frame) {
+  if (frame.rfind("[native] ", 0) == 0) {
+    const size_t plus = frame.rfind("+0x");
+    return std::string(plus == std::string_view::npos || frame.find(" (") != std::string_view::npos
+                           ? frame
+                           : frame.substr(0, plus));
+  }
+  const size_t open = frame.rfind(" (");
+  const size_t colon = frame.rfind(':');
+  if (open == std::string_view::npos || colon == std::string_view::npos || colon < open)
+    return std::string(frame);
+  const std::string_view path = frame.substr(open + 2, colon - open - 2);
+  const size_t slash = path.rfind('/');
+  return std::string(frame.substr(0, open + 2)) +
+         std::string(slash == std::string_view::npos ? path : path.substr(slash + 1)) + ")";
+}
+
+std::string FlameGraph(const std::map<std::string, uint64_t>& stacks) {
+  FlameNode root;
+  for (const auto& [stack, n] : stacks) {
+    root.n += n;
+    FlameNode* node = &root;
+    size_t from = 0;
+    while (from <= stack.size()) {
+      size_t end = stack.find('\n', from);
+      if (end == std::string::npos) end = stack.size();
+      node = &node->children[FlameKey(std::string_view(stack).substr(from, end - from))];
+      node->n += n;
+      from = end + 1;
+    }
+  }
+  std::string o = "<div class=flame>";
+  FlameBoxes(root, root.n, 0, &o);
+  return o + "</div>";
+}
+
+// Host stack samples (docs/host-sampling.md): what the application's threads
+// ran while the GPU idled, and in the capture windows as a whole.
+std::string HostSamplesSection(const Report& r) {
+  if (r.idle.all_stacks.empty()) return "";
+  uint64_t gap = 0, all = 0;
+  for (const auto& [stack, n] : r.idle.gap_stacks) gap += n;
+  for (const auto& [stack, n] : r.idle.all_stacks) all += n;
+  std::string o =
+      "<section id=host-samples><h2>Host stack samples: what the host ran</h2><p "
+      "class=muted>Stacks of the application's threads, sampled on their CPU time in capture "
+      "windows (a waiting thread is not sampled), every rank. Outermost frames on top, a Python "
+      "function's lines merged; each box as wide as its share of its parent's samples (boxes "
+      "under 0.5 % of all are left out); hover for counts. The findings name the lines.</p>";
+  o += "<h3>While the GPU idled (" + std::to_string(gap) + " samples in GPU gaps)</h3>";
+  o += gap > 0 ? FlameGraph(r.idle.gap_stacks) : "<p class=muted>none</p>";
+  o += "<h3>All samples (" + std::to_string(all) + ")</h3>" + FlameGraph(r.idle.all_stacks);
+  return o + "</section>\n";
+}
+
 std::string HtmlHead(const Report& r) {
   std::string o;
   o += "<!DOCTYPE html>\n<html lang=en><head><meta charset='utf-8'><title>AON report: " +
@@ -498,7 +594,10 @@ std::string HtmlHead(const Report& r) {
        ".gain{font-weight:bold;color:#a00}.cost{font-size:15px;background:#eef6ff;padding:6px "
        "10px}.note{background:#ffd;padding:4px 8px;margin:4px 0}"
        ".lost{border-left:5px solid #c60;background:#fff3e6;padding:4px 10px;margin:8px 0}"
-       "code{font-size:12px}</style></head><body>\n";
+       "code{font-size:12px}.flame{font-size:11px;border:1px solid #ccc;margin:6px 0}"
+       ".fc{display:flex}.fn{min-width:0;overflow:hidden}.fl{white-space:nowrap;overflow:hidden;"
+       "text-overflow:ellipsis;border:1px solid #fff;padding:1px 2px;height:15px}"
+       "</style></head><body>\n";
   return o;
 }
 
@@ -791,8 +890,8 @@ std::string NvtxSection(const Report& r) {
 std::string RenderHtml(const Report& r) {
   std::string o;
   for (auto* section : {HtmlHead, SummarySection, FindingsSection, BreakdownSection, KernelsSection,
-                        CommunicationSection, StragglersSection, IdleSection, ImbalanceSection,
-                        NvtxSection, TorchSection, XlaSection, CountersSection})
+                        CommunicationSection, StragglersSection, IdleSection, HostSamplesSection,
+                        ImbalanceSection, NvtxSection, TorchSection, XlaSection, CountersSection})
     o += section(r);
   o += "<p class=muted>Generated by aon-report. Self-contained: no scripts, no "
        "network.</p></body></html>\n";

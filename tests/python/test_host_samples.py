@@ -187,6 +187,13 @@ class HostSamples(unittest.TestCase):
         self.assertIn("`planted_busy (host_sample_program.py:", first["evidence"])
         self.assertGreaterEqual(first["numbers"]["top_frame_share"], 0.9, first)
         self.assertGreater(first["numbers"]["host_samples"], 0, first)
+        # The HTML's flame graphs: the planted function among the idle gaps' stacks.
+        with open(os.path.join(self.job, "report.html"), encoding="utf-8") as f:
+            html = f.read()
+        section = html[html.index("<section id=host-samples>"):]
+        section = section[:section.index("</section>")]
+        idle = section[section.index("While the GPU idled"):section.index("All samples")]
+        self.assertIn(">planted_busy (host_sample_program.py)</div>", idle)
 
     def test_off(self):
         self.run_python(["--steps", "20"], ["--mode", "full", "--host-sample-hz", "0"])

@@ -403,13 +403,16 @@ std::vector<double> WindowFactors(std::span<const IdleAnalysis::Slice> rank_slic
 // The host samples of each rank, by time, and what each stack is named by.
 class GapSamples {
  public:
-  explicit GapSamples(const Timeline& t) : t_(t), by_rank_(t.world_size) {
+  GapSamples(const Timeline& t, IdleAnalysis* a) : t_(t), by_rank_(t.world_size) {
+    std::unordered_map<uint32_t, uint64_t> stacks;
     for (const Merged<HostSampleRecord>& m : t.host_samples) {
       if (m.rank < by_rank_.size()) by_rank_[m.rank].push_back(&m.record);
+      ++stacks[m.record.stack_id];
     }
+    for (const auto& [id, n] : stacks) a->all_stacks[t.strings.Get(id)] += n;
     for (auto& v : by_rank_) {
-      std::sort(v.begin(), v.end(), [](const HostSampleRecord* a, const HostSampleRecord* b) {
-        return a->start_ns < b->start_ns;
+      std::sort(v.begin(), v.end(), [](const HostSampleRecord* x, const HostSampleRecord* y) {
+        return x->start_ns < y->start_ns;
       });
     }
   }
@@ -427,6 +430,7 @@ class GapSamples {
       ++out->samples;
       ++out->frames[frame];
       ++out->threads[frame][t_.strings.Get((*it)->thread_name_id)];
+      ++a->gap_stacks[t_.strings.Get((*it)->stack_id)];
     }
   }
 
@@ -486,7 +490,7 @@ IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps, uint64_t min_gap
   a.cause_count.resize(n);
   a.cause_nvtx_ns.resize(n);
   a.cause_samples.resize(n);
-  GapSamples samples(t);
+  GapSamples samples(t, &a);
   std::vector<std::vector<GpuOp>> ops = CollectGpuOps(t, n);
   HostCalls calls;
   CollectHostCalls(t, n, &calls);

@@ -380,6 +380,10 @@ struct IdleAnalysis {
     std::map<std::string, std::map<std::string, uint64_t>> threads;  // frame -> thread -> samples
   };
   std::vector<std::map<GapCause, SampledFrames>> cause_samples;
+  // The same samples by whole stack, every rank: those inside GPU gaps (of
+  // at least min_gap_ns, or host launched late) and all of them (the report's
+  // flame graphs).
+  std::map<std::string, uint64_t> gap_stacks, all_stacks;
 };
 
 IdleAnalysis AnalyzeIdle(const Timeline& t, const Steps* steps = nullptr,
