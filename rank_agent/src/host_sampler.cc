@@ -14,6 +14,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -27,12 +28,13 @@ namespace aon::agent {
 namespace {
 
 constexpr int kMaxFrames = 48;
-constexpr uint32_t kRingSamples = 128;  // a power of two
 constexpr int kMaxThreads = 256;
 constexpr auto kDrainEvery = std::chrono::milliseconds(20);
 // New threads are looked for at every drain while a window is open (a
-// thread that lives less than that may go unsampled), every 200 ms outside.
+// thread that lives less than that may go unsampled), every 200 ms outside;
+// armed threads' signal masks are checked every 100 ms of a window.
 constexpr int kScanEveryDrains = 10;
+constexpr int kMaskEveryDrains = 5;
 
 struct RawSample {
   uint64_t time_ns;
@@ -53,8 +55,14 @@ struct Slot {
   std::atomic<uint32_t> head{0};
   std::atomic<uint32_t> tail{0};
   std::atomic<uint64_t> dropped{0};
-  RawSample ring[kRingSamples];
+  std::atomic<int> fd{-1};    // its perf event, closed by a forked child at once
+  uint32_t capacity = 0;      // samples in ring, a power of two
+  RawSample* ring = nullptr;  // right after the slot, in the same mapping
 };
+size_t SlotBytes(uint32_t capacity) {
+  static_assert(sizeof(Slot) % alignof(RawSample) == 0);
+  return sizeof(Slot) + sizeof(RawSample) * capacity;
+}
 
 // What the handler reads: set before any event is armed, never changed after.
 struct HandlerState {
@@ -62,17 +70,18 @@ struct HandlerState {
   std::atomic<int> count{0};
   PythonLayout python;
   void* (*thread_state)() = nullptr;
+  int (*is_finalizing)() = nullptr;
 };
 HandlerState g_handler;
 
-void RecordSample(Slot* s, void* context) {
+void RecordSample(Slot* s, uint64_t now, void* context) {
   const uint32_t head = s->head.load(std::memory_order_relaxed);
-  if (head - s->tail.load(std::memory_order_acquire) >= kRingSamples) {
+  if (head - s->tail.load(std::memory_order_acquire) >= s->capacity) {
     s->dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  RawSample& r = s->ring[head & (kRingSamples - 1)];
-  r.time_ns = TimebaseNowNs();
+  RawSample& r = s->ring[head & (s->capacity - 1)];
+  r.time_ns = now;
   const auto* uc = static_cast<const ucontext_t*>(context);
 #if defined(__x86_64__)
   r.pc = static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RIP]);
@@ -83,7 +92,10 @@ void RecordSample(Slot* s, void* context) {
 #endif
   r.frames = 0;
   r.flags = 0;
-  if (g_handler.thread_state != nullptr) {
+  // No Python frames once the interpreter shuts down (it frees daemon
+  // threads' states while they run).
+  if (g_handler.thread_state != nullptr &&
+      (g_handler.is_finalizing == nullptr || !g_handler.is_finalizing())) {
     // The thread's own state (thread-specific data: null, or live until this
     // thread ends); never another thread's.
     if (const void* tstate = g_handler.thread_state()) {
@@ -97,16 +109,40 @@ void RecordSample(Slot* s, void* context) {
 
 void OnSampleSignal(int, siginfo_t*, void* context) {
   const int saved = errno;
+  // The time first: a sample whose slot is still armed after it was taken
+  // was taken before the window's end disarmed it.
+  const uint64_t now = TimebaseNowNs();
   const int tid = static_cast<int>(syscall(SYS_gettid));
   const int n = g_handler.count.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) {
     Slot* s = g_handler.slots[i].load(std::memory_order_acquire);
     if (s != nullptr && s->tid.load(std::memory_order_acquire) == tid) {
-      if (s->armed.load(std::memory_order_acquire)) RecordSample(s, context);
+      if (s->armed.load(std::memory_order_acquire)) RecordSample(s, now, context);
       break;
     }
   }
   errno = saved;
+}
+
+// A forked child inherits the perf events' descriptors, whose signals go to
+// the parent's threads: it closes them at once (no lock taken: the sampler's
+// thread may have held one at the fork) and never samples.
+void CloseEventsInChild() {
+  SetSafeReadPid(0);
+  const int n = g_handler.count.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
+    Slot* s = g_handler.slots[i].load(std::memory_order_acquire);
+    if (s == nullptr) continue;
+    s->armed.store(false, std::memory_order_relaxed);
+    const int fd = s->fd.exchange(-1);
+    if (fd >= 0) close(fd);
+  }
+}
+
+bool Ours(int sig) {
+  struct sigaction current {};
+  return sigaction(sig, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+         current.sa_sigaction == OnSampleSignal;
 }
 
 // The real-time signal the samples come by: the highest one nobody handles,
@@ -115,13 +151,7 @@ int SampleSignal(std::string* why) {
   static std::mutex mu;
   static int chosen = 0;
   std::lock_guard<std::mutex> lock(mu);
-  if (chosen != 0) {
-    struct sigaction current {};
-    sigaction(chosen, nullptr, &current);
-    if (current.sa_sigaction == OnSampleSignal) return chosen;
-    *why = "signal " + std::to_string(chosen) + " was taken over by the application";
-    return 0;
-  }
+  if (chosen != 0) return chosen;
   for (int sig = SIGRTMAX - 1; sig >= SIGRTMIN + 2; --sig) {
     struct sigaction current {};
     if (sigaction(sig, nullptr, &current) != 0) continue;
@@ -133,6 +163,7 @@ int SampleSignal(std::string* why) {
     sigemptyset(&ours.sa_mask);
     if (sigaction(sig, &ours, nullptr) == 0) {
       chosen = sig;
+      pthread_atfork(nullptr, nullptr, CloseEventsInChild);
       return sig;
     }
   }
@@ -140,18 +171,34 @@ int SampleSignal(std::string* why) {
   return 0;
 }
 
+std::string ReadSmallFile(const char* path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[4096];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 std::string ThreadName(int tid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[32];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return {};
-  std::string name(buf, static_cast<size_t>(n));
+  std::string name = ReadSmallFile(path);
   while (!name.empty() && name.back() == '\n') name.pop_back();
   return name;
+}
+
+// Whether thread `tid` blocks signal `sig` (its SigBlk in /proc): a blocked
+// real-time signal would queue up, one per period, until the per-user limit
+// is reached and the kernel falls back to SIGIO, which ends the process.
+bool Blocks(int tid, int sig) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+  const std::string status = ReadSmallFile(path);
+  const size_t at = status.find("SigBlk:");
+  if (at == std::string::npos) return true;  // gone, or not readable: not armed
+  const uint64_t mask = std::strtoull(status.c_str() + at + 7, nullptr, 16);
+  return (mask >> (sig - 1)) & 1;
 }
 
 std::vector<int> ThreadIds() {
@@ -165,9 +212,6 @@ std::vector<int> ThreadIds() {
   closedir(d);
   return tids;
 }
-
-// A perf event's ring: its header page and one data page.
-size_t MapBytes() { return static_cast<size_t>(2 * sysconf(_SC_PAGESIZE)); }
 
 std::string Basename(const char* path) {
   if (path == nullptr) return "?";
@@ -183,8 +227,6 @@ struct HostSampler::Impl {
   // One thread's event: a perf task clock (fd) or a CPU-time timer.
   struct Armed {
     Slot* slot = nullptr;
-    int fd = -1;
-    void* map = nullptr;
     bool has_timer = false;
     timer_t timer{};
     uint32_t name_id = 0;
@@ -194,35 +236,42 @@ struct HostSampler::Impl {
 
   const SourceContext& context;
   uint64_t period_ns = 0;
+  uint32_t capacity = 0;
+  uint64_t memory_limit = 0;  // of all rings
   int signo = 0;
   bool perf = true;  // else CPU-time timers
-  bool off = false;  // neither works here: nothing is sampled
-  bool python = false;
+  bool off = false;  // nothing is sampled (said in the notes)
   PythonRuntime runtime;
   std::unique_ptr<PythonResolver> resolver;
   std::unordered_map<uint64_t, std::string> natives;
 
-  std::mutex mu;  // guards what follows; never held by the handler
+  std::mutex mu;  // guards threads, running, stopping, finished; never held by the handler
   std::condition_variable cv;
   std::thread thread;
   bool running = false;  // the sampler's thread runs
-  bool active = false;   // a window is open
   bool stopping = false;
   bool finished = false;
-  std::map<int, Armed> threads;  // by tid
+  std::atomic<bool> active{false};  // a window is open
+  std::map<int, Armed> threads;     // by tid
+  // The sampler's thread's own (and Finish's, once it is joined):
   std::vector<Slot*> free_slots;
+  uint64_t memory = 0;
   std::string first_failure;
-  int drains = 0;  // by the sampler's thread
-  // Counted by the sampler's thread (samples), or under mu.
-  uint64_t samples = 0, dropped = 0, threads_sampled = 0, unarmed = 0;
+  int drains = 0;
+  uint64_t samples = 0, dropped = 0, threads_sampled = 0, unarmed = 0, blocked = 0;
 
   bool Prepare();
+  // A forked child inherits this object (and maybe a held lock): it never
+  // samples, and never touches the parent's events.
+  bool ForkedChild() const { return getpid() != creator; }
+  pid_t creator = getpid();
   void Loop();
-  void Scan();
+  void Scan(bool masks);
   bool Arm(int tid, Armed* a);
   void Disarm(Armed* a);
   void Enable(Armed& a, bool on);
   Slot* NewSlot(int tid);
+  void Release(Slot* slot);
   void Drain();
   std::string Native(uint64_t pc);
 };
@@ -235,8 +284,15 @@ std::unique_ptr<HostSampler> HostSampler::Make(const SourceContext& context) {
 }
 
 HostSampler::HostSampler(const SourceContext& context) : impl_(std::make_unique<Impl>(context)) {
-  impl_->period_ns =
-      static_cast<uint64_t>(1e9 / static_cast<double>(context.config().host_sample_hz));
+  Impl& s = *impl_;
+  const auto hz = static_cast<double>(context.config().host_sample_hz);
+  s.period_ns = static_cast<uint64_t>(1e9 / hz);
+  // Three drains' worth of samples at the asked rate, at least 16.
+  const auto want = static_cast<uint32_t>(3 * hz * 0.020);
+  s.capacity = 16;
+  while (s.capacity < want && s.capacity < 1024) s.capacity *= 2;
+  // The rings may take an eighth of AON_MEMORY_CAP: the rest is the records'.
+  s.memory_limit = context.config().memory_cap_bytes / 8;
 }
 
 HostSampler::~HostSampler() { Finish(); }
@@ -251,9 +307,10 @@ bool HostSampler::Impl::Prepare() {
     context.notes().Note("host sampling: off: " + why);
     return false;
   }
-  python = FindPythonRuntime(&runtime, &why);
-  if (python) {
+  SetSafeReadPid(getpid());
+  if (FindPythonRuntime(&runtime, &why)) {
     g_handler.python = runtime.layout;
+    g_handler.is_finalizing = runtime.is_finalizing;
     g_handler.thread_state = runtime.this_thread_state;
     resolver = std::make_unique<PythonResolver>(runtime);
     context.notes().Log("host sampling: Python %s frames", runtime.version.c_str());
@@ -267,29 +324,39 @@ bool HostSampler::Impl::Prepare() {
 
 void HostSampler::Start() {
   Impl& s = *impl_;
+  if (s.ForkedChild()) return;
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.finished || !s.Prepare()) return;
-  s.active = true;
+  if (!Ours(s.signo)) {
+    // The application installed its own handler for our signal since.
+    s.off = true;
+    s.context.notes().Note("host sampling: off: the application took signal " +
+                           std::to_string(s.signo) + " for itself");
+    return;
+  }
+  s.active.store(true);
   for (auto& [tid, a] : s.threads) s.Enable(a, true);
   s.cv.notify_all();  // threads not armed yet are, at once
 }
 
 void HostSampler::Stop() {
   Impl& s = *impl_;
+  if (s.ForkedChild()) return;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.active) return;
-  s.active = false;
+  if (!s.active.load()) return;
+  s.active.store(false);
   for (auto& [tid, a] : s.threads) s.Enable(a, false);
   s.cv.notify_all();
 }
 
 void HostSampler::Finish() {
   Impl& s = *impl_;
+  if (s.ForkedChild()) return;  // the parent's sampling, not ours
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.finished) return;
     s.finished = true;
-    s.active = false;
+    s.active.store(false);
     s.stopping = true;
     for (auto& [tid, a] : s.threads) s.Enable(a, false);
   }
@@ -307,6 +374,10 @@ void HostSampler::Finish() {
     s.context.notes().Note("host sampling: " + std::to_string(s.unarmed) +
                            " thread(s) not sampled: " + s.first_failure);
   }
+  if (s.blocked > 0) {
+    s.context.notes().Note("host sampling: " + std::to_string(s.blocked) +
+                           " thread(s) not sampled: they block signal " + std::to_string(s.signo));
+  }
   s.context.notes().Log("host sampling: %llu samples of %llu threads (%s, every %llu ns of CPU)",
                         static_cast<unsigned long long>(s.samples),
                         static_cast<unsigned long long>(s.threads_sampled),
@@ -318,35 +389,55 @@ void HostSampler::Impl::Loop() {
   pthread_setname_np(pthread_self(), "aon/sampler");
   std::unique_lock<std::mutex> lock(mu);
   while (!stopping) {
-    if (active || drains % kScanEveryDrains == 0) Scan();
+    const bool now_active = active.load();
+    const bool scan = now_active || drains % kScanEveryDrains == 0;
+    const bool masks = now_active && drains % kMaskEveryDrains == 0;
     ++drains;
-    // Only this thread adds or removes threads: the rings are read without
-    // the lock, so a window's boundary never waits for frames to be resolved.
+    // Events are made and rings drained without the lock: only this thread
+    // adds or removes threads, and a window's boundary (Start, Stop) must
+    // never wait for a scan or for frames to be resolved.
     lock.unlock();
+    if (scan) Scan(masks);
     Drain();
     lock.lock();
     if (!stopping) cv.wait_for(lock, kDrainEvery);
   }
 }
 
-// Arms every thread of the process that is not AON's own and not armed yet;
-// forgets those that ended (after their last samples are drained).
-void HostSampler::Impl::Scan() {
-  for (auto& [tid, a] : threads) a.seen = false;
-  for (int tid : ThreadIds()) {
-    auto it = threads.find(tid);
-    if (it != threads.end()) {
-      it->second.seen = true;
-      continue;
+// Arms every thread of the process that is not AON's own, does not block the
+// signal and is not armed yet; forgets those that ended (after their last
+// samples are drained) or block the signal now.
+void HostSampler::Impl::Scan(bool masks) {
+  std::vector<int> now = ThreadIds();
+  std::sort(now.begin(), now.end());
+  std::vector<std::pair<int, Armed>> added;
+  std::vector<int> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [tid, a] : threads) {
+      const bool seen = std::binary_search(now.begin(), now.end(), tid);
+      if (!seen || (masks && Blocks(tid, signo))) {
+        if (seen) ++blocked;
+        a.seen = false;
+        Enable(a, false);
+      }
     }
+  }
+  for (int tid : now) {
+    if (threads.count(tid)) continue;  // read without the lock: only this thread changes it
     const std::string name = ThreadName(tid);
-    if (name.rfind("aon/", 0) == 0) continue;  // AON's own threads (a program's name has no slash)
+    if (name.rfind("aon/", 0) == 0) continue;  // AON's own (a program's name has no slash)
+    if (Blocks(tid, signo)) continue;
     Armed a;
     if (!Arm(tid, &a)) continue;
     a.seen = true;
     a.name_id = context.sink().Intern(name, RecordKind::kHostSamples);
+    added.emplace_back(tid, a);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& [tid, a] : added) {
     auto& placed = threads.emplace(tid, a).first->second;
-    if (active) Enable(placed, true);
+    if (active.load()) Enable(placed, true);
   }
   for (auto it = threads.begin(); it != threads.end();) {
     // An ended thread goes once its last samples are drained.
@@ -368,15 +459,18 @@ Slot* HostSampler::Impl::NewSlot(int tid) {
     free_slots.pop_back();
   } else {
     const int n = g_handler.count.load(std::memory_order_relaxed);
-    if (n >= kMaxThreads) return nullptr;
-    if (!context.sink().ReserveExternal(sizeof(Slot))) return nullptr;
-    void* p = mmap(nullptr, sizeof(Slot), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    const size_t bytes = SlotBytes(capacity);
+    if (n >= kMaxThreads || memory + bytes > memory_limit) return nullptr;
+    if (!context.sink().ReserveExternal(bytes)) return nullptr;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-      context.sink().ReleaseExternal(sizeof(Slot));
+      context.sink().ReleaseExternal(bytes);
       return nullptr;
     }
+    memory += bytes;
     slot = new (p) Slot();
+    slot->capacity = capacity;
+    slot->ring = new (static_cast<char*>(p) + sizeof(Slot)) RawSample[capacity];
     g_handler.slots[n].store(slot, std::memory_order_release);
     g_handler.count.store(n + 1, std::memory_order_release);
   }
@@ -388,19 +482,20 @@ Slot* HostSampler::Impl::NewSlot(int tid) {
   return slot;
 }
 
+void HostSampler::Impl::Release(Slot* slot) {
+  slot->armed.store(false, std::memory_order_release);
+  slot->tid.store(0, std::memory_order_release);
+  free_slots.push_back(slot);
+}
+
 bool HostSampler::Impl::Arm(int tid, Armed* a) {
   a->slot = NewSlot(tid);
   if (a->slot == nullptr) {
     ++unarmed;
     if (first_failure.empty())
-      first_failure = "no memory left under AON_MEMORY_CAP for its samples";
+      first_failure = "their rings would take more than an eighth of AON_MEMORY_CAP";
     return false;
   }
-  auto release = [&] {
-    a->slot->tid.store(0, std::memory_order_release);
-    free_slots.push_back(a->slot);
-    a->slot = nullptr;
-  };
   int err = 0;
   if (perf) {
     perf_event_attr attr{};
@@ -409,29 +504,41 @@ bool HostSampler::Impl::Arm(int tid, Armed* a) {
     attr.config = PERF_COUNT_SW_TASK_CLOCK;
     attr.sample_period = period_ns;
     attr.disabled = 1;
-    attr.exclude_kernel = 1;  // user time only: what perf_event_paranoid 2 allows
+    attr.exclude_kernel = 1;  // samples in user mode only: what perf_event_paranoid 2 allows
     attr.exclude_hv = 1;
-    attr.wakeup_events = 1;  // every sample wakes: one signal each
-    const int fd =
+    // Gone when the thread calls exec (a forked child may still hold the
+    // descriptor: the new program must not get our signals). Kernels before
+    // 5.13 refuse the bit: then without it.
+    attr.remove_on_exec = 1;
+    int fd =
         static_cast<int>(syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0 && errno == EINVAL) {
+      attr.remove_on_exec = 0;
+      fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    }
     if (fd >= 0) {
-      // A read-only ring: the kernel overwrites it and never waits for a reader.
-      void* map = mmap(nullptr, MapBytes(), PROT_READ, MAP_SHARED, fd, 0);
       f_owner_ex owner{F_OWNER_TID, tid};
-      if (map != MAP_FAILED && fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) == 0 &&
-          fcntl(fd, F_SETSIG, signo) == 0 && fcntl(fd, F_SETOWN_EX, &owner) == 0) {
-        a->fd = fd;
-        a->map = map;
+      if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) == 0 && fcntl(fd, F_SETSIG, signo) == 0 &&
+          fcntl(fd, F_SETOWN_EX, &owner) == 0) {
+        a->slot->fd.store(fd);
         return true;
       }
       err = errno;
-      if (map != MAP_FAILED) munmap(map, MapBytes());
       close(fd);
     } else {
       err = errno;
     }
     if (err == ESRCH) {  // the thread ended meanwhile
-      release();
+      Release(a->slot);
+      return false;
+    }
+    if (err != EACCES && err != EPERM && err != ENOENT && err != ENOSYS && err != EOPNOTSUPP &&
+        err != EINVAL) {
+      // Out of descriptors or memory: this thread goes unsampled.
+      Release(a->slot);
+      ++unarmed;
+      if (first_failure.empty())
+        first_failure = std::string("perf_event_open: ") + std::strerror(err);
       return false;
     }
     // Not allowed here (perf_event_paranoid 3, a seccomp filter, no perf
@@ -452,7 +559,7 @@ bool HostSampler::Impl::Arm(int tid, Armed* a) {
     return true;
   }
   err = errno;
-  release();
+  Release(a->slot);
   if (err == EINVAL || err == ESRCH) return false;  // the thread ended meanwhile
   ++unarmed;
   if (first_failure.empty()) first_failure = std::string("timer_create: ") + std::strerror(err);
@@ -462,8 +569,9 @@ bool HostSampler::Impl::Arm(int tid, Armed* a) {
 void HostSampler::Impl::Enable(Armed& a, bool on) {
   a.slot->armed.store(on, std::memory_order_release);
   if (on) a.sampled = true;
-  if (a.fd >= 0) {
-    ioctl(a.fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+  const int fd = a.slot->fd.load();
+  if (fd >= 0) {
+    ioctl(fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
   } else if (a.has_timer) {
     const long ns = on ? static_cast<long>(period_ns) : 0;
     itimerspec spec{{ns / 1000000000, ns % 1000000000}, {ns / 1000000000, ns % 1000000000}};
@@ -474,19 +582,14 @@ void HostSampler::Impl::Enable(Armed& a, bool on) {
 void HostSampler::Impl::Disarm(Armed* a) {
   if (a->slot == nullptr) return;
   Enable(*a, false);
-  if (a->fd >= 0) {
-    munmap(a->map, MapBytes());
-    close(a->fd);
-    a->fd = -1;
-  }
+  if (const int fd = a->slot->fd.exchange(-1); fd >= 0) close(fd);
   if (a->has_timer) {
     timer_delete(a->timer);
     a->has_timer = false;
   }
   if (a->sampled) ++threads_sampled;
   dropped += a->slot->dropped.load();
-  a->slot->tid.store(0, std::memory_order_release);
-  free_slots.push_back(a->slot);
+  Release(a->slot);
   a->slot = nullptr;
 }
 
@@ -518,6 +621,8 @@ std::string HostSampler::Impl::Native(uint64_t pc) {
   return frame;
 }
 
+// Only the sampler's thread (or Finish, once it is joined) drains; the set
+// of threads changes only on that same thread.
 void HostSampler::Impl::Drain() {
   RecordSink& sink = context.sink();
   std::string stack;
@@ -526,7 +631,7 @@ void HostSampler::Impl::Drain() {
     const uint32_t head = slot->head.load(std::memory_order_acquire);
     uint32_t tail = slot->tail.load(std::memory_order_relaxed);
     for (; tail != head; ++tail) {
-      const RawSample& r = slot->ring[tail & (kRingSamples - 1)];
+      const RawSample& r = slot->ring[tail & (slot->capacity - 1)];
       stack.clear();
       for (int i = r.frames - 1; i >= 0; --i) {
         stack += resolver ? resolver->Frame(r.code[i], r.instr[i]) : std::string("?");
@@ -547,7 +652,7 @@ void HostSampler::Impl::Drain() {
   }
   // A code object's address may serve another once it is freed: what was
   // learned lasts one window (or 200 ms in full mode).
-  if (!active || drains % kScanEveryDrains == 0) {
+  if (!active.load() || drains % kScanEveryDrains == 0) {
     if (resolver) resolver->Forget();
   }
 }

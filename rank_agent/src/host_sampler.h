@@ -5,7 +5,7 @@
 // native frame it was interrupted in.
 //
 // Mechanism, chosen by measurement (RESULTS.md): a perf_event task clock per
-// thread, counting only that thread's user time, delivers a real-time signal
+// thread, sampling where that thread runs its own code, delivers a real-time signal
 // to that thread on every period; the handler reads the thread's own frames
 // into a ring of its own. Task clocks are high-resolution timers that run only
 // while the thread is on a CPU: a thread blocked in a CUDA or NCCL call is

@@ -6,17 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace aon::agent {
 namespace {
 
-// This process's id, for process_vm_readv on itself (getpid() is a system
-// call of its own; a forked child never samples, so the parent's id serves).
-pid_t SelfPid() {
-  static const pid_t pid = getpid();
-  return pid;
-}
+// This process's id, for process_vm_readv on itself: set before any sample
+// is taken (SetSafeReadPid), a plain load in the handler.
+std::atomic<pid_t> g_self_pid{0};
 
 template <typename T>
 bool ReadValue(uint64_t address, T* out) {
@@ -47,10 +45,14 @@ struct Chunks {
 
 }  // namespace
 
+void SetSafeReadPid(pid_t pid) { g_self_pid.store(pid, std::memory_order_relaxed); }
+
 bool SafeRead(const void* address, void* out, size_t n) {
+  pid_t pid = g_self_pid.load(std::memory_order_relaxed);
+  if (pid == 0) pid = static_cast<pid_t>(syscall(SYS_getpid));
   iovec local{out, n};
   iovec remote{const_cast<void*>(address), n};
-  return syscall(SYS_process_vm_readv, SelfPid(), &local, 1, &remote, 1, 0) == static_cast<long>(n);
+  return syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0) == static_cast<long>(n);
 }
 
 PythonLayout PythonLayoutFor(int minor) {
@@ -143,6 +145,8 @@ bool FindPythonRuntime(PythonRuntime* runtime, std::string* why) {
     return false;
   }
   runtime->code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+  runtime->is_finalizing = reinterpret_cast<int (*)()>(
+      dlsym(RTLD_DEFAULT, minor >= 13 ? "Py_IsFinalizing" : "_Py_IsFinalizing"));
   runtime->this_thread_state =
       reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
   if (runtime->code_type == nullptr || runtime->this_thread_state == nullptr) {
@@ -154,22 +158,39 @@ bool FindPythonRuntime(PythonRuntime* runtime, std::string* why) {
 
 int WalkPythonFrames(const PythonLayout& l, const void* tstate, uint64_t* code, uint64_t* instr,
                      int max, uint8_t* flags) {
+  // The thread state and its data-stack chunks are read safely: at
+  // interpreter shutdown a daemon thread's state is freed while the thread
+  // still runs (and its thread-specific pointer still names it).
+  alignas(8) unsigned char ts[512];
+  const size_t ts_bytes =
+      std::max({l.ts_datastack_chunk, l.ts_cframe, l.ts_current_frame}) + sizeof(uintptr_t);
+  if (ts_bytes > sizeof ts || !SafeRead(tstate, ts, ts_bytes)) {
+    *flags |= kWalkPartial;
+    return 0;
+  }
   // The thread's data stack, where its running frames live; linked before use
   // and unlinked before being freed, by this very thread, which is stopped here.
   Chunks chunks;
-  for (auto c = At<uintptr_t>(tstate, l.ts_datastack_chunk); c != 0 && chunks.n < Chunks::kMax;
-       c = At<uintptr_t>(reinterpret_cast<const void*>(c), l.chunk_previous)) {
-    const auto* chunk = reinterpret_cast<const void*>(c);
+  for (auto c = At<uintptr_t>(ts, l.ts_datastack_chunk); c != 0 && chunks.n < Chunks::kMax;) {
+    uintptr_t header[2];  // previous, size
+    static_assert(sizeof header == 16);
+    if (l.chunk_previous != 0 || l.chunk_size != 8 ||
+        !SafeRead(reinterpret_cast<const void*>(c), header, sizeof header) ||
+        header[1] > (uintptr_t{1} << 30) || c % alignof(uintptr_t) != 0) {
+      *flags |= kWalkPartial;
+      break;
+    }
     chunks.begin[chunks.n] = c;
-    chunks.end[chunks.n] = c + At<size_t>(chunk, l.chunk_size);
+    chunks.end[chunks.n] = c + header[1];
     ++chunks.n;
+    c = header[0];
   }
   uintptr_t frame = 0;
   if (l.minor >= 13) {
-    frame = At<uintptr_t>(tstate, l.ts_current_frame);
+    frame = At<uintptr_t>(ts, l.ts_current_frame);
   } else {
     // The C-level frame lives on this thread's C stack (or in the thread state).
-    const auto cframe = At<uintptr_t>(tstate, l.ts_cframe);
+    const auto cframe = At<uintptr_t>(ts, l.ts_cframe);
     if (cframe == 0) return 0;
     uintptr_t current = 0;
     if (!SafeRead(reinterpret_cast<const void*>(cframe + l.cframe_current), &current,
@@ -305,6 +326,9 @@ bool PythonResolver::ReadString(uint64_t object, std::string* out) const {
   for (int64_t i = 0; i < head.length; ++i) {
     uint32_t cp = 0;
     std::memcpy(&cp, raw.data() + i * kind, kind);
+    // Lone surrogates (names decoded with surrogateescape) and values no
+    // character has (stale memory): the replacement character.
+    if ((cp >= 0xd800 && cp < 0xe000) || cp > 0x10ffff) cp = 0xfffd;
     if (cp < 0x80) {
       out->push_back(static_cast<char>(cp));
     } else if (cp < 0x800) {

@@ -19,6 +19,8 @@
 // freed since the sample yields "?" and never a crash.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -30,6 +32,9 @@ namespace aon::agent {
 // Reads `n` bytes at `address` of this process into `out`; false (and nothing
 // read) where the address is not mapped. Async-signal-safe.
 bool SafeRead(const void* address, void* out, size_t n);
+// The process SafeRead reads: this one (set before sampling starts, and again
+// in a forked child).
+void SetSafeReadPid(pid_t pid);
 
 struct PythonLayout {
   int minor = 0;  // 11, 12 or 13; 0: no supported Python in this process
@@ -72,7 +77,10 @@ struct PythonRuntime {
   PythonLayout layout;
   const void* code_type = nullptr;         // &PyCode_Type
   void* (*this_thread_state)() = nullptr;  // PyGILState_GetThisThreadState
-  std::string version;                     // "3.12.3"
+  // _Py_IsFinalizing (3.11, 3.12) / Py_IsFinalizing (3.13): no Python frames
+  // are walked once the interpreter shuts down. Null: not found.
+  int (*is_finalizing)() = nullptr;
+  std::string version;  // "3.12.3"
 };
 bool FindPythonRuntime(PythonRuntime* runtime, std::string* why);
 

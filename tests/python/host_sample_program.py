@@ -9,11 +9,19 @@ sampling (tests/python/test_host_samples.py; docs/host-sampling.md). Run under
           few steps, generators and coroutines, deep recursion across the
           interpreter's data-stack chunks, exceptions, fork() of children that
           compute and exit, and fork+exec; exits non-zero if any child failed.
+  blocked: threads that block every real-time signal (one from its start, one
+          after a while) compute for seconds, under a low RLIMIT_SIGPENDING:
+          signals queued to them would soon exceed it (the kernel then sends
+          SIGIO, which ends the process).
+  exec:   a forked child lives on while the process replaces itself (exec) with
+          a program that computes: that program must not receive AON's signals.
 """
 import argparse
 import asyncio
 import json
 import os
+import resource
+import signal
 import sys
 import threading
 import time
@@ -88,9 +96,16 @@ def stress_step(step, busy_ns, failures):
             failures.append("exec child: status %d" % status)
 
 
+def blocking_spin(cpu_ns, after_ns):
+    """Computes, blocking every real-time signal after `after_ns` of CPU."""
+    spin(after_ns)
+    signal.pthread_sigmask(signal.SIG_BLOCK, range(signal.SIGRTMIN, signal.SIGRTMAX + 1))
+    spin(cpu_ns)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--case", choices=("hot", "stress"), default="hot")
+    p.add_argument("--case", choices=("hot", "stress", "blocked", "exec"), default="hot")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--busy-ms", type=float, default=3.0)
     p.add_argument("--out")
@@ -98,8 +113,25 @@ def main():
     gpu = start_synthetic_gpu()
     busy_ns = int(a.busy_ms * 1e6)
     spans, failures, helpers = [], [], []
+    if a.case == "blocked":
+        resource.setrlimit(resource.RLIMIT_SIGPENDING, (600, 600))
+        helpers = [threading.Thread(target=blocking_spin, args=(2 * 10**9, 0)),
+                   threading.Thread(target=blocking_spin, args=(2 * 10**9, 3 * 10**8))]
+        for t in helpers:
+            t.start()
+    if a.case == "exec":
+        if os.fork() == 0:
+            time.sleep(3)  # holds whatever it inherited while the parent execs
+            os._exit(0)
+        for _ in range(20):
+            planted_busy(busy_ns)
+            gpu.launch_kernel(0, b"after_busy", 200000, 1, 1)
+            aon.step()
+        os.execv(sys.executable, [sys.executable, "-c",
+                                  "import time\nend = time.thread_time() + 1.5\n"
+                                  "while time.thread_time() < end: pass\n"])
     for step in range(a.steps):
-        if a.case == "hot":
+        if a.case in ("hot", "blocked"):
             start = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
             planted_busy(busy_ns)
             spans.append((start, time.clock_gettime_ns(time.CLOCK_MONOTONIC)))

@@ -175,6 +175,25 @@ class HostSamples(unittest.TestCase):
         for planted in ("spin",):
             self.assertIn(planted, names, names)
 
+    def test_threads_that_block_the_signal_are_left_alone(self):
+        # Queued to threads that block them, 1000 signals a second would pass
+        # the program's RLIMIT_SIGPENDING of 600 within a second.
+        planted, p = self.run_python(["--case", "blocked", "--steps", "400"], ["--mode", "full"])
+        t = aon.load(self.job)
+        tids = set(col(t.host_samples, "tid"))
+        self.assertIn(planted["main_tid"], tids)
+
+    def test_exec_while_a_forked_child_lives(self):
+        # The program forks a child that sleeps, then replaces itself with one
+        # that computes for 1.5 s: AON's signal would end it (its default action).
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   PYTHONPATH=hook_jobs.HERE)
+        p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-run"), "--source", "synthetic",
+                            "--mode", "full", "--no-report", "-o", self.job, sys.executable,
+                            PROGRAM, "--case", "exec"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
     def test_report_names_the_function_the_gpu_waited_on(self):
         self.run_python(["--steps", "200"], report=True)
         report = os.path.join(self.dir, "report.json")
