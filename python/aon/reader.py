@@ -22,6 +22,12 @@ XLA names for it, "jit(step)/transpose(jvp())/dot_general") and `hlo_module`
 around each thunk and each execution, on the thread that made the launch
 call; "" when none.
 
+Every table with start_ns and end_ns also gets `duration_ns`, and every table
+with start_ns gets `t`: seconds from the job's start (the merge's start_ns).
+The result's `meta` is the job's metadata (job_id, world_size, source,
+start_ns, end_ns, records and drops per kind, ...), and its repr lists the
+tables and their rows.
+
 Tables are pandas DataFrames when pandas can be imported, else numpy
 structured arrays (string columns of dtype object).
 """
@@ -37,13 +43,64 @@ _CUSTOM0 = 3  # CUpti_ExternalCorrelationKind of AON's framework ops
 
 
 class Tables(dict):
-    """A dict of tables that also reads as attributes (tables.kernels)."""
+    """A dict of tables that also reads as attributes (tables.kernels); `meta`
+    holds the job's metadata."""
+
+    meta = {}
 
     def __getattr__(self, name):
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def __repr__(self):
+        job = self.meta.get("job_id", "")
+        rows = ", ".join("%s %d" % (name, len(t)) for name, t in sorted(self.items()) if len(t))
+        return "<aon job %r: %s ranks; rows: %s>" % (job, self.meta.get("world_size", "?"),
+                                                    rows or "none")
+
+
+def _kind_names(kinds):
+    """The table names `kinds` asks for: one name or an iterable of them,
+    each a table of the format (or ranks, devices); anything else is refused
+    by name."""
+    if kinds is None:
+        return None
+    if isinstance(kinds, (str, bytes)):
+        kinds = [kinds]
+    try:
+        names = [k.decode() if isinstance(k, bytes) else k for k in kinds]
+    except TypeError:
+        raise TypeError("aon.load: kinds must be a table name or a list of them, not %r"
+                        % (kinds,)) from None
+    known = set(getattr(_schema, "TABLES", [])) | {"ranks", "devices"}
+    for k in names:
+        if not isinstance(k, str) or (known and k not in known):
+            raise ValueError("aon.load: unknown kind %r (known: %s)"
+                             % (k, ", ".join(sorted(known))))
+    return set(names)
+
+
+def _meta(f):
+    out = {}
+    for key, value in f["meta"].attrs.items() if "meta" in f else []:
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif hasattr(value, "item") and getattr(value, "shape", None) == ():
+            value = value.item()
+        out[key] = value
+    return out
+
+
+def _times(cols, start):
+    """duration_ns and t (seconds from the job's start) where a table has the times."""
+    if "start_ns" not in cols:
+        return
+    s = cols["start_ns"]
+    if "end_ns" in cols:
+        cols["duration_ns"] = np.where(cols["end_ns"] >= s, cols["end_ns"] - s, 0).astype(np.uint64)
+    cols["t"] = (s.astype(np.float64) - float(start)) / 1e9
 
 
 def _strings(f):
@@ -325,7 +382,8 @@ def load(job_dir, kinds=None):
             raw["ranks"] = f["meta/ranks"][:]
         if "meta/devices" in f:
             raw["devices"] = f["meta/devices"][:]
-        want = set(kinds) if kinds is not None else None
+        want = _kind_names(kinds)
+        meta = _meta(f)
         if want is not None and "kernels" in want:
             want |= {"ops", "external_correlation", "graph_ops", "nvtx", "api"}
         for name in f["records"]:
@@ -338,4 +396,13 @@ def load(job_dir, kinds=None):
     cols = {name: _columns(name, rows, strings, hosts) for name, rows in raw.items()}
     _attribute(cols)
     _attribute_xla(cols)
-    return Tables({name: _frame(c) for name, c in cols.items()})
+    start = meta.get("start_ns")
+    if not start:
+        starts = [int(c["start_ns"].min()) for c in cols.values()
+                  if "start_ns" in c and len(c["start_ns"])]
+        start = min(starts) if starts else 0
+    for c in cols.values():
+        _times(c, start)
+    out = Tables({name: _frame(c) for name, c in cols.items()})
+    out.meta = meta
+    return out
