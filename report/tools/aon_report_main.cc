@@ -5,19 +5,14 @@
 #include <cstdio>
 #include <string>
 
-#include "aon/report/report.h"
 #include "aon/base/secure_fs.h"
 #include "aon/base/terminal_text.h"
+#include "aon/report/report.h"
 
 namespace {
 
 constexpr int kExitUnreadable = 1;
 constexpr int kExitUsage = 2;
-
-bool IsDirectory(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 std::string DirName(const std::string& p) {
   const size_t slash = p.rfind('/');
@@ -72,8 +67,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "aon-report: error: %s\nrun 'aon-report --help' for usage\n", e.what());
     return kExitUsage;
   }
-  std::string timeline = input;
-  if (IsDirectory(input)) timeline = input + "/timeline.h5";
+  const std::string timeline = aon::report::TimelinePathOf(input);
   auto loaded = aon::report::LoadTimeline(timeline);
   if (!loaded.ok()) {
     std::fprintf(stderr, "aon-report: error: cannot read %s: %s\n", timeline.c_str(),

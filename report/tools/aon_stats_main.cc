@@ -15,11 +15,6 @@ namespace {
 constexpr int kExitUnreadable = 1;
 constexpr int kExitUsage = 2;
 
-bool IsDirectory(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -37,8 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("input", input, "job directory (reads <dir>/timeline.h5) or a timeline file")
       ->required()
       ->type_name("JOB_DIR|TIMELINE");
-  app.add_option("-r,--report", report_name, "which table [default: kernels]")
-      ->type_name(names);
+  app.add_option("-r,--report", report_name, "which table [default: kernels]")->type_name(names);
   app.add_flag("--per-rank", per_rank, "one table per rank instead of the whole job");
   app.add_option("--format", format, "table, csv or json [default: table]")
       ->type_name("table|csv|json");
@@ -67,7 +61,7 @@ int main(int argc, char** argv) {
                  aon::EscapeForTerminal(format).c_str());
     return kExitUsage;
   }
-  const std::string timeline = IsDirectory(input) ? input + "/timeline.h5" : input;
+  const std::string timeline = aon::report::TimelinePathOf(input);
   auto loaded = aon::report::LoadTimeline(timeline);
   if (!loaded.ok()) {
     std::fprintf(stderr, "aon-stats: error: cannot read %s: %s\n", timeline.c_str(),

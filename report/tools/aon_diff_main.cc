@@ -1,0 +1,81 @@
+// aon-diff: what changed between two runs, per step (aon/report/diff.h).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "aon/base/terminal_text.h"
+#include "aon/report/diff.h"
+
+namespace {
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string base, next, json;
+  size_t top = 20;
+  CLI::App app{
+      "aon-diff compares two runs of AON: per step, the median step time, and which kernels,\n"
+      "framework operators, NCCL functions and GPU-idle causes took more or less time, each\n"
+      "change with its share of the step's change, largest first.",
+      "aon-diff"};
+  app.add_option("base", base, "the run to compare against: job directory or timeline file")
+      ->required()
+      ->type_name("BASE");
+  app.add_option("new", next, "the run to compare: job directory or timeline file")
+      ->required()
+      ->type_name("NEW");
+  app.add_option("--json", json, "also write the comparison as JSON to this file")
+      ->type_name("FILE");
+  app.add_option("--top", top, "changes shown, 0 for all [default: 20]")->type_name("N");
+  app.footer(
+      "Budgeted runs compare the steps their capture windows traced (windows against windows);\n"
+      "step times compare every step. Runs with different numbers of ranks do not compare.\n"
+      "Exit status: 0 compared, 1 an input cannot be read or the runs do not compare (the\n"
+      "message says why), 2 bad command line.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "aon-diff: error: %s\nrun 'aon-diff --help' for usage\n", e.what());
+    return kExitUsage;
+  }
+  aon::report::Timeline runs[2];
+  const std::string inputs[2] = {base, next};
+  for (int i = 0; i < 2; ++i) {
+    const std::string timeline = aon::report::TimelinePathOf(inputs[i]);
+    auto loaded = aon::report::LoadTimeline(timeline);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "aon-diff: error: cannot read %s: %s\n",
+                   aon::EscapeForTerminal(timeline).c_str(),
+                   aon::EscapeForTerminal(loaded.status().message()).c_str());
+      return kExitFailed;
+    }
+    runs[i] = std::move(*loaded);
+  }
+  const aon::report::RunDiff d = aon::report::DiffRuns(runs[0], runs[1]);
+  // Names come from the traces: shown, never interpreted by a terminal.
+  std::fputs(aon::EscapeForTerminal(aon::report::RenderDiffText(d, top)).c_str(), stdout);
+  if (!json.empty()) {
+    FILE* f = std::fopen(json.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "aon-diff: error: cannot write %s\n",
+                   aon::EscapeForTerminal(json).c_str());
+      return kExitFailed;
+    }
+    const std::string text = aon::report::RenderDiffJson(d);
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) {
+      std::fprintf(stderr, "aon-diff: error: cannot write %s\n",
+                   aon::EscapeForTerminal(json).c_str());
+      return kExitFailed;
+    }
+  }
+  return d.not_comparable.empty() ? 0 : kExitFailed;
+}
