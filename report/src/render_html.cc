@@ -4,8 +4,10 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string_view>
 
+#include "aon/format/host_stack.h"
 #include "aon/report/report.h"
 
 namespace aon::report {
@@ -525,20 +527,13 @@ void FlameBoxes(const FlameNode& node, uint64_t total, int depth, std::string* o
 // ("step (train.py)": its lines apart would split one function into many
 // boxes), a native frame without an offset by its module.
 std::string FlameKey(std::string_view frame) {
-  if (frame.rfind("[native] ", 0) == 0) {
-    const size_t plus = frame.rfind("+0x");
-    return std::string(plus == std::string_view::npos || frame.find(" (") != std::string_view::npos
-                           ? frame
-                           : frame.substr(0, plus));
-  }
-  const size_t open = frame.rfind(" (");
-  const size_t colon = frame.rfind(':');
-  if (open == std::string_view::npos || colon == std::string_view::npos || colon < open)
-    return std::string(frame);
-  const std::string_view path = frame.substr(open + 2, colon - open - 2);
-  const size_t slash = path.rfind('/');
-  return std::string(frame.substr(0, open + 2)) +
-         std::string(slash == std::string_view::npos ? path : path.substr(slash + 1)) + ")";
+  if (const std::optional<PythonFrame> py = ParsePythonFrame(frame))
+    return py->FunctionAndFileName() + ")";
+  const size_t plus = frame.rfind("+0x");
+  if (frame.rfind("[native] ", 0) == 0 && plus != std::string_view::npos &&
+      frame.find(" (") == std::string_view::npos)
+    return std::string(frame.substr(0, plus));
+  return std::string(frame);
 }
 
 std::string FlameGraph(const std::map<std::string, uint64_t>& stacks) {

@@ -11,9 +11,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "aon/format/host_stack.h"
 
 namespace aon::report {
 
@@ -28,33 +31,25 @@ std::string TopNvtx(const std::map<std::string, uint64_t>& m) {
   return best;
 }
 
-// A frame without its file's directories ("busy (/home/u/prep.py:41)" reads
-// "busy (prep.py:41)"): the whole path is in the trace.
-std::string ShortFrame(const std::string& frame) {
-  const size_t open = frame.rfind(" (");
-  const size_t slash = frame.rfind('/');
-  if (open == std::string::npos || slash == std::string::npos || slash < open) return frame;
-  return frame.substr(0, open + 2) + frame.substr(slash + 1);
-}
-
 // What the host ran during the gaps, from the samples taken in them: the
 // functions of at least a tenth of the samples (at most three), each with its
 // count, its lines by samples, and the thread that ran it most.
 std::string SampledText(const IdleAnalysis::SampledFrames& s, double* top_share) {
   struct Function {
     uint64_t n = 0;
+    bool python = false;  // the key lacks its ")" (the lines go before it)
     std::vector<std::pair<uint64_t, std::string>> lines;  // samples, line
     std::map<std::string, uint64_t> threads;
   };
-  std::map<std::string, Function> functions;  // "busy (prep.py" -> ...
+  // "busy (prep.py" -> ... (a file's directories are in the trace, not here);
+  // a native frame under itself.
+  std::map<std::string, Function> functions;
   for (const auto& [frame, n] : s.frames) {
-    const std::string shown = ShortFrame(frame);
-    const size_t colon = shown.rfind(':');
-    const bool has_line = colon != std::string::npos && shown.back() == ')' &&
-                          shown.find(" (") != std::string::npos && colon > shown.find(" (");
-    Function& f = functions[has_line ? shown.substr(0, colon) : shown];
+    const std::optional<PythonFrame> py = ParsePythonFrame(frame);
+    Function& f = functions[py ? py->FunctionAndFileName() : frame];
     f.n += n;
-    if (has_line) f.lines.emplace_back(n, shown.substr(colon + 1, shown.size() - colon - 2));
+    f.python = py.has_value();
+    if (py && !py->line.empty()) f.lines.emplace_back(n, std::string(py->line));
     for (const auto& [thread, k] : s.threads.at(frame)) f.threads[thread] += k;
   }
   std::vector<std::pair<uint64_t, std::string>> order;
@@ -84,8 +79,8 @@ std::string SampledText(const IdleAnalysis::SampledFrames& s, double* top_share)
       for (size_t k = 0; k < f.lines.size() && k < 3; ++k)
         shown += (k ? "," : "") + f.lines[k].second;
       if (f.lines.size() > 3) shown += ",...";
-      shown += ")";
     }
+    if (f.python) shown += ")";
     char share[64];
     std::snprintf(share, sizeof share, " in %llu of %llu samples (%.0f %%)",
                   static_cast<unsigned long long>(n), static_cast<unsigned long long>(s.samples),
