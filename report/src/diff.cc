@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "analyses/analysis.h"
 #include "aon/base/json_writer.h"
 #include "aon/report/stats.h"
 
@@ -21,13 +22,6 @@ struct Side {
   std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
   std::map<std::string, double> per;  // category -> the steps its sums are over
 };
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // GPU work and operators are recorded for the launches of the traced steps
 // (a window's work still running after it is delivered too, and nothing
