@@ -172,18 +172,17 @@ int WalkPythonFrames(const PythonLayout& l, const void* tstate, uint64_t* code, 
   // and unlinked before being freed, by this very thread, which is stopped here.
   Chunks chunks;
   for (auto c = At<uintptr_t>(ts, l.ts_datastack_chunk); c != 0 && chunks.n < Chunks::kMax;) {
-    uintptr_t header[2];  // previous, size
-    static_assert(sizeof header == 16);
-    if (l.chunk_previous != 0 || l.chunk_size != 8 ||
+    alignas(8) unsigned char header[16];  // holds previous and size (PythonLayoutFor)
+    if (c % alignof(uintptr_t) != 0 ||
         !SafeRead(reinterpret_cast<const void*>(c), header, sizeof header) ||
-        header[1] > (uintptr_t{1} << 30) || c % alignof(uintptr_t) != 0) {
+        At<uintptr_t>(header, l.chunk_size) > (uintptr_t{1} << 30)) {
       *flags |= kWalkPartial;
       break;
     }
     chunks.begin[chunks.n] = c;
-    chunks.end[chunks.n] = c + header[1];
+    chunks.end[chunks.n] = c + At<uintptr_t>(header, l.chunk_size);
     ++chunks.n;
-    c = header[0];
+    c = At<uintptr_t>(header, l.chunk_previous);
   }
   uintptr_t frame = 0;
   if (l.minor >= 13) {
@@ -305,21 +304,7 @@ bool PythonResolver::ReadString(uint64_t object, std::string* out) const {
   const bool compact = (head.state >> 5) & 1, ascii = (head.state >> 6) & 1;
   if (!compact || head.length < 0 || head.length > 4096) return false;
   const uint64_t data = object + (ascii ? l.ascii_bytes : l.compact_bytes);
-  if (kind == 1) {
-    std::string latin(static_cast<size_t>(head.length), '\0');
-    if (!SafeRead(reinterpret_cast<const void*>(data), latin.data(), latin.size())) return false;
-    out->clear();
-    for (unsigned char ch : latin) {
-      if (ch < 0x80) {
-        out->push_back(static_cast<char>(ch));
-      } else {
-        out->push_back(static_cast<char>(0xc0 | (ch >> 6)));
-        out->push_back(static_cast<char>(0x80 | (ch & 0x3f)));
-      }
-    }
-    return true;
-  }
-  if (kind != 2 && kind != 4) return false;
+  if (kind != 1 && kind != 2 && kind != 4) return false;  // Latin-1, UCS-2, UCS-4
   std::string raw(static_cast<size_t>(head.length) * kind, '\0');
   if (!SafeRead(reinterpret_cast<const void*>(data), raw.data(), raw.size())) return false;
   out->clear();
