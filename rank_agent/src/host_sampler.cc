@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "aon/base/timebase.h"
@@ -258,7 +259,8 @@ struct HostSampler::Impl {
   uint64_t memory = 0;
   std::string first_failure;
   int drains = 0;
-  uint64_t samples = 0, dropped = 0, threads_sampled = 0, unarmed = 0, blocked = 0;
+  uint64_t samples = 0, dropped = 0, threads_sampled = 0, unarmed = 0;
+  std::set<int> blocked_tids;  // threads found blocking the signal and not sampled since
 
   bool Prepare();
   // A forked child inherits this object (and maybe a held lock): it never
@@ -374,8 +376,8 @@ void HostSampler::Finish() {
     s.context.notes().Note("host sampling: " + std::to_string(s.unarmed) +
                            " thread(s) not sampled: " + s.first_failure);
   }
-  if (s.blocked > 0) {
-    s.context.notes().Note("host sampling: " + std::to_string(s.blocked) +
+  if (!s.blocked_tids.empty()) {
+    s.context.notes().Note("host sampling: " + std::to_string(s.blocked_tids.size()) +
                            " thread(s) not sampled: they block signal " + std::to_string(s.signo));
   }
   s.context.notes().Log("host sampling: %llu samples of %llu threads (%s, every %llu ns of CPU)",
@@ -410,14 +412,21 @@ void HostSampler::Impl::Loop() {
 void HostSampler::Impl::Scan(bool masks) {
   std::vector<int> now = ThreadIds();
   std::sort(now.begin(), now.end());
+  // Files are read without the lock (only this thread changes `threads`), so
+  // a window's boundary never waits for them.
+  std::vector<int> blocking;
+  if (masks) {
+    for (const auto& [tid, a] : threads) {
+      if (a.seen && Blocks(tid, signo)) blocking.push_back(tid);
+    }
+  }
   std::vector<std::pair<int, Armed>> added;
-  std::vector<int> gone;
   {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& [tid, a] : threads) {
-      const bool seen = std::binary_search(now.begin(), now.end(), tid);
-      if (!seen || (masks && Blocks(tid, signo))) {
-        if (seen) ++blocked;
+      const bool blocks = std::find(blocking.begin(), blocking.end(), tid) != blocking.end();
+      if (blocks) blocked_tids.insert(tid);
+      if (blocks || !std::binary_search(now.begin(), now.end(), tid)) {
         a.seen = false;
         Enable(a, false);
       }
@@ -427,9 +436,15 @@ void HostSampler::Impl::Scan(bool masks) {
     if (threads.count(tid)) continue;  // read without the lock: only this thread changes it
     const std::string name = ThreadName(tid);
     if (name.rfind("aon/", 0) == 0) continue;  // AON's own (a program's name has no slash)
-    if (Blocks(tid, signo)) continue;
+    if (Blocks(tid, signo)) {
+      blocked_tids.insert(tid);
+      continue;
+    }
     Armed a;
     if (!Arm(tid, &a)) continue;
+    // A thread blocks every signal while pthread_create sets it up: one seen
+    // blocking then and armed now is sampled after all.
+    blocked_tids.erase(tid);
     a.seen = true;
     a.name_id = context.sink().Intern(name, RecordKind::kHostSamples);
     added.emplace_back(tid, a);

@@ -59,15 +59,15 @@ class HostSamples(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def run_python(self, args, aon_args=(), report=False):
-        out = os.path.join(self.dir, "planted.json")
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   PYTHONPATH=hook_jobs.HERE)
-        cmd = [os.path.join(hook_jobs.BIN, "aon-run"), "--source", "synthetic", "-o", self.job,
-               *([] if report else ["--no-report"]), *aon_args,
-               sys.executable, PROGRAM, "--out", out, *args]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    def aon_run(self, command, aon_args=()):
+        """`command` under aon-run (hook_jobs.run_program), which must succeed."""
+        p = hook_jobs.run_program(self.job, command, {"PYTHONPATH": hook_jobs.HERE}, aon_args)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        return p
+
+    def run_python(self, args, aon_args=()):
+        out = os.path.join(self.dir, "planted.json")
+        p = self.aon_run([sys.executable, PROGRAM, "--out", out, *args], aon_args)
         with open(out) as f:
             return json.load(f), p
 
@@ -137,12 +137,8 @@ class HostSamples(unittest.TestCase):
         self.assertGreaterEqual(len(windows), 2, "samples in windows %s" % sorted(windows))
 
     def test_native_hot_function_is_the_top_frame(self):
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-run"), "--source", "synthetic",
-                            "--mode", "full", "--no-report", "-o", self.job,
-                            os.path.join(hook_jobs.BIN, "aon-host-busy"), "--steps", "80"],
-                           env=env, capture_output=True, text=True, timeout=300)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        p = self.aon_run([os.path.join(hook_jobs.BIN, "aon-host-busy"), "--steps", "80"],
+                     ["--mode", "full"])
         spans = sorted(tuple(int(x) for x in line.split()[1:])
                        for line in p.stdout.splitlines() if line.startswith("busy "))
         self.assertEqual(len(spans), 80, p.stdout)
@@ -182,21 +178,21 @@ class HostSamples(unittest.TestCase):
         t = aon.load(self.job)
         tids = set(col(t.host_samples, "tid"))
         self.assertIn(planted["main_tid"], tids)
+        # ... and the rank file says so: the two threads, each counted once.
+        import h5py
+        with h5py.File(os.path.join(self.job, "rank-00000.h5"), "r") as f:
+            notes = f["meta"].attrs["notes"]
+        notes = notes.decode() if isinstance(notes, bytes) else str(notes)
+        self.assertIn("host sampling: 2 thread(s) not sampled: they block signal", notes)
 
     def test_exec_while_a_forked_child_lives(self):
         # The program forks a child that sleeps, then replaces itself with one
         # that computes for 1.5 s: AON's signal would end it (its default action).
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   PYTHONPATH=hook_jobs.HERE)
-        p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-run"), "--source", "synthetic",
-                            "--mode", "full", "--no-report", "-o", self.job, sys.executable,
-                            PROGRAM, "--case", "exec"],
-                           env=env, capture_output=True, text=True, timeout=300)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.aon_run([sys.executable, PROGRAM, "--case", "exec"], ["--mode", "full"])
 
     def test_report_names_the_function_the_gpu_waited_on(self):
-        self.run_python(["--steps", "200"], report=True)
-        report = os.path.join(self.dir, "report.json")
+        self.run_python(["--steps", "200"])
+        report = os.path.join(self.dir, "report.json")  # and report.html beside the timeline
         p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-report"), self.job,
                             "--json", report], capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -222,10 +218,7 @@ class HostSamples(unittest.TestCase):
         self.assertEqual(len(aon.load(self.job).get("host_samples", [])), 0)
 
     def test_bad_rate_is_refused_by_name(self):
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-run"), "--host-sample-hz", "fast",
-                            "-o", self.job, "true"], env=env, capture_output=True, text=True,
-                           timeout=60)
+        p = hook_jobs.run_program(self.job, ["true"], aon_args=["--host-sample-hz", "fast"])
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("host-sample-hz", p.stderr)
 
