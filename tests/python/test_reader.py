@@ -7,7 +7,6 @@ usage: test_reader.py BIN_DIR   (with a python that has h5py and numpy)
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -24,13 +23,10 @@ JOB = None
 def setUpModule():
     global JOB
     JOB = tempfile.mkdtemp(prefix="aon-reader-")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PYTHONPATH=hook_jobs.HERE, AON_JOB_ID="reader-test")
-    p = subprocess.run([os.path.join(hook_jobs.BIN, "aon-run"), "--source", "synthetic",
-                        "--mode", "full", "--no-report", "-o", os.path.join(JOB, "job"),
-                        sys.executable,
-                        os.path.join(hook_jobs.HERE, "host_sample_program.py"), "--steps", "20",
-                        "--busy-ms", "1"], env=env, capture_output=True, text=True, timeout=300)
+    p = hook_jobs.run(os.path.join(JOB, "job"),
+                      [os.path.join(hook_jobs.HERE, "host_sample_program.py"), "--steps", "20",
+                       "--busy-ms", "1"],
+                      {"PYTHONPATH": hook_jobs.HERE, "AON_JOB_ID": "reader-test"}, ["--mode", "full"])
     if p.returncode != 0:
         raise RuntimeError(p.stdout + p.stderr)
 
