@@ -6,13 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <array>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <string_view>
 
+#include "aon/cli/command_line.h"
 #include "aon/config/agent_config.h"
 #include "aon/ipc/collector_protocol.h"
 #include "collector.h"
@@ -38,46 +38,66 @@ int main(int argc, char** argv) {
   bool quiesce = false;
   int timeout_ms = 30000;
 
-  CLI::App app{"aon-collector: drains the AON rings of one node's ranks into their trace files"};
+  CLI::App app{"aon-collector: drains the AON rings of one node's ranks into their trace files",
+               "aon-collector"};
+  aon::cli::ApplyConventions(app, "aon-collector");
   app.add_option("--socket-name", o.socket_name,
-                 "abstract socket name (default: from the job id and output dir)");
-  app.add_option("--output-dir", o.output_dir, "the job directory (AON_OUTPUT_DIR)");
-  app.add_option("--job-id", job_id, "the job id (AON_JOB_ID), to derive the socket name");
+                 "abstract socket name (default: from the job id and output dir)")
+      ->type_name("NAME");
+  app.add_option("--output-dir", o.output_dir, "the job directory (AON_OUTPUT_DIR)")
+      ->type_name("DIR");
+  app.add_option("--job-id", job_id, "the job id (AON_JOB_ID), to derive the socket name")
+      ->type_name("ID");
   // Budgeted and full capture are the same to the collector: it writes what arrives.
   app.add_option("--mode", o.mode, "budgeted, full or flight")
+      ->type_name("budgeted|full|flight")
       ->transform(CLI::CheckedTransformer(
           ChoiceMap<aon::CaptureMode>(aon::kCaptureModes, /*first=*/1)));  // kUnknown is 0
   app.add_option("--window", o.window_s, "flight mode: seconds kept")
+      ->type_name("SECONDS")
       ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--flush-ms", o.flush_ms, "ms between appends to the files")
+      ->type_name("MS")
       ->check(CLI::Range(10, 600000));
-  app.add_option("--drain-ms", o.drain_ms, "ms between ring drains")->check(CLI::Range(1, 10000));
+  app.add_option("--drain-ms", o.drain_ms, "ms between ring drains")
+      ->type_name("MS")
+      ->check(CLI::Range(1, 10000));
   app.add_option("--cpu-budget", o.cpu_budget, "CPU bound in cores (drains less often above it)")
+      ->type_name("CORES")
       ->check(CLI::Range(0.01, 64.0));
   app.add_option("--linger-ms", o.linger_ms, "ms to wait after the last rank left")
+      ->type_name("MS")
       ->check(CLI::Range(0, 3600000));
   app.add_option("--idle-exit-ms", o.idle_exit_ms, "exit if no rank connects within this")
+      ->type_name("MS")
       ->check(CLI::Range(0, 3600000));
   // The agent's choices and range (AON_COUNTERS, AON_COUNTERS_INTERVAL: aon/config/agent_config.h).
   app.add_option("--counters", o.counters, "GPU counters: auto, gpm or off")
+      ->type_name("auto|gpm|off")
       ->transform(CLI::CheckedTransformer(ChoiceMap<aon::CounterMode>(aon::kCounterModes)));
   app.add_option("--counters-interval-ms", o.counters_interval_ms, "ms between GPM samples")
+      ->type_name("MS")
       ->check(CLI::Range(10, 60000));
   // The agent's ranges (AON_FLIGHT_NCCL_STALL, AON_FLIGHT_STEP_FACTOR: aon/config/agent_config.h).
   app.add_option("--nccl-stall", o.flight.nccl_stall_s, "flight: NCCL stall seconds (0 off)")
+      ->type_name("SECONDS")
       ->check(CLI::Range(0.0, 86400.0));
-  app.add_option("--step-range", o.flight.step_range, "flight: NVTX step range name ('' off)");
+  app.add_option("--step-range", o.flight.step_range, "flight: NVTX step range name ('' off)")
+      ->type_name("NAME");
   app.add_option("--step-factor", o.flight.step_factor, "flight: step spike factor")
+      ->type_name("FACTOR")
       ->check(CLI::Range(1.01, 1000.0));
   app.add_flag("--verbose", o.verbose, "log progress to stderr");
   app.add_flag("--daemon", daemon, "detach after binding the socket (used by the agent)");
   app.add_option("--trigger", trigger,
-                 "ask the running collector to dump its flight window, with this reason");
+                 "ask the running collector to dump its flight window, with this reason")
+      ->type_name("REASON");
   app.add_flag("--quiesce", quiesce,
                "ask the running collector to finish every file and exit; waits for it");
   app.add_option("--timeout-ms", timeout_ms, "how long --trigger/--quiesce wait for an answer")
+      ->type_name("MS")
       ->check(CLI::Range(1, 3600000));
-  CLI11_PARSE(app, argc, argv);
+  if (auto done = aon::cli::Parse(app, argc, argv)) return *done;
 
   const bool control = !trigger.empty() || quiesce;
   if (o.socket_name.empty() && o.output_dir.empty()) {

@@ -6,29 +6,33 @@
 // written, or the trace would hold more than --max-trace-records records
 // (nothing written); 2 bad command line (bad --window / --ranks / --kinds values
 // included: the message names the option and the value; nothing written).
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "aon/cli/command_line.h"
 #include "aon/export/chrome_trace.h"
 #include "aon/export/export_filter.h"
 #include "aon/export/otf2_trace.h"
 #include "aon/export/overview.h"
 #include "aon/export/perfetto_trace.h"
+#include "aon/format/trace_file.h"
 
 namespace {
+
+std::string g_name = "aon-export";  // "aon export" through the front end
+const char* Me() { return g_name.c_str(); }
 
 // What every export says on failure or an empty selection; false: it failed.
 bool Reported(const aon::Status& s, uint64_t records, const aon::merge::ExportFilter& filter,
               const std::string& output) {
   if (!s.ok()) {
-    std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
+    std::fprintf(stderr, "%s: error: %s\n", Me(), s.message().c_str());
     return false;
   }
   if (records == 0) {
-    std::fprintf(stderr, "aon-export: warning: no records selected (%s); %s holds no events\n",
+    std::fprintf(stderr, "%s: warning: no records selected (%s); %s holds no events\n", Me(),
                  filter.Describe().c_str(), output.c_str());
   }
   return true;
@@ -39,9 +43,9 @@ int ExportPerfetto(const std::string& timeline, const std::string& output,
                    const aon::merge::PerfettoExportOptions& options, bool quiet) {
   aon::merge::PerfettoTraceStats stats;
   aon::Status s = aon::merge::ExportPerfettoTrace(timeline, output, options, &stats);
-  if (!Reported(s, stats.records, options.filter, output)) return 1;
+  if (!Reported(s, stats.records, options.filter, output)) return aon::cli::kExitFailed;
   if (!quiet) {
-    std::printf("aon-export: perfetto trace: %s (%llu records: %s; %zu file%s, index %s)\n",
+    std::printf("%s: perfetto trace: %s (%llu records: %s; %zu file%s, index %s)\n", Me(),
                 output.c_str(), static_cast<unsigned long long>(stats.records),
                 options.filter.Describe().c_str(), stats.files.size(),
                 stats.files.size() == 1 ? "" : "s", stats.index_path.c_str());
@@ -54,12 +58,12 @@ int ExportOtf2(const std::string& timeline, const std::string& output,
                const aon::merge::Otf2ExportOptions& options, bool quiet) {
   aon::merge::Otf2TraceStats stats;
   aon::Status s = aon::merge::ExportOtf2Trace(timeline, output, options, &stats);
-  if (!Reported(s, stats.records, options.filter, output)) return 1;
+  if (!Reported(s, stats.records, options.filter, output)) return aon::cli::kExitFailed;
   if (stats.collectives_as_regions != 0) {
     std::fprintf(stderr,
-                 "aon-export: note: %llu NCCL collectives overlapped another collective of their "
+                 "%s: note: %llu NCCL collectives overlapped another collective of their "
                  "row: written as plain regions, without OTF2 collective events\n",
-                 static_cast<unsigned long long>(stats.collectives_as_regions));
+                 Me(), static_cast<unsigned long long>(stats.collectives_as_regions));
   }
   if (!quiet) {
     std::printf(
@@ -82,77 +86,91 @@ int main(int argc, char** argv) {
       "aon-export: write a Chrome JSON or Perfetto protobuf trace from a merged AON timeline "
       "(timeline.h5), or an OTF2 archive: the trace of a time window, ranks or record kinds, "
       "and/or a downsampled "
-      "overview of the whole run"};
+      "overview of the whole run",
+      "aon-export"};
+  g_name = aon::cli::ToolName(argv[0], "aon-export");
+  aon::cli::ApplyConventions(app, g_name);
   std::string timeline, output, overview, window, ranks, kinds, format = "json";
   double file_mb = static_cast<double>(aon::merge::kDefaultPerfettoFileBytes) / (1 << 20);
   uint64_t max_records = aon::merge::kDefaultMaxTraceRecords;
   bool no_trace = false;
   bool quiet = false;
-  app.add_option("timeline", timeline, "merged timeline (aon-merge's timeline.h5)")->required();
-  auto* out_opt = app.add_option(
-      "-o,--output", output,
-      "trace to write (default: trace.json, trace.pftrace.gz with --format perfetto, or the "
-      "directory otf2/ with --format otf2, next to the timeline; trace-<selection>.json / "
-      ".pftrace.gz / otf2-<selection> with --window/--ranks/--kinds, e.g. trace-10s-20s.json)");
+  app.add_option("JOB", timeline, "job directory (its timeline.h5) or a merged timeline file")
+      ->required();
+  auto* out_opt =
+      app.add_option(
+             "-o,--output", output,
+             "trace to write (default: trace.json, trace.pftrace.gz with --format perfetto, or the "
+             "directory otf2/ with --format otf2, next to the timeline; trace-<selection>.json / "
+             ".pftrace.gz / otf2-<selection> with --window/--ranks/--kinds, e.g. "
+             "trace-10s-20s.json)")
+          ->type_name("PATH");
   app.add_option("--format", format,
                  "json: Chrome trace-event JSON (small traces, --max-trace-records); perfetto: "
                  "Perfetto protobuf, gzip, no record limit, split into files of at most "
                  "--max-file-mb with an index; otf2: an OTF2 archive directory for Vampir, "
                  "Scalasca and otf2-print (open <dir>/traces.otf2), no record limit")
-      ->check(CLI::IsMember({"json", "perfetto", "otf2"}));
+      ->check(CLI::IsMember({"json", "perfetto", "otf2"}))
+      ->type_name("json|perfetto|otf2");
   app.add_option("--max-file-mb", file_mb,
                  "--format perfetto: largest file in MiB (fractions allowed); a longer trace "
                  "is split by time into several files")
       ->default_val(file_mb)
+      ->type_name("MIB")
       ->check(CLI::Range(static_cast<double>(aon::merge::kMinPerfettoFileBytes) / (1 << 20), 1e9));
   app.add_option("--window", window,
                  "only records overlapping START:END, in seconds from the start of the "
-                 "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)");
-  app.add_option("--ranks", ranks, "only these ranks, e.g. 0-3,8,12-15");
+                 "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)")
+      ->option_text("START:END");
+  app.add_option("--ranks", ranks, "only these ranks, e.g. 0-3,8,12-15")->type_name("LIST");
   app.add_option("--kinds", kinds,
                  "only these record kinds, e.g. kernels,nccl (kernels, memcpy, memset, sync, "
-                 "api, nvtx, nccl, steps, counters, ops)");
+                 "api, nvtx, nccl, steps, counters, ops)")
+      ->type_name("LIST");
   app.add_option("--max-trace-records", max_records,
                  "refuse (write nothing, exit 1) a trace of more records than this; 0 = no limit")
       ->default_val(max_records)
+      ->type_name("N")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--overview", overview, "also write the overview of the whole run to this file");
-  app.add_flag("--no-trace", no_trace, "write no trace (only --overview)")->excludes(out_opt);
+  app.add_option("--overview", overview, "also write the overview of the whole run to this file")
+      ->type_name("FILE");
+  app.add_flag("--no-trace", no_trace, "write no trace (only --overview; not with -o)")
+      ->excludes(out_opt);
   app.add_flag("-q,--quiet", quiet, "print nothing but errors");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  app.footer(
+      "Exit status: 0 written, 1 the timeline cannot be read, an output cannot be written or\n"
+      "the trace would exceed --max-trace-records (nothing written), 2 bad command line.");
+  if (auto done = aon::cli::Parse(app, argc, argv)) return *done;
+  timeline = aon::TimelinePathOf(timeline);
   aon::merge::ChromeExportOptions options;
   options.max_records = max_records;
   auto parse = [&](const char* option, const std::string& text, auto parser) {
     if (app.count(option) == 0) return true;
     aon::Status s = parser(text, &options.filter);
-    if (!s.ok()) std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
+    if (!s.ok()) std::fprintf(stderr, "%s: error: %s\n", Me(), s.message().c_str());
     return s.ok();
   };
   if (!parse("--window", window, aon::merge::ParseWindow) ||
       !parse("--ranks", ranks, aon::merge::ParseRankList) ||
       !parse("--kinds", kinds, aon::merge::ParseKindList)) {
-    return 2;
+    return aon::cli::kExitUsage;
   }
   if (no_trace && overview.empty()) {
-    std::fprintf(stderr, "aon-export: error: --no-trace without --overview: nothing to write\n");
-    return 2;
+    std::fprintf(stderr, "%s: error: --no-trace without --overview: nothing to write\n", Me());
+    return aon::cli::kExitUsage;
   }
   const bool perfetto = format == "perfetto";
   if (!no_trace && output.empty()) {
     const std::string dir = std::filesystem::path(timeline).parent_path().string();
-    output = perfetto          ? aon::merge::FilteredPerfettoPath(dir, options.filter)
+    output = perfetto           ? aon::merge::FilteredPerfettoPath(dir, options.filter)
              : format == "otf2" ? aon::merge::FilteredOtf2Path(dir, options.filter)
                                 : aon::merge::FilteredTracePath(dir, options.filter);
   }
   for (const std::string* path : {&output, &overview}) {
     if (!path->empty() && (*path == timeline || (path == &overview && *path == output))) {
-      std::fprintf(stderr, "aon-export: error: '%s' is named twice (timeline or another output)\n",
+      std::fprintf(stderr, "%s: error: '%s' is named twice (timeline or another output)\n", Me(),
                    path->c_str());
-      return 2;
+      return aon::cli::kExitUsage;
     }
   }
 
@@ -160,11 +178,11 @@ int main(int argc, char** argv) {
     aon::merge::OverviewStats stats;
     aon::Status s = aon::merge::WriteOverview(timeline, overview, {}, &stats);
     if (!s.ok()) {
-      std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
-      return 1;
+      std::fprintf(stderr, "%s: error: %s\n", Me(), s.message().c_str());
+      return aon::cli::kExitFailed;
     }
     if (!quiet) {
-      std::printf("aon-export: overview: %s (%u ranks x %u bins of %llu ns)\n", overview.c_str(),
+      std::printf("%s: overview: %s (%u ranks x %u bins of %llu ns)\n", Me(), overview.c_str(),
                   stats.ranks, stats.bins, static_cast<unsigned long long>(stats.bin_ns));
     }
   }
@@ -183,21 +201,22 @@ int main(int argc, char** argv) {
   aon::merge::ChromeTraceStats stats;
   aon::Status s = aon::merge::ExportChromeTrace(timeline, output, options, &stats);
   if (!s.ok()) {
-    std::fprintf(stderr, "aon-export: error: %s\n", s.message().c_str());
+    std::fprintf(stderr, "%s: error: %s\n", Me(), s.message().c_str());
     if (stats.over_limit) {
       std::fprintf(stderr,
-                   "aon-export: choose a part with --window START:END (seconds from the start, "
+                   "%s: choose a part with --window START:END (seconds from the start, "
                    "e.g. --window 10:20), --ranks LIST or --kinds LIST, or raise "
-                   "--max-trace-records (0 = no limit)\n");
+                   "--max-trace-records (0 = no limit)\n",
+                   Me());
     }
-    return 1;
+    return aon::cli::kExitFailed;
   }
   if (stats.records == 0) {
-    std::fprintf(stderr, "aon-export: warning: no records selected (%s); %s holds no events\n",
+    std::fprintf(stderr, "%s: warning: no records selected (%s); %s holds no events\n", Me(),
                  options.filter.Describe().c_str(), output.c_str());
   }
   if (!quiet) {
-    std::printf("aon-export: trace: %s (%llu records: %s)\n", output.c_str(),
+    std::printf("%s: trace: %s (%llu records: %s)\n", Me(), output.c_str(),
                 static_cast<unsigned long long>(stats.records), options.filter.Describe().c_str());
   }
   return 0;

@@ -2,6 +2,8 @@
 // TraceReader in trace_reader.cc.
 #include "aon/format/trace_file.h"
 
+#include <sys/stat.h>
+
 namespace aon {
 
 const char* FileKindName(FileKind kind) {
@@ -24,6 +26,12 @@ const char* RankStatusName(RankStatus status) {
       return "damaged";
   }
   return "unknown";
+}
+
+std::string TimelinePathOf(const std::string& job_dir_or_file) {
+  struct stat st {};
+  const bool dir = ::stat(job_dir_or_file.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return dir ? job_dir_or_file + "/timeline.h5" : job_dir_or_file;
 }
 
 }  // namespace aon

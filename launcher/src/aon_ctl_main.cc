@@ -15,22 +15,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "aon/ipc/capture_request.h"
-#include "aon/base/timebase.h"
 #include "aon/base/secure_fs.h"
 #include "aon/base/terminal_text.h"
+#include "aon/base/timebase.h"
+#include "aon/cli/command_line.h"
+#include "aon/ipc/capture_request.h"
 
 namespace {
 
-constexpr const char* kPrefix = "aon-ctl: ";
+std::string g_name = "aon-ctl";  // "aon ctl" through the front end
 
-void Say(const std::string& line) { std::fprintf(stderr, "%s%s\n", kPrefix, line.c_str()); }
+void Say(const std::string& line) {
+  std::fprintf(stderr, "%s: %s\n", g_name.c_str(), line.c_str());
+}
 
 const char* SourceName(aon::StepSource s) {
   const char* n = aon::EnumValueName(aon::kStepSourceValues, static_cast<int64_t>(s));
@@ -88,8 +90,8 @@ std::vector<aon::NodeSteps> ReadNodes(const std::string& dir, bool skip_stale = 
 
 int Steps(const std::string& dir) {
   if (aon::Status st = CheckJobDir(dir); !st.ok()) {
-    Say(aon::EscapeForTerminal(st.message()));
-    return 2;
+    Say("error: " + aon::EscapeForTerminal(st.message()));
+    return aon::cli::kExitFailed;
   }
   const std::vector<aon::NodeSteps> nodes = ReadNodes(dir);
   if (nodes.empty()) {
@@ -109,8 +111,8 @@ int Steps(const std::string& dir) {
 
 int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first_step) {
   if (aon::Status st = CheckJobDir(dir); !st.ok()) {
-    Say(aon::EscapeForTerminal(st.message()));
-    return 2;
+    Say("error: " + aon::EscapeForTerminal(st.message()));
+    return aon::cli::kExitFailed;
   }
   const std::vector<aon::NodeSteps> nodes = ReadNodes(dir, /*skip_stale=*/true);
   aon::CaptureRequest r;
@@ -120,17 +122,20 @@ int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first
     r.source = nodes.empty() ? aon::StepSource::kNone : nodes.front().source;
   } else {
     if (nodes.empty()) {
-      Say(dir + ": no node has published steps yet (is the job running, in budgeted mode?); "
-                "nothing requested");
+      Say(dir +
+          ": no node has published steps yet (is the job running, in budgeted mode?); "
+          "nothing requested");
       return 1;
     }
     r.source = nodes.front().source;
-    r.first_step = aon::ChooseFirstStep(nodes, aon::RealtimeNowNs(), static_cast<uint64_t>(lead_s * 1e9));
+    r.first_step =
+        aon::ChooseFirstStep(nodes, aon::RealtimeNowNs(), static_cast<uint64_t>(lead_s * 1e9));
   }
   for (const aon::NodeSteps& n : nodes) {
     if (n.source != r.source) {
       Say("nodes disagree on what marks a step (" + std::string(SourceName(n.source)) + " on " +
-          aon::EscapeForTerminal(n.host) + ", " + SourceName(r.source) + " elsewhere); nothing requested");
+          aon::EscapeForTerminal(n.host) + ", " + SourceName(r.source) +
+          " elsewhere); nothing requested");
       return 1;
     }
   }
@@ -145,12 +150,11 @@ int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first
   }
   ++r.seq;
   if (aon::Status st = aon::WriteFileAtomically(path, aon::FormatCaptureRequest(r)); !st.ok()) {
-    Say(aon::EscapeForTerminal(st.message()));
-    return 2;
+    Say("error: " + aon::EscapeForTerminal(st.message()));
+    return aon::cli::kExitFailed;
   }
   std::printf("capture %llu: steps %llu..%llu (%s) requested on %zu node(s)\n",
-              static_cast<unsigned long long>(r.seq),
-              static_cast<unsigned long long>(r.first_step),
+              static_cast<unsigned long long>(r.seq), static_cast<unsigned long long>(r.first_step),
               static_cast<unsigned long long>(r.first_step + r.steps - 1), SourceName(r.source),
               nodes.size());
   return 0;
@@ -161,31 +165,40 @@ int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first
 int main(int argc, char** argv) {
   CLI::App app{"aon-ctl steers a running job's AON profiling through its job directory.",
                "aon-ctl"};
+  g_name = aon::cli::ToolName(argv[0], "aon-ctl");
+  aon::cli::ApplyConventions(app, g_name);
   app.require_subcommand(1);
   std::string dir;
   uint32_t steps = 3;
   double lead_s = 3.0;
   int64_t first_step = -1;
   CLI::App* capture = app.add_subcommand(
-      "capture", "trace the same steps on every rank of the job, from the next step all can reach");
+      "capture", "trace the same steps on every rank, from the next step all can reach");
   capture->add_option("--steps", steps, "steps to trace")
+      ->type_name("N")
       ->check(CLI::Range(1u, aon::kMaxOnDemandSteps))
       ->capture_default_str();
   capture
       ->add_option("--lead", lead_s,
                    "seconds the request may take to reach every rank (collectors read it about "
                    "once a second)")
+      ->type_name("SECONDS")
       ->check(CLI::Range(0.5, 3600.0))
       ->capture_default_str();
-  capture->add_option("--first-step", first_step,
-                      "start at this step instead (when the job directory is not shared: run it "
-                      "on every node with the same step, e.g. through srun --jobid J --overlap)")
+  capture
+      ->add_option("--first-step", first_step,
+                   "start at this step instead (when the job directory is not shared: run it "
+                   "on every node with the same step, e.g. through srun --jobid J --overlap)")
+      ->type_name("STEP")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
   capture->add_option("JOB_DIR", dir, "the job's directory (aon-run -o, srun --aon-output)")
       ->required();
   CLI::App* show = app.add_subcommand("steps", "where each node of the job is");
   show->add_option("JOB_DIR", dir, "the job's directory")->required();
-  CLI11_PARSE(app, argc, argv);
+  app.footer(
+      "Exit status: 0 done, 1 the request could not be made (the message says why), 2 bad "
+      "command line.");
+  if (auto done = aon::cli::Parse(app, argc, argv)) return *done;
   if (capture->parsed()) return Capture(dir, steps, lead_s, first_step);
   return Steps(dir);
 }

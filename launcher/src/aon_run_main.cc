@@ -4,13 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "aon/cli/command_line.h"
 #include "aon/config/agent_config.h"
 #include "aon/config/merge_report.h"
 #include "aon/config/option_docs.h"
@@ -27,9 +27,11 @@ namespace {
 using aon::launcher::LaunchPlan;
 using aon::launcher::RunOptions;
 
-constexpr const char* kPrefix = "aon-run: ";
+std::string g_name = "aon-run";  // "aon run" through the front end
 
-void Say(const std::string& line) { std::fprintf(stderr, "%s%s\n", kPrefix, line.c_str()); }
+void Say(const std::string& line) {
+  std::fprintf(stderr, "%s: %s\n", g_name.c_str(), line.c_str());
+}
 
 std::string Description() {
   return "aon-run profiles the GPUs of every process of a job and, when the job ends, merges\n"
@@ -37,10 +39,11 @@ std::string Description() {
 }
 
 // CLI11's usage line would say "aon-run [OPTIONS]" and hide the command.
-class UsageFormatter : public CLI::Formatter {
+class UsageFormatter : public aon::cli::HelpFormatter {
  public:
-  std::string make_usage(const CLI::App* /*app*/, std::string /*name*/) const override {
-    return "\nUsage: aon-run [options] [--] <launcher> <args...>\n"
+  std::string make_usage(const CLI::App* app, std::string /*name*/) const override {
+    return "\nUsage: " + app->get_name() +
+           " [options] [--] <launcher> <args...>\n"
            "  <launcher> is mpirun/mpiexec (Open MPI), srun, torchrun, or any program. aon-run\n"
            "  runs it with the AON agent injected into every rank (through the CUDA driver's\n"
            "  CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH): the program needs no change.\n";
@@ -56,18 +59,21 @@ std::string Footer() {
       "  aon-run --source synthetic mpirun -np 4 --oversubscribe build/bin/aon-synthetic-app\n"
       "\n"
       "Results: the job directory (-o, default ./aon-<SLURM_JOB_ID> or\n"
-      "./aon-<date>-<time>-<pid>) gets one rank-NNNNN.h5 per process, then aon-merge writes\n"
-      "timeline.h5 (all ranks, one clock; inspect it with aon-inspect) and trace.json (open\n"
-      "it at https://ui.perfetto.dev). Records dropped under --memory-cap are counted there.\n"
+      "./aon-<date>-<time>-<pid>) gets one rank-NNNNN.h5 per process; at the end the merge\n"
+      "writes timeline.h5 (all ranks, one clock), trace.pftrace.gz (open it at\n"
+      "https://ui.perfetto.dev; trace.json too while the run is small) and overview.json, and\n"
+      "the report prints its findings and writes report.html. Then: aon report, aon stats,\n"
+      "aon diff, aon export, aon inspect on the directory. Records dropped under --memory-cap\n"
+      "are counted and said.\n"
       "\n"
       "Environment set for every rank (the agent's settings; the options above fill them):\n";
   for (const aon::ConfigVariable& var : aon::AgentConfigVariables()) {
-    text += "  " + std::string(var.env);
-    text.append(var.env[0] != '\0' && std::strlen(var.env) < 16 ? 16 - std::strlen(var.env) : 1,
+    std::string line = "  " + std::string(var.env);
+    line.append(var.env[0] != '\0' && std::strlen(var.env) < 16 ? 16 - std::strlen(var.env) : 1,
                 ' ');
-    text += var.description;
-    if (var.default_value[0] != '\0') text += std::string(" [default: ") + var.default_value + "]";
-    text += "\n";
+    line += var.description;
+    if (var.default_value[0] != '\0') line += std::string(" [default: ") + var.default_value + "]";
+    text += aon::cli::Wrap(line, 90, 18) + "\n";
   }
   text +=
       "  CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH: the agent library, found at\n"
@@ -225,8 +231,9 @@ int main(int argc, char** argv) {
   RunOptions& options = command_line.options;
 
   CLI::App app{Description(), "aon-run"};
+  g_name = aon::cli::ToolName(argv[0], "aon-run");
+  aon::cli::ApplyConventions(app, g_name);
   aon::launcher::DefineRunOptions(app, command_line);
-  app.set_version_flag("--version", std::string("aon-run ") + AON_VERSION);
   // The reference tables of docs/options.md (scripts/regen-docs.sh), from the option table.
   app.add_flag_callback(
          "--options-markdown",
@@ -240,19 +247,7 @@ int main(int argc, char** argv) {
   app.formatter(std::make_shared<UsageFormatter>());
   app.get_formatter()->column_width(30);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::Success& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    Say(std::string("error: ") + e.what());
-    Say("run 'aon-run --help' for usage");
-    return aon::launcher::kExitAonError;
-  }
+  if (auto done = aon::cli::Parse(app, argc, argv, aon::launcher::kExitAonError)) return *done;
   options.merge = !command_line.no_merge;
   options.command = app.remaining();
   if (!options.command.empty() && options.command.front() == "--") {
@@ -262,7 +257,7 @@ int main(int argc, char** argv) {
     // prefix_command() stops at the first word it does not know, options included.
     Say("error: unknown option '" + options.command.front() +
         "' (aon-run's options go before the launcher; a command starting with '-' goes after --)");
-    Say("run 'aon-run --help' for usage");
+    Say("run '" + g_name + " --help' for usage");
     return aon::launcher::kExitAonError;
   }
 

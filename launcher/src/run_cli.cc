@@ -6,32 +6,6 @@
 #include "aon/config/options.h"
 
 namespace aon::launcher {
-namespace {
-
-// CLI11 prints a description on one line: break it at word boundaries (its
-// formatter indents the lines after a newline under the first).
-std::string Wrapped(std::string_view text, size_t width = 64) {
-  std::string out;
-  size_t line = 0;
-  while (!text.empty()) {
-    const size_t space = text.find(' ');
-    const std::string_view word = text.substr(0, space);
-    if (line > 0 && line + 1 + word.size() > width) {
-      out += '\n';
-      line = 0;
-    } else if (line > 0) {
-      out += ' ';
-      ++line;
-    }
-    out += word;
-    line += word.size();
-    text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
-  }
-  return out;
-}
-
-}  // namespace
-
 void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
   using session::SessionOption;
   // Everything from the launcher word on belongs to the launcher, -np and all.
@@ -39,7 +13,8 @@ void DefineRunOptions(CLI::App& app, RunCommandLine& values) {
   RunOptions& o = values.options;
   for (const session::FrontEndOption& entry : session::FrontEndOptions()) {
     if (entry.run == nullptr) continue;
-    const std::string help = Wrapped(entry.run_help != nullptr ? entry.run_help : entry.help);
+    // Wrapped by the help formatter (aon/cli/command_line.h).
+    const std::string help = entry.run_help != nullptr ? entry.run_help : entry.help;
     CLI::Option* option = nullptr;
     switch (entry.id) {
       case SessionOption::kOutput:

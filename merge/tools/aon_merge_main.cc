@@ -1,4 +1,4 @@
-// aon-merge <job_dir>: one timeline from a job's per-rank trace files (MergeJob),
+// aon-merge JOB: one timeline from a job's per-rank trace files (MergeJob),
 // then the viewer files made from it: a downsampled overview, the Perfetto
 // protobuf trace and the Chrome JSON trace (WriteMergeExports, on process 0).
 // Exit status: 0 when the timeline was written (bad ranks are recorded in it and
@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -26,12 +25,16 @@
 #include <vector>
 
 #include "aon/base/terminal_text.h"
+#include "aon/cli/command_line.h"
 #include "aon/export/export_filter.h"
 #include "aon/merge/merge.h"
 #include "aon/merge/merge_exports.h"
 #include "mpi_comm.h"
 
 namespace {
+
+std::string g_name = "aon-merge";  // "aon merge" through the front end
+const char* Me() { return g_name.c_str(); }
 
 // "" would silently mean the default file.
 CLI::Validator NotEmpty(const std::string& what) {
@@ -64,9 +67,9 @@ int RelaunchUnderMpirun(int procs, int argc, char** argv) {
   cargs.push_back(nullptr);
   execvp("mpirun", cargs.data());
   std::fprintf(stderr,
-               "aon-merge: error: --procs %d: cannot start mpirun: %s (run it as "
+               "%s: error: --procs %d: cannot start mpirun: %s (run it as "
                "'mpirun -np %d aon-merge ...', or use --procs 1)\n",
-               procs, std::strerror(errno), procs);
+               Me(), procs, std::strerror(errno), procs);
   return 1;
 }
 
@@ -107,43 +110,51 @@ struct CommandLine {
 
 // Stage: the options that name the inputs and outputs and select what is traced.
 void AddOutputOptions(CLI::App& app, CommandLine& cl) {
-  app.add_option("job_dir", cl.options.job_dir, "directory holding the rank-*.h5 files")
+  app.add_option("JOB", cl.options.job_dir, "job directory holding the rank-*.h5 files")
       ->required();
   app.add_option("-o,--output", cl.options.timeline_path,
-                 "timeline file to write (default: <job_dir>/timeline.h5)")
+                 "timeline file to write (default: JOB/timeline.h5)")
+      ->type_name("FILE")
       ->check(NotEmpty("FILE"));
-  auto* chrome =
-      app.add_option("--chrome", cl.exports.chrome_path,
-                     "Chrome trace-event JSON to write (default: <job_dir>/trace.json, or "
-                     "<job_dir>/trace-<selection>.json with --window/--ranks/--kinds)");
+  auto* chrome = app.add_option("--chrome", cl.exports.chrome_path,
+                                "Chrome trace-event JSON to write (default: JOB/trace.json, or "
+                                "JOB/trace-<selection>.json with --window/--ranks/--kinds)")
+                     ->type_name("FILE");
   app.add_flag("--no-chrome", cl.no_chrome, "do not write the Chrome trace-event JSON")
       ->excludes(chrome);
-  auto* perfetto = app.add_option(
-      "--perfetto", cl.exports.perfetto_path,
-      "Perfetto protobuf trace to write, gzip, no record limit (default: "
-      "<job_dir>/trace.pftrace.gz, or trace-<selection>.pftrace.gz); more files and an "
-      "index when it is split");
+  auto* perfetto =
+      app.add_option("--perfetto", cl.exports.perfetto_path,
+                     "Perfetto protobuf trace to write, gzip, no record limit (default: "
+                     "JOB/trace.pftrace.gz, or trace-<selection>.pftrace.gz); more files and an "
+                     "index when it is split")
+          ->type_name("FILE");
   app.add_flag("--no-perfetto", cl.no_perfetto, "do not write the Perfetto trace")
       ->excludes(perfetto);
   app.add_option("--perfetto-max-file-mb", cl.perfetto_file_mb,
                  "largest Perfetto trace file in MiB (fractions allowed); a longer trace is "
                  "split by time into several files listed by an index")
       ->default_val(cl.perfetto_file_mb)
+      ->type_name("MIB")
       ->check(CLI::Range(static_cast<double>(aon::merge::kMinPerfettoFileBytes) / (1 << 20), 1e9));
   app.add_option("--window", cl.window,
                  "trace only records overlapping START:END, in seconds from the start of the "
-                 "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)");
-  app.add_option("--ranks", cl.ranks, "trace only these ranks, e.g. 0-3,8,12-15");
+                 "timeline (10:20, :5, 30:) or in ns on the timeline clock (1000ns:2000ns)")
+      ->option_text("START:END");
+  app.add_option("--ranks", cl.ranks, "trace only these ranks, e.g. 0-3,8,12-15")
+      ->type_name("LIST");
   app.add_option("--kinds", cl.kinds,
                  "trace only these record kinds, e.g. kernels,nccl (kernels, memcpy, memset, "
-                 "sync, api, nvtx, nccl, steps, counters, ops)");
+                 "sync, api, nvtx, nccl, steps, counters, ops)")
+      ->type_name("LIST");
   app.add_option("--max-trace-records", cl.exports.max_trace_records,
                  "skip the trace (with a note) when it would hold more records than this; "
                  "0 = no limit")
       ->default_val(cl.exports.max_trace_records)
+      ->type_name("N")
       ->check(CLI::NonNegativeNumber);
   auto* overview = app.add_option("--overview", cl.exports.overview_path,
-                                  "overview JSON to write (default: <job_dir>/overview.json)");
+                                  "overview JSON to write (default: JOB/overview.json)")
+                       ->type_name("FILE");
   app.add_flag("--no-overview", cl.no_overview, "do not write the overview JSON")
       ->excludes(overview);
   app.add_flag("-q,--quiet", cl.quiet,
@@ -155,17 +166,20 @@ void AddMergeOptions(CLI::App& app, CommandLine& cl) {
   app.add_option("-j,--procs,--jobs", cl.procs,
                  "merge processes: starts 'mpirun -np N' of aon-merge unless already run by "
                  "mpirun/srun (then one per process started)")
+      ->type_name("N")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--memory-mb", cl.memory_mb,
                  "records each merge process holds in memory at once (MiB, about); more data "
                  "is merged in more rounds")
       ->default_val(cl.memory_mb)
+      ->type_name("MIB")
       ->check(CLI::Range(0.001, 1e9));
   app.add_flag("--no-progress", cl.no_progress, "no progress bar (it is drawn only on a terminal)");
   app.add_option("--compression", cl.options.write_options.deflate_level,
                  "deflate level of the timeline's (and shards') record tables: 0 = none "
                  "(7x the bytes), 1 = AON's run-length encoder (fast), 2-9 = smaller, slower")
       ->default_val(cl.options.write_options.deflate_level)
+      ->type_name("LEVEL")
       ->check(CLI::Range(0, 9));
   cl.options.write_options.compress_threads = DefaultCompressThreads();
   app.add_option("--threads", cl.options.write_options.compress_threads,
@@ -174,6 +188,7 @@ void AddMergeOptions(CLI::App& app, CommandLine& cl) {
                  "(default: the CPUs this process may run on, shared with the other merge "
                  "processes of its node, at most 4)")
       ->default_val(cl.options.write_options.compress_threads)
+      ->type_name("N")
       ->check(CLI::Range(1, 64));
   app.add_flag("--timings", cl.timings,
                "print where each merge process spent its time (phases, wall and CPU seconds) "
@@ -190,7 +205,7 @@ bool ApplyExportFlags(const CLI::App& app, CommandLine& cl) {
   auto parse = [&](const char* option, const std::string& text, auto parser) {
     if (app.count(option) == 0) return true;
     aon::Status s = parser(text, &cl.exports.chrome_filter);
-    if (!s.ok()) std::fprintf(stderr, "aon-merge: error: %s\n", s.message().c_str());
+    if (!s.ok()) std::fprintf(stderr, "%s: error: %s\n", Me(), s.message().c_str());
     return s.ok();
   };
   if (!parse("--window", cl.window, aon::merge::ParseWindow) ||
@@ -221,19 +236,17 @@ int ReportOutcome(const aon::Status& status, const aon::merge::MergeOptions& opt
                   const aon::merge::MergeReport& report, bool quiet) {
   if (!status.ok()) {
     if (report.timeline_path.empty()) RemovePartialTimeline(options);
-    std::fprintf(stderr, "aon-merge: error: %s\n",
-                 aon::EscapeForTerminal(status.message()).c_str());
+    std::fprintf(stderr, "%s: error: %s\n", Me(), aon::EscapeForTerminal(status.message()).c_str());
     if (!report.timeline_path.empty()) {
-      std::fprintf(stderr, "aon-merge: the timeline %s was written\n",
-                   report.timeline_path.c_str());
+      std::fprintf(stderr, "%s: the timeline %s was written\n", Me(), report.timeline_path.c_str());
     }
     return 1;
   }
   for (const std::string& p : report.problems) {
-    std::fprintf(stderr, "aon-merge: warning: %s\n", aon::EscapeForTerminal(p).c_str());
+    std::fprintf(stderr, "%s: warning: %s\n", Me(), aon::EscapeForTerminal(p).c_str());
   }
   if (!report.chrome_not_written.empty()) {
-    std::fprintf(stderr, "aon-merge: note: %s\n",
+    std::fprintf(stderr, "%s: note: %s\n", Me(),
                  aon::EscapeForTerminal(report.chrome_not_written).c_str());
   }
   // Hosts and paths come from the rank files: shown, never interpreted.
@@ -248,16 +261,18 @@ int main(int argc, char** argv) {
   CLI::App app{
       "aon-merge: merge a job directory's per-rank AON traces (rank-NNNNN.h5) into one "
       "cluster timeline (HDF5), a Perfetto trace (protobuf, gzip), a Chrome trace (JSON, "
-      "while small) and a downsampled overview of the whole run (JSON)"};
+      "while small) and a downsampled overview of the whole run (JSON)",
+      "aon-merge"};
+  g_name = aon::cli::ToolName(argv[0], "aon-merge");
+  aon::cli::ApplyConventions(app, g_name);
   CommandLine cl;
   AddOutputOptions(app, cl);
   AddMergeOptions(app, cl);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  if (!ApplyExportFlags(app, cl)) return 2;
+  app.footer(
+      "Exit status: 0 the timeline was written (bad ranks are recorded in it and named on\n"
+      "stderr), 1 nothing could be merged or an output could not be written, 2 bad command line.");
+  if (auto done = aon::cli::Parse(app, argc, argv)) return *done;
+  if (!ApplyExportFlags(app, cl)) return aon::cli::kExitUsage;
   aon::merge::MergeOptions& options = cl.options;
   aon::merge::MergeExportOptions& exports = cl.exports;
 
@@ -272,14 +287,14 @@ int main(int argc, char** argv) {
   const bool speaker = comm == nullptr || comm->rank() == 0;  // process 0 speaks for all
   // The viewer outputs' paths are checked before anything is merged.
   if (aon::Status s = aon::merge::ResolveMergeExports(options, &exports); !s.ok()) {
-    if (speaker) std::fprintf(stderr, "aon-merge: error: %s\n", s.message().c_str());
+    if (speaker) std::fprintf(stderr, "%s: error: %s\n", Me(), s.message().c_str());
     return 1;
   }
 
   aon::merge::MergeReport report;
   aon::Status status = aon::merge::MergeJob(options, &report);
   if (cl.timings) {
-    std::fprintf(stderr, "aon-merge: timings: %s", aon::merge::FormatMergePhases(report).c_str());
+    std::fprintf(stderr, "%s: timings: %s", Me(), aon::merge::FormatMergePhases(report).c_str());
   }
   if (!speaker) return status.ok() ? 0 : 1;
   // The exports, from the timeline MergeJob wrote.

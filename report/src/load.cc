@@ -39,12 +39,6 @@ void NoteRanks(const std::vector<Merged<T>>& v, uint32_t* max_rank_plus_one) {
 
 }  // namespace
 
-std::string TimelinePathOf(const std::string& input) {
-  struct stat st {};
-  const bool dir = ::stat(input.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  return dir ? input + "/timeline.h5" : input;
-}
-
 StatusOr<Timeline> LoadTimeline(const std::string& path) {
   AON_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::Open(path));
   if (reader->kind() != FileKind::kTimeline) {

@@ -2,17 +2,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
 #include "aon/base/terminal_text.h"
+#include "aon/cli/command_line.h"
+#include "aon/format/trace_file.h"
 #include "aon/report/diff.h"
 
 namespace {
 
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
+constexpr int kExitFailed = aon::cli::kExitFailed;
 
 }  // namespace
 
@@ -24,10 +24,12 @@ int main(int argc, char** argv) {
       "framework operators, NCCL functions and GPU-idle causes took more or less time, each\n"
       "change with its share of the step's change, largest first.",
       "aon-diff"};
-  app.add_option("base", base, "the run to compare against: job directory or timeline file")
+  const std::string name = aon::cli::ToolName(argv[0], "aon-diff");
+  aon::cli::ApplyConventions(app, name);
+  app.add_option("BASE", base, "the run to compare against: job directory or timeline file")
       ->required()
       ->type_name("BASE");
-  app.add_option("new", next, "the run to compare: job directory or timeline file")
+  app.add_option("NEW", next, "the run to compare: job directory or timeline file")
       ->required()
       ->type_name("NEW");
   app.add_option("--json", json, "also write the comparison as JSON to this file")
@@ -38,21 +40,14 @@ int main(int argc, char** argv) {
       "step times compare every step. Runs with different numbers of ranks do not compare.\n"
       "Exit status: 0 compared, 1 an input cannot be read or the runs do not compare (the\n"
       "message says why), 2 bad command line.");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "aon-diff: error: %s\nrun 'aon-diff --help' for usage\n", e.what());
-    return kExitUsage;
-  }
+  if (auto done = aon::cli::Parse(app, argc, argv)) return *done;
   aon::report::Timeline runs[2];
   const std::string inputs[2] = {base, next};
   for (int i = 0; i < 2; ++i) {
-    const std::string timeline = aon::report::TimelinePathOf(inputs[i]);
+    const std::string timeline = aon::TimelinePathOf(inputs[i]);
     auto loaded = aon::report::LoadTimeline(timeline);
     if (!loaded.ok()) {
-      std::fprintf(stderr, "aon-diff: error: cannot read %s: %s\n",
+      std::fprintf(stderr, "%s: error: cannot read %s: %s\n", name.c_str(),
                    aon::EscapeForTerminal(timeline).c_str(),
                    aon::EscapeForTerminal(loaded.status().message()).c_str());
       return kExitFailed;
@@ -65,14 +60,14 @@ int main(int argc, char** argv) {
   if (!json.empty()) {
     FILE* f = std::fopen(json.c_str(), "w");
     if (f == nullptr) {
-      std::fprintf(stderr, "aon-diff: error: cannot write %s\n",
+      std::fprintf(stderr, "%s: error: cannot write %s\n", name.c_str(),
                    aon::EscapeForTerminal(json).c_str());
       return kExitFailed;
     }
     const std::string text = aon::report::RenderDiffJson(d);
     const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
     if (std::fclose(f) != 0 || !ok) {
-      std::fprintf(stderr, "aon-diff: error: cannot write %s\n",
+      std::fprintf(stderr, "%s: error: cannot write %s\n", name.c_str(),
                    aon::EscapeForTerminal(json).c_str());
       return kExitFailed;
     }

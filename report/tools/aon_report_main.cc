@@ -1,18 +1,19 @@
 // aon-report: post-mortem report of a merged timeline (terminal + HTML + JSON).
 #include <sys/stat.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
 #include "aon/base/secure_fs.h"
 #include "aon/base/terminal_text.h"
+#include "aon/cli/command_line.h"
+#include "aon/format/trace_file.h"
 #include "aon/report/report.h"
 
 namespace {
 
-constexpr int kExitUnreadable = 1;
-constexpr int kExitUsage = 2;
+constexpr int kExitUnreadable = aon::cli::kExitFailed;
+constexpr int kExitUsage = aon::cli::kExitUsage;
 
 std::string DirName(const std::string& p) {
   const size_t slash = p.rfind('/');
@@ -40,7 +41,9 @@ int main(int argc, char** argv) {
       "each.\n"
       "It prints a one-screen summary and writes a self-contained HTML report.",
       "aon-report"};
-  app.add_option("input", input, "job directory (reads <dir>/timeline.h5) or a timeline file")
+  const std::string name = aon::cli::ToolName(argv[0], "aon-report");
+  aon::cli::ApplyConventions(app, name);
+  app.add_option("JOB", input, "job directory (reads <dir>/timeline.h5) or a timeline file")
       ->required()
       ->type_name("JOB_DIR|TIMELINE");
   // "" would silently mean the default (or no) file.
@@ -59,18 +62,11 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit status: 0 report written, 1 the input cannot be read (the message names it), 2 bad "
       "command line.");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "aon-report: error: %s\nrun 'aon-report --help' for usage\n", e.what());
-    return kExitUsage;
-  }
-  const std::string timeline = aon::report::TimelinePathOf(input);
+  if (auto done = aon::cli::Parse(app, argc, argv)) return *done;
+  const std::string timeline = aon::TimelinePathOf(input);
   auto loaded = aon::report::LoadTimeline(timeline);
   if (!loaded.ok()) {
-    std::fprintf(stderr, "aon-report: error: cannot read %s: %s\n", timeline.c_str(),
+    std::fprintf(stderr, "%s: error: cannot read %s: %s\n", name.c_str(), timeline.c_str(),
                  aon::EscapeForTerminal(loaded.status().message()).c_str());
     return kExitUnreadable;
   }
@@ -85,13 +81,13 @@ int main(int argc, char** argv) {
     if (WriteFile(html_path, aon::report::RenderHtml(report), &error)) {
       if (!quiet) std::printf("\nHTML report: %s\n", html_path.c_str());
     } else {
-      std::fprintf(stderr, "aon-report: error: %s\n", aon::EscapeForTerminal(error).c_str());
+      std::fprintf(stderr, "%s: error: %s\n", name.c_str(), aon::EscapeForTerminal(error).c_str());
       status = kExitUnreadable;
     }
   }
   if (!json_path.empty()) {
     if (!WriteFile(json_path, aon::report::RenderJson(report), &error)) {
-      std::fprintf(stderr, "aon-report: error: %s\n", aon::EscapeForTerminal(error).c_str());
+      std::fprintf(stderr, "%s: error: %s\n", name.c_str(), aon::EscapeForTerminal(error).c_str());
       status = kExitUnreadable;
     }
   }

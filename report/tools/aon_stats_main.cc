@@ -3,17 +3,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
 #include "aon/base/terminal_text.h"
+#include "aon/cli/command_line.h"
+#include "aon/format/trace_file.h"
 #include "aon/report/stats.h"
 
 namespace {
 
-constexpr int kExitUnreadable = 1;
-constexpr int kExitUsage = 2;
+constexpr int kExitUnreadable = aon::cli::kExitFailed;
+constexpr int kExitUsage = aon::cli::kExitUsage;
 
 }  // namespace
 
@@ -29,7 +30,9 @@ int main(int argc, char** argv) {
       "copy direction, CUDA call, NVTX range, NCCL function, operator or step, its share of the\n"
       "table's time, total, count, mean, median, min, max and standard deviation.",
       "aon-stats"};
-  app.add_option("input", input, "job directory (reads <dir>/timeline.h5) or a timeline file")
+  const std::string name = aon::cli::ToolName(argv[0], "aon-stats");
+  aon::cli::ApplyConventions(app, name);
+  app.add_option("JOB", input, "job directory (reads <dir>/timeline.h5) or a timeline file")
       ->required()
       ->type_name("JOB_DIR|TIMELINE");
   app.add_option("-r,--report", report_name, "which table [default: kernels]")->type_name(names);
@@ -43,28 +46,22 @@ int main(int argc, char** argv) {
       "capture windows' steps; the table's first line says which steps it covers.\n"
       "Exit status: 0 printed, 1 the input cannot be read (the message names it), 2 bad command "
       "line.");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "aon-stats: error: %s\nrun 'aon-stats --help' for usage\n", e.what());
-    return kExitUsage;
-  }
+  if (auto done = aon::cli::Parse(app, argc, argv)) return *done;
   auto which = aon::report::ParseStatsReport(report_name);
   if (!which.ok()) {
-    std::fprintf(stderr, "aon-stats: error: --report: %s\n", which.status().message().c_str());
+    std::fprintf(stderr, "%s: error: --report: %s\n", name.c_str(),
+                 which.status().message().c_str());
     return kExitUsage;
   }
   if (format != "table" && format != "csv" && format != "json") {
-    std::fprintf(stderr, "aon-stats: error: --format: '%s' is not table, csv or json\n",
+    std::fprintf(stderr, "%s: error: --format: '%s' is not table, csv or json\n", name.c_str(),
                  aon::EscapeForTerminal(format).c_str());
     return kExitUsage;
   }
-  const std::string timeline = aon::report::TimelinePathOf(input);
+  const std::string timeline = aon::TimelinePathOf(input);
   auto loaded = aon::report::LoadTimeline(timeline);
   if (!loaded.ok()) {
-    std::fprintf(stderr, "aon-stats: error: cannot read %s: %s\n", timeline.c_str(),
+    std::fprintf(stderr, "%s: error: cannot read %s: %s\n", name.c_str(), timeline.c_str(),
                  aon::EscapeForTerminal(loaded.status().message()).c_str());
     return kExitUnreadable;
   }

@@ -56,6 +56,10 @@ struct WriteOptions {
 // HDF5 is in use already, its handler stays (it was registered before).
 void StartHdf5WithoutExitHandler();
 
+// The timeline a command line names: a job directory's timeline.h5, or the
+// path itself (every tool takes either).
+std::string TimelinePathOf(const std::string& job_dir_or_file);
+
 // The name a process writing `rank` gives its file in `dir`: rank-NNNNN.h5, or
 // rank-NNNNN.pid<pid>.h5 (then rank-NNNNN.pid<pid>.<n>.h5) when that name or its .partial is taken (a launcher
 // process that loaded the agent too, a reused directory, the part of the rank

@@ -144,9 +144,6 @@ std::vector<Merged<T>>& Timeline::Records() {
 
 // Reads a merged timeline (FileKind::kTimeline). Errors name the file.
 StatusOr<Timeline> LoadTimeline(const std::string& path);
-// The timeline a command line names: a job directory's timeline.h5, or the
-// file itself.
-std::string TimelinePathOf(const std::string& input);
 
 // ---- Analyses ---------------------------------------------------------------------
 
