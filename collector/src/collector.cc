@@ -173,10 +173,15 @@ class Collector {
   void WritePending(Rank& r);
   void WriteStrings(Rank& r, bool final);
   void Finalize(Rank& r, bool died);
-  void Trigger(const std::string& reason);
+  // Dumps every rank's flight window; returns the records dumped.
+  uint64_t Trigger(const std::string& reason);
   void CheckWatches(uint64_t now);
   // On demand (aon/ipc/capture_request.h): this node's steps out, requests in.
   void OnDemandTick(uint64_t now);
+  // aon-ctl trigger's request in, this node's answer out.
+  void TriggerRequestTick();
+  void SayOnce(const std::string& problem);
+  std::string NodeHost() const;
   // GPU counters: one GPM sample of every GPU, the rows into the holder's file.
   // `finishing`: a rank being finalized still counts (its last rows go in).
   // Files the counter rows sampled so far (counter_sampler.h) with the rank
@@ -207,6 +212,7 @@ class Collector {
   uint64_t steps_written_ = UINT64_MAX;  // the step last written to aon-steps-<host>
   bool has_request_ = false;
   CaptureRequest request_;
+  uint64_t trigger_seq_ = 0;   // the last aon-ctl trigger request served
   std::string control_error_;  // the last problem with the control files, said once
   // GPU counters: opened at the first rank, sampled every counters_interval_ms
   // on the sampler's thread.
@@ -457,11 +463,10 @@ void Collector::FileCounters(const Rank* finishing) {
     if (gpm != nullptr) {
       sampler_ = std::make_unique<CounterSampler>(
           std::move(gpm), static_cast<uint64_t>(o_.counters_interval_ms) * 1000000ull);
-      counter_notes_.push_back("counters: NVML GPM metrics of " +
-                               std::to_string(sampler_->active_gpus()) +
-                               " GPU(s) of this node every " +
-                               std::to_string(o_.counters_interval_ms) + " ms, read by the " +
-                               "collector from " + sampler_->library());
+      counter_notes_.push_back(
+          "counters: NVML GPM metrics of " + std::to_string(sampler_->active_gpus()) +
+          " GPU(s) of this node every " + std::to_string(o_.counters_interval_ms) +
+          " ms, read by the " + "collector from " + sampler_->library());
     }
   }
   if (sampler_ == nullptr) return;
@@ -540,8 +545,9 @@ void Collector::FlushAll() {
   for (auto& r : ranks_) FlushRank(*r);
 }
 
-void Collector::Trigger(const std::string& reason) {
+uint64_t Collector::Trigger(const std::string& reason) {
   ++dumps_;
+  uint64_t total = 0;
   fprintf(stderr, "[aon] collector: flight recorder dump %d: %s\n", dumps_, reason.c_str());
   for (auto& rp : ranks_) {
     Rank& r = *rp;
@@ -574,7 +580,9 @@ void Collector::Trigger(const std::string& reason) {
              dumps_, reason.c_str(), static_cast<unsigned long long>(n),
              n > 0 ? static_cast<double>(last - first) / 1e9 : 0.0);
     r.notes.push_back(buf);
+    total += n;
   }
+  return total;
 }
 
 void Collector::CheckWatches(uint64_t now) {
@@ -586,13 +594,62 @@ void Collector::CheckWatches(uint64_t now) {
   }
 }
 
+void Collector::SayOnce(const std::string& problem) {
+  if (problem == control_error_) return;
+  control_error_ = problem;
+  fprintf(stderr, "[aon] collector: %s\n", problem.c_str());
+}
+
+std::string Collector::NodeHost() const {
+  for (const auto& r : ranks_) {
+    if (!r->meta.host.empty()) return r->meta.host;
+  }
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "node";
+  return name;
+}
+
+void Collector::TriggerRequestTick() {
+  const std::string path = dir_.path() + "/" + kTriggerRequestFile;
+  uint64_t written_at = 0;
+  auto text = ReadPrivateFile(dir_.At(kTriggerRequestFile), kControlFileMaxBytes, &written_at);
+  if (!text.ok()) {
+    if (text.status().code() != StatusCode::kNotFound)
+      SayOnce("flight-recorder trigger request ignored: " + dir_.Shown(text.status().message()));
+    return;
+  }
+  // Written before this collector started: an earlier run's, in the same directory.
+  if (written_at < start_realtime_ns_) return;
+  auto request = ParseTriggerRequest(*text, path);
+  if (!request.ok()) {
+    SayOnce("flight-recorder trigger request ignored: " + request.status().message());
+    return;
+  }
+  if (request->seq == trigger_seq_) return;
+  trigger_seq_ = request->seq;
+  TriggerAnswer a;
+  a.host = NodeHost();
+  a.seq = request->seq;
+  if (flight()) {
+    const uint64_t n = Trigger("requested (aon ctl trigger" +
+                               (request->reason.empty() ? "" : ": " + request->reason) + ")");
+    a.dumped = true;
+    a.what = "flight recorder dump " + std::to_string(dumps_) + ": " + std::to_string(n) +
+             " records of " + std::to_string(ranks_.size()) + " rank(s) written";
+  } else {
+    a.what = std::string("nothing to dump: the job runs in ") +
+             (o_.mode == CaptureMode::kFull ? "full" : "budgeted") +
+             " mode, not flight (aon ctl capture traces steps on demand)";
+  }
+  const Status st = WriteFileAtomically(
+      dir_.At(std::string(kTriggerAnswerPrefix) + HostFilePart(a.host)), FormatTriggerAnswer(a));
+  if (!st.ok()) SayOnce("cannot answer aon-ctl trigger: " + dir_.Shown(st.message()));
+}
+
 void Collector::OnDemandTick(uint64_t now) {
   if (o_.output_dir.empty()) return;
-  auto say_once = [&](const std::string& problem) {
-    if (problem == control_error_) return;
-    control_error_ = problem;
-    fprintf(stderr, "[aon] collector: %s\n", problem.c_str());
-  };
+  TriggerRequestTick();
+  auto say_once = [&](const std::string& problem) { SayOnce(problem); };
   // Out: the latest step any rank of this node began.
   const Rank* latest = nullptr;
   uint32_t with_steps = 0;
@@ -617,12 +674,8 @@ void Collector::OnDemandTick(uint64_t now) {
     }
     n.at_realtime_ns = real_now - std::min(real_now, now - std::min(now, steps.begun_ns));
     n.ranks = with_steps;
-    std::string host = n.host.empty() ? std::string("node") : n.host;
-    for (char& c : host) {
-      if (c == '/' || c == '\0') c = '_';
-    }
-    const Status st =
-        WriteFileAtomically(dir_.At(std::string(kNodeStepsPrefix) + host), FormatNodeSteps(n));
+    const Status st = WriteFileAtomically(
+        dir_.At(std::string(kNodeStepsPrefix) + HostFilePart(n.host)), FormatNodeSteps(n));
     if (st.ok()) {
       steps_written_ = steps.begun;
       for (auto& r : ranks_) r->intake.ResetFastestStep();
@@ -767,8 +820,8 @@ void Collector::Finalize(Rank& r, bool died) {
       CollectorReply answer{CollectorReplyKind::kDone, r.path};
       if (!st.ok()) answer = {CollectorReplyKind::kError, st.message()};
       if (st.ok() && r.lost_records > 0) {
-        answer.text += " (" + std::to_string(r.lost_records) +
-                       " records lost: " + m.unwritten_why + ")";
+        answer.text +=
+            " (" + std::to_string(r.lost_records) + " records lost: " + m.unwritten_why + ")";
       }
       Send(r.sock, answer);
     }

@@ -97,7 +97,7 @@ const std::vector<FrontEndOption>& FrontEndOptions() {
        "srun's --aon-flight=SECONDS takes the same seconds and turns flight mode on"},
       {O::kFlight, nullptr, A::kAbsent, "aon-flight", A::kRequired, "SECONDS",
        "flight recorder: keep only the last SECONDS in memory and write them when something goes "
-       "wrong (a task dies, an NCCL stall, a step-time spike, or aon-collector --trigger)",
+       "wrong (a task dies, an NCCL stall, a step-time spike, or aon ctl trigger DIR REASON)",
        nullptr, "aon-run spells it --mode flight --window SECONDS"},
       {O::kVerbose, "-v,--verbose", A::kFlag, "aon-verbose", A::kFlag, nullptr,
        "the agent reports its progress on stderr",

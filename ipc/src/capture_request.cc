@@ -10,6 +10,8 @@ namespace {
 
 constexpr std::string_view kRequestMagic = "aon-capture-request v1";
 constexpr std::string_view kStepsMagic = "aon-steps v1";
+constexpr std::string_view kTriggerMagic = "aon-trigger-request v1";
+constexpr std::string_view kAnswerMagic = "aon-trigger-answer v1";
 
 const char* SourceName(StepSource s) {
   const char* name = EnumValueName(kStepSourceValues, static_cast<int64_t>(s));
@@ -42,8 +44,8 @@ StatusOr<std::map<std::string, std::string>> Fields(std::string_view text, std::
   return out;
 }
 
-Status Number(const std::map<std::string, std::string>& f, const char* key,
-              const std::string& path, uint64_t* out) {
+Status Number(const std::map<std::string, std::string>& f, const char* key, const std::string& path,
+              uint64_t* out) {
   auto it = f.find(key);
   if (it == f.end()) return InvalidArgument(path + ": no '" + key + "'");
   const std::string& v = it->second;
@@ -81,7 +83,8 @@ StatusOr<CaptureRequest> ParseCaptureRequest(std::string_view text, const std::s
   r.steps = static_cast<uint32_t>(steps);
   r.source = StepSourceFromName(f.count("source") ? f["source"] : "");
   if (r.source == StepSource::kNone)
-    return InvalidArgument(path + ": no step source (api, pytorch, jax, nvtx, xla, nccl or time slot)");
+    return InvalidArgument(path +
+                           ": no step source (api, pytorch, jax, nvtx, xla, nccl or time slot)");
   return r;
 }
 
@@ -104,6 +107,53 @@ StatusOr<NodeSteps> ParseNodeSteps(std::string_view text, const std::string& pat
   n.ranks = static_cast<uint32_t>(std::min<uint64_t>(ranks, UINT32_MAX));
   n.source = StepSourceFromName(f.count("source") ? f["source"] : "");
   return n;
+}
+
+std::string CleanTriggerReason(std::string_view reason) {
+  std::string out(reason.substr(0, kMaxTriggerReason));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return out;
+}
+
+std::string HostFilePart(std::string_view host) {
+  std::string out = host.empty() ? std::string("node") : std::string(host);
+  for (char& c : out) {
+    if (c == '/' || c == '\0') c = '_';
+  }
+  return out;
+}
+
+std::string FormatTriggerRequest(const TriggerRequest& r) {
+  return std::string(kTriggerMagic) + "\nseq " + std::to_string(r.seq) + "\nreason " +
+         CleanTriggerReason(r.reason) + "\n";
+}
+
+StatusOr<TriggerRequest> ParseTriggerRequest(std::string_view text, const std::string& path) {
+  AON_ASSIGN_OR_RETURN(auto f, Fields(text, kTriggerMagic, path));
+  TriggerRequest r;
+  AON_RETURN_IF_ERROR(Number(f, "seq", path, &r.seq));
+  r.reason = CleanTriggerReason(f.count("reason") ? f["reason"] : "");
+  return r;
+}
+
+std::string FormatTriggerAnswer(const TriggerAnswer& a) {
+  return std::string(kAnswerMagic) + "\nhost " + CleanTriggerReason(a.host) + "\nseq " +
+         std::to_string(a.seq) + "\ndumped " + (a.dumped ? "1" : "0") + "\nwhat " +
+         CleanTriggerReason(a.what) + "\n";
+}
+
+StatusOr<TriggerAnswer> ParseTriggerAnswer(std::string_view text, const std::string& path) {
+  AON_ASSIGN_OR_RETURN(auto f, Fields(text, kAnswerMagic, path));
+  TriggerAnswer a;
+  uint64_t dumped = 0;
+  AON_RETURN_IF_ERROR(Number(f, "seq", path, &a.seq));
+  AON_RETURN_IF_ERROR(Number(f, "dumped", path, &dumped));
+  a.dumped = dumped != 0;
+  a.host = f.count("host") ? f["host"] : "";
+  a.what = f.count("what") ? f["what"] : "";
+  return a;
 }
 
 uint64_t ChooseFirstStep(const std::vector<NodeSteps>& nodes, uint64_t now_realtime_ns,

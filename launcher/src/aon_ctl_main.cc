@@ -5,6 +5,9 @@
 //       next step that all of them can still reach (docs/always-on.md, "On demand")
 //   aon-ctl steps JOB_DIR
 //       where each node of the job is: its latest step, step source and length
+//   aon-ctl trigger [--wait SECONDS] JOB_DIR [REASON...]
+//       a flight-mode job's collectors, on every node, write their windows with
+//       REASON; each answers what it did, and aon-ctl prints the answers
 //
 // It talks to the job through files in its job directory (aon/ipc/capture_request.h):
 // each node's collector publishes its steps there and picks requests up from
@@ -109,6 +112,87 @@ int Steps(const std::string& dir) {
   return 0;
 }
 
+// The answers to trigger request `seq` found so far, by host.
+std::vector<aon::TriggerAnswer> ReadAnswers(const std::string& dir, uint64_t seq) {
+  std::vector<aon::TriggerAnswer> answers;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return answers;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(aon::kTriggerAnswerPrefix, 0) != 0 || name.find(".partial") != std::string::npos)
+      continue;
+    const std::string path = dir + "/" + name;
+    auto text = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes);
+    if (!text.ok()) continue;  // not the user's own, a link, or being replaced
+    auto a = aon::ParseTriggerAnswer(*text, path);
+    if (a.ok() && a->seq == seq) answers.push_back(std::move(a).value());
+  }
+  closedir(d);
+  return answers;
+}
+
+int Trigger(const std::string& dir, const std::vector<std::string>& words, double wait_s) {
+  if (aon::Status st = CheckJobDir(dir); !st.ok()) {
+    Say("error: " + aon::EscapeForTerminal(st.message()));
+    return aon::cli::kExitFailed;
+  }
+  aon::TriggerRequest r;
+  for (const std::string& w : words) r.reason += (r.reason.empty() ? "" : " ") + w;
+  r.reason = aon::CleanTriggerReason(r.reason.empty() ? "by hand" : r.reason);
+  const std::string path = dir + "/" + aon::kTriggerRequestFile;
+  if (auto old = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes); old.ok()) {
+    if (auto prev = aon::ParseTriggerRequest(*old, path); prev.ok()) r.seq = prev->seq;
+  }
+  ++r.seq;
+  // The nodes that publish steps say how many answers to wait for; without
+  // any (no step source), the first answer and a short wait for more.
+  const size_t nodes = ReadNodes(dir, /*skip_stale=*/true).size();
+  if (aon::Status st = aon::WriteFileAtomically(path, aon::FormatTriggerRequest(r)); !st.ok()) {
+    Say("error: " + aon::EscapeForTerminal(st.message()));
+    return aon::cli::kExitFailed;
+  }
+  const uint64_t start = aon::RealtimeNowNs();
+  const uint64_t limit = static_cast<uint64_t>(wait_s * 1e9);
+  std::vector<aon::TriggerAnswer> answers;
+  uint64_t settled_at = 0;  // when the answers stopped growing
+  for (;;) {
+    std::vector<aon::TriggerAnswer> now_found = ReadAnswers(dir, r.seq);
+    const uint64_t now = aon::RealtimeNowNs();
+    if (now_found.size() != answers.size()) settled_at = now;
+    answers = std::move(now_found);
+    if (nodes > 0 && answers.size() >= nodes) break;
+    // Collectors read requests about once a second: 2.5 s without a new answer
+    // after the first is every node that will answer.
+    if (nodes == 0 && !answers.empty() && now - settled_at > 2'500'000'000ull) break;
+    if (now - start > limit) break;
+    const timespec pause{0, 100'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  std::sort(answers.begin(), answers.end(),
+            [](const auto& a, const auto& b) { return a.host < b.host; });
+  int dumped = 0;
+  for (const aon::TriggerAnswer& a : answers) {
+    std::printf("%s: %s\n", aon::EscapeForTerminal(a.host).c_str(),
+                aon::EscapeForTerminal(a.what).c_str());
+    dumped += a.dumped ? 1 : 0;
+  }
+  if (answers.empty()) {
+    Say("error: no node collector answered within " + std::to_string(static_cast<int>(wait_s)) +
+        " s (is the job running, and is " + aon::EscapeForTerminal(dir) +
+        " shared by its nodes?); the request stays there for collectors that start later "
+        "in this run");
+    return aon::cli::kExitFailed;
+  }
+  if (nodes > answers.size()) {
+    Say("warning: " + std::to_string(answers.size()) + " of " + std::to_string(nodes) +
+        " nodes answered within " + std::to_string(static_cast<int>(wait_s)) + " s");
+  }
+  std::printf("trigger %llu (%s): %d of %zu node(s) dumped their flight window\n",
+              static_cast<unsigned long long>(r.seq), aon::EscapeForTerminal(r.reason).c_str(),
+              dumped, answers.size());
+  return dumped > 0 ? aon::cli::kExitOk : aon::cli::kExitFailed;
+}
+
 int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first_step) {
   if (aon::Status st = CheckJobDir(dir); !st.ok()) {
     Say("error: " + aon::EscapeForTerminal(st.message()));
@@ -195,10 +279,24 @@ int main(int argc, char** argv) {
       ->required();
   CLI::App* show = app.add_subcommand("steps", "where each node of the job is");
   show->add_option("JOB_DIR", dir, "the job's directory")->required();
+  std::vector<std::string> reason;
+  double wait_s = 10.0;
+  CLI::App* trigger =
+      app.add_subcommand("trigger", "flight mode: each node writes its window now, with a reason");
+  trigger
+      ->add_option("--wait", wait_s,
+                   "seconds to wait for the nodes' answers (collectors read requests about "
+                   "once a second)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(1.0, 600.0))
+      ->capture_default_str();
+  trigger->add_option("JOB_DIR", dir, "the job's directory")->required();
+  trigger->add_option("REASON", reason, "why (kept with the dump; default: by hand)");
   app.footer(
       "Exit status: 0 done, 1 the request could not be made (the message says why), 2 bad "
       "command line.");
   if (auto done = aon::cli::Parse(app, argc, argv)) return *done;
   if (capture->parsed()) return Capture(dir, steps, lead_s, first_step);
+  if (trigger->parsed()) return Trigger(dir, reason, wait_s);
   return Steps(dir);
 }

@@ -88,6 +88,7 @@ Status AddTimelineMetadata(const TraceReader& r, FileInspection* out) {
       {"start_ns", Type::kUInt},
       {"end_ns", Type::kUInt},
       {"problems", Type::kString},
+      {"capture_events", Type::kString},
   };
   for (const auto& [name, type] : kAttributes) {
     if (type == Type::kString) {

@@ -112,6 +112,10 @@ Status MergeJob(const MergeOptions& options, MergeReport* report) {
   for (uint32_t r = 0; r < report->world_size; ++r) {
     if (!decided.merged_from[r]) continue;
     const RankMetadata& m = job.candidates[*decided.merged_from[r]].found.meta;
+    for (const std::string& n : m.notes) {
+      if (n.rfind("flight recorder dump ", 0) == 0)
+        report->capture_events.push_back("rank " + std::to_string(r) + ": " + n);
+    }
     if (m.collector_lost_ns == 0) continue;
     RankOutcome& o = report->ranks[r];
     for (const std::string& n : m.notes) {

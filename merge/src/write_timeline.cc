@@ -297,6 +297,8 @@ Status WriteTimeline(const TimelineTarget& target, const WriteOptions& options,
   }
   AON_RETURN_IF_ERROR(writer.SetMetaAttribute("problems", Join(report->problems, "\n")));
   AON_RETURN_IF_ERROR(
+      writer.SetMetaAttribute("capture_events", Join(report->capture_events, "\n")));
+  AON_RETURN_IF_ERROR(
       writer.SetMetaAttribute("merge_processes", static_cast<int64_t>(report->procs)));
   AON_RETURN_IF_ERROR(Commit(writer, target));
   report->timeline_path = target.timeline_path;

@@ -61,13 +61,16 @@ StatusOr<Timeline> LoadTimeline(const std::string& path) {
   t.clock_note = str("clock_note");
   t.clock_synchronized = num("clock_synchronized", 0) != 0;
   const int64_t world = num("world_size", 0);
-  std::string problems = str("problems");
-  for (size_t pos = 0; pos < problems.size();) {
-    size_t nl = problems.find('\n', pos);
-    if (nl == std::string::npos) nl = problems.size();
-    if (nl > pos) t.problems.push_back(problems.substr(pos, nl - pos));
-    pos = nl + 1;
-  }
+  auto lines = [](const std::string& text, std::vector<std::string>* out) {
+    for (size_t pos = 0; pos < text.size();) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) nl = text.size();
+      if (nl > pos) out->push_back(text.substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+  };
+  lines(str("problems"), &t.problems);
+  lines(str("capture_events"), &t.capture_events);  // absent before 1.16
   AON_ASSIGN_OR_RETURN(t.strings, reader->ReadStrings());
   Status loaded = Status::Ok();
   ForEachRecordType([&](auto tag) {

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 BIN = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build/bin")
@@ -184,6 +185,60 @@ class JobDirectory(unittest.TestCase):
         ranks = [n for n in os.listdir(unmerged) if n.startswith("rank-")]
         p = call("aon", "inspect", os.path.join(unmerged, ranks[0]))
         self.assertEqual(p.returncode, 0, p.stderr)
+
+
+class CtlTrigger(unittest.TestCase):
+    """aon ctl trigger on a running job: a flight-mode job's collector writes its
+    window with the reason and answers; the merge carries the dump into the
+    timeline (capture_events) and the report says it. A budgeted job answers
+    that there is nothing to dump, and the command fails."""
+
+    def start(self, name, *mode):
+        job = os.path.join(DIR, name)
+        # About 6 s of steps: long enough for the request to be read (the
+        # collector looks about once a second) while the job runs.
+        proc = subprocess.Popen(
+            [os.path.join(BIN, "aon"), "run", "--source", "synthetic", *mode, "-o", job,
+             os.path.join(BIN, "aon-synthetic-app"), "--iterations", "3000", "--host-us", "2000"],
+            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(100):  # the rank's file appears once the collector serves it
+            if os.path.isdir(job) and any(n.startswith("rank-") for n in os.listdir(job)):
+                break
+            time.sleep(0.05)
+        return job, proc
+
+    def test_flight_job_dumps_with_the_reason_and_the_report_says_it(self):
+        job, proc = self.start("flight", "--mode", "flight", "--window", "30")
+        p = call("aon", "ctl", "trigger", "--wait", "20", job, "loss", "spike")
+        out, err = proc.communicate(timeout=300)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertRegex(p.stdout, r"flight recorder dump 1: \d+ records of 1 rank\(s\) written")
+        self.assertIn("(loss spike): 1 of 1 node(s) dumped their flight window", p.stdout)
+        events = call("aon", "inspect", "--json", job)
+        self.assertEqual(events.returncode, 0, events.stderr)
+        self.assertRegex(events.stdout, r'"capture_events":"rank 0: flight recorder dump 1: '
+                                        r'requested \(aon ctl trigger: loss spike\): \d+ records')
+        report = call("aon", "report", job, "--no-html")
+        self.assertEqual(report.returncode, 0, report.stderr)
+        said = " ".join(report.stdout.split())  # the terminal text is wrapped
+        self.assertIn("The flight recorder wrote its window 1 time: dump 1: requested (aon ctl "
+                      "trigger: loss spike) (rank 0).", said)
+
+    def test_budgeted_job_has_nothing_to_dump(self):
+        job, proc = self.start("budgeted")
+        p = call("aon", "ctl", "trigger", "--wait", "20", job)
+        proc.communicate(timeout=300)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("nothing to dump: the job runs in budgeted mode, not flight", p.stdout)
+        self.assertIn("0 of 1 node(s) dumped", p.stdout)
+
+    def test_no_collector_answers_is_said(self):
+        lonely = os.path.join(DIR, "lonely")
+        os.mkdir(lonely, 0o700)
+        p = call("aon", "ctl", "trigger", "--wait", "1", lonely)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("no node collector answered within 1 s", p.stderr)
 
 
 if __name__ == "__main__":

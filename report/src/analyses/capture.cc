@@ -69,6 +69,17 @@ std::string Statement(const CaptureSummary& c, const Steps& steps) {
     s += "; GPU findings come from those steps, step times from all " +
          std::to_string(steps.typical_count) + ".";
   }
+  if (c.on_demand_steps > 0) {
+    s += " " + std::to_string(c.on_demand_steps) + " of the traced steps per rank were asked for " +
+         "on demand (aon ctl capture).";
+  }
+  if (!c.dumps.empty()) {
+    s += " The flight recorder wrote its window " + std::to_string(c.dumps.size()) + " time" +
+         (c.dumps.size() == 1 ? "" : "s") + ": ";
+    for (size_t i = 0; i < c.dumps.size() && i < 3; ++i) s += (i ? "; " : "") + c.dumps[i];
+    if (c.dumps.size() > 3) s += "; and " + std::to_string(c.dumps.size() - 3) + " more";
+    s += ".";
+  }
   if (!c.ranks_without_window.empty() && c.windows > 0) {
     s += " " + std::to_string(c.ranks_without_window.size()) + " rank" +
          (c.ranks_without_window.size() == 1 ? "" : "s") +
@@ -77,10 +88,61 @@ std::string Statement(const CaptureSummary& c, const Steps& steps) {
   return s;
 }
 
+// "rank R: flight recorder dump N: <reason>: M records (the last S s)" (the
+// collector's note, carried by the merge) -> R and "dump N: <reason>".
+bool ParseDump(const std::string& event, uint32_t* rank, std::string* dump) {
+  unsigned r = 0;
+  int used = 0;
+  if (std::sscanf(event.c_str(), "rank %u: %n", &r, &used) != 1 || used == 0) return false;
+  std::string rest = event.substr(static_cast<size_t>(used));
+  const std::string prefix = "flight recorder dump ";
+  if (rest.rfind(prefix, 0) != 0) return false;
+  rest = rest.substr(prefix.size());
+  const size_t records = rest.rfind(": ");
+  if (records == std::string::npos) return false;
+  *rank = r;
+  *dump = "dump " + rest.substr(0, records);
+  return true;
+}
+
+// Each dump once, with the ranks it wrote ("dump 1: SIGUSR1 (ranks 0-3)").
+std::vector<std::string> Dumps(const Timeline& t) {
+  std::vector<std::pair<std::string, std::vector<uint32_t>>> dumps;
+  for (const std::string& e : t.capture_events) {
+    uint32_t rank = 0;
+    std::string dump;
+    if (!ParseDump(e, &rank, &dump)) continue;
+    auto it =
+        std::find_if(dumps.begin(), dumps.end(), [&](const auto& d) { return d.first == dump; });
+    if (it == dumps.end()) it = dumps.insert(dumps.end(), {dump, {}});
+    it->second.push_back(rank);
+  }
+  std::vector<std::string> out;
+  for (auto& [dump, ranks] : dumps) {
+    std::sort(ranks.begin(), ranks.end());
+    std::string list;
+    for (size_t i = 0; i < ranks.size();) {
+      size_t j = i;
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      list += (list.empty() ? "" : ",") + std::to_string(ranks[i]) +
+              (j > i ? "-" + std::to_string(ranks[j]) : "");
+      i = j + 1;
+    }
+    out.push_back(dump + " (rank" + (ranks.size() == 1 ? " " : "s ") + list + ")");
+  }
+  return out;
+}
+
 }  // namespace
 
 CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps) {
   CaptureSummary c;
+  c.dumps = Dumps(t);
+  std::vector<uint64_t> on_demand(t.world_size, 0);
+  for (const auto& s : t.steps) {
+    if ((s.record.flags & kStepOnDemand) && s.rank < on_demand.size()) ++on_demand[s.rank];
+  }
+  if (!on_demand.empty()) c.on_demand_steps = *std::max_element(on_demand.begin(), on_demand.end());
   std::vector<std::string> modes;
   std::vector<double> costs, ratios;
   std::vector<uint64_t> nsteps, captured, windows;

@@ -39,14 +39,50 @@ TEST(CaptureRequest, RoundTrips) {
   }
 }
 
+// aon-ctl trigger's request and a collector's answer: round trips, a reason
+// cut and cleaned of control characters (it ends up in notes and terminals),
+// malformed files refused naming the file.
+TEST(TriggerRequest, RoundTripsAndCleansTheReason) {
+  TriggerRequest r;
+  r.seq = 3;
+  r.reason = "loss spike\nat step 9\x1b[2J";
+  auto back = ParseTriggerRequest(FormatTriggerRequest(r), "req");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->seq, 3u);
+  EXPECT_EQ(back->reason, "loss spike at step 9 [2J");
+  r.reason = std::string(1000, 'x');
+  back = ParseTriggerRequest(FormatTriggerRequest(r), "req");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->reason.size(), kMaxTriggerReason);
+  TriggerAnswer a{"gpu-node/7", 3, true,
+                  "flight recorder dump 1: 812 records of 4 rank(s) written"};
+  auto ab = ParseTriggerAnswer(FormatTriggerAnswer(a), "answer");
+  ASSERT_TRUE(ab.ok()) << ab.status().ToString();
+  EXPECT_EQ(ab->host, "gpu-node/7");
+  EXPECT_EQ(ab->seq, 3u);
+  EXPECT_TRUE(ab->dumped);
+  EXPECT_EQ(ab->what, a.what);
+  EXPECT_EQ(HostFilePart("gpu-node/7"), "gpu-node_7");
+  EXPECT_EQ(HostFilePart(""), "node");
+  for (const char* bad : {"", "aon-trigger-request v1\nseq x\n", "aon-capture-request v1\nseq 1\n",
+                          "aon-trigger-request v1\nreason no seq\n"}) {
+    auto p = ParseTriggerRequest(bad, "/job/aon-trigger-request");
+    EXPECT_FALSE(p.ok()) << bad;
+    if (!p.ok()) {
+      EXPECT_NE(p.status().message().find("/job/aon-trigger-request"), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(ParseTriggerAnswer("aon-trigger-answer v1\nseq 1\n", "a").ok());  // no dumped
+}
+
 TEST(CaptureRequest, MalformedFilesAreRefusedNamingTheFile) {
   const char* bad[] = {
       "",
       "something else\nseq 1\n",
-      "aon-capture-request v1\nseq 1\nfirst_step 5\nsource nvtx\n",             // no steps
-      "aon-capture-request v1\nseq x\nfirst_step 5\nsteps 3\nsource nvtx\n",   // not a count
-      "aon-capture-request v1\nseq 1\nfirst_step -5\nsteps 3\nsource nvtx\n",  // negative
-      "aon-capture-request v1\nseq 1\nfirst_step 5\nsteps 0\nsource nvtx\n",   // no steps
+      "aon-capture-request v1\nseq 1\nfirst_step 5\nsource nvtx\n",               // no steps
+      "aon-capture-request v1\nseq x\nfirst_step 5\nsteps 3\nsource nvtx\n",      // not a count
+      "aon-capture-request v1\nseq 1\nfirst_step -5\nsteps 3\nsource nvtx\n",     // negative
+      "aon-capture-request v1\nseq 1\nfirst_step 5\nsteps 0\nsource nvtx\n",      // no steps
       "aon-capture-request v1\nseq 1\nfirst_step 5\nsteps 99999\nsource nvtx\n",  // too many
       "aon-capture-request v1\nseq 1\nfirst_step 5\nsteps 3\nsource sundial\n",   // no source
       "aon-capture-request v1\nseq 1\nfirst_step 5\nsteps 3\ngarbage\n",

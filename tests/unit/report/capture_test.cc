@@ -174,7 +174,9 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
   TempDir dir;
   TimelineBuilder b;
   b.Rank(0);
-  auto captured = [](uint64_t s) { return s == 10 || (s >= 40 && s <= 42) || (s >= 72 && s <= 74); };
+  auto captured = [](uint64_t s) {
+    return s == 10 || (s >= 40 && s <= 42) || (s >= 72 && s <= 74);
+  };
   for (uint64_t s = 0; s < kSteps; ++s) {
     const uint64_t start = kMs + s * kStep;
     b.Step(0, s, start, start + kStep, captured(s) ? kStepCaptured : 0);
@@ -199,8 +201,7 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLeadIn) {
 // `firsts` (by default {40, 41, 42} and {72, 73, 74}); `traced(b, step, start)`
 // adds each captured step's records.
 template <typename Traced>
-Timeline TwoWindowsOfThree(TempDir& dir, Traced traced,
-                           std::vector<uint64_t> firsts = {40, 72}) {
+Timeline TwoWindowsOfThree(TempDir& dir, Traced traced, std::vector<uint64_t> firsts = {40, 72}) {
   TimelineBuilder b;
   b.Rank(0);
   auto captured = [&](uint64_t s) {
@@ -243,12 +244,12 @@ TEST(Windows, AGapSeenInOneObservedStepIsNotCarriedToEveryStep) {
 // in two captured steps: a per-step pattern, carried to the 100 steps.
 TEST(Windows, AGapInEveryStepOfOneWindowIsCarriedToEveryStep) {
   TempDir dir;
-  const Timeline t = TwoWindowsOfThree(
-      dir,
-      [](TimelineBuilder& b, uint64_t, uint64_t start) {
-        b.Kernel(0, "sgemm_kernel", start + 3 * kMs, start + kStep + kMs / 2, 100);
-      },
-      {40});
+  const Timeline t = TwoWindowsOfThree(dir,
+                                       [](TimelineBuilder& b, uint64_t, uint64_t start) {
+                                         b.Kernel(0, "sgemm_kernel", start + 3 * kMs,
+                                                  start + kStep + kMs / 2, 100);
+                                       },
+                                       {40});
   const Steps steps = DetectSteps(t);
   ASSERT_EQ(steps.GpuSteps(0).size(), 3u);
   const IdleAnalysis a = AnalyzeIdle(t, &steps);
@@ -273,8 +274,7 @@ TEST(Windows, PerStepFiguresLeaveOutEachWindowsLastStep) {
   const std::vector<bool> want = {true, false, true, true, false, true};
   EXPECT_EQ(steps.edge[0], want);
   const IdleAnalysis a = AnalyzeIdle(t, &steps);
-  EXPECT_NEAR(static_cast<double>(a.Steady(0, GapCause::kHostSync)),
-              6.0 * kMs * kSteps, 1000.0);
+  EXPECT_NEAR(static_cast<double>(a.Steady(0, GapCause::kHostSync)), 6.0 * kMs * kSteps, 1000.0);
   const Report r = Analyze(t);
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(r.findings.front().kind, "idle-host-sync");
@@ -307,12 +307,13 @@ TimelineBuilder CatchUpJob(uint64_t next_length, uint64_t gap) {
 
 TEST(Windows, AStepShorterAfterItsLeadInIsTheHostCatchingUpOnAonsCost) {
   TempDir dir;
-  const Timeline gpu_bound = CatchUpJob(8 * kMs, 1500 * testing::kUs).WriteAndLoad(dir.File("g.h5"));
+  const Timeline gpu_bound =
+      CatchUpJob(8 * kMs, 1500 * testing::kUs).WriteAndLoad(dir.File("g.h5"));
   const Steps gs = DetectSteps(gpu_bound);
   const IdleAnalysis g = AnalyzeIdle(gpu_bound, &gs);
   EXPECT_EQ(g.outside_step_ns[0], kStep);
   EXPECT_EQ(g.cause_ns[0].at(GapCause::kHostWork), 2 * 1500 * testing::kUs);  // seen,
-  EXPECT_EQ(g.Steady(0, GapCause::kHostWork), 0u);                             // AON's
+  EXPECT_EQ(g.Steady(0, GapCause::kHostWork), 0u);                            // AON's
   for (const Finding& f : Analyze(gpu_bound).findings) EXPECT_NE(f.kind, "host-work");
 
   const Timeline host_bound = CatchUpJob(kStep, 3 * kMs).WriteAndLoad(dir.File("h.h5"));
@@ -386,6 +387,42 @@ TEST(Windows, TheReportSaysFirstWhatCapturingCost) {
   const std::string html = RenderHtml(r);
   EXPECT_NE(html.find("<p class=cost>AON cost this job"), std::string::npos);
   EXPECT_NE(html.find("Capture per rank"), std::string::npos);
+}
+
+// Steps traced because aon ctl capture asked, and flight-recorder dumps (the
+// merge's capture_events, from the collectors' notes), are said with the cost.
+TEST(Windows, OnDemandStepsAndFlightDumpsAreSaid) {
+  TempDir dir;
+  Timeline t = WindowedJob().WriteAndLoad(dir.File("t.h5"));
+  for (auto& m : t.steps)
+    if (m.record.step >= 40 && m.record.step <= 42) m.record.flags |= kStepOnDemand;
+  t.world_size = 4;
+  t.capture_events = {
+      "rank 0: flight recorder dump 1: requested (aon ctl trigger: loss spike): 812 records (the "
+      "last 4.0 s)",
+      "rank 1: flight recorder dump 1: requested (aon ctl trigger: loss spike): 790 records (the "
+      "last 4.0 s)",
+      "rank 3: flight recorder dump 1: requested (aon ctl trigger: loss spike): 800 records (the "
+      "last 4.0 s)",
+      "rank 2: flight recorder dump 2: rank 2: NCCL stall: 10 records (the last 1.0 s)",
+      "rank 9 flight recorder dump 7: malformed, skipped"};
+  const Report r = Analyze(t);
+  EXPECT_EQ(r.capture.on_demand_steps, 3u);
+  ASSERT_EQ(r.capture.dumps.size(), 2u);
+  EXPECT_EQ(r.capture.dumps[0], "dump 1: requested (aon ctl trigger: loss spike) (ranks 0-1,3)");
+  EXPECT_EQ(r.capture.dumps[1], "dump 2: rank 2: NCCL stall (rank 2)");
+  const std::string& s = r.capture.statement;
+  EXPECT_NE(s.find("3 of the traced steps per rank were asked for on demand (aon ctl capture)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("The flight recorder wrote its window 2 times: dump 1: requested (aon ctl "
+                   "trigger: loss spike) (ranks 0-1,3); dump 2"),
+            std::string::npos)
+      << s;
+  // An older timeline (no capture_events) and no on-demand steps: nothing said.
+  const Report plain = Analyze(WindowedJob().WriteAndLoad(dir.File("u.h5")));
+  EXPECT_EQ(plain.capture.statement.find("on demand"), std::string::npos);
+  EXPECT_EQ(plain.capture.statement.find("flight recorder"), std::string::npos);
 }
 
 TEST(Windows, ARankWithoutAWindowIsNotMissing) {

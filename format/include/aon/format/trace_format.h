@@ -64,7 +64,9 @@ inline constexpr int kFormatMajor = 1;
 // program runs once per step, when nothing else marks steps).
 // 1.15: the host_samples kind (stacks of the application's threads, sampled on
 // their CPU time in capture windows).
-inline constexpr int kFormatMinor = 15;
+// 1.16: the timeline attribute capture_events (each rank's flight-recorder
+// dumps with their reasons).
+inline constexpr int kFormatMinor = 16;
 
 enum class FileKind : uint8_t { kRank, kTimeline };
 const char* FileKindName(FileKind kind);  // "aon-rank-trace", "aon-timeline"

@@ -90,6 +90,10 @@ struct MergeReport {
   uint32_t world_size = 0;
   std::vector<RankOutcome> ranks;                    // one per expected rank, in rank order
   std::vector<std::string> problems;                 // "<path>: <reason>", each file named once
+  // What the capture did on request or trigger, from the rank files' notes:
+  // "rank R: flight recorder dump N: <reason>: ..." (timeline attribute
+  // capture_events, docs/trace-format.md).
+  std::vector<std::string> capture_events;
   std::array<uint64_t, kRecordKindCount> records{};  // merged, per RecordKind
   std::array<uint64_t, kRecordKindCount> dropped{};  // sum over merged ranks
   uint64_t start_ns = 0;                             // earliest record start on the reference clock

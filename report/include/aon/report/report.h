@@ -74,6 +74,9 @@ struct Timeline {
   uint32_t world_size = 0;      // max(world_size attribute, highest rank + 1)
   std::vector<RankInfo> ranks;  // one per rank 0..world_size-1
   std::vector<std::string> problems;
+  // Flight-recorder dumps (timeline attribute capture_events, 1.16): "rank R:
+  // flight recorder dump N: <reason>: M records (the last S s)".
+  std::vector<std::string> capture_events;
   StringTable strings;
   std::vector<Merged<KernelRecord>> kernels;
   std::vector<Merged<MemcpyRecord>> memcpys;
@@ -612,6 +615,10 @@ struct CaptureSummary {
   uint64_t captured_steps = 0, windows = 0;  // median over ranks
   uint32_t period = 0;                       // largest period in force at the end
   std::vector<uint32_t> ranks_without_window;
+  uint64_t on_demand_steps = 0;  // rank-steps traced because aon ctl capture asked
+  // Flight-recorder dumps: each dump (its number and reason) once, with the
+  // ranks it wrote.
+  std::vector<std::string> dumps;
   std::string statement;  // one or two sentences, the report's first line
 };
 CaptureSummary SummarizeCapture(const Timeline& t, const Steps& steps);
