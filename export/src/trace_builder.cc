@@ -510,14 +510,14 @@ class Builder {
     Emit(track, SliceShape::kComplete, kind, kind, StartOf(m.record), EndOf(m.record));
   }
 
-  // The application's steps on a "Steps" track per rank; captured steps say so
-  // in their name, so a viewer shows each capture window.
+  // The application's steps on a "Steps" track per rank, named by kind ("step",
+  // "step (captured)") with the number as an argument: viewers group them (one
+  // Perfetto slice name, one OTF2 region), and each capture window shows.
   void Step(const Merged<StepRecord>& m) {
     const StepRecord& r = m.record;
     const uint32_t track = NamedTrack(m.rank, "Steps", TrackClass::kSteps);
     const bool captured = (r.flags & kStepCaptured) != 0;
-    std::string name = "step " + std::to_string(r.step);
-    if (captured) name += " (captured)";
+    const std::string name = captured ? "step (captured)" : "step";
     args_.U("step", r.step);
     const char* source = EnumValueName(kStepSourceValues, r.source);
     args_.S("source", source != nullptr ? source : "?");

@@ -128,6 +128,8 @@ for (rank, kind), n in sorted(counts.items()):
     print("count/%d/%s\t%d" % (rank, kind, n))
 for k, n in sorted(problems.items()):
     print("problem/%s\t%d" % (k, n))
+for kind, n in sorted(collections.Counter(region_kind.values()).items()):
+    print("regiondefs/%s\t%d" % (kind, n))
 print("problems\t%d" % sum(problems.values()))
 for e in errors:
     print("problem/otf2_print_says\t" + e.replace("\t", " "))

@@ -116,6 +116,14 @@ TEST_F(Otf2Trace, OtfPrintReadsEveryRecordOfEveryRankAndKind) {
   };
   EXPECT_EQ(count("collective/begin"), std::to_string(stats.collectives));
   EXPECT_EQ(count("collective/end"), std::to_string(stats.collectives));
+  // Steps are regions by kind ("step", "step (captured)"), never one per step
+  // number: every step of every rank enters one of at most two regions.
+  uint64_t steps = 0;
+  for (uint32_t rank = 0; rank < 4; ++rank)
+    steps += std::stoull(count("count/" + std::to_string(rank) + "/steps"));
+  EXPECT_GT(steps, 4u);
+  EXPECT_GE(std::stoull(count("regiondefs/steps")), 1u);
+  EXPECT_LE(std::stoull(count("regiondefs/steps")), 2u);
 }
 
 // One AllReduce on three ranks (communicator 0xabcdef, sequence 5): one OTF2
