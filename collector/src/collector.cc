@@ -180,6 +180,10 @@ class Collector {
   void OnDemandTick(uint64_t now);
   // aon-ctl trigger's request in, this node's answer out.
   void TriggerRequestTick();
+  // A request file of aon-ctl in the job directory; kNotFound when there is
+  // none, or when it was written before this collector started (an earlier
+  // run's, in the same directory: its numbers mean nothing now).
+  StatusOr<std::string> ReadThisRunsRequest(const char* name) const;
   void SayOnce(const std::string& problem);
   std::string NodeHost() const;
   // GPU counters: one GPM sample of every GPU, the rows into the holder's file.
@@ -609,17 +613,22 @@ std::string Collector::NodeHost() const {
   return name;
 }
 
+StatusOr<std::string> Collector::ReadThisRunsRequest(const char* name) const {
+  uint64_t written_at = 0;
+  auto text = ReadPrivateFile(dir_.At(name), kControlFileMaxBytes, &written_at);
+  if (text.ok() && written_at < start_realtime_ns_)
+    return Status(StatusCode::kNotFound, dir_.path() + "/" + name + ": from an earlier run");
+  return text;
+}
+
 void Collector::TriggerRequestTick() {
   const std::string path = dir_.path() + "/" + kTriggerRequestFile;
-  uint64_t written_at = 0;
-  auto text = ReadPrivateFile(dir_.At(kTriggerRequestFile), kControlFileMaxBytes, &written_at);
+  auto text = ReadThisRunsRequest(kTriggerRequestFile);
   if (!text.ok()) {
     if (text.status().code() != StatusCode::kNotFound)
       SayOnce("flight-recorder trigger request ignored: " + dir_.Shown(text.status().message()));
     return;
   }
-  // Written before this collector started: an earlier run's, in the same directory.
-  if (written_at < start_realtime_ns_) return;
   auto request = ParseTriggerRequest(*text, path);
   if (!request.ok()) {
     SayOnce("flight-recorder trigger request ignored: " + request.status().message());
@@ -649,7 +658,6 @@ void Collector::TriggerRequestTick() {
 void Collector::OnDemandTick(uint64_t now) {
   if (o_.output_dir.empty()) return;
   TriggerRequestTick();
-  auto say_once = [&](const std::string& problem) { SayOnce(problem); };
   // Out: the latest step any rank of this node began.
   const Rank* latest = nullptr;
   uint32_t with_steps = 0;
@@ -680,22 +688,16 @@ void Collector::OnDemandTick(uint64_t now) {
       steps_written_ = steps.begun;
       for (auto& r : ranks_) r->intake.ResetFastestStep();
     } else {
-      say_once("cannot publish this node's steps for aon-ctl: " + dir_.Shown(st.message()));
+      SayOnce("cannot publish this node's steps for aon-ctl: " + dir_.Shown(st.message()));
     }
   }
   // In: a new request, handed to every rank that has not had it.
   const std::string path = dir_.path() + "/" + kCaptureRequestFile;
-  uint64_t written_at = 0;
-  auto text = ReadPrivateFile(dir_.At(kCaptureRequestFile), kControlFileMaxBytes, &written_at);
-  // A request from before this collector started was for an earlier run in
-  // the same directory (aon-run -o DIR again): its step numbers mean nothing now.
-  if (text.ok() && written_at < start_realtime_ns_) {
-    text = Status(StatusCode::kNotFound, path + ": from an earlier run");
-  }
+  auto text = ReadThisRunsRequest(kCaptureRequestFile);
   if (text.ok()) {
     auto request = ParseCaptureRequest(*text, path);
     if (!request.ok()) {
-      say_once("on-demand capture request ignored: " + request.status().message());
+      SayOnce("on-demand capture request ignored: " + request.status().message());
     } else if (!has_request_ || request->seq != request_.seq) {
       has_request_ = true;
       request_ = *request;
@@ -704,7 +706,7 @@ void Collector::OnDemandTick(uint64_t now) {
           static_cast<unsigned long long>(request_.first_step + request_.steps - 1));
     }
   } else if (text.status().code() != StatusCode::kNotFound) {
-    say_once("on-demand capture request ignored: " + dir_.Shown(text.status().message()));
+    SayOnce("on-demand capture request ignored: " + dir_.Shown(text.status().message()));
   }
   if (!has_request_) return;
   for (auto& r : ranks_) {

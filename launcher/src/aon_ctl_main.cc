@@ -54,40 +54,69 @@ aon::Status CheckJobDir(const std::string& dir) {
   return aon::Status::Ok();
 }
 
+// The control files in `dir` whose names start with `prefix` (each node's
+// own), read as the user's own (a link or another user's file is an error) and
+// parsed; `skipped` gets the message of each one that could not be.
+template <typename T>
+std::vector<T> ReadControlFiles(const std::string& dir, const char* prefix,
+                                aon::StatusOr<T> (*parse)(std::string_view, const std::string&),
+                                std::vector<std::string>* skipped) {
+  std::vector<T> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0 || name.find(".partial") != std::string::npos) continue;
+    const std::string path = dir + "/" + name;
+    auto text = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes);
+    if (!text.ok()) {
+      skipped->push_back(text.status().message());
+      continue;
+    }
+    auto parsed = parse(*text, path);
+    if (!parsed.ok()) {
+      skipped->push_back(parsed.status().message());
+      continue;
+    }
+    out.push_back(std::move(parsed).value());
+  }
+  closedir(d);
+  return out;
+}
+
+// The sequence number of a new request in `path`: past the request already
+// there (if any).
+template <typename T>
+uint64_t NextSeq(const std::string& path,
+                 aon::StatusOr<T> (*parse)(std::string_view, const std::string&)) {
+  uint64_t seq = 0;
+  if (auto old = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes); old.ok()) {
+    if (auto prev = parse(*old, path); prev.ok()) seq = prev->seq;
+  }
+  return seq + 1;
+}
+
 // Every node's published steps; problems with single files are said, not fatal.
 // A node whose latest step is old (over 2 min and over 10 steps ago) is left
 // out when `skip_stale`: a file left by an earlier run in the same directory, or
 // a node whose ranks stopped stepping; its step would set the first step wrong.
 std::vector<aon::NodeSteps> ReadNodes(const std::string& dir, bool skip_stale = false) {
+  std::vector<std::string> skipped;
+  std::vector<aon::NodeSteps> found =
+      ReadControlFiles(dir, aon::kNodeStepsPrefix, aon::ParseNodeSteps, &skipped);
+  for (const std::string& why : skipped) Say("skipped: " + aon::EscapeForTerminal(why));
   std::vector<aon::NodeSteps> nodes;
   const uint64_t now = aon::RealtimeNowNs();
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return nodes;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.rfind(aon::kNodeStepsPrefix, 0) != 0 || name.find(".partial") != std::string::npos)
-      continue;
-    const std::string path = dir + "/" + name;
-    auto text = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes);
-    if (!text.ok()) {
-      Say("skipped: " + aon::EscapeForTerminal(text.status().message()));
-      continue;
-    }
-    auto n = aon::ParseNodeSteps(*text, path);
-    if (!n.ok()) {
-      Say("skipped: " + aon::EscapeForTerminal(n.status().message()));
-      continue;
-    }
-    const uint64_t age = now > n->at_realtime_ns ? now - n->at_realtime_ns : 0;
-    if (skip_stale && age > std::max<uint64_t>(120'000'000'000ull, 10 * n->step_ns)) {
-      Say("skipped " + aon::EscapeForTerminal(n->host) + ": its latest step began " +
+  for (aon::NodeSteps& n : found) {
+    const uint64_t age = now > n.at_realtime_ns ? now - n.at_realtime_ns : 0;
+    if (skip_stale && age > std::max<uint64_t>(120'000'000'000ull, 10 * n.step_ns)) {
+      Say("skipped " + aon::EscapeForTerminal(n.host) + ": its latest step began " +
           std::to_string(age / 1000000000ull) +
           " s ago (an earlier run in this directory, or its ranks stopped stepping)");
       continue;
     }
-    nodes.push_back(std::move(n).value());
+    nodes.push_back(std::move(n));
   }
-  closedir(d);
   return nodes;
 }
 
@@ -112,22 +141,13 @@ int Steps(const std::string& dir) {
   return 0;
 }
 
-// The answers to trigger request `seq` found so far, by host.
+// The answers to trigger request `seq` found so far. A file that cannot be
+// read or parsed is left out (not the user's own, a link, or being replaced).
 std::vector<aon::TriggerAnswer> ReadAnswers(const std::string& dir, uint64_t seq) {
-  std::vector<aon::TriggerAnswer> answers;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return answers;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.rfind(aon::kTriggerAnswerPrefix, 0) != 0 || name.find(".partial") != std::string::npos)
-      continue;
-    const std::string path = dir + "/" + name;
-    auto text = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes);
-    if (!text.ok()) continue;  // not the user's own, a link, or being replaced
-    auto a = aon::ParseTriggerAnswer(*text, path);
-    if (a.ok() && a->seq == seq) answers.push_back(std::move(a).value());
-  }
-  closedir(d);
+  std::vector<std::string> skipped;
+  std::vector<aon::TriggerAnswer> answers =
+      ReadControlFiles(dir, aon::kTriggerAnswerPrefix, aon::ParseTriggerAnswer, &skipped);
+  std::erase_if(answers, [&](const aon::TriggerAnswer& a) { return a.seq != seq; });
   return answers;
 }
 
@@ -140,10 +160,7 @@ int Trigger(const std::string& dir, const std::vector<std::string>& words, doubl
   for (const std::string& w : words) r.reason += (r.reason.empty() ? "" : " ") + w;
   r.reason = aon::CleanTriggerReason(r.reason.empty() ? "by hand" : r.reason);
   const std::string path = dir + "/" + aon::kTriggerRequestFile;
-  if (auto old = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes); old.ok()) {
-    if (auto prev = aon::ParseTriggerRequest(*old, path); prev.ok()) r.seq = prev->seq;
-  }
-  ++r.seq;
+  r.seq = NextSeq(path, aon::ParseTriggerRequest);
   // The nodes that publish steps say how many answers to wait for; without
   // any (no step source), the first answer and a short wait for more.
   const size_t nodes = ReadNodes(dir, /*skip_stale=*/true).size();
@@ -227,12 +244,8 @@ int Capture(const std::string& dir, uint32_t steps, double lead_s, int64_t first
     Say("no step source known (no node has published steps): nothing requested");
     return 1;
   }
-  // A new sequence number, past the request already there (if any).
   const std::string path = dir + "/" + aon::kCaptureRequestFile;
-  if (auto old = aon::ReadPrivateFile(path, aon::kControlFileMaxBytes); old.ok()) {
-    if (auto prev = aon::ParseCaptureRequest(*old, path); prev.ok()) r.seq = prev->seq;
-  }
-  ++r.seq;
+  r.seq = NextSeq(path, aon::ParseCaptureRequest);
   if (aon::Status st = aon::WriteFileAtomically(path, aon::FormatCaptureRequest(r)); !st.ok()) {
     Say("error: " + aon::EscapeForTerminal(st.message()));
     return aon::cli::kExitFailed;
