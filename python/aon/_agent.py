@@ -41,6 +41,10 @@ class Agent:
         if self.has_jax_step:
             lib.aon_jax_step.restype = None
             lib.aon_jax_step.argtypes = []
+        self.has_graph_capture = hasattr(lib, "aon_graph_capture")
+        if self.has_graph_capture:
+            lib.aon_graph_capture.restype = None
+            lib.aon_graph_capture.argtypes = [ctypes.c_int]
         self.has_host_range = hasattr(lib, "aon_host_range")
         if self.has_host_range:
             lib.aon_host_range.restype = None
@@ -66,6 +70,11 @@ class Agent:
 
     def capture(self, steps, delay_ms):
         return self.lib.aon_capture(steps, delay_ms)
+
+    def graph_capture(self, on):
+        """A CUDA graph capture begins (True) or has ended (False) on this thread."""
+        if self.has_graph_capture:
+            self.lib.aon_graph_capture(1 if on else 0)
 
     def ops_active(self):
         return self.has_ops and self.lib.aon_ops_active() == 1

@@ -12,7 +12,10 @@ process that never imports torch is not touched). It keeps, all the time:
     tells compile time from the program's own work in every mode; after each,
     Inductor's compiled graphs are wrapped so that in windows each call of one
     is a range "## Call CompiledFxGraph <key> ##" (its kernels' operator);
-and, only while a window is open:
+  - CUDAGraph.capture_begin/capture_end wrapped: a graph captured outside a
+    window is captured with operators and modules recorded, so its replays in
+    later windows are attributed (aon_graph_capture);
+and, only while a window is open (or a CUDA graph is being captured):
   - a RecordFunction observer (python/aon/_torch_observer.cc) for every aten operator,
     autograd node and user range (record_function, aon.range), switched by the
     agent itself at the window's edges (aon_ops_listen), whichever source
@@ -226,13 +229,30 @@ class _CompiledGraphs:
     launched them: while a window records operators, each call of a compiled
     graph (CompiledFxGraph) is a user range named as torch.profiler names it,
     "## Call CompiledFxGraph <graph key> ##" (Inductor opens that range itself
-    only while torch.profiler runs; the key is the hash of the graph, the same
-    in every run of the same program). Outside windows a call costs one check
-    of the agent's state. The class is wrapped after each compilation, once
+    only while torch.profiler runs; the key is the hash of the graph in its FX
+    graph cache, the same in every run of the same program, or None when the
+    cache was bypassed). Likewise the autotuner's benchmarks at a graph's first
+    call. Outside windows a call costs one check of the agent's state. The class is wrapped after each compilation, once
     Inductor's module is loaded: a program that never compiles imports
     nothing."""
 
-    _MODULES = ("torch._inductor.output_code", "torch._inductor.codecache")
+    # (module, class, method, the range's name: a function of the instance).
+    # Inductor's graph calls; and its autotuner's benchmarks, which run a
+    # kernel's configurations at the first call of a graph and which torch
+    # names in a dynamo_timed range opened only under torch.profiler.
+    _TARGETS = (
+        ("torch._inductor.output_code", "CompiledFxGraph", "__call__",
+         lambda graph: "## Call CompiledFxGraph %s ##" % (
+             # Inductor's own name, key and all: None when its FX graph
+             # cache was not consulted (torch.profiler then says None too).
+             getattr(graph, "_fx_graph_cache_key", None),)),
+        ("torch._inductor.codecache", "CompiledFxGraph", "__call__",
+         lambda graph: "## Call CompiledFxGraph %s ##" % (
+             getattr(graph, "_fx_graph_cache_key", None),)),
+        ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner",
+         "benchmark_all_configs",
+         lambda tuner: "CachingAutotuner.benchmark_all_configs (dynamo_timed)"),
+    )
 
     def __init__(self, torch, opened=None):
         self.torch = torch
@@ -241,30 +261,90 @@ class _CompiledGraphs:
         self.opened = opened or torch.autograd.profiler.record_function
 
     def wrap_loaded(self):
-        for name in self._MODULES:
-            cls = getattr(sys.modules.get(name), "CompiledFxGraph", None)
+        for module, cls_name, method, name in self._TARGETS:
+            cls = getattr(sys.modules.get(module), cls_name, None)
             if cls is not None:
-                self.wrap(cls)
+                self.wrap(cls, method, name)
 
-    def wrap(self, cls):
-        original = cls.__dict__.get("__call__")
+    def wrap(self, cls, method="__call__", name=None):
+        original = cls.__dict__.get(method)
         if original is None or getattr(original, "_aon_wrapped", False):
             return
+        name = name or self._TARGETS[0][3]
         profiler = self.torch.autograd.profiler
         opened = self.opened
 
-        def call(graph, *args, **kwargs):
+        def call(obj, *args, **kwargs):
             agent = Agent.get()
             if (agent is None or getattr(profiler, "_is_profiler_enabled", False) or
                     not agent.ops_active()):
-                return original(graph, *args, **kwargs)
-            key = getattr(graph, "_fx_graph_cache_key", None) or getattr(graph, "cache_key", None)
-            with opened("## Call CompiledFxGraph %s ##" % (key or "?")):
-                return original(graph, *args, **kwargs)
+                return original(obj, *args, **kwargs)
+            with opened(name(obj)):
+                return original(obj, *args, **kwargs)
 
         call._aon_wrapped = True
         call.__wrapped__ = original
-        cls.__call__ = call
+        call.__name__ = getattr(original, "__name__", method)
+        setattr(cls, method, call)
+
+
+class _GraphCaptures:
+    """CUDA graphs captured between windows (budgeted mode): a graph's kernel
+    nodes are made once, at its capture, and replayed at every later step, so
+    the operators and modules behind its replays exist only at the capture.
+    CUDAGraph.capture_begin and capture_end (what torch.cuda.graph,
+    make_graphed_callables and torch.compile's CUDA graph trees call) are
+    bracketed by aon_graph_capture: from before the capture starts to after the
+    graph is instantiated, the agent records ranges and ties the graph's nodes
+    to them, and `switched` turns the module hooks on and off with it."""
+
+    def __init__(self, torch, switched):
+        self.torch = torch
+        self.switched = switched
+
+    def wrap(self):
+        cls = getattr(getattr(self.torch, "cuda", None), "CUDAGraph", None)
+        if cls is None:
+            return False
+        begin = getattr(cls, "capture_begin", None)
+        end = getattr(cls, "capture_end", None)
+        if begin is None or end is None or getattr(begin, "_aon_wrapped", False):
+            return False
+        bracket = self.bracket
+
+        def capture_begin(graph, *args, **kwargs):
+            bracket(True)
+            try:
+                return begin(graph, *args, **kwargs)
+            except BaseException:
+                bracket(False)
+                raise
+
+        def capture_end(graph, *args, **kwargs):
+            try:
+                return end(graph, *args, **kwargs)
+            finally:
+                bracket(False)
+
+        for wrapped, original in ((capture_begin, begin), (capture_end, end)):
+            wrapped._aon_wrapped = True
+            wrapped.__wrapped__ = original
+            wrapped.__name__ = getattr(original, "__name__", wrapped.__name__)
+            wrapped.__doc__ = getattr(original, "__doc__", None)
+        cls.capture_begin = capture_begin
+        cls.capture_end = capture_end
+        return True
+
+    def bracket(self, on):
+        """Never raises: the capture must go on whatever AON does."""
+        try:
+            agent = Agent.get()
+            if agent is None or not agent.has_graph_capture:
+                return
+            agent.graph_capture(on)
+            self.switched()
+        except Exception as e:  # noqa: BLE001
+            _say("CUDA graph capture bracket: %r" % (e,))
 
 
 class TorchHook:
@@ -274,6 +354,7 @@ class TorchHook:
         self.first_optimizer = None
         self.modules = _Modules(torch)
         self.graphs = _CompiledGraphs(torch)
+        self.captures = _GraphCaptures(torch, self.sync)
         self.compilations = _Compilations(torch, self.modules.keep_registered,
                                           self.graphs.wrap_loaded)
         self.extension = None
@@ -377,6 +458,7 @@ class TorchHook:
 
     def install(self):
         self.compilations.wrap_compile()
+        self.captures.wrap()
         lazy_call = getattr(getattr(self.torch, "cuda", None), "_lazy_call", None)
         if lazy_call is not None:
             lazy_call(self._cuda_ready)

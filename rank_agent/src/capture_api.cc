@@ -54,6 +54,12 @@ extern "C" __attribute__((visibility("default"))) void aon_ops_listen(void (*lis
   aon::agent::SetOpsListener(listener);
 }
 
+extern "C" __attribute__((visibility("default"))) void aon_graph_capture(int on) {
+  if (aon::agent::ForkedChild()) return;
+  const aon::agent::SourceContext& agent = aon::agent::Agent::Get().context();
+  if (agent.recording()) agent.capture().GraphCapture(on != 0);
+}
+
 extern "C" __attribute__((visibility("default"))) void aon_host_range(const char* name,
                                                                       uint64_t start_ns,
                                                                       uint64_t end_ns) {

@@ -170,7 +170,8 @@ void CaptureControl::AttachFollower(WindowFollower* follower) {
 // open, off before it quiesces; ops are told before the source detaches
 // (their correlation pops must not outlive it).
 void CaptureControl::Recording(bool on) {
-  SetOpsRecording(on && Enabled(RecordKind::kOps));
+  // A CUDA graph capture in progress keeps ranges on past a window's end.
+  SetOpsRecording((on || graph_nodes_) && Enabled(RecordKind::kOps));
   if (follower_ == nullptr) return;
   if (on) {
     follower_->Start();
@@ -249,6 +250,38 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
   have_step_ = true;
 }
 
+// Graph capture outside windows. The kernel nodes of a captured graph are made
+// once, at its capture, and replayed in every later step: a graph captured
+// between windows (warm-up, torch.compile's CUDA graph trees, make_graphed_
+// callables) would have no operator behind any replayed kernel. The cost is
+// the capture's own duration (once per graph); the source stays attached
+// afterwards when the graph was instantiated (cupti_source.cc says why).
+void CaptureControl::GraphCapture(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_ || !budgeted_ || capture_ == nullptr || failed_) return;
+  if (on) {
+    if (graph_captures_++ > 0) return;
+    if (!Enabled(RecordKind::kGraphOps) && !Enabled(RecordKind::kNccl)) return;
+    graph_nodes_ = capture_->OpenGraphNodes();
+    if (!graph_nodes_) {
+      if (!graph_refused_said_) {
+        graph_refused_said_ = true;
+        notes_.Note(
+            "CUDA graphs captured outside capture windows are not tied to operators: the GPU "
+            "source cannot report their nodes there");
+      }
+      return;
+    }
+    notes_.Log("CUDA graph capture: framework ranges and graph nodes recorded until it ends");
+    if (!open_) SetOpsRecording(Enabled(RecordKind::kOps));
+    return;
+  }
+  if (graph_captures_ == 0 || --graph_captures_ > 0 || !graph_nodes_) return;
+  graph_nodes_ = false;
+  if (!open_) SetOpsRecording(false);
+  capture_->CloseGraphNodes();
+}
+
 void CaptureControl::CheckCollectorRequest(StepSource active) {
   const ring::Region& region = sink_.region();
   if (!region.valid()) return;  // no collector: no job-wide requests
@@ -295,6 +328,9 @@ void CaptureControl::Finish(RankMetadata* m) {
   // left registered (begins return 0): it may be torn down already.
   SetOpsRecording(false, /*tell=*/false);
   if (follower_ != nullptr) follower_->Stop();
+  // A graph capture that never ended (the program exits inside it) keeps
+  // the source subscribed: detaching under a capture could fail its end.
+  graph_nodes_ = false;
   if (have_step_) {
     step_.end_ns = now;
     if (Enabled(RecordKind::kSteps)) sink_.Push(step_);

@@ -52,6 +52,13 @@ class ActivityCapture {
   // windows will need and can be made ready outside them (the PM sampler's
   // set-up). Cheap once done.
   virtual void Prepare() {}
+  // A CUDA graph is being captured outside a window (GraphCapture): the
+  // source reports the graph's kernel nodes as they are created and cloned
+  // (op_ranges.h ties them to the open ranges) and records no activity. False
+  // when it cannot (the reason in the notes). CloseGraphNodes undoes it; a
+  // window opened or closed in between keeps the node callbacks on.
+  virtual bool OpenGraphNodes() { return false; }
+  virtual void CloseGraphNodes() {}
 };
 
 class CaptureControl {
@@ -75,6 +82,13 @@ class CaptureControl {
   void RequestCapture(uint32_t steps, uint64_t not_before_ns);
   // The last step ends; an open window is closed; the summary goes into `m`.
   void Finish(RankMetadata* m);
+  // The framework begins (on) or ends (off) capturing a CUDA graph
+  // (aon_graph_capture). In budgeted and flight modes, from the first begin to
+  // the matching end, framework ranges are recorded and the source reports
+  // the graph's kernel nodes, so that replays in later windows are tied to the
+  // operators and modules of the capture. Nests (depth counted); no-op in full
+  // mode, where both are on all along.
+  void GraphCapture(bool on);
 
   // Capture windows (budgeted and flight modes) rather than CUPTI all along (full).
   bool windowed() const { return budgeted_; }
@@ -101,6 +115,9 @@ class CaptureControl {
   bool attached_ = false;  // Open succeeded and Close is still due
   bool failed_ = false;    // Open failed once: not tried again
   bool finished_ = false;
+  uint32_t graph_captures_ = 0;  // GraphCapture depth
+  bool graph_nodes_ = false;     // OpenGraphNodes succeeded, CloseGraphNodes is due
+  bool graph_refused_said_ = false;
   StepTracker tracker_;
   WindowPolicy policy_;
   // The step in progress.

@@ -524,7 +524,29 @@ class CuptiCapture final : public ActivityCapture {
  public:
   bool Open() override {
     const SourceContext& agent = *g_agent;
-    if (g_subscriber != nullptr) return Reenable(agent);  // stayed attached (Close)
+    // Subscribed already: it stayed attached (Close), or a graph capture holds it.
+    if (g_subscriber == nullptr && !Subscribe(agent)) return false;
+    return Reenable(agent);
+  }
+
+  // Outside windows, while the program captures a CUDA graph: the node
+  // callbacks only, no activity kind (captured launches run nothing).
+  bool OpenGraphNodes() override {
+    const SourceContext& agent = *g_agent;
+    if (g_subscriber == nullptr && !Subscribe(agent)) return false;
+    graph_nodes_ = EnableGraphNodeCallbacks(agent);
+    if (!graph_nodes_ && !attached_.load(std::memory_order_acquire)) Detach();
+    return graph_nodes_;
+  }
+
+  void CloseGraphNodes() override {
+    graph_nodes_ = false;
+    // A window open now detaches at its own Close.
+    if (g_subscriber != nullptr && !attached_.load(std::memory_order_acquire)) Detach();
+  }
+
+  // CUPTI's single slot, and what must precede enabling any kind.
+  bool Subscribe(const SourceContext& agent) {
     CUptiResult r =
         cuptiSubscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -564,7 +586,28 @@ class CuptiCapture final : public ActivityCapture {
       agent.notes().Note("CUPTI: no graph-instantiation callback (" + ResultText(r) +
                          "): CUDA graphs made while attached are not told apart");
     }
-    return Reenable(agent);
+    return true;
+  }
+
+  // The kernel-node callbacks (created, cloned) where graph ops or NCCL need them.
+  bool EnableGraphNodeCallbacks(const SourceContext& agent) {
+    const bool nccl_nodes =
+        agent.enabled(RecordKind::kNccl) && agent.config().nccl != NcclMode::kOff;
+    if (!nccl_nodes && !agent.enabled(RecordKind::kGraphOps)) return false;
+    for (CUpti_CallbackId cbid :
+         {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
+      const CUptiResult r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid);
+      if (r != CUPTI_SUCCESS) {
+        if (!graph_nodes_noted_) {
+          graph_nodes_noted_ = true;
+          agent.notes().Note("CUPTI: no CUDA-graph node callbacks (" + ResultText(r) +
+                             "): replays of graph-captured NCCL operations and framework ops "
+                             "are not attributed");
+        }
+        return false;
+      }
+    }
+    return true;
   }
 
   // Enables the activity kinds (and what goes with them) of a window, on a
@@ -586,20 +629,7 @@ class CuptiCapture final : public ActivityCapture {
     if (attaches_ == 0 && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE) == CUPTI_SUCCESS) {
       enabled_.push_back(CUPTI_ACTIVITY_KIND_DEVICE);  // GPU names and UUIDs, once
     }
-    const bool nccl_nodes =
-        agent.enabled(RecordKind::kNccl) && agent.config().nccl != NcclMode::kOff;
-    if (nccl_nodes || agent.enabled(RecordKind::kGraphOps)) {
-      for (CUpti_CallbackId cbid :
-           {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
-        r = cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid);
-        if (r != CUPTI_SUCCESS && attaches_ == 0) {
-          agent.notes().Note("CUPTI: no CUDA-graph node callbacks (" + ResultText(r) +
-                             "): replays of graph-captured NCCL operations and framework ops "
-                             "are not attributed");
-          break;
-        }
-      }
-    }
+    EnableGraphNodeCallbacks(agent);
     if (agent.enabled(RecordKind::kApi)) ConfigureApiFilters(agent);
     cuptiActivityFlushPeriod(kFlushPeriodMs);
     attached_.store(true, std::memory_order_release);
@@ -641,6 +671,13 @@ class CuptiCapture final : public ActivityCapture {
     cuptiActivityFlushAll(0);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     DescribeSeenDevices(*g_agent);
+    Detach();
+  }
+
+  // Unsubscribes, unless a graph capture needs the node callbacks or a graph
+  // was instantiated or ran while subscribed.
+  void Detach() {
+    if (graph_nodes_) return;  // CloseGraphNodes detaches
     if (g_graph_exec_attached.load(std::memory_order_relaxed)) {
       // Measured on an H200 (CUDA 13, JAX 0.11 with XLA's command buffers):
       // after cuptiFinalize, launches of CUDA graphs that CUPTI saw (instantiated
@@ -708,6 +745,8 @@ class CuptiCapture final : public ActivityCapture {
   uint64_t attaches_ = 0;
   bool finalize_noted_ = false;
   bool graph_noted_ = false;
+  bool graph_nodes_ = false;  // OpenGraphNodes: the node callbacks keep CUPTI subscribed
+  bool graph_nodes_noted_ = false;
 };
 
 CuptiCapture* g_capture = nullptr;

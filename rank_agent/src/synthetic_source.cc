@@ -53,6 +53,8 @@ std::atomic<bool> g_enabled{false};
 // Activity is recorded (as CUPTI would record it): all the time in full mode,
 // in capture windows in budgeted mode. The device runs either way.
 std::atomic<bool> g_recording{false};
+// A graph capture outside windows (OpenGraphNodes): node callbacks only.
+std::atomic<bool> g_graph_nodes{false};
 
 bool Recording(RecordKind kind) {
   return g_recording.load(std::memory_order_acquire) && g_agent->enabled(kind);
@@ -252,6 +254,12 @@ class SyntheticCapture final : public ActivityCapture {
     g_correlation.NextAttach();
     g_next_correlation.store(1, std::memory_order_relaxed);
   }
+  bool OpenGraphNodes() override {
+    if (!g_agent->enabled(RecordKind::kGraphOps)) return false;
+    g_graph_nodes.store(true, std::memory_order_release);
+    return true;
+  }
+  void CloseGraphNodes() override { g_graph_nodes.store(false, std::memory_order_release); }
 };
 
 // At exit (full mode: the capture is never closed).
@@ -357,8 +365,12 @@ std::map<uint64_t, std::vector<GraphNode>>& Graphs() {  // instantiated graphs b
   static auto* m = new std::map<uint64_t, std::vector<GraphNode>>();
   return *m;
 }
-// CUPTI's resource callbacks reach AON only while it is attached.
-bool NodeCallbacks() { return Recording(RecordKind::kGraphOps); }
+// CUPTI's resource callbacks reach AON only while it is attached: in windows,
+// and while a graph capture outside them asked for them.
+bool NodeCallbacks() {
+  return Recording(RecordKind::kGraphOps) ||
+         (g_graph_nodes.load(std::memory_order_acquire) && g_agent->enabled(RecordKind::kGraphOps));
+}
 
 // A kernel record of `duration_ns` on `stream` issued at `now` (pushed when
 // kernels are recorded).

@@ -84,6 +84,39 @@ class TorchHook(unittest.TestCase):
         self.assertEqual(replayed, want)
         self.assertEqual(len(col(t.graph_ops, "node_id")), 4, "2 nodes created, 2 clones")
 
+    def test_graphs_captured_before_any_window_are_attributed_in_windows(self):
+        # The default (budgeted) mode: the graph is captured before the first
+        # optimizer step, outside any window; its replays run in windows later.
+        job = os.path.join(self.dir, "job")
+        p = run(job, [TRAIN, "--steps", "24", "--graph"],
+                aon_args=["--capture-period", "8", "--capture-steps", "2"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        t = aon.load(job)
+        self.assertEqual(len(col(t.graph_ops, "node_id")), 4, "2 nodes created, 2 clones")
+        starts, ends = col(t.steps, "start_ns"), col(t.steps, "end_ns")
+        flags, numbers = col(t.steps, "flags"), col(t.steps, "step")
+        sources = col(t.steps, "source_name")
+        captured = {n for n, f, src in zip(numbers, flags, sources) if f & 1 and src == "pytorch"}
+        self.assertTrue(captured, "no window opened")
+
+        def step_of(ns):
+            for a, b, n in zip(starts, ends, numbers):
+                if a <= ns < b:
+                    return n
+            return None
+        replayed = [(n, o, m, ph) for n, o, m, ph, g, ts in
+                    zip(col(t.kernels, "name"), col(t.kernels, "op"), col(t.kernels, "module"),
+                        col(t.kernels, "phase"), col(t.kernels, "graph_node_id"),
+                        col(t.kernels, "start_ns"))
+                    if g != 0 and step_of(ts) in captured]
+        # One replay per captured step, its kernels with the capture's ops and modules.
+        want = [("synthetic_kernel_2", "aon_test::gpu_work", "Net.block", "forward"),
+                ("synthetic_kernel_1", "aon_test::gpu_work", "Net", "forward")] * len(captured)
+        self.assertEqual(replayed, want)
+        # The capture recorded its ranges; outside it and the windows, none.
+        names = set(col(t.ops, "name"))
+        self.assertTrue({"Net", "Net.block", "aon_test::gpu_work"} <= names, names)
+
     def test_operator_ranges_are_recorded_in_capture_windows_only(self):
         job = os.path.join(self.dir, "job")
         p = run(job, [TRAIN, "--steps", "24"],
@@ -342,6 +375,45 @@ class CompiledGraphRanges(unittest.TestCase):
         self.assertEqual(graph([1, 2]), [2, 4])
         self.assertEqual(self.ranges, [("begin", "## Call CompiledFxGraph fabc123 ##"),
                                        ("end", "## Call CompiledFxGraph fabc123 ##")])
+
+    def test_the_autotuners_benchmarks_are_a_range_named_as_torch_names_them(self):
+        # Inductor benchmarks a kernel's configurations at a graph's first call,
+        # in a range that torch opens only under torch.profiler.
+        import types
+        name = "torch._inductor.runtime.triton_heuristics"
+
+        class CachingAutotuner:
+            def benchmark_all_configs(self, *args):
+                return {"config": 1.0}
+
+        module = types.ModuleType(name)
+        module.CachingAutotuner = CachingAutotuner
+        saved = sys.modules.get(name)
+        sys.modules[name] = module
+        try:
+            self.graphs.wrap_loaded()
+            self.graphs.wrap_loaded()  # after every compilation: wrapped once
+            self.agent.active = True
+            self.assertEqual(CachingAutotuner().benchmark_all_configs(), {"config": 1.0})
+            self.agent.active = False
+            CachingAutotuner().benchmark_all_configs()
+        finally:
+            if saved is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = saved
+        want = "CachingAutotuner.benchmark_all_configs (dynamo_timed)"
+        self.assertEqual(self.ranges, [("begin", want), ("end", want)])
+
+    def test_a_graph_without_a_cache_key_is_named_as_inductor_names_it(self):
+        # Inductor formats its own range with the key as it is: None when its
+        # FX graph cache was bypassed; AON's name must be the same string.
+        self.graphs.wrap_loaded()
+        graph = self.cls(None)
+        self.agent.active = True
+        graph([1])
+        self.assertEqual(self.ranges, [("begin", "## Call CompiledFxGraph None ##"),
+                                       ("end", "## Call CompiledFxGraph None ##")])
 
     def test_outside_windows_and_under_torch_profiler_no_range(self):
         self.graphs.wrap_loaded()

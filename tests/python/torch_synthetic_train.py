@@ -22,6 +22,38 @@ import sys
 from synthetic_gpu import start_synthetic_gpu
 
 
+def synthetic_cuda_graphs(torch, gpu):
+    """torch.cuda.CUDAGraph on the SYNTHETIC GPU: CI's torch has no CUDA, so its
+    CUDAGraph sits on a dummy base class. torch's own Python class stays (its
+    capture_begin/capture_end are what AON's hook wraps); the base's methods,
+    the CUDA side, become the synthetic device's capture, instantiation and
+    launch of stream 0."""
+    base = torch.cuda.CUDAGraph.__mro__[1]
+
+    def init(self, *args, **kwargs):
+        self.exec_id = ctypes.c_uint64(0)
+
+    def capture_begin(self, *args, **kwargs):
+        if gpu.begin_capture(0) != 0:
+            raise RuntimeError("synthetic begin_capture failed")
+
+    def capture_end(self):
+        if gpu.end_capture(0, ctypes.byref(self.exec_id)) != 0:
+            raise RuntimeError("synthetic end_capture failed")
+
+    def replay(self):
+        if gpu.launch_graph(self.exec_id.value, 0) != 0:
+            raise RuntimeError("synthetic launch_graph failed")
+
+    try:
+        for name, fn in (("__init__", init), ("capture_begin", capture_begin),
+                         ("capture_end", capture_end), ("replay", replay)):
+            setattr(base, name, fn)
+    except TypeError as e:
+        sys.exit("FAIL this torch has CUDA graphs of its own (%s): --graph is for CI's CPU torch"
+                 % e)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=12)
@@ -29,8 +61,9 @@ def main():
     p.add_argument("--range", default="")
     p.add_argument("--capture-at", type=int, default=-1)
     p.add_argument("--graph", action="store_true",
-                   help="capture the model's forward into a (synthetic) CUDA graph before the "
-                        "loop and replay it inside an aon.range('replay') every step")
+                   help="capture the model's forward into a CUDA graph (torch.cuda.CUDAGraph on "
+                        "the synthetic GPU) before the loop and replay it inside an "
+                        "aon.range('replay') every step")
     args = p.parse_args()
     gpu = start_synthetic_gpu()
 
@@ -85,18 +118,18 @@ def main():
     if args.no_optimizer or args.range or args.capture_at >= 0 or args.graph:
         import aon  # on PYTHONPATH under aon-run
     import contextlib
-    graph = ctypes.c_uint64(0)
+    graph = None
     if args.graph:
-        if gpu.begin_capture(0) != 0:
-            sys.exit("FAIL begin_capture")
+        synthetic_cuda_graphs(torch, gpu)
+        graph = torch.cuda.CUDAGraph()
+        graph.capture_begin()
         with torch.no_grad():
             net(x)  # kernels 2 (Net.block) and 1 (Net) become graph nodes
-        if gpu.end_capture(0, ctypes.byref(graph)) != 0:
-            sys.exit("FAIL end_capture")
+        graph.capture_end()
     for i in range(args.steps):
         if args.graph:
             with aon.range("replay"):
-                gpu.launch_graph(graph.value, 0)
+                graph.replay()
         if i == args.capture_at:
             print("CAPTURE", aon.capture(steps=2), flush=True)
         scope = aon.range(args.range) if args.range else contextlib.nullcontext()

@@ -86,6 +86,16 @@ int aon_ops_active(void);
  * functions. */
 void aon_ops_listen(void (*listener)(int on));
 
+/* The framework begins (on = 1) or ends (on = 0) capturing a CUDA graph on
+ * the calling thread's stream (PyTorch: torch.cuda.CUDAGraph.capture_begin and
+ * capture_end, which torch.cuda.graph, make_graphed_callables and
+ * torch.compile's CUDA graph trees use). Call begin before the capture starts
+ * and end after the graph is instantiated. In budgeted and flight modes, ops
+ * are then recorded (aon_ops_active returns 1, the listener is told) and the
+ * graph's kernel nodes are tied to them, so that its replays in later capture
+ * windows are attributed even when the graph was captured outside any window.
+ * Calls nest; nothing happens in --mode full (both are on all along). */
+void aon_graph_capture(int on);
 /* A stretch of framework work the report must tell apart from the program's
  * own (PyTorch: a torch.compile compilation, from the hook's Dynamo callbacks),
  * on the calling thread from `start_ns` to `end_ns` (CLOCK_MONOTONIC ns, as

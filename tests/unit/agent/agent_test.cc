@@ -809,6 +809,37 @@ TEST_F(AgentTest, FullModeRecordsOpsInEveryStep) {
   EXPECT_TRUE(noted);
 }
 
+// The graph-ops child's log (agent_test_child.cc): the op open at each
+// kernel's capture, the range that launched each step's replay, and
+// aon_ops_active inside and after the capture (-1: not logged).
+struct GraphLog {
+  std::map<std::string, uint64_t> captured_in;  // kernel -> op id at capture
+  std::map<int, uint64_t> replay_range;         // step -> replaying range
+  int active_in_capture = -1, active_after = -1;
+};
+
+GraphLog ReadGraphLog(const std::string& path) {
+  GraphLog log;
+  std::ifstream f(path);
+  std::string what;
+  while (f >> what) {
+    if (what == "node") {
+      std::string k;
+      uint64_t op = 0;
+      f >> k >> op;
+      log.captured_in[k] = op;
+    } else if (what == "replay") {
+      int step = 0;
+      uint64_t id = 0;
+      f >> step >> id;
+      log.replay_range[step] = id;
+    } else if (what == "active") {
+      f >> log.active_in_capture >> log.active_after;
+    }
+  }
+  return log;
+}
+
 // CUDA graphs in full mode: a graph captured inside ops and replayed every
 // step. Every kernel node created inside an op has a graph_ops row naming the
 // op open at its capture (the child's own record of it), and so has each of
@@ -824,25 +855,9 @@ TEST_F(AgentTest, GraphNodesCapturedInOpsAreTiedToThemAndSoAreTheirReplays) {
                                   {"STEPS", std::to_string(steps)},
                                   {"OPS_LOG", log_path}});
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
-  std::map<std::string, uint64_t> captured_in;  // kernel -> op id at capture
-  std::map<int, uint64_t> replay_range;
-  {
-    std::ifstream f(log_path);
-    std::string what;
-    while (f >> what) {
-      if (what == "node") {
-        std::string k;
-        uint64_t op = 0;
-        f >> k >> op;
-        captured_in[k] = op;
-      } else if (what == "replay") {
-        int step = 0;
-        uint64_t id = 0;
-        f >> step >> id;
-        replay_range[step] = id;
-      }
-    }
-  }
+  const GraphLog log = ReadGraphLog(log_path);
+  std::map<std::string, uint64_t> captured_in = log.captured_in;
+  const std::map<int, uint64_t>& replay_range = log.replay_range;
   ASSERT_EQ(captured_in.size(), 3u);
   ASSERT_NE(captured_in["k_gemm"], 0u);
   ASSERT_NE(captured_in["k_relu"], 0u);
@@ -893,6 +908,85 @@ TEST_F(AgentTest, GraphNodesCapturedInOpsAreTiedToThemAndSoAreTheirReplays) {
   for (const char* k : {"k_gemm", "k_relu", "k_bare"}) {
     EXPECT_EQ(replayed[k], static_cast<size_t>(steps)) << k;
   }
+}
+
+// CUDA graphs captured outside capture windows (budgeted mode: the capture
+// comes before the first step, no window is open). Bracketed by
+// aon_graph_capture, as the PyTorch hook brackets CUDAGraph.capture_begin and
+// capture_end, the capture records its ranges (aon_ops_active is 1 inside it,
+// 0 after) and its nodes, and every replayed kernel of a later window reaches
+// the op open at its capture. Without the bracket no node is tied: that is
+// what it is for.
+struct GraphReplays {
+  int active_in_capture = -1, active_after = -1;
+  size_t graph_op_rows = 0;
+  size_t replayed = 0;    // graph kernels in windows (k_gemm, k_relu)
+  size_t tied_right = 0;  // ... whose node reaches the op of their capture
+  size_t captured_steps = 0;
+};
+
+class GraphReplayTest : public AgentTest {
+ protected:
+  GraphReplays Run(bool bracket);
+};
+
+GraphReplays GraphReplayTest::Run(bool bracket) {
+  GraphReplays out;
+  const std::string log_path = dir_ + "/graph.log";
+  std::map<std::string, std::string> env = {
+      {"AON_SOURCE", "synthetic"}, {"AON_MODE", "budgeted"}, {"AON_CAPTURE_PERIOD", "4"},
+      {"AON_CAPTURE_STEPS", "2"},  {"STEPS", "24"},          {"OPS_LOG", log_path}};
+  if (bracket) env.emplace("GRAPH_CAPTURE", "call");
+  const int st = RunChild("graph-ops", env);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  GraphLog log = ReadGraphLog(log_path);
+  std::map<std::string, uint64_t>& captured_in = log.captured_in;
+  out.active_in_capture = log.active_in_capture;
+  out.active_after = log.active_after;
+  auto r = OpenRank0();
+  if (!r) return out;
+  const OpsFile file = ReadOpsFile(*r);
+  auto rows = r->ReadAll<GraphOpRecord>();
+  EXPECT_TRUE(rows.ok());
+  std::map<uint64_t, uint64_t> op_of_node;
+  if (rows.ok()) {
+    out.graph_op_rows = rows->size();
+    for (const GraphOpRecord& g : *rows) op_of_node.emplace(g.node_id, g.op_id);
+  }
+  std::set<uint64_t> op_ids;
+  for (const OpRecord& o : file.ops) op_ids.insert(o.op_id);
+  for (const StepRecord& s : file.steps) out.captured_steps += (s.flags & kStepCaptured) ? 1 : 0;
+  for (const KernelRecord& k : file.kernels) {
+    const std::string name = file.strings.Get(k.name_id);
+    if (k.graph_node_id == 0 || name == "k_bare") continue;
+    ++out.replayed;
+    auto g = op_of_node.find(k.graph_node_id);
+    if (g != op_of_node.end() && g->second == captured_in[name] && g->second != 0 &&
+        op_ids.count(g->second)) {
+      ++out.tied_right;
+    }
+  }
+  return out;
+}
+
+TEST_F(GraphReplayTest, GraphsCapturedOutsideWindowsAreTiedWhenTheCaptureIsBracketed) {
+  const GraphReplays g = Run(/*bracket=*/true);
+  EXPECT_EQ(g.active_in_capture, 1) << "ops recorded inside the bracket";
+  EXPECT_EQ(g.active_after, 0) << "and off after it: no window is open before the first step";
+  EXPECT_EQ(g.graph_op_rows, 4u) << "k_gemm and k_relu, each created and cloned";
+  ASSERT_GT(g.captured_steps, 0u);
+  // One replay per captured step (the step's two graph kernels): all tied.
+  EXPECT_GE(g.replayed, 2 * g.captured_steps);
+  EXPECT_EQ(g.tied_right, g.replayed);
+}
+
+TEST_F(GraphReplayTest, GraphsCapturedOutsideWindowsWithoutTheBracketAreNotTied) {
+  const GraphReplays g = Run(/*bracket=*/false);
+  EXPECT_EQ(g.active_in_capture, 0);
+  EXPECT_EQ(g.graph_op_rows, 0u);
+  ASSERT_GT(g.captured_steps, 0u);
+  EXPECT_GT(g.replayed, 0u) << "replays are captured in windows all the same";
+  EXPECT_EQ(g.tied_right, 0u);
 }
 
 }  // namespace

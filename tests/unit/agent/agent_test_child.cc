@@ -458,6 +458,18 @@ int main(int argc, char** argv) {
     if (log == nullptr) return 12;
     const int steps = std::getenv("STEPS") ? std::atoi(std::getenv("STEPS")) : 8;
     uint64_t graph = 0;
+    // GRAPH_CAPTURE=call: the capture is bracketed by aon_graph_capture, as the
+    // PyTorch hook brackets CUDAGraph.capture_begin/capture_end; the log gets
+    // "active <in the capture> <after it>" (aon_ops_active).
+    void (*graph_capture)(int) = nullptr;
+    if (std::getenv("GRAPH_CAPTURE") && std::string(std::getenv("GRAPH_CAPTURE")) == "call") {
+      graph_capture = reinterpret_cast<void (*)(int)>(
+          dlsym(dlopen(std::getenv("CUDA_INJECTION64_PATH"), RTLD_NOW | RTLD_NOLOAD),
+                "aon_graph_capture"));
+      if (graph_capture == nullptr) return 16;
+      graph_capture(1);
+    }
+    const int active_in_capture = api.active();
     if (gpu->begin_capture(3) != 0) return 13;
     const uint64_t model = api.begin("model", AON_OP_MODULE, -1, 1, 0);
     for (const char* k : {"k_gemm", "k_relu"}) {
@@ -471,6 +483,8 @@ int main(int argc, char** argv) {
     gpu->launch_kernel(3, "k_bare", 1000, 1, 32);
     std::fprintf(log, "node k_bare 0\n");
     if (gpu->end_capture(3, &graph) != 0 || graph == 0) return 14;
+    if (graph_capture != nullptr) graph_capture(0);
+    std::fprintf(log, "active %d %d\n", active_in_capture, api.active());
     for (int i = 0; i < steps; ++i) {
       api.framework_step();
       const uint64_t replay = api.begin("Graphed.replay", AON_OP_USER, -1, 1, 0);
