@@ -7,7 +7,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 flags=-fsanitize=thread
+# -O1 with line tables: what ThreadSanitizer needs for its reports (file:line),
+# and about half the compile time of -O2 -g on CI's 2 cores.
+opt="-O1 -g1 -DNDEBUG"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAON_BUILD_EXAMPLES=OFF \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt" \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
   -DCMAKE_SHARED_LINKER_FLAGS="$flags" > build-tsan.log 2>&1 || { tail -20 build-tsan.log; exit 1; }
 cmake --build build-tsan --target aon_agent agent_test_child nccl_abi_child agent_test \
