@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "aon/export/otf2_limits.h"
+#include "aon/format/host_stack.h"
 
 namespace aon::merge {
 
@@ -182,18 +183,75 @@ uint32_t Otf2Writer::Str(std::string_view s) {
 }
 
 uint32_t Otf2Writer::RegionOf(std::string_view name, std::string_view category, uint8_t role,
-                              uint8_t paradigm) {
+                              uint8_t paradigm, std::string_view file) {
   std::string key;
-  key.reserve(name.size() + category.size() + 3);
+  key.reserve(name.size() + category.size() + file.size() + 4);
   key.append(category).push_back('\0');
   key.push_back(static_cast<char>(role));
   key.append(name);
+  if (!file.empty()) key.append(1, '\0').append(file);
   auto it = regions_by_key_.find(key);
   if (it != regions_by_key_.end()) return it->second;
   const auto id = static_cast<uint32_t>(regions_.size());
-  regions_.push_back(Region{Str(name), Str(category), role, paradigm});
+  regions_.push_back(
+      Region{Str(name), Str(category), role, paradigm, file.empty() ? UINT32_MAX : Str(file)});
   regions_by_key_.emplace(std::move(key), id);
   return id;
+}
+
+uint32_t Otf2Writer::ContextOf(std::string_view stack, std::vector<uint32_t>* path) {
+  path->clear();
+  uint32_t parent = UINT32_MAX;
+  ForEachHostFrame(stack, [&](std::string_view frame) {
+    auto key = std::make_pair(parent, std::string(frame));
+    auto it = contexts_by_key_.find(key);
+    if (it == contexts_by_key_.end()) {
+      const HostFrame f = SplitHostFrame(frame);
+      Context c;
+      c.parent = parent;
+      if (f.kind == HostFrame::kPython) {
+        c.region = RegionOf(f.function, "host_frame", OTF2_REGION_ROLE_FUNCTION,
+                            OTF2_PARADIGM_SAMPLING, f.file);
+        auto where = std::make_pair(Str(f.file), f.line);
+        auto cl = code_locations_by_key_.find(where);
+        if (cl == code_locations_by_key_.end()) {
+          cl = code_locations_by_key_.emplace(where, static_cast<uint32_t>(code_locations_.size()))
+                   .first;
+          code_locations_.push_back(where);
+        }
+        c.location = cl->second;
+      } else {
+        c.region = RegionOf(frame, "host_frame", OTF2_REGION_ROLE_FUNCTION, OTF2_PARADIGM_SAMPLING);
+      }
+      it = contexts_by_key_.emplace(std::move(key), static_cast<uint32_t>(contexts_.size())).first;
+      contexts_.push_back(c);
+    }
+    parent = it->second;
+    path->push_back(parent);
+  });
+  return parent;
+}
+
+// OTF2's unwind distance (OTF2_GlobalDefWriter.h, CallingContext): with the
+// previous sample's path on this location, the frames newly entered since
+// (the current path past the common prefix) plus the one that made progress.
+void Otf2Writer::Sample(uint32_t location, uint64_t ts, std::string_view stack) {
+  Location& l = locations_[location];
+  std::vector<uint32_t> path;
+  const uint32_t leaf = ContextOf(stack, &path);
+  size_t common = 0;
+  while (common < path.size() && common < l.sampled.size() && path[common] == l.sampled[common])
+    ++common;
+  const auto entered = static_cast<uint32_t>(path.size() - common);
+  OTF2_EvtWriter* w = Writer(location);
+  if (w == nullptr) return;
+  const OTF2_ErrorCode e =
+      OTF2_EvtWriter_CallingContextSample(w, nullptr, ts, leaf, entered + 1, 0);
+  ++counts_.events;
+  ++counts_.samples;
+  Seen(ts);
+  l.sampled = std::move(path);
+  if (e != OTF2_SUCCESS) Fail("writing a CallingContextSample event", e);
 }
 
 uint32_t Otf2Writer::AttributeOf(std::string_view key, uint8_t type) {
@@ -414,6 +472,7 @@ void Otf2Writer::OnSlice(const trace::Slice& s) {
         },
         a.value);
   }
+  if (!s.callstack.empty()) Sample(loc, s.start_ns, s.callstack);
   OTF2_EvtWriter* w = Writer(loc);
   if (w == nullptr) return;
   OTF2_ErrorCode e = OTF2_EvtWriter_Enter(w, attributes_, s.start_ns, o.region);
@@ -509,6 +568,7 @@ Status Otf2Writer::Finish(uint64_t t0,
     comm_location_index[comm_locations[i]] = static_cast<uint32_t>(i);
   }
   const uint32_t nccl_locations_name = Str("NCCL communicator rows");
+  const uint32_t sampler_name = Str("AON host sampler (thread CPU time)");
   const uint32_t empty = Str("");
 
   OTF2_GlobalDefWriter* g = OTF2_Archive_GetGlobalDefWriter(archive_);
@@ -546,7 +606,26 @@ Status Otf2Writer::Finish(uint64_t t0,
   for (size_t i = 0; e == OTF2_SUCCESS && i < regions_.size(); ++i) {
     const Region& r = regions_[i];
     e = OTF2_GlobalDefWriter_WriteRegion(g, static_cast<uint32_t>(i), r.name, r.name, r.description,
-                                         r.role, r.paradigm, OTF2_REGION_FLAG_NONE, empty, 0, 0);
+                                         r.role, r.paradigm, OTF2_REGION_FLAG_NONE,
+                                         r.file == UINT32_MAX ? empty : r.file, 0, 0);
+  }
+  for (size_t i = 0; e == OTF2_SUCCESS && i < code_locations_.size(); ++i) {
+    e = OTF2_GlobalDefWriter_WriteSourceCodeLocation(
+        g, static_cast<uint32_t>(i), code_locations_[i].first, code_locations_[i].second);
+  }
+  for (size_t i = 0; e == OTF2_SUCCESS && i < contexts_.size(); ++i) {
+    const Context& c = contexts_[i];
+    e = OTF2_GlobalDefWriter_WriteCallingContext(
+        g, static_cast<uint32_t>(i), c.region,
+        c.location == UINT32_MAX ? OTF2_UNDEFINED_SOURCE_CODE_LOCATION : c.location,
+        c.parent == UINT32_MAX ? OTF2_UNDEFINED_CALLING_CONTEXT : c.parent);
+  }
+  if (e == OTF2_SUCCESS && !contexts_.empty()) {
+    // Samples come every period of a thread's own CPU time (docs/host-sampling.md),
+    // at the rate the job chose: a count of CPU nanoseconds, its period not
+    // recorded in the timeline.
+    e = OTF2_GlobalDefWriter_WriteInterruptGenerator(
+        g, 0, sampler_name, OTF2_INTERRUPT_GENERATOR_MODE_COUNT, OTF2_BASE_DECIMAL, 0, 0);
   }
   if (e == OTF2_SUCCESS && !comms_.empty()) {
     std::vector<uint64_t> members(comm_locations.begin(), comm_locations.end());

@@ -20,6 +20,12 @@
 //                 region, on a communicator per NCCL comm hash whose group is
 //                 the locations that ran it (members ordered by rank);
 //   counters      Metric events of a one-member metric class per counter row;
+//   host samples  (a slice with a callstack) also a CallingContextSample just
+//                 before their Enter, on a calling-context tree whose nodes
+//                 are their frames: a region per function (Python: with its
+//                 file, the node with a source code location of its line;
+//                 native and other frames: the frame's text), one interrupt
+//                 generator "AON host sampler" (per-thread CPU time);
 //   clock         timer resolution 1 GHz (ns on the timeline clock), global
 //                 offset = the first event, trace length = the last - the first.
 // OTF2 needs Enter/Leave properly nested per location: a slice that starts
@@ -65,7 +71,8 @@ struct Otf2WriterCounts {
   // their row (on an overlap row, or nested), where OTF2's collective events
   // would not be on a member of the communicator or would nest.
   uint64_t collectives_as_regions = 0;
-  uint64_t metrics = 0;      // counter samples
+  uint64_t metrics = 0;       // counter samples
+  uint64_t samples = 0;       // calling-context samples (host samples with a stack)
   uint64_t overlap_rows = 0;  // locations added for slices that do not nest
   uint64_t locations = 0;
   uint64_t peak_pool_bytes = 0;  // OTF2's chunks at most, event and definition buffers
@@ -114,12 +121,19 @@ class Otf2Writer final : public trace::TraceSink {
     OTF2_EvtWriter_struct* writer = nullptr;
     std::vector<OpenSlice> stack;
     bool counter = false;
-    bool overlap = false;  // an "(overlapping k)" row
-    uint32_t description = 0;  // counters: the record kind
+    bool overlap = false;           // an "(overlapping k)" row
+    uint32_t description = 0;       // counters: the record kind
+    std::vector<uint32_t> sampled;  // the last calling-context sample's path, root first
   };
   struct Region {
     uint32_t name = 0, description = 0;
     uint8_t role = 0, paradigm = 0;
+    uint32_t file = UINT32_MAX;  // string ref; UINT32_MAX: none
+  };
+  struct Context {  // a node of the calling-context tree
+    uint32_t region = 0;
+    uint32_t location = UINT32_MAX;  // source code location; UINT32_MAX: none
+    uint32_t parent = UINT32_MAX;    // UINT32_MAX: a root
   };
   struct LocationGroup {
     uint32_t name = 0;
@@ -142,7 +156,11 @@ class Otf2Writer final : public trace::TraceSink {
 
   uint32_t Str(std::string_view s);
   uint32_t RegionOf(std::string_view name, std::string_view category, uint8_t role,
-                    uint8_t paradigm);
+                    uint8_t paradigm, std::string_view file = {});
+  // The calling context of a host sample's stack (its leaf's id, the path
+  // root first in `path`), made as needed.
+  uint32_t ContextOf(std::string_view stack, std::vector<uint32_t>* path);
+  void Sample(uint32_t location, uint64_t ts, std::string_view stack);
   uint32_t AttributeOf(std::string_view key, uint8_t type);
   uint32_t NodeOf(const std::string& host);
   uint32_t ProcessGroup(uint32_t pid);
@@ -167,17 +185,21 @@ class Otf2Writer final : public trace::TraceSink {
   std::vector<const std::string*> string_order_;
   std::unordered_map<std::string, uint32_t> regions_by_key_;
   std::vector<Region> regions_;
+  std::map<std::pair<uint32_t, std::string>, uint32_t> contexts_by_key_;  // (parent, frame)
+  std::vector<Context> contexts_;
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> code_locations_by_key_;  // (file, line)
+  std::vector<std::pair<uint32_t, uint32_t>> code_locations_;                // file, line
   std::map<std::pair<std::string, uint8_t>, uint32_t> attributes_by_key_;
   std::vector<std::pair<uint32_t, uint8_t>> attribute_defs_;  // name, OTF2_Type
   std::map<std::string, uint32_t> nodes_;                     // host -> node (0 is the job)
   std::vector<std::pair<uint32_t, uint32_t>> node_defs_;      // name, class
   std::vector<LocationGroup> groups_;
-  std::map<uint32_t, uint32_t> process_groups_;                  // pid -> group
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> gpu_groups_;  // (pid, device) -> group
+  std::map<uint32_t, uint32_t> process_groups_;                        // pid -> group
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> gpu_groups_;       // (pid, device) -> group
   std::map<uint32_t, std::pair<std::string, std::string>> processes_;  // pid -> name, host
   std::vector<Location> locations_;
   std::map<uint64_t, Comm> comms_;  // by comm hash
-  struct MetricClass {  // and its one member
+  struct MetricClass {              // and its one member
     uint32_t name = 0, description = 0;
     uint8_t type = 0;  // OTF2_Type
   };

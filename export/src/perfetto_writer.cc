@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "aon/base/json_writer.h"
+#include "aon/format/host_stack.h"
 #include "json_trace_writer.h"
 #include "proto_wire.h"
 
@@ -56,6 +57,7 @@ constexpr uint32_t kCounterValue = 30;
 constexpr uint32_t kDoubleCounterValue = 44;
 constexpr uint32_t kFlowIds = 47;
 constexpr uint32_t kTerminatingFlowIds = 48;
+constexpr uint32_t kCallstackIid = 56;
 // DebugAnnotation
 constexpr uint32_t kArgNameIid = 1;
 constexpr uint32_t kUintValue = 3;
@@ -67,6 +69,22 @@ constexpr uint32_t kArrayValues = 12;
 constexpr uint32_t kEventCategories = 1;
 constexpr uint32_t kEventNames = 2;
 constexpr uint32_t kDebugAnnotationNames = 3;
+constexpr uint32_t kFunctionNames = 5;
+constexpr uint32_t kFrames = 6;
+constexpr uint32_t kCallstacks = 7;
+constexpr uint32_t kMappingPaths = 17;
+constexpr uint32_t kSourcePaths = 18;
+constexpr uint32_t kMappings = 19;
+// Frame
+constexpr uint32_t kFunctionNameId = 2;
+constexpr uint32_t kMappingId = 3;
+constexpr uint32_t kSourcePathIid = 5;
+constexpr uint32_t kLineNumber = 6;
+constexpr uint32_t kFrameKind = 7;
+// Callstack
+constexpr uint32_t kFrameIds = 2;
+// Mapping
+constexpr uint32_t kPathStringIds = 7;
 // EventName / EventCategory / DebugAnnotationName
 constexpr uint32_t kIid = 1;
 constexpr uint32_t kInternedName = 2;
@@ -313,6 +331,9 @@ PerfettoWriter::PerfettoWriter(std::string path, uint64_t max_file_bytes, int gz
   names_.field = f::kEventNames;
   categories_.field = f::kEventCategories;
   arg_names_.field = f::kDebugAnnotationNames;
+  function_names_.field = f::kFunctionNames;
+  source_paths_.field = f::kSourcePaths;
+  mapping_paths_.field = f::kMappingPaths;
 }
 
 PerfettoWriter::~PerfettoWriter() = default;
@@ -369,10 +390,14 @@ uint32_t PerfettoWriter::LaneFor(uint32_t pid, uint64_t start, uint64_t end) {
 }
 
 void PerfettoWriter::ResetSequence() {
-  for (Interned* t : {&names_, &categories_, &arg_names_}) {
+  for (Interned* t :
+       {&names_, &categories_, &arg_names_, &function_names_, &source_paths_, &mapping_paths_}) {
     t->ids.clear();
     t->recent.fill({});
   }
+  frames_.clear();
+  callstacks_.clear();
+  mappings_.clear();
   name_iids_.assign(name_iids_.size(), 0);
   interned_count_ = 0;
   clear_pending_ = true;
@@ -419,6 +444,78 @@ uint64_t PerfettoWriter::InternName(const trace::Slice& s) {
   if (s.name_id >= name_iids_.size()) name_iids_.resize(size_t{s.name_id} + 1, 0);
   uint64_t& iid = name_iids_[s.name_id];
   if (iid == 0) iid = Intern(names_, s.name);
+  return iid;
+}
+
+namespace {
+
+// Frame.kind
+constexpr uint64_t kFrameNative = 1, kFrameInterpreted = 3;
+
+}  // namespace
+
+uint64_t PerfettoWriter::InternMapping(std::string_view path) {
+  auto it = mappings_.find(path);
+  if (it != mappings_.end()) return it->second;
+  const uint64_t iid = mappings_.size() + 1;
+  mappings_.emplace(std::string(path), iid);
+  const uint64_t path_iid = Intern(mapping_paths_, path);
+  ++interned_count_;
+  proto::Writer w(&interned_);
+  w.BeginMessage(f::kMappings);
+  w.Varint(f::kIid, iid);
+  w.Varint(f::kPathStringIds, path_iid);
+  w.EndMessage();
+  return iid;
+}
+
+uint64_t PerfettoWriter::InternFrame(std::string_view frame) {
+  auto it = frames_.find(frame);
+  if (it != frames_.end()) return it->second;
+  HostFrame p = SplitHostFrame(frame);
+  // ("[unknown module]" names the mapping of a native frame without one.)
+  if (p.module == "[unknown module]") {
+    p = HostFrame{};
+    p.function = frame;
+  }
+  // Every frame has a mapping (trace processor files frames under one): a
+  // native frame its module's, Python frames "[python]", others "[unknown]".
+  const uint64_t mapping =
+      InternMapping(p.kind == HostFrame::kNative
+                        ? (p.module.empty() ? std::string_view("[unknown module]") : p.module)
+                    : p.kind == HostFrame::kPython ? std::string_view("[python]")
+                                                   : std::string_view("[unknown]"));
+  const uint64_t function = Intern(function_names_, p.function);
+  const uint64_t file = p.kind == HostFrame::kPython ? Intern(source_paths_, p.file) : 0;
+  const uint64_t iid = frames_.size() + 1;
+  frames_.emplace(std::string(frame), iid);
+  ++interned_count_;
+  proto::Writer w(&interned_);
+  w.BeginMessage(f::kFrames);
+  w.Varint(f::kIid, iid);
+  w.Varint(f::kFunctionNameId, function);
+  w.Varint(f::kMappingId, mapping);
+  if (file != 0) w.Varint(f::kSourcePathIid, file);
+  if (p.line != 0) w.Varint(f::kLineNumber, p.line);
+  if (p.kind != HostFrame::kOther)
+    w.Varint(f::kFrameKind, p.kind == HostFrame::kPython ? kFrameInterpreted : kFrameNative);
+  w.EndMessage();
+  return iid;
+}
+
+uint64_t PerfettoWriter::InternCallstack(std::string_view stack) {
+  auto it = callstacks_.find(stack);
+  if (it != callstacks_.end()) return it->second;
+  std::vector<uint64_t> frames;  // outermost first, as Callstack.frame_ids wants them
+  ForEachHostFrame(stack, [&](std::string_view frame) { frames.push_back(InternFrame(frame)); });
+  const uint64_t iid = callstacks_.size() + 1;
+  callstacks_.emplace(std::string(stack), iid);
+  ++interned_count_;
+  proto::Writer w(&interned_);
+  w.BeginMessage(f::kCallstacks);
+  w.Varint(f::kIid, iid);
+  for (uint64_t frame : frames) w.Varint(f::kFrameIds, frame);
+  w.EndMessage();
   return iid;
 }
 
@@ -499,6 +596,7 @@ void PerfettoWriter::EncodeBegin(uint32_t track, const trace::Slice& s, int type
     }
     w.EndMessage();
   }
+  if (!s.callstack.empty()) w.Varint(f::kCallstackIid, InternCallstack(s.callstack));
   if (s.flow_begin != 0) w.Fixed64(f::kFlowIds, s.flow_begin);
   if (s.flow_chain != 0) w.Fixed64(f::kFlowIds, s.flow_chain);
   if (s.flow_end != 0) w.Fixed64(f::kTerminatingFlowIds, s.flow_end);

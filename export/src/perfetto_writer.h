@@ -15,7 +15,11 @@
 //   TrackEvent packets: SLICE_BEGIN + SLICE_END per slice, INSTANT, COUNTER
 //     (double_counter_value or counter_value); names, categories and argument
 //     names interned (InternedData in the packet that first uses them); args as
-//     DebugAnnotations; flows as flow_ids / terminating_flow_ids.
+//     DebugAnnotations; flows as flow_ids / terminating_flow_ids. A host
+//     sample's INSTANT carries callstack_iid: its stack as an interned Callstack
+//     of Frames (Python frames KIND_INTERPRETED with function, source file and
+//     line; native ones KIND_NATIVE with a Mapping named by their module), so
+//     Perfetto draws a flame graph of the samples a selection holds.
 //   Interning is per file: the first packet of a file sets
 //   SEQ_INCREMENTAL_STATE_CLEARED, so each file stands alone; the tables are also
 //   cleared after kMaxInterned strings, which bounds memory when names are
@@ -43,8 +47,8 @@
 #include <variant>
 #include <vector>
 
-#include "aon/export/perfetto_files.h"
 #include "aon/base/status.h"
+#include "aon/export/perfetto_files.h"
 #include "json_trace_writer.h"
 #include "output_file.h"
 #include "trace_events.h"
@@ -122,6 +126,11 @@ class PerfettoWriter final : public trace::TraceSink {
   void Describe(uint32_t track);
   uint64_t Intern(Interned& table, std::string_view s);
   uint64_t InternName(const trace::Slice& s);
+  // A host sample's stack as an interned Callstack (its frames, their
+  // function names, source files and mappings interned with it); the iid.
+  uint64_t InternCallstack(std::string_view stack);
+  uint64_t InternFrame(std::string_view frame);
+  uint64_t InternMapping(std::string_view path);
   void EncodeBegin(uint32_t track, const trace::Slice& s, int type);
   void EncodeEnd(uint32_t track, uint64_t ts);
 
@@ -140,6 +149,9 @@ class PerfettoWriter final : public trace::TraceSink {
   std::unique_ptr<GzipFile> file_;
   std::vector<char> described_;  // by index in tracks_
   Interned names_, categories_, arg_names_;
+  Interned function_names_, source_paths_, mapping_paths_;
+  using IidMap = std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>>;
+  IidMap frames_, callstacks_, mappings_;
   // Slice names by timeline string id (Slice::name_id): their iid in names_'
   // numbering, 0 not yet interned in this file. Saves hashing long kernel
   // names for every slice.

@@ -442,6 +442,8 @@ class Builder {
     s.flow_chain = flow_chain;
     s.collective = collective_;
     s.args = args_.span();
+    s.callstack = callstack_;
+    callstack_ = {};
     out_.OnSlice(s);
   }
 
@@ -741,13 +743,14 @@ class Builder {
 
   // A host stack sample: an instant on its thread's row (beside that thread's
   // CUDA calls and NVTX ranges), named by its innermost frame, the whole stack
-  // an argument (docs/host-sampling.md).
+  // an argument and, for Perfetto, its callstack (docs/host-sampling.md).
   void HostSample(const Merged<HostSampleRecord>& m) {
     const HostSampleRecord& r = m.record;
     const uint32_t track = CpuThread(m.rank, r.tid);
     const std::string& stack = Str(r.stack_id);
     args_.S("stack", stack);
     args_.S("thread", Str(r.thread_name_id));
+    callstack_ = stack;
     Emit(track, SliceShape::kInstant, args_.Keep(InnermostHostFrame(stack)),
          RecordTraits<HostSampleRecord>::kName, r.start_ns, r.start_ns);
   }
@@ -954,6 +957,7 @@ class Builder {
   uint64_t async_ids_ = 0;
   uint64_t flows_ = 0;
   const trace::Collective* collective_ = nullptr;  // of the slice being emitted
+  std::string_view callstack_;                     // of the slice being emitted
   uint32_t name_id_ = 0;                           // its name's string id (Named)
 };
 

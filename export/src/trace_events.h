@@ -28,6 +28,8 @@
 //             export; 0 = none. A collective operation also says so in
 //             `collective` (communicator, operation, root, bytes), for formats
 //             with collective events (OTF2).
+//             A host stack sample is an instant whose `callstack` holds its
+//             frames (Perfetto interns them as a callstack of the event).
 //   Counter   a value of a counter track from `ts` on (viewers draw steps).
 //
 // Events come in start order from trace_builder (so a sink may split its output
@@ -104,6 +106,9 @@ struct Slice {
   uint64_t flow_chain = 0;
   const Collective* collective = nullptr;
   std::span<const Arg> args;
+  // A host sample's stack (aon/format/host_stack.h: one frame per line,
+  // outermost first), for formats that have callstacks (Perfetto); "" none.
+  std::string_view callstack;
 };
 
 struct CounterSample {

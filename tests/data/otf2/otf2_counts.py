@@ -4,6 +4,8 @@
 usage: otf2_counts.py ARCHIVE/traces.otf2 [OTF2_PRINT]
 
 Prints "key<TAB>value" lines: every ENTER counted per (rank, AON record kind)
+("count/<rank>/<kind>"), every calling-context sample per (rank, stack read
+back from the calling-context definitions, hex: "sample_stack/<rank>/<hex>")
 ("count/<rank>/<kind>": the region's description is the record kind; METRIC
 events are "counters"), the problems found ("problem/<name>" and their sum
 "problems": otf2-print failing or warning, a LEAVE that does not match its
@@ -39,7 +41,20 @@ def run(args):
 KIND = {"kernel": "kernels", "cuda_runtime": "api", "cuda_driver": "api"}
 group_rank, group_name, loc_group, loc_events, loc_type, region_kind = {}, {}, {}, {}, {}, {}
 hosts, comms, comm_group, group_members = [], {}, {}, {}
+region_name, code_location, context = {}, {}, {}
 for line in run(["-G"]):
+    m = re.match(r'REGION\s+(\d+)\s+Name: "(.*)" <\d+> \(Aka\.', line)
+    if m:
+        region_name[m[1]] = m[2]
+    m = re.match(r'SOURCE_CODE_LOCATION\s+(\d+)\s+File: "(.*)" <\d+>, Line Number: (\d+)$', line)
+    if m:
+        code_location[m[1]] = (m[2], int(m[3]))
+        continue
+    m = re.match(r'CALLING_CONTEXT\s+(\d+)\s+Region: ".*" <(\d+)>, Source code location: '
+                 r'(?:UNDEFINED|".*" <(\d+)>), Parent: (?:UNDEFINED|".*" <(\d+)>)$', line)
+    if m:
+        context[m[1]] = (m[2], m[3], m[4])
+        continue
     m = re.match(r'LOCATION_GROUP\s+(\d+)\s+Name: "rank (\d+)', line)
     if m:
         group_rank[m[1]] = int(m[2])
@@ -66,7 +81,32 @@ for line in run(["-G"]):
     if m:
         comm_group[m[1]] = m[2]
 
+
+
+def context_stack(ctx):
+    """A calling context as the host sample's stack text (docs/host-sampling.md):
+    frames outermost first, one per line; a frame with a source code location
+    reads "function (file:line)"."""
+    frames = []
+    while ctx is not None:
+        if ctx not in context or context[ctx][0] not in region_name:
+            problems["undefined_calling_context"] += 1
+            return None
+        region, where, parent = context[ctx]
+        name = region_name[region]
+        if where is not None:
+            if where not in code_location:
+                problems["undefined_source_code_location"] += 1
+                return None
+            f, n = code_location[where]
+            name = "%s (%s%s)" % (name, f, ":%d" % n if n else "")
+        frames.append(name)
+        ctx = parent
+    return "\n".join(reversed(frames))
+
+
 counts = collections.Counter()
+samples = collections.Counter()
 per_loc = collections.Counter()
 stacks = collections.defaultdict(list)
 last_ts = {}
@@ -101,6 +141,11 @@ for line in run([]):
             problems["leave_without_enter"] += 1
     elif ev == "METRIC":
         counts[(rank, "counters")] += 1
+    elif ev == "CALLING_CONTEXT_SAMPLE":
+        c = re.search(r'Calling Context: ".*" <(\d+)>, Unwind Distance: (\d+)', rest)
+        stack = context_stack(c[1]) if c else None
+        if stack is not None:
+            samples[(rank, stack)] += 1
     elif ev == "MPI_COLLECTIVE_BEGIN":
         collectives["begin"] += 1
         if not stacks[loc]:
@@ -126,6 +171,8 @@ problems["events_differ_from_definition"] += sum(
 
 for (rank, kind), n in sorted(counts.items()):
     print("count/%d/%s\t%d" % (rank, kind, n))
+for (rank, stack), n in sorted(samples.items()):
+    print("sample_stack/%d/%s\t%d" % (rank, stack.encode("utf-8", "replace").hex(), n))
 for k, n in sorted(problems.items()):
     print("problem/%s\t%d" % (k, n))
 for kind, n in sorted(collections.Counter(region_kind.values()).items()):

@@ -62,4 +62,37 @@ inline std::string MergeRandomJobIn(const std::string& dir, int ranks, size_t ma
   return MergeJobIn(dir);
 }
 
+// Stacks as the host sampler writes them (docs/host-sampling.md): Python
+// frames, native frames with and without a module, text of no known form
+// (a line that would not read back the same), and an empty stack.
+inline const std::vector<std::string>& PlantedHostStacks() {
+  static const std::vector<std::string> stacks = {
+      "<module> (/home/u/train.py:88)\nmain (/home/u/train.py:80)\n"
+      "preprocess (/home/u/train.py:41)\n[native] _PyEval_EvalFrameDefault (libpython3.12.so.1.0)",
+      "<module> (/home/u/train.py:88)\nmain (/home/u/train.py:80)\n[native] libfoo.so+0x1f2e",
+      "[native] memcpy (libc.so.6)", "odd frame without a form\nf (x.py:007)\ng (y.py)", ""};
+  return stacks;
+}
+
+// A one-rank job in `dir` whose host samples are `rounds` rounds of every
+// PlantedHostStacks() stack, on one thread, in that order.
+inline void WriteHostSampleJob(const std::string& dir, int rounds) {
+  testing::RankTrace t;
+  t.meta = testing::BasicMetadata(0, 1);
+  std::vector<uint32_t> ids;
+  for (const std::string& st : PlantedHostStacks()) ids.push_back(t.strings.Intern(st));
+  const uint32_t thread = t.strings.Intern("python3");
+  for (int i = 0; i < rounds; ++i) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      HostSampleRecord r{};
+      r.start_ns = testing::kBaseNs + static_cast<uint64_t>(i) * 100 + k;
+      r.tid = 4242;
+      r.stack_id = ids[k];
+      r.thread_name_id = thread;
+      t.Get<HostSampleRecord>().push_back(r);
+    }
+  }
+  testing::WriteJob(dir, {t});
+}
+
 }  // namespace aon::merge::testing_export

@@ -126,6 +126,40 @@ TEST_F(Otf2Trace, OtfPrintReadsEveryRecordOfEveryRankAndKind) {
   EXPECT_LE(std::stoull(count("regiondefs/steps")), 2u);
 }
 
+// Host samples with stacks are also calling-context samples: their calling
+// contexts, read back from the definitions, are their stacks frame for frame
+// (Python frames with their line as a source code location), and otf2-print
+// accepts the unwind distances (it unwinds every sample). An empty stack has
+// no calling context.
+TEST_F(Otf2Trace, HostSamplesAreCallingContextSamplesOfTheirStacks) {
+  const int rounds = 7;
+  testing_export::WriteHostSampleJob(dir_.path(), rounds);
+  const std::string timeline = Merge();
+  Otf2TraceStats stats;
+  AON_ASSERT_OK(ExportOtf2Trace(timeline, dir_.File("otf2"), {}, &stats));
+  auto archive = ReadArchive(dir_, stats.anchor);
+  EXPECT_EQ(archive["problems"], "0") << Problems(archive);
+  const std::vector<std::string>& stacks = testing_export::PlantedHostStacks();
+  EXPECT_EQ(archive["count/0/host_samples"], std::to_string(rounds * stacks.size()));
+  size_t sampled = 0;
+  for (const std::string& stack : stacks) {
+    if (stack.empty()) continue;
+    std::string hex;
+    for (unsigned char c : stack) {
+      char two[3];
+      std::snprintf(two, sizeof(two), "%02x", c);
+      hex += two;
+    }
+    EXPECT_EQ(archive["sample_stack/0/" + hex], std::to_string(rounds)) << stack;
+    sampled += rounds;
+  }
+  size_t total = 0;
+  for (const auto& [k, v] : archive) {
+    if (k.rfind("sample_stack/", 0) == 0) total += std::stoull(v);
+  }
+  EXPECT_EQ(total, sampled) << "no sample for the empty stack, none other";
+}
+
 // One AllReduce on three ranks (communicator 0xabcdef, sequence 5): one OTF2
 // communicator of three members, a collective begin and end on each rank.
 TEST_F(Otf2Trace, NcclCollectiveIsACollectiveOnItsCommunicator) {

@@ -69,6 +69,7 @@ def unquote(q):
 named = collections.Counter()
 counts = collections.Counter(); flows_out = collections.Counter(); flows_in = collections.Counter()
 problems = collections.Counter(); pids = set(); events_per_file = []
+stacks_read = collections.Counter(); frame_kinds = collections.Counter()
 for path in sys.argv[1:]:
     text = open(path, encoding="utf-8", errors="replace").read()
     for line in text.splitlines():
@@ -79,10 +80,19 @@ for path in sys.argv[1:]:
         if key != "packet": problems["not_a_packet"] += 1; continue
         flags = int(one(p, "sequence_flags", "0"))
         if i == 0 and not flags & 1: problems["first_packet_not_cleared"] += 1
-        if flags & 1: cats = {}; names = {}
+        if flags & 1:
+            cats = {}; names = {}; arg_names = {}; strs = collections.defaultdict(dict)
+            maps = {}; frames = {}; stacks = {}
         for d in all_of(p, "interned_data"):
             for c in all_of(d, "event_categories"): cats[one(c, "iid")] = one(c, "name").strip('"')
             for c in all_of(d, "event_names"): names[one(c, "iid")] = unquote(one(c, "name"))
+            for c in all_of(d, "debug_annotation_names"): arg_names[one(c, "iid")] = unquote(one(c, "name"))
+            for t in ("function_names", "source_paths", "mapping_paths"):
+                for c in all_of(d, t): strs[t][one(c, "iid")] = unquote(one(c, "str"))
+            for c in all_of(d, "mappings"): maps[one(c, "iid")] = strs["mapping_paths"][one(c, "path_string_ids")]
+            for c in all_of(d, "frames"):
+                frames[one(c, "iid")] = c; frame_kinds[one(c, "kind", "KIND_UNKNOWN")] += 1
+            for c in all_of(d, "callstacks"): stacks[one(c, "iid")] = all_of(c, "frame_ids")
         td = one(p, "track_descriptor")
         if td is not None:
             uuid = one(td, "uuid"); proc = one(td, "process"); thr = one(td, "thread")
@@ -104,6 +114,32 @@ for path in sys.argv[1:]:
         if cat is None: problems["unknown_category"] += 1; continue
         kind = "nvtx" if cat.startswith(("nvtx:", "compile:")) else KINDS.get(cat, "?" + cat)
         counts[(pid, kind)] += 1
+        if kind == "host_samples":
+            # The callstack must read back as the stack argument, frame for frame.
+            want = None
+            for a in all_of(te, "debug_annotations"):
+                if arg_names.get(one(a, "name_iid")) == b"stack": want = unquote(one(a, "string_value", '""'))
+            cs = one(te, "callstack_iid")
+            if want == b"":
+                if cs is not None: problems["callstack_for_empty_stack"] += 1
+            elif cs is None or cs not in stacks: problems["host_sample_without_callstack"] += 1
+            else:
+                text = []
+                for fid in stacks[cs]:
+                    fr = frames.get(fid)
+                    if fr is None or maps.get(one(fr, "mapping_id")) is None: problems["bad_frame"] += 1; continue
+                    fn = strs["function_names"][one(fr, "function_name_id")]
+                    k = one(fr, "kind", "KIND_UNKNOWN")
+                    if k == "KIND_INTERPRETED":
+                        line = one(fr, "line_number")
+                        fn = fn + b" (" + strs["source_paths"][one(fr, "source_path_iid")] + (b":" + line.encode() if line else b"") + b")"
+                    elif k == "KIND_NATIVE":
+                        m = maps[one(fr, "mapping_id")]
+                        fn = b"[native] " + fn + (b" (" + m + b")" if m != b"[unknown module]" else b"")
+                    text.append(fn)
+                if b"\n".join(text) == want: stacks_read["equal"] += 1
+                else: problems["callstack_differs"] += 1
+            if want == b"": stacks_read["empty"] += 1
         if kind in ("kernels", "api", "ops"):
             name = names.get(one(te, "name_iid"))
             if name is None: problems["unknown_name"] += 1
@@ -116,6 +152,9 @@ for (pid, kind), n in sorted(counts.items()): print("count/%d/%s\t%d" % (pid, ki
 for (pid, kind, name), n in sorted(named.items()): print("name/%d/%s/%s\t%d" % (pid, kind, name, n))
 for k, n in sorted(problems.items()): print("problem/%s\t%d" % (k, n))
 print("problems\t%d" % sum(problems.values()))
+print("callstacks_equal\t%d" % stacks_read["equal"])
+print("callstacks_empty\t%d" % stacks_read["empty"])
+for k, n in sorted(frame_kinds.items()): print("frame_kinds/%s\t%d" % (k, n))
 print("pids\t" + ",".join(str(p) for p in sorted(pids)))
 print("events_per_file\t" + ",".join(str(e) for e in events_per_file))
 print("flows_linked\t%d" % sum(1 for f in flows_out if flows_in[f] > 0))
@@ -234,6 +273,40 @@ TEST_F(PerfettoTrace, DecodesAndHoldsEveryRecordOfEveryRankAndKind) {
   EXPECT_EQ(stats.events, records);
   EXPECT_EQ(decoded["events_per_file"], std::to_string(records));
   EXPECT_EQ(stats.files[0].bytes, FileSize(stats.files[0].path));
+  // Every host sample with a stack carries it as a callstack that reads back
+  // as the same frames (no "callstack_differs" problem above).
+  uint64_t samples = 0;
+  for (const auto& [k, v] : expected) {
+    if (k.size() > 13 && k.compare(k.size() - 13, 13, "/host_samples") == 0)
+      samples += std::stoull(v);
+  }
+  EXPECT_GT(std::stoull(decoded["callstacks_equal"]), 0u);
+  EXPECT_EQ(std::stoull(decoded["callstacks_equal"]) + std::stoull(decoded["callstacks_empty"]),
+            samples);
+}
+
+// Host samples as the sampler writes their stacks (docs/host-sampling.md):
+// Python frames, native frames with and without a module, text of no known
+// form. Each sample's callstack reads back as its stack, frame for frame; its
+// frames are interned once per file, by kind.
+TEST_F(PerfettoTrace, HostSamplesCarryTheirStacksAsCallstacks) {
+  const std::vector<std::string>& stacks = testing_export::PlantedHostStacks();
+  const int rounds = 7;
+  testing_export::WriteHostSampleJob(dir_.path(), rounds);
+  const std::string timeline = testing_export::MergeJobIn(dir_.path());
+  PerfettoTraceStats stats;
+  AON_ASSERT_OK(ExportPerfettoTrace(timeline, dir_.File("t.pftrace.gz"), {}, &stats));
+  auto decoded = DecodeAndCount(dir_, Paths(stats.files));
+  EXPECT_EQ(decoded["problems"], "0");
+  EXPECT_EQ(decoded["count/0/host_samples"], std::to_string(rounds * stacks.size()));
+  EXPECT_EQ(decoded["callstacks_equal"], std::to_string(rounds * (stacks.size() - 1)));
+  EXPECT_EQ(decoded["callstacks_empty"], std::to_string(rounds));
+  // Distinct frames: 4 Python ("g (y.py)" one without a line; <module> and
+  // main shared by two stacks), 3 native, 2 as text: "odd frame ..." and
+  // "f (x.py:007)" (its line would not read back the same).
+  EXPECT_EQ(decoded["frame_kinds/KIND_INTERPRETED"], "4");
+  EXPECT_EQ(decoded["frame_kinds/KIND_NATIVE"], "3");
+  EXPECT_EQ(decoded["frame_kinds/KIND_UNKNOWN"], "2");
 }
 
 TEST_F(PerfettoTrace, CorruptRankIsLeftOutAndEveryOtherRankCounted) {

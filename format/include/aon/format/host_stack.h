@@ -2,6 +2,7 @@
 // the same for every tool that shows it (aon-report, the trace exports).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +46,68 @@ inline std::optional<PythonFrame> ParsePythonFrame(std::string_view frame) {
   const size_t colon = where.rfind(':');
   if (colon == std::string_view::npos) return PythonFrame{frame.substr(0, open), where, {}};
   return PythonFrame{frame.substr(0, open), where.substr(0, colon), where.substr(colon + 1)};
+}
+
+// A frame split for formats that model frames (Perfetto's Frame, OTF2's
+// calling contexts): a Python frame "function (file:line)" (kind kPython), a
+// native one "[native] symbol (module)" or "[native] text" (kind kNative, module
+// "" when the frame names none); any other text is the function, kind kOther.
+// Lossless: a form is taken only where HostFrameText gives back the very text.
+struct HostFrame {
+  enum Kind : uint8_t { kOther, kPython, kNative };
+  Kind kind = kOther;
+  std::string_view function, file, module;
+  uint32_t line = 0;  // 0: none
+};
+
+inline std::string HostFrameText(const HostFrame& f) {
+  switch (f.kind) {
+    case HostFrame::kPython:
+      return std::string(f.function) + " (" + std::string(f.file) +
+             (f.line != 0 ? ":" + std::to_string(f.line) : std::string()) + ")";
+    case HostFrame::kNative:
+      return "[native] " + std::string(f.function) +
+             (f.module.empty() ? std::string() : " (" + std::string(f.module) + ")");
+    case HostFrame::kOther:
+      break;
+  }
+  return std::string(f.function);
+}
+
+inline HostFrame SplitHostFrame(std::string_view frame) {
+  HostFrame f;
+  if (frame.rfind("[native] ", 0) == 0) {
+    f.kind = HostFrame::kNative;
+    f.function = frame.substr(9);
+    const size_t open = f.function.rfind(" (");
+    if (!f.function.empty() && f.function.back() == ')' && open != std::string_view::npos) {
+      f.module = f.function.substr(open + 2, f.function.size() - open - 3);
+      f.function = f.function.substr(0, open);
+    }
+  } else if (auto py = ParsePythonFrame(frame)) {
+    f.kind = HostFrame::kPython;
+    f.function = py->function;
+    f.file = py->file;
+    bool digits = !py->line.empty() && py->line.size() <= 9;
+    for (char c : py->line) digits = digits && c >= '0' && c <= '9';
+    uint32_t line = 0;
+    for (char c : digits ? py->line : std::string_view()) line = line * 10 + (c - '0');
+    f.line = line;
+  }
+  if (f.kind != HostFrame::kOther && HostFrameText(f) != frame) f = HostFrame{};
+  if (f.kind == HostFrame::kOther) f.function = frame;
+  return f;
+}
+
+// Calls `fn(frame)` for each frame of `stack`, outermost first.
+template <typename F>
+void ForEachHostFrame(std::string_view stack, F&& fn) {
+  for (size_t at = 0; at <= stack.size();) {
+    size_t end = stack.find('\n', at);
+    if (end == std::string_view::npos) end = stack.size();
+    fn(stack.substr(at, end - at));
+    at = end + 1;
+  }
 }
 
 }  // namespace aon
