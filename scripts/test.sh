@@ -23,6 +23,10 @@ bash scripts/fuzz.sh || fuzz_status=$?
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 || status=$?
+# The .deb made from this build, checked; on a CI machine also installed with
+# apt, used for a synthetic job, and purged (scripts/package.sh).
+package_status=0
+bash scripts/package.sh --check || package_status=$?
 if ((status == 0 && tsan_status != 0)); then
   echo "test.sh: ThreadSanitizer run failed (see above)"
   status=$tsan_status
@@ -30,6 +34,10 @@ fi
 if ((status == 0 && fuzz_status != 0)); then
   echo "test.sh: fuzzing found something (see above; reproducers in build-fuzz/findings/)"
   status=$fuzz_status
+fi
+if ((status == 0 && package_status != 0)); then
+  echo "test.sh: the Debian package failed its check (see above)"
+  status=$package_status
 fi
 if ((status == 0)); then echo "test.sh: all tests passed"; else echo "test.sh: ctest failed (status $status)"; fi
 exit "$status"
