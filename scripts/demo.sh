@@ -37,8 +37,11 @@ else
     echo "demo: $gpus GPU(s) found but $bin/aon-example-cuda was not built (no nvcc?)"
   fi
   echo "No GPU found: running the SAME pipeline on a SYNTHETIC workload (fake GPU activity, clearly labeled)"
+  # NCCL played through AON's real plugin, and a planted straggler (rank 3 reaches
+  # every all-reduce 10 ms late): the report's straggler, communication and bus
+  # bandwidth sections have something to show.
   cmd=("$bin/aon-run" -o "$out" --source synthetic mpirun "${mpirun_args[@]}" -np 4 --oversubscribe
-       "$bin/aon-synthetic-app")
+       "$bin/aon-synthetic-app" --nccl --straggler-ms 10)
 fi
 echo "demo: ${cmd[*]}"
 echo

@@ -60,7 +60,6 @@
 //                the TRUTH line: straggle_ms = median over measured steps of the
 //                last arrival at the all-reduce minus the second-last,
 //                straggler_rank the rank last most often there.
-#include <dlfcn.h>
 #include <mpi.h>
 #include <nvtx3/nvToolsExt.h>
 #include <stdint.h>
@@ -76,9 +75,9 @@
 #include <string>
 #include <vector>
 
-#include "aon/nccl_profiler_abi.h"
 #include "aon/synthetic_device.h"
 #include "fake_driver.h"
+#include "fake_nccl.h"
 
 namespace {
 
@@ -153,7 +152,9 @@ class Run {
     gpu_->synchronize(kStream);
     returned_ = NowNs();
   }
-  void Profile(double sm, double dram, double tensor) { gpu_->set_kernel_profile(sm, dram, tensor); }
+  void Profile(double sm, double dram, double tensor) {
+    gpu_->set_kernel_profile(sm, dram, tensor);
+  }
 
   void BeginStep() {
     step_start_ = NowNs();
@@ -264,7 +265,7 @@ Figures ItemSyncCase(Run& run, const Options& o) {
   for (int s = 0; s < o.steps; ++s) {
     run.BeginStep();
     GpuWork(run, o.gpu_ms);
-    run.Sync();  // loss.item()
+    run.Sync();               // loss.item()
     HostWork(Ns(o.host_ms));  // logging what it read, with nothing queued
     run.EndStep();
   }
@@ -278,7 +279,7 @@ Figures PageableCase(Run& run, const Options& o) {
   const auto pinned_bytes = static_cast<uint64_t>(o.pinned_mb * 1048576.0);
   for (int s = 0; s < o.steps; ++s) {
     run.BeginStep();
-    run.Copy(1, bytes, false, CopyNs(bytes, false));  // the batch, from pageable memory
+    run.Copy(1, bytes, false, CopyNs(bytes, false));              // the batch, from pageable memory
     run.Copy(1, pinned_bytes, true, CopyNs(pinned_bytes, true));  // the labels, pinned
     GpuWork(run, o.gpu_ms);
     run.EndStep();
@@ -366,66 +367,12 @@ Figures CompileCase(Run& run, const Options& o, bool every_step) {
   return f;
 }
 
-// NCCL as its profiler plugin sees it: one communicator over MPI_COMM_WORLD.
-class FakeNccl {
- public:
-  bool Open(int rank, int nranks) {
-    const char* path = std::getenv("NCCL_PROFILER_PLUGIN");
-    void* lib = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
-    if (lib != nullptr) p_ = static_cast<AonNcclProfilerV5*>(dlsym(lib, "ncclProfiler_v5"));
-    if (p_ == nullptr) {
-      std::fprintf(stderr,
-                   "%s: the straggler case needs NCCL's profiler plugin in NCCL_PROFILER_PLUGIN "
-                   "(run it under aon-run; --nccl off has none): %s\n",
-                   kProgram, path == nullptr ? "not set" : dlerror());
-      return false;
-    }
-    int mask = 0;
-    if (p_->init(&ctx_, 0x57a66e7ull, &mask, "synthetic-comm", 1, nranks, rank, nullptr) != 0) {
-      std::fprintf(stderr, "%s: the NCCL profiler plugin's init failed\n", kProgram);
-      return false;
-    }
-    colls_ = (mask & kNcclProfileColl) != 0;
-    return true;
-  }
-  // A collective's Coll event from the rank's arrival (Begin) to its end (End).
-  void* Begin(const char* func, uint64_t seq, size_t count) {
-    if (!colls_) return nullptr;
-    AonNcclEventV5 e{};
-    e.type = kNcclProfileColl;
-    e.coll.seq_number = seq;
-    e.coll.func = func;
-    e.coll.count = count;
-    e.coll.root = 0;
-    e.coll.datatype = "ncclFloat32";
-    e.coll.n_channels = 2;
-    e.coll.n_warps = 16;
-    e.coll.algo = "RING";
-    e.coll.proto = "LL";
-    void* h = nullptr;
-    p_->start_event(ctx_, &h, &e);
-    return h;
-  }
-  void End(void* h) {
-    if (h != nullptr) p_->stop_event(h);
-  }
-  void Close() {
-    if (ctx_ != nullptr) p_->finalize(ctx_);
-    ctx_ = nullptr;
-  }
-
- private:
-  AonNcclProfilerV5* p_ = nullptr;
-  void* ctx_ = nullptr;
-  bool colls_ = false;
-};
-
 Figures StragglerCase(Run& run, const Options& o) {
   int rank = 0, nranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  FakeNccl nccl;
-  if (nranks < 2 || o.delay_rank >= nranks || !nccl.Open(rank, nranks)) {
+  aon::synthetic::FakeNccl nccl;
+  if (nranks < 2 || o.delay_rank >= nranks || !nccl.Open(kProgram, rank, nranks)) {
     if (nranks < 2 || o.delay_rank >= nranks)
       std::fprintf(stderr, "%s: the straggler case needs mpirun -np N (N >= 2, > --delay-rank)\n",
                    kProgram);
@@ -472,21 +419,24 @@ Figures StragglerCase(Run& run, const Options& o) {
   nccl.Close();
   Figures f = run.Figures();
   f["straggle_ms"] = Median(straggle);
-  f["straggler_rank"] =
-      static_cast<double>(std::max_element(last_count.begin(), last_count.end()) -
-                          last_count.begin());
+  f["straggler_rank"] = static_cast<double>(std::max_element(last_count.begin(), last_count.end()) -
+                                            last_count.begin());
   f["ranks"] = nranks;
   f["rank"] = rank;
   return f;
 }
 
 bool Parse(int argc, char** argv, Options* o) {
-  std::map<std::string, double*> numbers = {
-      {"--host-ms", &o->host_ms},       {"--gpu-ms", &o->gpu_ms},
-      {"--mb", &o->mb},                 {"--pinned-mb", &o->pinned_mb},
-      {"--kernel-us", &o->kernel_us},   {"--spacing-us", &o->spacing_us},
-      {"--phase-ms", &o->phase_ms},     {"--gemm-ms", &o->gemm_ms},
-      {"--compile-ms", &o->compile_ms}, {"--delay-ms", &o->delay_ms}};
+  std::map<std::string, double*> numbers = {{"--host-ms", &o->host_ms},
+                                            {"--gpu-ms", &o->gpu_ms},
+                                            {"--mb", &o->mb},
+                                            {"--pinned-mb", &o->pinned_mb},
+                                            {"--kernel-us", &o->kernel_us},
+                                            {"--spacing-us", &o->spacing_us},
+                                            {"--phase-ms", &o->phase_ms},
+                                            {"--gemm-ms", &o->gemm_ms},
+                                            {"--compile-ms", &o->compile_ms},
+                                            {"--delay-ms", &o->delay_ms}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -534,7 +484,8 @@ int main(int argc, char** argv) {
                  "[--gemm-ms X] [--compile-ms X] [--delay-rank R] [--delay-ms X]\ncases:",
                  kProgram);
     for (const auto& [name, fn] : cases) std::fprintf(stderr, " %s", name.c_str());
-    std::fprintf(stderr, "\n(the header of examples/synthetic/pathology.cc says what each plants)\n");
+    std::fprintf(stderr,
+                 "\n(the header of examples/synthetic/pathology.cc says what each plants)\n");
     return 2;
   }
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // HostWork's sleeps end when asked
@@ -542,8 +493,8 @@ int main(int argc, char** argv) {
   setenv("AON_SOURCE", "synthetic", 1);
   const AonSyntheticDeviceV1* gpu = aon::synthetic::LoadFakeDriver(kProgram, true);
   if (gpu == nullptr) return 3;
-  std::printf("%s: SYNTHETIC workload, case %s, %d steps (no real GPU)\n", kProgram,
-              o.name.c_str(), o.steps);
+  std::printf("%s: SYNTHETIC workload, case %s, %d steps (no real GPU)\n", kProgram, o.name.c_str(),
+              o.steps);
   // Only the straggler case is an MPI program: the others run alone.
   const bool mpi = o.name == "straggler";
   if (mpi) MPI_Init(&argc, &argv);

@@ -19,6 +19,12 @@
 // the reduction in the module; copies and memsets outside every range. Ranges
 // are begun only while aon_ops_active() says so (a window), as the observer
 // does; O counts those the agent recorded (begin returned an id).
+//
+// --nccl plays NCCL around the all-reduce (fake_nccl.h: the agent's real
+// profiler plugin gets each collective, one communicator over the job), with
+// its kernel on a communication stream; --straggler-ms MS plants a straggler:
+// the last rank reaches every all-reduce MS later (NVTX "straggler_delay"), so
+// the other ranks' all-reduce kernels wait for it.
 #include <mpi.h>
 #include <nvtx3/nvToolsExt.h>
 #include <stdint.h>
@@ -36,6 +42,7 @@
 #include "aon/capture_api.h"
 #include "aon/synthetic_device.h"
 #include "fake_driver.h"
+#include "fake_nccl.h"
 
 namespace {
 
@@ -89,6 +96,8 @@ int main(int argc, char** argv) {
   int host_us = 100;
   int phase_ms = 0;
   bool ops = false;
+  bool nccl_on = false;
+  int straggler_ms = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
       iterations = std::atoi(argv[++i]);
@@ -98,9 +107,14 @@ int main(int argc, char** argv) {
       phase_ms = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--ops") == 0) {
       ops = true;
+    } else if (std::strcmp(argv[i], "--nccl") == 0) {
+      nccl_on = true;
+    } else if (std::strcmp(argv[i], "--straggler-ms") == 0 && i + 1 < argc) {
+      straggler_ms = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--help") == 0) {
       std::printf(
           "usage: aon-synthetic-app [--iterations N] [--host-us US] [--phases MS] [--ops]\n"
+          "                         [--nccl] [--straggler-ms MS]\n"
           "An MPI loop on a SYNTHETIC (fake) GPU to demonstrate AON without a GPU.\n"
           "--host-us: host work per iteration, microseconds (default 100)\n"
           "--phases: after the loop, four NVTX phases of MS ms each whose kernels the\n"
@@ -109,7 +123,11 @@ int main(int argc, char** argv) {
           "  kernels, 1 ms of host work outside CUDA calls between them): phase:compute,\n"
           "  phase:memory, phase:launch, phase:host\n"
           "--ops: play AON's PyTorch integration: steps marked by aon_framework_step(),\n"
-          "  kernels inside framework ranges model > aten::linear > aten::addmm\n");
+          "  kernels inside framework ranges model > aten::linear > aten::addmm\n"
+          "--nccl: play NCCL around each iteration's all-reduce: its collective reaches\n"
+          "  AON's NCCL profiler plugin, its kernel runs on a communication stream\n"
+          "--straggler-ms: the last rank reaches each all-reduce MS ms late (a planted\n"
+          "  straggler: the others' all-reduce kernels wait for it)\n");
       return 0;
     } else {
       std::fprintf(stderr, "aon-synthetic-app: unknown argument '%s'\n", argv[i]);
@@ -118,6 +136,7 @@ int main(int argc, char** argv) {
   }
   if (iterations < 0) iterations = 0;
   if (host_us < 0) host_us = 0;
+  if (straggler_ms < 0) straggler_ms = 0;
   // This program is the synthetic GPU: the agent must use its synthetic source.
   setenv("AON_SOURCE", "synthetic", 1);
 
@@ -132,12 +151,20 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   if (rank == 0) {
-    std::printf("aon-synthetic-app: SYNTHETIC workload, %d ranks, %d iterations (no real GPU)\n", size,
-                iterations);
+    std::printf("aon-synthetic-app: SYNTHETIC workload, %d ranks, %d iterations (no real GPU)\n",
+                size, iterations);
   }
+  aon::synthetic::FakeNccl nccl;
+  if (nccl_on && gpu != nullptr && !nccl.Open("aon-synthetic-app", rank, size))
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  const bool straggler = straggler_ms > 0 && size > 1 && rank == size - 1;
 
   Counts c;
-  constexpr uint32_t kCompute = 7, kCopy = 13;
+  constexpr uint32_t kCompute = 7, kCopy = 13, kComm = 21;
+  // The all-reduce's buffer and its transfer on the synthetic GPU: 4 MiB of
+  // float32 in 400 us (a ring over a fast link).
+  constexpr size_t kAllReduceFloats = size_t{1} << 20;
+  constexpr uint64_t kTransferNs = 400000;
   // A planted imbalance: higher ranks compute a little longer.
   const uint64_t gemm_ns = 200000 + 20000ull * static_cast<uint64_t>(rank);
   float local = static_cast<float>(rank + 1), global = 0.0f;
@@ -171,7 +198,26 @@ int main(int argc, char** argv) {
     nvtxRangePushA("communicate");
     ++c.nvtx;
     if (gpu) gpu->synchronize(kCompute), ++c.sync;
+    if (straggler) {
+      nvtxRangePushA("straggler_delay");
+      ++c.nvtx;
+      std::this_thread::sleep_for(std::chrono::milliseconds(straggler_ms));
+      nvtxRangePop();
+    }
+    // The collective from this rank's arrival: its kernel waits for the last
+    // rank to arrive (the straggler's delay, for the others), then transfers.
+    void* coll = nccl_on && gpu
+                     ? nccl.Begin("AllReduce", static_cast<uint64_t>(it), kAllReduceFloats)
+                     : nullptr;
+    if (nccl_on && gpu) {
+      const uint64_t wait = straggler_ms > 0 && !straggler ? uint64_t(straggler_ms) * 1'000'000 : 0;
+      gpu->launch_kernel(kComm, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", wait + kTransferNs, 2,
+                         512);
+      ++c.kernels;
+    }
     MPI_Allreduce(&local, &global, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (nccl_on && gpu) gpu->synchronize(kComm), ++c.sync;
+    nccl.End(coll);
     if (gpu) gpu->memcpy(kCopy, 2, 64u << 10, 1), ++c.memcpy;  // results out: async, pinned
     nvtxRangePop();
 
@@ -182,8 +228,8 @@ int main(int argc, char** argv) {
   }
   // Planted phases for the counters' verdicts (docs/counters.md): each runs
   // for phase_ms of wall time and ends with the device idle.
-  const bool profiles = gpu != nullptr &&
-                        gpu->struct_size >= offsetof(AonSyntheticDeviceV1, set_kernel_profile) +
+  const bool profiles =
+      gpu != nullptr && gpu->struct_size >= offsetof(AonSyntheticDeviceV1, set_kernel_profile) +
                                                 sizeof(gpu->set_kernel_profile);
   struct Phase {
     const char* name;
@@ -232,10 +278,11 @@ int main(int argc, char** argv) {
   }
   const float expected = static_cast<float>(size) * static_cast<float>(size + 1) / 2.0f;
   if (iterations > 0 && global != expected) {
-    std::fprintf(stderr, "aon-synthetic-app: rank %d: all-reduce gave %g, expected %g\n", rank, global,
-                 expected);
+    std::fprintf(stderr, "aon-synthetic-app: rank %d: all-reduce gave %g, expected %g\n", rank,
+                 global, expected);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  nccl.Close();
   std::printf("AON_EXPECT rank=%d kernels=%d memcpy=%d memset=%d nvtx=%d sync=%d", rank, c.kernels,
               c.memcpy, c.memset, c.nvtx, c.sync);
   if (ops) std::printf(" ops=%d", c.ops);
