@@ -639,11 +639,11 @@ std::string SummarySection(const Report& r) {
   o += "<table><tr><th class=l>job</th><td class=l>" + E(r.job_id) +
        "</td></tr><tr><th class=l>timeline</th><td class=l>" + E(r.path) +
        "</td></tr><tr><th class=l>ranks</th><td class=l>" + std::to_string(r.world_size) + " (" +
-       std::to_string(ok) + " ok)</td></tr><tr><th class=l>GPU activity</th><td class=l>" +
-       D(static_cast<double>(r.end_ns - r.start_ns)) +
-       "</td></tr><tr><th class=l>source</th><td class=l>" + E(r.source) +
-       "</td></tr><tr><th class=l>steps</th><td class=l>" + std::to_string(r.steps.typical_count) +
-       " (" + E(r.steps.method) + ")</td></tr><tr><th class=l>collectives</th><td class=l>" +
+       std::to_string(ok) + " ok)</td></tr><tr><th class=l>GPU</th><td class=l>" +
+       E(GpuActivitySummary(r)) + "</td></tr><tr><th class=l>source</th><td class=l>" +
+       E(r.source) + "</td></tr><tr><th class=l>steps</th><td class=l>" +
+       std::to_string(r.steps.typical_count) + " (" + E(r.steps.method) +
+       ")</td></tr><tr><th class=l>collectives</th><td class=l>" +
        std::to_string(r.comm.collectives.size()) + " (" + E(r.comm.source) +
        ")</td></tr><tr><th class=l>clock</th><td class=l>" +
        (r.clock_synchronized ? "synchronized" : "not synchronized across hosts") +

@@ -10,6 +10,27 @@
 
 namespace aon::report {
 
+std::string GpuActivitySummary(const Report& r) {
+  double busy = 0, span = 0;
+  size_t ranks = 0;
+  bool scaled = false;
+  for (const RankBreakdown& b : r.breakdown) {
+    if (!b.has_gpu) continue;
+    busy += static_cast<double>(b.busy_ns);
+    span += static_cast<double>(b.span_ns);
+    scaled |= b.run_scale != 1.0;
+    ++ranks;
+  }
+  const double whole = static_cast<double>(r.end_ns - r.start_ns);
+  if (ranks == 0) return "none (span " + FormatDuration(whole) + ")";
+  busy /= static_cast<double>(ranks);
+  span /= static_cast<double>(ranks);
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.0f%%", span > 0 ? 100.0 * busy / span : 0.0);
+  return "busy " + FormatDuration(busy) + (ranks > 1 ? " per rank" : "") + " (" + pct + " of " +
+         FormatDuration(span) + (scaled ? "; estimated from the captured steps" : "") + ")";
+}
+
 std::string FormatDuration(double ns) {
   char buf[48];
   const double a = std::fabs(ns);
@@ -203,7 +224,7 @@ std::string CountersBlock(const Report& r) {
 
 std::string RenderTerminal(const Report& r) {
   std::string o;
-  char buf[256];
+  char buf[512];
   o += "AON report: job " + (r.job_id.empty() ? std::string("?") : r.job_id) + "  (" + r.path +
        ")\n";
   // What profiling cost comes first (docs/always-on.md).
@@ -212,11 +233,10 @@ std::string RenderTerminal(const Report& r) {
   if (!r.loss.statement.empty()) o += Wrap("*** " + r.loss.statement, 100, "");
   uint32_t ok = 0;
   for (const RankInfo& i : r.ranks) ok += i.status == RankStatus::kOk;
-  std::snprintf(
-      buf, sizeof buf, "%u ranks (%u ok), GPU activity %s, source %s, steps: %zu (%s)\n",
-      r.world_size, ok, FormatDuration(static_cast<double>(r.end_ns - r.start_ns)).c_str(),
-      r.source.empty() ? "?" : r.source.c_str(), r.steps.typical_count, r.steps.method.c_str());
-  o += buf;
+  std::snprintf(buf, sizeof buf, "%u ranks (%u ok), source %s, steps: %zu (%s); GPU %s",
+                r.world_size, ok, r.source.empty() ? "?" : r.source.c_str(), r.steps.typical_count,
+                r.steps.method.c_str(), GpuActivitySummary(r).c_str());
+  o += Wrap(buf, 100, "");
   if (r.synthetic)
     o += "*** SYNTHETIC: the GPU activity in this timeline is FAKE (AON's synthetic device) ***\n";
   int notes = 0;

@@ -735,6 +735,11 @@ std::vector<Finding> RankFindings(const Report& r);
 
 std::string FormatDuration(double ns);  // "412 ms", "3.2 us", "1.23 s"
 std::string FormatBytes(double bytes);  // "4 MiB"
+// The header's GPU figure: busy time (the union of kernels, copies and memsets
+// of a rank, averaged over the ranks with GPU work), its share of the span of
+// the timeline's GPU records, and whether it is estimated from capture windows:
+// "busy 12.1 ms per rank (38 % of 31.6 ms; estimated from the captured steps)".
+std::string GpuActivitySummary(const Report& r);
 std::string HtmlEscape(const std::string& s);
 // At most ~40 lines: header, top-5 findings, per-rank table.
 std::string RenderTerminal(const Report& r);
