@@ -8,7 +8,10 @@ One table per record kind of the timeline (kernels, memcpy, memset, sync, api,
 nvtx, nccl, steps, counters, ops, external_correlation, ...) plus "ranks" and
 "devices". Every table has a `rank` and a `host` column; string ids are
 resolved into a column named without "_id" (name_id -> name); enum fields get
-a "<field>_name" column; times (*_ns) are on the job's clock, as the merge put
+a "<field>_name" column; flag fields a boolean column per bit, named after it
+(steps: `captured`, `window_tail`, `on_demand`; memcpy/memset: `async`;
+host_samples: `python`, `truncated`, `partial`; with pandas, `steps.flags` is
+DataFrame's own attribute: read the bits that way, or `steps["flags"]`); times (*_ns) are on the job's clock, as the merge put
 them. Attribution (PyTorch runs, format 1.8): `kernels`, `memcpy` and `memset`
 get `op_id`, `op` (the innermost operator or range that launched them; 0 / ""
 when none), `module` (the nn.Module path of that op, for backward ops the
@@ -127,6 +130,16 @@ def _columns(name, rows, strings, hosts):
         if field in cols:
             cols[field + "_name"] = np.array([values.get(int(v), str(int(v))) for v in rows[field]],
                                              dtype=object)
+    # A boolean column per flag bit, named after it (steps: captured,
+    # window_tail, on_demand; copies: async; host samples: python, ...): with
+    # pandas, `steps.flags` is DataFrame.flags, `steps.captured` the column.
+    for field, bits in getattr(_schema, "FLAGS", {}).get(name, {}).items():
+        if field not in cols:
+            continue
+        for bit, bit_name in sorted(bits.items()):
+            label = re.sub(r"[^a-z0-9_]", "_", bit_name.lower())
+            if label and label not in cols:
+                cols[label] = (np.asarray(rows[field]).astype(np.uint64) & np.uint64(bit)) != 0
     if "rank" in cols and hosts is not None:
         cols["host"] = np.array([hosts.get(int(r), "") for r in rows["rank"]], dtype=object)
     return cols

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CI test of the reader's conventions (aon.load; python/aon/reader.py): its
 kinds argument checked, duration and time-from-start columns, the job's
-metadata, a short repr. Reads a real aon-run job of the labeled SYNTHETIC GPU.
+metadata, a short repr, flag bits as boolean columns. Reads a real aon-run job of the labeled SYNTHETIC GPU.
 
 usage: test_reader.py BIN_DIR   (with a python that has h5py and numpy)
 """
@@ -74,6 +74,20 @@ class Reader(unittest.TestCase):
         self.assertIn("reader-test", r)
         self.assertIn("kernels 20", r)
         self.assertLess(len(r), 400)
+
+    def test_flag_bits_are_boolean_columns_named_after_them(self):
+        # Full mode: every step captured; the program's Python frames are in
+        # its samples. Each bit's column is exactly that bit of `flags`.
+        t = aon.load(self.job())
+        for table, bits in (("steps", {"captured": 1, "window_tail": 2, "on_demand": 4}),
+                            ("host_samples", {"python": 1, "truncated": 2, "partial": 4})):
+            flags = col(t[table], "flags")
+            self.assertTrue(flags, table)
+            for name, bit in bits.items():
+                self.assertEqual([bool(v) for v in col(t[table], name)],
+                                 [bool(int(f) & bit) for f in flags], (table, name))
+        self.assertTrue(all(col(t.steps, "captured")))
+        self.assertTrue(any(col(t.host_samples, "python")))
 
 
 if __name__ == "__main__":
