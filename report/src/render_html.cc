@@ -76,6 +76,74 @@ std::string LateColor(double u) {
 const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                           "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
+// Tick values for [lo, hi]: multiples of 1, 2 or 5 x 10^k, about `target` of
+// them, every one inside the range (the range's ends are not ticks unless
+// they fall on one).
+std::vector<double> Ticks(double lo, double hi, int target) {
+  std::vector<double> ticks;
+  if (!(hi > lo) || target < 1) return ticks;
+  const double raw = (hi - lo) / target;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
+    ticks.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
+  return ticks;
+}
+
+// A plot's frame: the data box [left, right] x [top, bottom] in pixels and the
+// values at its edges; ticks with labels and light grid lines on both axes.
+struct Frame {
+  int left = 0, right = 0, top = 0, bottom = 0;
+  double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  double X(double v) const { return left + (v - x0) / (x1 - x0) * (right - left); }
+  double Y(double v) const { return bottom - (v - y0) / (y1 - y0) * (bottom - top); }
+};
+
+// `xs` / `ys`: the tick values; `xl` / `yl`: their labels.
+template <typename XLabel, typename YLabel>
+std::string Axes(const Frame& f, const std::vector<double>& xs, XLabel xl,
+                 const std::vector<double>& ys, YLabel yl, const std::string& xtitle,
+                 const std::string& ytitle) {
+  std::string s = "<line x1=" + std::to_string(f.left) + " y1=" + std::to_string(f.top) +
+                  " x2=" + std::to_string(f.left) + " y2=" + std::to_string(f.bottom) +
+                  " stroke=#888 /><line x1=" + std::to_string(f.left) +
+                  " y1=" + std::to_string(f.bottom) + " x2=" + std::to_string(f.right) +
+                  " y2=" + std::to_string(f.bottom) + " stroke=#888 />";
+  for (double v : ys) {
+    const std::string y = F("%.1f", f.Y(v));
+    s += "<line x1=" + std::to_string(f.left) + " y1=" + y + " x2=" + std::to_string(f.right) +
+         " y2=" + y + " stroke=#eee /><line x1=" + std::to_string(f.left - 4) + " y1=" + y +
+         " x2=" + std::to_string(f.left) + " y2=" + y +
+         " stroke=#888 /><text x=" + std::to_string(f.left - 6) + " y=" + y +
+         " dy=4 font-size=10 text-anchor=end>" + E(yl(v)) + "</text>";
+  }
+  for (double v : xs) {
+    const std::string x = F("%.1f", f.X(v));
+    s += "<line x1=" + x + " y1=" + std::to_string(f.bottom) + " x2=" + x +
+         " y2=" + std::to_string(f.bottom + 4) + " stroke=#888 /><text x=" + x +
+         " y=" + std::to_string(f.bottom + 15) + " font-size=10 text-anchor=middle>" + E(xl(v)) +
+         "</text>";
+  }
+  if (!xtitle.empty()) {
+    s += "<text x=" + std::to_string((f.left + f.right) / 2) +
+         " y=" + std::to_string(f.bottom + 28) + " font-size=11 text-anchor=middle>" + E(xtitle) +
+         "</text>";
+  }
+  if (!ytitle.empty()) {
+    s += "<text x=" + std::to_string(f.left + 4) + " y=" + std::to_string(f.top + 10) +
+         " font-size=11 fill=#555>" + E(ytitle) + "</text>";
+  }
+  return s;
+}
+
+std::string Number(double v) { return F("%g", v); }
+// A duration tick's label: "0" at the origin.
+std::string TickDuration(double ns) { return ns == 0 ? std::string("0") : FormatDuration(ns); }
+
 // Per rank: how it captured, which share of its steps, and what that cost as the
 // rank measured it (docs/always-on.md). Empty before format 1.5.
 std::string CaptureTable(const Report& r) {
@@ -113,8 +181,8 @@ std::string CaptureTable(const Report& r) {
 std::string HeatStrip(const Report& r) {
   if (r.heat.empty()) return "<p class=muted>No GPU activity to plot.</p>";
   const int label = 70, cell = 6, row = 16;
-  const int w = label + Report::kHeatBins * cell + 10,
-            h = static_cast<int>(r.heat.size()) * row + 30;
+  const int w = label + Report::kHeatBins * cell + 40,
+            h = static_cast<int>(r.heat.size()) * row + 34;
   std::string s = "<svg class=plot id=plot-heat width=" + std::to_string(w) +
                   " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
   for (size_t q = 0; q < r.heat.size(); ++q) {
@@ -127,49 +195,72 @@ std::string HeatStrip(const Report& r) {
            HeatColor(r.heat[q][b]) + "'/>";
     }
   }
-  const int y = static_cast<int>(r.heat.size()) * row + 14;
-  s += "<text x=" + std::to_string(label) + " y=" + std::to_string(y) + " font-size=11>0</text>";
-  s += "<text x=" + std::to_string(w - 80) + " y=" + std::to_string(y) + " font-size=11>" +
-       D(static_cast<double>(r.end_ns - r.start_ns)) + "</text>";
-  s += "<text x=" + std::to_string(label + 200) + " y=" + std::to_string(y) +
-       " font-size=11>white = idle, dark blue = GPU busy</text></svg>";
+  // Time ticks under the strip, from the timeline's start.
+  const double span = static_cast<double>(r.end_ns - r.start_ns);
+  const int y = static_cast<int>(r.heat.size()) * row;
+  for (double v : Ticks(0, span, 8)) {
+    const std::string x = F("%.1f", label + v / span * Report::kHeatBins * cell);
+    s += "<line x1=" + x + " y1=" + std::to_string(y) + " x2=" + x +
+         " y2=" + std::to_string(y + 4) + " stroke=#888 /><text x=" + x +
+         " y=" + std::to_string(y + 15) + " font-size=10 text-anchor=middle>" + E(TickDuration(v)) +
+         "</text>";
+  }
+  s += "<text x=" + std::to_string(label) + " y=" + std::to_string(y + 28) +
+       " font-size=11>time from the first record; white = idle, dark blue = GPU busy</text></svg>";
   return s;
 }
 
+// Step time per rank: a panel per rank (the first kMaxPanels ranks by rank),
+// one shared scale, so that ranks are compared by eye without lines drawn
+// over each other.
 std::string StepPlot(const Report& r) {
+  constexpr size_t kMaxPanels = 16;
   double max = 0;
   size_t n = 0;
+  std::vector<const RankBreakdown*> shown;
   for (const RankBreakdown& b : r.breakdown) {
     for (uint64_t v : b.step_ns) max = std::max(max, static_cast<double>(v));
     n = std::max(n, b.step_ns.size());
+    if (!b.step_ns.empty() && shown.size() < kMaxPanels) shown.push_back(&b);
   }
   if (n == 0 || max <= 0) return "<p class=muted>No steps detected.</p>";
-  const int w = 900, h = 240, left = 70, bottom = 25;
+  const int w = 900, panel = 90, gap = 30, top = 8;
+  const int h = top + static_cast<int>(shown.size()) * (panel + gap) + 10;
   std::string s = "<svg class=plot id=plot-steps width=" + std::to_string(w) +
                   " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
-  s += "<line x1=" + std::to_string(left) + " y1=0 x2=" + std::to_string(left) +
-       " y2=" + std::to_string(h - bottom) + " stroke=#888 /><line x1=" + std::to_string(left) +
-       " y1=" + std::to_string(h - bottom) + " x2=" + std::to_string(w) +
-       " y2=" + std::to_string(h - bottom) + " stroke=#888 />";
-  s += "<text x=0 y=12 font-size=11>" + D(max) +
-       "</text><text x=0 y=" + std::to_string(h - bottom) +
-       " font-size=11>0</text><text x=" + std::to_string(w - 120) + " y=" + std::to_string(h - 5) +
-       " font-size=11>step index</text>";
-  const double xs = n > 1 ? static_cast<double>(w - left - 10) / (n - 1) : 0;
-  const double ys = (h - bottom - 10) / max;
-  for (const RankBreakdown& b : r.breakdown) {
-    if (b.step_ns.empty()) continue;
+  const std::vector<double> yticks = Ticks(0, max, 4);
+  const std::vector<double> xticks = Ticks(0, static_cast<double>(n > 1 ? n - 1 : 1), 10);
+  for (size_t p = 0; p < shown.size(); ++p) {
+    const RankBreakdown& b = *shown[p];
+    Frame f;
+    f.left = 80;
+    f.right = w - 20;
+    f.top = top + static_cast<int>(p) * (panel + gap);
+    f.bottom = f.top + panel;
+    f.x0 = 0;
+    f.x1 = n > 1 ? static_cast<double>(n - 1) : 1;
+    f.y0 = 0;
+    f.y1 = max;
+    s += Axes(
+        f, xticks, [](double v) { return Number(v); }, yticks,
+        [](double v) { return TickDuration(v); }, p + 1 == shown.size() ? "step index" : "",
+        "rank " + std::to_string(b.rank));
     std::string pts;
     for (size_t i = 0; i < b.step_ns.size(); ++i) {
-      pts += F("%.1f", left + i * xs) + "," + F("%.1f", h - bottom - b.step_ns[i] * ys) + " ";
+      pts += F("%.1f", f.X(static_cast<double>(i))) + "," +
+             F("%.1f", f.Y(static_cast<double>(b.step_ns[i]))) + " ";
     }
-    const char* color = kPalette[b.rank % 8];
-    s += "<polyline fill=none stroke='" + std::string(color) + "' stroke-width=1.5 points='" + pts +
-         "'/>";
-    s += "<text x=" + std::to_string(w - 60) + " y=" + std::to_string(14 + 13 * (b.rank % 16)) +
-         " font-size=11 fill='" + color + "'>rank " + std::to_string(b.rank) + "</text>";
+    s += "<polyline fill=none stroke='" + std::string(kPalette[b.rank % 8]) +
+         "' stroke-width=1.5 points='" + pts + "'/>";
   }
-  return s + "</svg>";
+  s += "</svg>";
+  size_t with_steps = 0;
+  for (const RankBreakdown& b : r.breakdown) with_steps += !b.step_ns.empty();
+  if (with_steps > shown.size()) {
+    s += "<p class=muted>The first " + std::to_string(shown.size()) + " of " +
+         std::to_string(with_steps) + " ranks; the table above has them all.</p>";
+  }
+  return s;
 }
 
 std::string StragglerMatrix(const Report& r) {
@@ -241,33 +332,39 @@ std::string BandwidthPlot(const Report& r) {
   if (max_bw <= 0)
     return "<p class=muted>No message sizes known (needs NCCL records): no bandwidth plot.</p>";
   if (hi - lo < 1) lo -= 1, hi += 1;
-  const int w = 700, h = 260, left = 70, bottom = 30;
+  const int w = 700, h = 270;
   std::string s = "<svg class=plot id=plot-bandwidth width=" + std::to_string(w) +
                   " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
-  s += "<line x1=" + std::to_string(left) + " y1=0 x2=" + std::to_string(left) +
-       " y2=" + std::to_string(h - bottom) + " stroke=#888 /><line x1=" + std::to_string(left) +
-       " y1=" + std::to_string(h - bottom) + " x2=" + std::to_string(w) +
-       " y2=" + std::to_string(h - bottom) + " stroke=#888 />";
-  s += "<text x=0 y=12 font-size=11>" + F("%.1f GB/s", max_bw) +
-       "</text><text x=" + std::to_string(left) + " y=" + std::to_string(h - 5) + " font-size=11>" +
-       E(FormatBytes(std::exp2(lo))) + "</text><text x=" + std::to_string(w - 90) +
-       " y=" + std::to_string(h - 5) + " font-size=11>" + E(FormatBytes(std::exp2(hi))) +
-       "</text><text x=" + std::to_string(w / 2 - 80) + " y=" + std::to_string(h - 5) +
-       " font-size=11>message size (log) vs bus bandwidth</text>";
+  Frame f;
+  f.left = 70;
+  f.right = w - 160;
+  f.top = 10;
+  f.bottom = h - 40;
+  f.x0 = lo;
+  f.x1 = hi;
+  f.y0 = 0;
+  f.y1 = max_bw * 1.1;
+  // Sizes at powers of two (at most 8 labels).
+  std::vector<double> xticks;
+  const int every = std::max(1, static_cast<int>(std::ceil((hi - lo) / 8)));
+  for (int e = static_cast<int>(std::ceil(lo)); e <= static_cast<int>(std::floor(hi)); e += every)
+    xticks.push_back(e);
+  s += Axes(
+      f, xticks, [](double v) { return FormatBytes(std::exp2(v)); }, Ticks(0, f.y1, 5),
+      [](double v) { return F("%g GB/s", v); }, "message size (log scale)", "bus bandwidth");
   std::vector<std::string> types;
   for (const CommGroup& g : r.comm.groups) {
     if (g.bytes == 0 || g.busbw_gbps <= 0) continue;
     auto it = std::find(types.begin(), types.end(), g.type);
     const size_t ti = it - types.begin();
     if (it == types.end()) types.push_back(g.type);
-    const double x =
-        left + (std::log2(static_cast<double>(g.bytes)) - lo) / (hi - lo) * (w - left - 20);
-    const double y = h - bottom - g.busbw_gbps / max_bw * (h - bottom - 15);
+    const double x = f.X(std::log2(static_cast<double>(g.bytes)));
+    const double y = f.Y(g.busbw_gbps);
     s += "<circle cx=" + F("%.1f", x) + " cy=" + F("%.1f", y) + " r=4 fill='" + kPalette[ti % 8] +
          "'/>";
   }
   for (size_t i = 0; i < types.size(); ++i) {
-    s += "<text x=" + std::to_string(w - 150) + " y=" + std::to_string(14 + 13 * i) +
+    s += "<text x=" + std::to_string(w - 150) + " y=" + std::to_string(20 + 13 * i) +
          " font-size=11 fill='" + kPalette[i % 8] + "'>" + E(types[i]) + "</text>";
   }
   return s + "</svg>";
@@ -287,24 +384,27 @@ std::string CounterPlot(const CounterGpu& g, const std::string& id) {
     t0 = std::min(t0, pts.front().start_ns);
     for (const CounterPoint& p : pts) t1 = std::max(t1, p.end_ns);
   }
-  const int w = 900, h = 200, left = 50, bottom = 25;
+  const int w = 900, h = 210;
   std::string s = "<svg class=plot id=plot-counters-" + id + " width=" + std::to_string(w) +
                   " height=" + std::to_string(h) + " xmlns='http://www.w3.org/2000/svg'>";
-  s += "<line x1=" + std::to_string(left) + " y1=0 x2=" + std::to_string(left) +
-       " y2=" + std::to_string(h - bottom) + " stroke=#888 /><line x1=" + std::to_string(left) +
-       " y1=" + std::to_string(h - bottom) + " x2=" + std::to_string(w) +
-       " y2=" + std::to_string(h - bottom) + " stroke=#888 />";
-  s += "<text x=0 y=12 font-size=11>100 %</text><text x=0 y=" + std::to_string(h - bottom) +
-       " font-size=11>0</text><text x=" + std::to_string(w - 200) + " y=" + std::to_string(h - 5) +
-       " font-size=11>time (" + D(t1 > t0 ? static_cast<double>(t1 - t0) : 0) + ")</text>";
-  const double xs =
-      t1 > t0 ? static_cast<double>(w - left - 130) / static_cast<double>(t1 - t0) : 0;
-  const double ys = (h - bottom - 10) / 100.0;
+  Frame f;
+  f.left = 50;
+  f.right = w - 140;
+  f.top = 10;
+  f.bottom = h - 40;
+  f.x0 = 0;
+  f.x1 = t1 > t0 ? static_cast<double>(t1 - t0) : 1;
+  f.y0 = 0;
+  f.y1 = 100;
+  s += Axes(
+      f, Ticks(0, f.x1, 8), [](double v) { return TickDuration(v); },
+      std::vector<double>{0, 25, 50, 75, 100}, [](double v) { return F("%g %%", v); },
+      "time from the first sample", "");
   int line = 0;
   for (const auto& [metric, label] : kLines) {
     auto it = g.series.find(static_cast<uint16_t>(metric));
     const char* color = kPalette[line % 8];
-    s += "<text x=" + std::to_string(w - 120) + " y=" + std::to_string(14 + 13 * line++) +
+    s += "<text x=" + std::to_string(w - 125) + " y=" + std::to_string(20 + 13 * line++) +
          " font-size=11 fill='" + color + "'>" + label + "</text>";
     if (it == g.series.end()) continue;
     // At most one point per pixel column (a long run has ~10 samples a second):
@@ -313,15 +413,14 @@ std::string CounterPlot(const CounterGpu& g, const std::string& id) {
     for (const CounterPoint& p : it->second) {
       const double mid =
           (static_cast<double>(p.start_ns - t0) + static_cast<double>(p.end_ns - t0)) / 2;
-      const size_t x = std::min<size_t>(w - 1, static_cast<size_t>(left + mid * xs));
+      const size_t x = std::min<size_t>(w - 1, static_cast<size_t>(f.X(mid)));
       const double len = static_cast<double>(p.end_ns - p.start_ns);
       sum[x] += std::clamp(p.value, 0.0, 100.0) * len;
       weight[x] += len;
     }
     std::string pts;
     for (int x = 0; x < w; ++x) {
-      if (weight[x] > 0)
-        pts += std::to_string(x) + "," + F("%.1f", h - bottom - sum[x] / weight[x] * ys) + " ";
+      if (weight[x] > 0) pts += std::to_string(x) + "," + F("%.1f", f.Y(sum[x] / weight[x])) + " ";
     }
     s += "<polyline fill=none stroke='" + std::string(color) + "' stroke-width=1.5 points='" + pts +
          "'/>";
@@ -462,7 +561,10 @@ std::string CountersSection(const Report& r) {
     for (const CounterGpu& g : c.gpus) same += g.device == c.gpus[i].device;
     const std::string id =
         std::to_string(c.gpus[i].device) + (same > 1 ? "-" + std::to_string(i) : "");
-    o += "<h3>GPU " + std::to_string(c.gpus[i].device) + " on " + E(c.gpus[i].host) + ": " +
+    std::string ranks;
+    for (uint32_t q : c.gpus[i].ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+    if (!ranks.empty()) ranks = (c.gpus[i].ranks.size() > 1 ? " (ranks " : " (rank ") + ranks + ")";
+    o += "<h3>GPU " + std::to_string(c.gpus[i].device) + " on " + E(c.gpus[i].host) + ranks + ": " +
          E(c.gpus[i].source) + (c.gpus[i].sampled ? " (capture windows)" : "") + ", every " +
          FormatDuration(static_cast<double>(c.gpus[i].interval_ns)) + "</h3>" +
          CounterPlot(c.gpus[i], id);

@@ -490,13 +490,13 @@ TEST(Idle, HostWorkBetweenBurstsIsNotLaunchBound) {
 // blocks. Host work before the sync is host work: the sync did not idle the GPU.
 TEST(Idle, AGapAfterASyncIsTheSyncsWhetherOrNotItBlocked) {
   struct Case {
-    uint64_t sync_after_ns;  // the sync's call after the last kernel's end (0: before it)
+    uint64_t sync_after_ns;   // the sync's call after the last kernel's end (0: before it)
     uint64_t work_before_ns;  // host work between the last launch and the sync
     GapCause want;
   };
-  for (const Case c : {Case{0, 0, GapCause::kHostSync}, Case{30 * kUs, 0, GapCause::kHostSync},
-                       Case{80 * kUs, 0, GapCause::kHostSync},
-                       Case{2 * kMs, 2 * kMs, GapCause::kHostWork}}) {
+  for (const Case c :
+       {Case{0, 0, GapCause::kHostSync}, Case{30 * kUs, 0, GapCause::kHostSync},
+        Case{80 * kUs, 0, GapCause::kHostSync}, Case{2 * kMs, 2 * kMs, GapCause::kHostWork}}) {
     TempDir dir;
     TimelineBuilder b;
     b.Rank(0);
@@ -801,6 +801,39 @@ TEST(Render, HtmlEscapesKernelNamesAndHasEverySection) {
   EXPECT_EQ(html.find("http://"),
             html.find("http://www.w3.org/2000/svg"));  // only the SVG namespace
   EXPECT_EQ(html.find("https://"), std::string::npos);
+}
+
+// The plots have real axes: ticks with labels at round values (durations,
+// sizes, percents), and step times are one panel per rank on one shared scale.
+TEST(Render, PlotsHaveTickedAxesAndStepTimesAPanelPerRank) {
+  TempDir dir;
+  TimelineBuilder b;
+  testing::PlantStraggler(&b, 1, 3, true);  // 4 ranks, steps of 17.3 ms, 64 MiB all-reduces
+  const std::string html = RenderHtml(Analyze(b.WriteAndLoad(dir.File("t.h5"))));
+  auto plot = [&](const std::string& id) {
+    const size_t at = html.find("<svg class=plot id=" + id + " ");
+    EXPECT_NE(at, std::string::npos) << id;
+    return at == std::string::npos ? std::string() : html.substr(at, html.find("</svg>", at) - at);
+  };
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string steps = plot("plot-steps");
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(count(steps, ">rank " + std::to_string(r) + "</text>"), 1u) << steps;
+  }
+  // A y axis per panel, ticked from 0 in round durations: 0, 5.0 ms, 10.0 ms, 15.0 ms.
+  EXPECT_EQ(count(steps, "text-anchor=end>0</text>"), 4u) << steps;
+  EXPECT_EQ(count(steps, "text-anchor=end>10.0 ms</text>"), 4u) << steps;
+  EXPECT_EQ(count(steps, ">step index</text>"), 1u);
+  const std::string bw = plot("plot-bandwidth");
+  EXPECT_EQ(count(bw, "text-anchor=middle>64 MiB</text>"), 1u) << bw;
+  EXPECT_GE(count(bw, " GB/s</text>"), 3u) << bw;
+  const std::string heat = plot("plot-heat");
+  EXPECT_EQ(count(heat, "text-anchor=middle>0</text>"), 1u) << heat;
+  EXPECT_GE(count(heat, " ms</text>"), 3u) << heat;
 }
 
 TEST(Render, Formatting) {

@@ -151,7 +151,8 @@ TEST(CounterPhases, APhaseIsJudgedFromTheIntervalsItFills) {
       << short_phase->verdict.why;
   // The GPU over the run: each interval weighs its length.
   ASSERT_EQ(a.gpus.size(), 1u);
-  EXPECT_DOUBLE_EQ(a.gpus[0].means.Mean(CounterMetric::kGpuActive), (100.0 + 95 + 40 + 30 + 95) / 5);
+  EXPECT_DOUBLE_EQ(a.gpus[0].means.Mean(CounterMetric::kGpuActive),
+                   (100.0 + 95 + 40 + 30 + 95) / 5);
   EXPECT_EQ(a.gpus[0].interval_ns, 100 * kMs);
   EXPECT_EQ(a.gpus[0].uuid_text, kGpuA);
   EXPECT_EQ(a.gpus[0].series.at(static_cast<uint16_t>(CounterMetric::kGpuActive)).size(), 5u);
@@ -396,8 +397,9 @@ TEST(CounterPhases, AnIdlePhaseIsLaunchOrHostBoundAsItsTracedGapsSay) {
   EXPECT_GT(share(feed, GapCause::kHostLate), 0.98);
   EXPECT_GT(share(load, GapCause::kHostWork), 0.98);
   EXPECT_GT(share(wait, GapCause::kHostSync), 0.98);
-  EXPECT_TRUE(Contains(feed->verdict.why, "the trace has its GPU idle 80 % of 200 ms traced: "
-                                          "host launched late 99 %"))
+  EXPECT_TRUE(Contains(feed->verdict.why,
+                       "the trace has its GPU idle 80 % of 200 ms traced: "
+                       "host launched late 99 %"))
       << feed->verdict.why;
   EXPECT_TRUE(Contains(feed->verdict.action, "CUDA graphs")) << feed->verdict.action;
   EXPECT_STREQ(VerdictName(load->verdict.verdict), "host-bound") << load->verdict.why;
@@ -570,9 +572,10 @@ TEST(CounterReport, AGpuWithBothTiersIsCountedOnceAndEachPlotSaysItsTier) {
   const std::string text = RenderTerminal(r);
   EXPECT_TRUE(Contains(text, "GPU counters (gpm, pm sampling, 1 GPU):")) << text;
   const std::string html = RenderHtml(r);
-  EXPECT_TRUE(Contains(html, "<h3>GPU 0 on node1: gpm, every 100 ms</h3>")) << html;
-  EXPECT_TRUE(
-      Contains(html, "<h3>GPU 0 on node1: pm sampling (capture windows), every 100 us</h3>"))
+  // Each plot's title names its GPU, its host, the rank on it and its tier.
+  EXPECT_TRUE(Contains(html, "<h3>GPU 0 on node1 (rank 0): gpm, every 100 ms</h3>")) << html;
+  EXPECT_TRUE(Contains(
+      html, "<h3>GPU 0 on node1 (rank 0): pm sampling (capture windows), every 100 us</h3>"))
       << html;
 }
 
