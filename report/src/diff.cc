@@ -17,6 +17,7 @@ namespace {
 struct Side {
   Report report;
   double step_ns = 0;
+  std::vector<double> rank_step_ns;  // median per rank
   uint64_t steps = 0, gpu_steps = 0;
   // category -> name -> (time, count), summed over ranks
   std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
@@ -43,9 +44,14 @@ Side Measure(const Timeline& t) {
   s.report = Analyze(t);
   const Steps& steps = s.report.steps;
   std::vector<double> lengths;
+  s.rank_step_ns.assign(t.world_size, 0);
   for (uint32_t r = 0; r < t.world_size && r < steps.per_rank.size(); ++r) {
-    for (const Interval& i : steps.per_rank[r])
+    std::vector<double> mine;
+    for (const Interval& i : steps.per_rank[r]) {
       lengths.push_back(static_cast<double>(i.end - i.start));
+      mine.push_back(static_cast<double>(i.end - i.start));
+    }
+    s.rank_step_ns[r] = Median(std::move(mine));
     s.steps += steps.per_rank[r].size();
     s.gpu_steps += steps.GpuSteps(r).size();
   }
@@ -55,7 +61,11 @@ Side Measure(const Timeline& t) {
       t, t.kernels, [&](const KernelRecord& k) { return name(k.name_id); }, &s.sums["kernel"]);
   Sum(
       t, t.ops, [&](const OpRecord& o) { return name(o.name_id); }, &s.sums["op"]);
-  s.per["kernel"] = s.per["op"] = static_cast<double>(s.gpu_steps);
+  // Modules: the report's top modules by GPU time (PyTorch runs), their kernels
+  // over the traced steps as the kernels'.
+  for (const TorchModule& m : s.report.torch.modules)
+    s.sums["module"][m.path] = {static_cast<double>(m.gpu_ns), static_cast<double>(m.kernels)};
+  s.per["kernel"] = s.per["op"] = s.per["module"] = static_cast<double>(s.gpu_steps);
   // NCCL is recorded in every step (its profiler plugin), not only in windows.
   for (const StatsRow& row : ComputeStats(t, StatsReport::kNccl, false).rows)
     s.sums["nccl"][row.name] = {static_cast<double>(row.total_ns), static_cast<double>(row.count)};
@@ -100,7 +110,11 @@ RunDiff DiffRuns(const Timeline& base, const Timeline& next) {
                        " run: nothing to compare per step";
     return d;
   }
-  for (const char* category : {"kernel", "op", "nccl", "idle"}) {
+  for (uint32_t r = 0; r < next.world_size; ++r) {
+    d.ranks.push_back(RankDiff{r, r < a.rank_step_ns.size() ? a.rank_step_ns[r] : 0,
+                               r < b.rank_step_ns.size() ? b.rank_step_ns[r] : 0});
+  }
+  for (const char* category : {"kernel", "op", "module", "nccl", "idle"}) {
     const auto& sa = a.sums.count(category) ? a.sums.at(category) : decltype(a.sums)::mapped_type{};
     const auto& sb = b.sums.count(category) ? b.sums.at(category) : decltype(b.sums)::mapped_type{};
     const double pa = a.per.at(category), pb = b.per.at(category);
@@ -162,6 +176,19 @@ std::string RenderDiffText(const RunDiff& d, size_t top) {
                 static_cast<unsigned long long>(d.base_gpu_steps),
                 static_cast<unsigned long long>(d.new_gpu_steps));
   o += line;
+  if (d.ranks.size() > 1) {
+    o += "Median step per rank:";
+    size_t n = 0;
+    for (const RankDiff& r : d.ranks) {
+      if (n++ == 16) {
+        o += " ... (" + std::to_string(d.ranks.size() - 16) + " more in --json/--html)";
+        break;
+      }
+      o += (n % 4 == 1 ? "\n " : ";") + std::string(" rank ") + std::to_string(r.rank) + " " +
+           FormatDuration(r.base_step_ns) + " -> " + FormatDuration(r.new_step_ns);
+    }
+    o += "\n\n";
+  }
   o += "Changes per step, largest first (share of the step's change):\n";
   size_t shown = 0;
   for (const DiffItem& it : d.items) {
@@ -214,6 +241,19 @@ std::string RenderDiffJson(const RunDiff& d) {
   w.BeginArray();
   for (const std::string& s : d.warnings) w.String(s);
   w.EndArray();
+  w.Key("ranks");
+  w.BeginArray(JsonWriter::Layout::kOnePerLine);
+  for (const RankDiff& r : d.ranks) {
+    w.BeginObject();
+    w.Key("rank");
+    w.Uint(r.rank);
+    w.Key("base_step_ns");
+    w.Double(r.base_step_ns, 12);
+    w.Key("new_step_ns");
+    w.Double(r.new_step_ns, 12);
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("changes");
   w.BeginArray(JsonWriter::Layout::kOnePerLine);
   const double change = d.new_step_ns - d.base_step_ns;
@@ -245,6 +285,59 @@ std::string RenderDiffJson(const RunDiff& d) {
   w.EndObject();
   out += "\n";
   return out;
+}
+
+std::string RenderDiffHtml(const RunDiff& d) {
+  auto e = [](const std::string& t) { return HtmlEscape(t); };
+  auto dur = [&](double ns) { return e(FormatDuration(ns)); };
+  std::string o =
+      "<!DOCTYPE html>\n<html lang=en><head><meta charset='utf-8'><title>aon diff: " +
+      e(d.base_job) + " vs " + e(d.new_job) +
+      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:"
+      "collapse;font-size:12px;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 6px;"
+      "text-align:right}td.l,th.l{text-align:left}th{background:#eef}.up{color:#a00}.down{color:"
+      "#060}.warn{background:#ffd;padding:4px 8px}</style></head><body>\n<h1>aon diff: " +
+      e(d.base_job) + " (base) vs " + e(d.new_job) + " (new)</h1>\n";
+  if (!d.not_comparable.empty())
+    return o + "<p class=warn>Not comparable: " + e(d.not_comparable) + "</p></body></html>\n";
+  for (const std::string& w : d.warnings) o += "<p class=warn>" + e(w) + "</p>\n";
+  const double change = d.new_step_ns - d.base_step_ns;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%+.1f %%",
+                d.base_step_ns > 0 ? 100 * change / d.base_step_ns : 0.0);
+  o += "<p>Median step " + dur(d.base_step_ns) + " &rarr; " + dur(d.new_step_ns) + " (" +
+       e(Signed(change)) + ", " + pct + "); " + std::to_string(d.world_size) + " ranks, " +
+       std::to_string(d.base_steps) + " vs " + std::to_string(d.new_steps) +
+       " steps; GPU work per step over " + std::to_string(d.base_gpu_steps) + " vs " +
+       std::to_string(d.new_gpu_steps) + " traced steps.</p>\n";
+  o += "<h2>Median step per rank</h2><table id=ranks><tr><th>rank</th><th>base</th><th>new</th>"
+       "<th>change</th></tr>\n";
+  for (const RankDiff& r : d.ranks) {
+    const double c = r.new_step_ns - r.base_step_ns;
+    o += "<tr><td>" + std::to_string(r.rank) + "</td><td>" + dur(r.base_step_ns) + "</td><td>" +
+         dur(r.new_step_ns) + "</td><td class=" + (c > 0 ? "up" : "down") + ">" + e(Signed(c)) +
+         "</td></tr>\n";
+  }
+  o += "</table>\n<h2>Changes per step, largest first</h2><table id=changes><tr><th>change</th>"
+       "<th>share of the step's change</th><th class=l>what</th><th>base</th><th>new</th>"
+       "<th>base count</th><th>new count</th><th class=l>name</th></tr>\n";
+  const bool shares = std::fabs(change) >= 0.01 * d.base_step_ns && std::fabs(change) >= 1;
+  for (const DiffItem& it : d.items) {
+    if (std::fabs(it.delta()) < 1) continue;
+    char cnt[2][32];
+    std::snprintf(cnt[0], sizeof cnt[0], "%.3g", it.base_count);
+    std::snprintf(cnt[1], sizeof cnt[1], "%.3g", it.new_count);
+    o += "<tr><td class=" + std::string(it.delta() > 0 ? "up" : "down") + ">" +
+         e(Signed(it.delta())) + "</td><td>" +
+         (shares ? std::to_string(static_cast<int>(std::lround(100 * it.delta() / change))) + " %"
+                 : std::string("-")) +
+         "</td><td class=l>" + e(it.category) + "</td><td>" + dur(it.base_ns) + "</td><td>" +
+         dur(it.new_ns) + "</td><td>" + cnt[0] + "</td><td>" + cnt[1] + "</td><td class=l><code>" +
+         e(it.name) + "</code></td></tr>\n";
+  }
+  return o +
+         "</table>\n<p>Generated by aon diff. Self-contained: no scripts, no network.</p>"
+         "</body></html>\n";
 }
 
 }  // namespace aon::report

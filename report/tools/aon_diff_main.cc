@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "aon/base/terminal_text.h"
 #include "aon/cli/command_line.h"
@@ -17,12 +18,12 @@ constexpr int kExitFailed = aon::cli::kExitFailed;
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string base, next, json;
+  std::string base, next, json, html;
   size_t top = 20;
   CLI::App app{
-      "aon-diff compares two runs of AON: per step, the median step time, and which kernels,\n"
-      "framework operators, NCCL functions and GPU-idle causes took more or less time, each\n"
-      "change with its share of the step's change, largest first.",
+      "aon-diff compares two runs of AON: per step, the median step time (and each rank's), and\n"
+      "which kernels, framework operators, modules, NCCL functions and GPU-idle causes took\n"
+      "more or less time, each change with its share of the step's change, largest first.",
       "aon-diff"};
   const std::string name = aon::cli::ToolName(argv[0], "aon-diff");
   aon::cli::ApplyConventions(app, name);
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
       ->required()
       ->type_name("NEW");
   app.add_option("--json", json, "also write the comparison as JSON to this file")
+      ->type_name("FILE");
+  app.add_option("--html", html, "also write the comparison as a self-contained HTML page")
       ->type_name("FILE");
   app.add_option("--top", top, "changes shown, 0 for all [default: 20]")->type_name("N");
   app.footer(
@@ -57,18 +60,21 @@ int main(int argc, char** argv) {
   const aon::report::RunDiff d = aon::report::DiffRuns(runs[0], runs[1]);
   // Names come from the traces: shown, never interpreted by a terminal.
   std::fputs(aon::EscapeForTerminal(aon::report::RenderDiffText(d, top)).c_str(), stdout);
-  if (!json.empty()) {
-    FILE* f = std::fopen(json.c_str(), "w");
+  const std::pair<const std::string*, std::string (*)(const aon::report::RunDiff&)> outputs[] = {
+      {&json, aon::report::RenderDiffJson}, {&html, aon::report::RenderDiffHtml}};
+  for (const auto& [path, render] : outputs) {
+    if (path->empty()) continue;
+    FILE* f = std::fopen(path->c_str(), "w");
     if (f == nullptr) {
       std::fprintf(stderr, "%s: error: cannot write %s\n", name.c_str(),
-                   aon::EscapeForTerminal(json).c_str());
+                   aon::EscapeForTerminal(*path).c_str());
       return kExitFailed;
     }
-    const std::string text = aon::report::RenderDiffJson(d);
+    const std::string text = render(d);
     const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
     if (std::fclose(f) != 0 || !ok) {
       std::fprintf(stderr, "%s: error: cannot write %s\n", name.c_str(),
-                   aon::EscapeForTerminal(json).c_str());
+                   aon::EscapeForTerminal(*path).c_str());
       return kExitFailed;
     }
   }

@@ -2,7 +2,8 @@
 """CI test of aon-diff (report/include/aon/report/diff.h): real aon-run jobs of
 the findings corpus's host_work case on the labeled SYNTHETIC GPU, the same
 program with one planted change (the host work per step, or the kernels' GPU
-time), and the change named first with its size per step.
+time), and the change named first with its size per step; the HTML page, the
+ranks' median steps and the modules of a framework run.
 
 usage: test_diff.py BIN_DIR
 """
@@ -44,6 +45,13 @@ def setUpModule():
     run("slow_host", "--steps", "80", "--host-ms", "8", "--gpu-ms", "2")
     run("slow_gpu", "--steps", "120", "--host-ms", "4", "--gpu-ms", "10")
     run("base_full", "--steps", "60", "--host-ms", "1", "--gpu-ms", "2", extra=("--mode", "full"))
+    # Framework ranges (module "model" > aten::linear > aten::addmm), two ranks.
+    p = subprocess.run([os.path.join(BIN, "aon-run"), "--source", "synthetic", "--no-report",
+                        "--mode", "full", "-o", os.path.join(DIR, "ops"), "mpirun", "-np", "2",
+                        "--oversubscribe", os.path.join(BIN, "aon-synthetic-app"), "--ops",
+                        "--iterations", "10"], env=ENV, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError(p.stdout + p.stderr)
 
 
 def tearDownModule():
@@ -95,6 +103,37 @@ class Diff(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(d["new_gpu_steps"], d["new_steps"])
         self.assertLess(d["base_gpu_steps"], d["base_steps"])
+
+    def test_html_page_and_ranks(self):
+        out = os.path.join(DIR, "diff.html")
+        p = subprocess.run([os.path.join(BIN, "aon-diff"), os.path.join(DIR, "base"),
+                            os.path.join(DIR, "slow_host"), "--html", out], capture_output=True,
+                           text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            html = f.read()
+        self.assertTrue(html.startswith("<!DOCTYPE html>"))
+        # The changes table, the largest first: as in the terminal and the JSON.
+        table = html[html.index("<table id=changes>"):]
+        first_row = table.split("</tr>")[1]
+        self.assertIn("host work outside CUDA calls", first_row)
+        self.assertIn("<table id=ranks>", html)
+        self.assertNotIn("<script", html)
+        self.assertNotIn("https://", html)
+        _, d = diff("base", "slow_host")
+        self.assertEqual([r["rank"] for r in d["ranks"]], [0])
+        self.assertEqual(d["ranks"][0]["new_step_ns"], d["new_step_ns"])  # one rank: its median
+
+    def test_modules_and_every_rank_of_a_framework_run(self):
+        p, d = diff("ops", "ops")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        modules = [c for c in d["changes"] if c["category"] == "module"]
+        self.assertEqual([c["name"] for c in modules], ["model"], p.stdout)
+        self.assertGreater(modules[0]["base_ns"], 0)
+        self.assertEqual(modules[0]["delta_ns"], 0)
+        self.assertEqual([r["rank"] for r in d["ranks"]], [0, 1])
+        self.assertIn("Median step per rank:", p.stdout)
+        self.assertIn("rank 1 ", p.stdout)
 
     def test_unreadable_input_and_usage(self):
         p = subprocess.run([os.path.join(BIN, "aon-diff"), os.path.join(DIR, "base"),
