@@ -354,6 +354,7 @@ void Otf2Writer::OnTrack(uint32_t id, const trace::TrackInfo& track) {
     loc = AddLocation(track.pid, track.name, OTF2_LOCATION_TYPE_METRIC, process);
     locations_[loc].counter = true;
     locations_[loc].description = Str(track.category);
+    locations_[loc].unit = Str(track.unit);
   } else {
     loc = AddLocation(track.pid, track.name, OTF2_LOCATION_TYPE_CPU_THREAD, process);
   }
@@ -525,7 +526,8 @@ void Otf2Writer::OnCounter(const trace::CounterSample& sample) {
   auto it = metric_class_of_.find(key);
   if (it == metric_class_of_.end()) {
     const auto id = static_cast<uint32_t>(metric_classes_.size());
-    metric_classes_.push_back(MetricClass{l.name, l.description, static_cast<uint8_t>(type)});
+    metric_classes_.push_back(
+        MetricClass{l.name, l.description, l.unit, static_cast<uint8_t>(type)});
     it = metric_class_of_.emplace(key, id).first;
   }
   OTF2_EvtWriter* w = Writer(loc);
@@ -655,7 +657,7 @@ Status Otf2Writer::Finish(uint64_t t0,
     const MetricClass& c = metric_classes_[i];
     e = OTF2_GlobalDefWriter_WriteMetricMember(g, static_cast<uint32_t>(i), c.name, c.description,
                                                OTF2_METRIC_TYPE_OTHER, OTF2_METRIC_ABSOLUTE_POINT,
-                                               c.type, OTF2_BASE_DECIMAL, 0, empty);
+                                               c.type, OTF2_BASE_DECIMAL, 0, c.unit);
     const OTF2_MetricMemberRef member = static_cast<uint32_t>(i);
     if (e == OTF2_SUCCESS) {
       e = OTF2_GlobalDefWriter_WriteMetricClass(g, static_cast<uint32_t>(i), 1, &member,

@@ -123,6 +123,7 @@ class Otf2Writer final : public trace::TraceSink {
     bool counter = false;
     bool overlap = false;           // an "(overlapping k)" row
     uint32_t description = 0;       // counters: the record kind
+    uint32_t unit = 0;              // counters: the unit's string ("" none)
     std::vector<uint32_t> sampled;  // the last calling-context sample's path, root first
   };
   struct Region {
@@ -200,7 +201,7 @@ class Otf2Writer final : public trace::TraceSink {
   std::vector<Location> locations_;
   std::map<uint64_t, Comm> comms_;  // by comm hash
   struct MetricClass {              // and its one member
-    uint32_t name = 0, description = 0;
+    uint32_t name = 0, description = 0, unit = 0;
     uint8_t type = 0;  // OTF2_Type
   };
   std::vector<MetricClass> metric_classes_;

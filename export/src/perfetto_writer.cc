@@ -40,6 +40,8 @@ constexpr uint32_t kParentUuid = 5;
 constexpr uint32_t kCounter = 8;
 constexpr uint32_t kChildOrdering = 11;
 constexpr uint32_t kSiblingOrderRank = 12;
+// CounterDescriptor
+constexpr uint32_t kUnitName = 6;
 // ProcessDescriptor
 constexpr uint32_t kPid = 1;
 constexpr uint32_t kProcessName = 6;
@@ -359,6 +361,7 @@ void PerfettoWriter::OnTrack(uint32_t id, const trace::TrackInfo& track) {
   e.tid = track.tid;
   e.kind = track.kind;
   e.name = track.name;
+  e.unit = track.unit;
   if (track.kind != trace::TrackKind::kThread) {
     auto p = process_.find(track.pid);
     if (p != process_.end()) e.parent_uuid = tracks_[p->second].uuid;
@@ -545,7 +548,11 @@ void PerfettoWriter::Describe(uint32_t track) {
   } else {
     if (t.parent_uuid != 0) d.Varint(f::kParentUuid, t.parent_uuid);
     d.Bytes(f::kName, t.name);
-    if (t.kind == trace::TrackKind::kCounter) d.Bytes(f::kCounter, "");
+    if (t.kind == trace::TrackKind::kCounter) {
+      d.BeginMessage(f::kCounter);
+      if (!t.unit.empty()) d.Bytes(f::kUnitName, t.unit);
+      d.EndMessage();
+    }
     if (t.order >= 0) d.Int(f::kSiblingOrderRank, std::min<int64_t>(t.order, INT32_MAX));
   }
   proto::Writer w(&unit_);

@@ -88,6 +88,7 @@ class PerfettoWriter final : public trace::TraceSink {
     trace::TrackKind kind = trace::TrackKind::kNamed;
     bool process = false;
     std::string name;
+    std::string unit;    // counters: CounterDescriptor.unit_name; "" none
     int64_t order = -1;  // sibling_order_rank; -1 none
   };
   struct Lane {

@@ -26,7 +26,8 @@ inline std::set<uint32_t> SyntheticRanks(const TraceReader& r) {
   while (pos < list.size()) {
     size_t comma = list.find(',', pos);
     if (comma == std::string::npos) comma = list.size();
-    ranks.insert(static_cast<uint32_t>(std::strtoul(list.substr(pos, comma - pos).c_str(), nullptr, 10)));
+    ranks.insert(
+        static_cast<uint32_t>(std::strtoul(list.substr(pos, comma - pos).c_str(), nullptr, 10)));
     pos = comma + 1;
   }
   return ranks;

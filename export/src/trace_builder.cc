@@ -533,6 +533,18 @@ class Builder {
     Emit(track, SliceShape::kComplete, name, RecordTraits<StepRecord>::kName, r.start_ns, r.end_ns);
   }
 
+  // A counter metric's unit, from its name's suffix (kCounterMetricValues:
+  // "..._pct" percents, "..._mib_per_s" MiB per second).
+  static std::string CounterUnit(std::string_view metric) {
+    auto ends = [&](std::string_view suffix) {
+      return metric.size() >= suffix.size() &&
+             metric.substr(metric.size() - suffix.size()) == suffix;
+    };
+    if (ends("_pct")) return "%";
+    if (ends("_mib_per_s")) return "MiB/s";
+    return "";
+  }
+
   // GPU counters as counter tracks of the rank whose file holds them: one track
   // per GPU and metric, the interval's average from its start.
   void Counter(const Merged<CounterRecord>& m) {
@@ -548,6 +560,7 @@ class Builder {
       info.name = name;
       info.category = RecordTraits<CounterRecord>::kName;
       info.series = "value";
+      info.unit = CounterUnit(metric ? metric : "");
       it = counter_tracks_.emplace(std::move(key), NewTrack(info)).first;
     }
     out_.OnCounter(trace::CounterSample{it->second, r.start_ns, r.value});

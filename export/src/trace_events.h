@@ -66,6 +66,7 @@ struct TrackInfo {
   int64_t sort_index = -1;  // kNamed: position among the process's rows; -1 none
   std::string category;     // kCounter: category of its samples ("" none)
   std::string series;       // kCounter: what the value is ("value", "fraction")
+  std::string unit;         // kCounter: the value's unit ("%", "MiB/s"); "" none
   TrackRole role = TrackRole::kOther;
   uint32_t device = UINT32_MAX;  // kGpuStream: the GPU; UINT32_MAX unknown
 };

@@ -69,7 +69,7 @@ def unquote(q):
 named = collections.Counter()
 counts = collections.Counter(); flows_out = collections.Counter(); flows_in = collections.Counter()
 problems = collections.Counter(); pids = set(); events_per_file = []
-stacks_read = collections.Counter(); frame_kinds = collections.Counter()
+stacks_read = collections.Counter(); frame_kinds = collections.Counter(); counter_units = {}
 for path in sys.argv[1:]:
     text = open(path, encoding="utf-8", errors="replace").read()
     for line in text.splitlines():
@@ -99,6 +99,13 @@ for path in sys.argv[1:]:
             if proc is not None: pid_of[uuid] = int(one(proc, "pid")); pids.add(pid_of[uuid])
             elif thr is not None: pid_of[uuid] = int(one(thr, "pid"))
             else: parent[uuid] = one(td, "parent_uuid")
+            ctr = one(td, "counter")
+            if ctr is not None:
+                name = unquote(one(td, "name", '""')).decode("utf-8", "replace")
+                unit = unquote(one(ctr, "unit_name", '""')).decode("utf-8", "replace")
+                counter_units[name] = unit
+                want = "%" if name.endswith("_pct") else "MiB/s" if name.endswith("_mib_per_s") else ""
+                if unit != want: problems["counter_unit_wrong"] += 1
         te = one(p, "track_event")
         if te is None: continue
         track = one(te, "track_uuid"); t = one(te, "type")
@@ -155,6 +162,7 @@ print("problems\t%d" % sum(problems.values()))
 print("callstacks_equal\t%d" % stacks_read["equal"])
 print("callstacks_empty\t%d" % stacks_read["empty"])
 for k, n in sorted(frame_kinds.items()): print("frame_kinds/%s\t%d" % (k, n))
+for k, u in sorted(counter_units.items()): print("counter_unit/%s\t%s" % (k, u))
 print("pids\t" + ",".join(str(p) for p in sorted(pids)))
 print("events_per_file\t" + ",".join(str(e) for e in events_per_file))
 print("flows_linked\t%d" % sum(1 for f in flows_out if flows_in[f] > 0))
@@ -307,6 +315,33 @@ TEST_F(PerfettoTrace, HostSamplesCarryTheirStacksAsCallstacks) {
   EXPECT_EQ(decoded["frame_kinds/KIND_INTERPRETED"], "4");
   EXPECT_EQ(decoded["frame_kinds/KIND_NATIVE"], "3");
   EXPECT_EQ(decoded["frame_kinds/KIND_UNKNOWN"], "2");
+}
+
+// Counter tracks carry their metric's unit (CounterDescriptor.unit_name):
+// percents for the "_pct" metrics, MiB/s for the link rates.
+TEST_F(PerfettoTrace, CounterTracksSayTheirUnit) {
+  testing::RankTrace t;
+  t.meta = testing::BasicMetadata(0, 1);
+  for (uint16_t metric : {uint16_t{2}, uint16_t{10}}) {  // sm_active_pct, pcie_tx_mib_per_s
+    for (uint64_t i = 0; i < 5; ++i) {
+      CounterRecord c{};
+      c.start_ns = testing::kBaseNs + i * 1000;
+      c.end_ns = c.start_ns + 1000;
+      c.value = 42.0 + static_cast<double>(i);
+      c.metric = metric;
+      c.source = static_cast<uint8_t>(CounterSource::kGpm);
+      t.Get<CounterRecord>().push_back(c);
+    }
+  }
+  testing::WriteJob(dir_.path(), {t});
+  const std::string timeline = testing_export::MergeJobIn(dir_.path());
+  PerfettoTraceStats stats;
+  AON_ASSERT_OK(ExportPerfettoTrace(timeline, dir_.File("t.pftrace.gz"), {}, &stats));
+  auto decoded = DecodeAndCount(dir_, Paths(stats.files));
+  EXPECT_EQ(decoded["problems"], "0");
+  EXPECT_EQ(decoded["count/0/counters"], "10");
+  EXPECT_EQ(decoded["counter_unit/GPU 0 sm_active_pct"], "%");
+  EXPECT_EQ(decoded["counter_unit/GPU 0 pcie_tx_mib_per_s"], "MiB/s");
 }
 
 TEST_F(PerfettoTrace, CorruptRankIsLeftOutAndEveryOtherRankCounted) {
