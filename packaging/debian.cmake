@@ -42,8 +42,8 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "${CUDAToolkit_LIBRARY_DIR}")
 # tie every user to the torch of the build machine. Built from source (cmake
 # --install installs it), it matches the torch the jobs use.
 set(CPACK_INSTALL_CMAKE_PROJECTS "${CMAKE_BINARY_DIR};${PROJECT_NAME};Unspecified;/")
-# mpirun for multi-rank jobs, Python and numpy for the reader and the hooks.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "openmpi-bin, python3, python3-numpy")
+# mpirun for multi-rank jobs, Python, numpy and h5py for the reader and the hooks.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "openmpi-bin, python3, python3-numpy, python3-h5py")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-pandas, hdf5-tools")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "slurm-client, otf2-tools")
 include(CPack)

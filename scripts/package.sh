@@ -45,7 +45,7 @@ say "made $deb ($(du -k "$deb" | cut -f1) KiB)"
 
 # Control fields: our name and the libraries dpkg-shlibdeps found.
 depends=$(dpkg-deb -f "$deb" Depends)
-for want in "openmpi-bin" "python3-numpy" "libhdf5" "libdeflate" "libstdc++6"; do
+for want in "openmpi-bin" "python3-numpy" "python3-h5py" "libhdf5" "libdeflate" "libstdc++6"; do
   [[ $depends == *"$want"* ]] || fail "Depends lacks $want: $depends"
 done
 say "Depends: $depends"

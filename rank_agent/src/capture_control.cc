@@ -258,9 +258,12 @@ void CaptureControl::OnBoundary(StepSource source, uint64_t number) {
 // afterwards when the graph was instantiated (cupti_source.cc says why).
 void CaptureControl::GraphCapture(bool on) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (finished_ || !budgeted_ || capture_ == nullptr || failed_) return;
+  if (finished_ || !budgeted_ || capture_ == nullptr) return;
   if (on) {
-    if (graph_captures_++ > 0) return;
+    // Counted even when nothing opens, so that its end matches; an end always
+    // closes what its begin opened, whatever happened in between (a window
+    // that failed to open).
+    if (graph_captures_++ > 0 || failed_) return;
     if (!Enabled(RecordKind::kGraphOps) && !Enabled(RecordKind::kNccl)) return;
     graph_nodes_ = capture_->OpenGraphNodes();
     if (!graph_nodes_) {

@@ -533,6 +533,9 @@ class CuptiCapture final : public ActivityCapture {
   // callbacks only, no activity kind (captured launches run nothing).
   bool OpenGraphNodes() override {
     const SourceContext& agent = *g_agent;
+    const bool nccl_nodes =
+        agent.enabled(RecordKind::kNccl) && agent.config().nccl != NcclMode::kOff;
+    if (!nccl_nodes && !agent.enabled(RecordKind::kGraphOps)) return false;  // nothing to tie
     if (g_subscriber == nullptr && !Subscribe(agent)) return false;
     graph_nodes_ = EnableGraphNodeCallbacks(agent);
     if (!graph_nodes_ && !attached_.load(std::memory_order_acquire)) Detach();
@@ -540,6 +543,12 @@ class CuptiCapture final : public ActivityCapture {
   }
 
   void CloseGraphNodes() override {
+    // The graph's nodes were made while subscribed. Its instantiation may come
+    // later (CUDAGraph(keep_graph=True) instantiates at its first replay, and
+    // the instantiation callback may be unavailable): detaching now would miss
+    // the clones and risk the failed launches Detach describes. Stay
+    // subscribed, as after a graph instantiated while attached.
+    if (graph_nodes_) g_graph_exec_attached.store(true, std::memory_order_relaxed);
     graph_nodes_ = false;
     // A window open now detaches at its own Close.
     if (g_subscriber != nullptr && !attached_.load(std::memory_order_acquire)) Detach();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include "analyses/analysis.h"
@@ -18,6 +19,7 @@ struct Side {
   Report report;
   double step_ns = 0;
   std::vector<double> rank_step_ns;  // median per rank
+  bool modules_cut = false;          // the report kept only its top modules
   uint64_t steps = 0, gpu_steps = 0;
   // category -> name -> (time, count), summed over ranks
   std::map<std::string, std::map<std::string, std::pair<double, double>>> sums;
@@ -63,6 +65,7 @@ Side Measure(const Timeline& t) {
       t, t.ops, [&](const OpRecord& o) { return name(o.name_id); }, &s.sums["op"]);
   // Modules: the report's top modules by GPU time (PyTorch runs), their kernels
   // over the traced steps as the kernels'.
+  s.modules_cut = s.report.torch.modules.size() >= TorchAnalysis::kTorchRows;
   for (const TorchModule& m : s.report.torch.modules)
     s.sums["module"][m.path] = {static_cast<double>(m.gpu_ns), static_cast<double>(m.kernels)};
   s.per["kernel"] = s.per["op"] = s.per["module"] = static_cast<double>(s.gpu_steps);
@@ -131,6 +134,10 @@ RunDiff DiffRuns(const Timeline& base, const Timeline& next) {
     }
     for (auto& [name, it] : items) {
       if (it.base_ns == 0 && it.new_ns == 0) continue;
+      // A module missing from a run's top list is unknown there, not 0.
+      if (std::string_view(category) == "module" &&
+          ((it.base_ns == 0 && a.modules_cut) || (it.new_ns == 0 && b.modules_cut)))
+        continue;
       it.category = category;
       it.name = name;
       d.items.push_back(std::move(it));
