@@ -49,6 +49,17 @@ std::array<uint64_t, kRecordKindCount> RecordSink::Dropped() const {
 
 uint32_t RecordSink::Intern(std::string_view s, RecordKind kind) {
   if (s.empty()) return 0;
+  // Strings are stored NUL-terminated (rank files, timelines): a NUL inside
+  // one (a Python frame's name, read from the interpreter, may hold any byte)
+  // would make two strings read back the same, and a reader refuses the
+  // whole table as corrupt (seen: a rank file the merge could not read). Such
+  // a byte is stored as '?', before the lookup, so equal results share an id.
+  std::string clean;
+  if (s.find('\0') != std::string_view::npos) {
+    clean.assign(s);
+    std::replace(clean.begin(), clean.end(), '\0', '?');
+    s = clean;
+  }
   std::lock_guard<std::mutex> lock(strings_mu_);
   const size_t before = strings_.size();
   // Looked up first: only a new string is charged and sent.
@@ -102,8 +113,9 @@ Status RecordSink::DrainTo(TraceWriter& writer, Unwritten* unwritten) {
   // unwritten when the file has no room for it; room for the names is kept.
   auto write = [&](RecordKind kind) -> Status {
     const Status room = writer.Reserve(batches.bytes() + names_bytes);
-    if (room.ok()) return kind == RecordKind::kCount ? batches.AppendTo(writer)
-                                                     : batches.FlushKind(kind, writer);
+    if (room.ok())
+      return kind == RecordKind::kCount ? batches.AppendTo(writer)
+                                        : batches.FlushKind(kind, writer);
     if (unwritten->why.empty()) unwritten->why = room.message();
     const auto held = batches.CountsPerKind();
     for (size_t k = 0; k < kRecordKindCount; ++k) {

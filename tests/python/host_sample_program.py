@@ -15,6 +15,7 @@ sampling (tests/python/test_host_samples.py; docs/host-sampling.md). Run under
           SIGIO, which ends the process).
   exec:   a forked child lives on while the process replaces itself (exec) with
           a program that computes: that program must not receive AON's signals.
+  nul:    as hot, the hot function named "busy\0hidden" (a NUL byte in its name).
 """
 import argparse
 import asyncio
@@ -25,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+import types
 
 from synthetic_gpu import start_synthetic_gpu
 
@@ -105,7 +107,7 @@ def blocking_spin(cpu_ns, after_ns):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--case", choices=("hot", "stress", "blocked", "exec"), default="hot")
+    p.add_argument("--case", choices=("hot", "stress", "blocked", "exec", "nul"), default="hot")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--busy-ms", type=float, default=3.0)
     p.add_argument("--out")
@@ -130,10 +132,18 @@ def main():
         os.execv(sys.executable, [sys.executable, "-c",
                                   "import time\nend = time.thread_time() + 1.5\n"
                                   "while time.thread_time() < end: pass\n"])
+    busy = planted_busy
+    if a.case == "nul":
+        # The same function under a name with a NUL byte in it (Python allows
+        # any code name): the sampler reads it from the interpreter as it is.
+        code = planted_busy.__code__.replace(co_name="busy\x00hidden")
+        if hasattr(code, "co_qualname"):
+            code = code.replace(co_qualname="busy\x00hidden")
+        busy = types.FunctionType(code, globals(), "busy\x00hidden")
     for step in range(a.steps):
-        if a.case in ("hot", "blocked"):
+        if a.case in ("hot", "blocked", "nul"):
             start = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-            planted_busy(busy_ns)
+            busy(busy_ns)
             spans.append((start, time.clock_gettime_ns(time.CLOCK_MONOTONIC)))
         else:
             if step % 5 == 0:

@@ -113,6 +113,18 @@ class HostSamples(unittest.TestCase):
                                              for tid, s in zip(col(t.host_samples, "tid"),
                                                                col(t.host_samples, "stack"))))
 
+    def test_a_nul_byte_in_a_frame_name_costs_nothing_else(self):
+        # Strings are stored NUL-terminated: the agent stores the byte as '?'.
+        # Before, two stacks differing after such a byte read back the same and
+        # the merge refused the whole rank file as corrupt.
+        planted, p = self.run_python(["--case", "nul", "--steps", "60"], ["--mode", "full"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        t = aon.load(self.job)
+        stacks = [s for _, s, _ in self.main_samples(t, planted["main_tid"])]
+        self.assertTrue(any("busy?hidden (" in s for s in stacks), stacks[:3])
+        self.assertFalse(any("\x00" in s for s in col(t.host_samples, "stack")))
+        self.assertGreater(len(col(t.kernels, "name")), 0)
+
     def test_budgeted_samples_fall_only_in_windows(self):
         planted, _ = self.run_python(["--steps", "64", "--busy-ms", "2"],
                                      ["--capture-period", "8", "--capture-steps", "3"])
