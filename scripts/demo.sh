@@ -56,9 +56,9 @@ fi
 echo "demo: the result, summarized by aon-inspect:"
 "$bin/aon-inspect" "$out/timeline.h5"
 echo
-echo "demo: job directory: $PWD/$out (one rank-NNNNN.h5 per rank, timeline.h5, trace.pftrace.gz,"
+echo "demo: job directory: $PWD/$out (one rank-NNNNN.h5 per rank, timeline.h5, trace.pftrace,"
 echo "      and trace.json while the run has at most 500 k records)"
-echo "demo: to see the timeline, open $PWD/$out/trace.pftrace.gz"
+echo "demo: to see the timeline, open $PWD/$out/trace.pftrace"
 echo "      at https://ui.perfetto.dev (\"Open trace file\"; copy the file to your own computer first"
-echo "      if this machine has no browser, e.g. scp <this host>:$PWD/$out/trace.pftrace.gz .)"
+echo "      if this machine has no browser, e.g. scp <this host>:$PWD/$out/trace.pftrace .)"
 exit "$status"

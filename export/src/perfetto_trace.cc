@@ -2,7 +2,9 @@
 // through the Perfetto writer (perfetto_writer.h).
 #include "aon/export/perfetto_trace.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "perfetto_writer.h"
 #include "timeline_meta.h"
@@ -12,7 +14,7 @@ namespace aon::merge {
 
 std::string FilteredPerfettoPath(const std::string& dir, const ExportFilter& filter) {
   const std::string name =
-      filter.empty() ? "trace.pftrace.gz" : "trace-" + filter.Label() + ".pftrace.gz";
+      filter.empty() ? "trace.pftrace" : "trace-" + filter.Label() + ".pftrace";
   return (std::filesystem::path(dir) / name).string();
 }
 
@@ -21,7 +23,12 @@ Status ExportPerfettoTrace(const std::string& timeline_path, const std::string& 
   if (stats != nullptr) *stats = PerfettoTraceStats{};
   AON_ASSIGN_OR_RETURN(auto reader, TraceReader::Open(timeline_path));
   AON_ASSIGN_OR_RETURN(TimelineView timeline, TimelineView::Read(*reader, timeline_path));
-  PerfettoWriter out(path, options.max_file_bytes, options.gzip_level);
+  unsigned threads = options.threads;
+  if (threads == 0) {
+    const unsigned cpus = std::thread::hardware_concurrency();
+    threads = std::clamp(cpus > 1 ? cpus - 1 : 1u, 1u, 4u);
+  }
+  PerfettoWriter out(path, options.max_file_bytes, options.level, threads);
   TraceBuildOptions build;
   build.filter = options.filter;
   // No record limit; flows need no lookup (a lone end is ignored by viewers), so

@@ -1,20 +1,16 @@
 #include "perfetto_writer.h"
 
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 #include "aon/base/json_writer.h"
 #include "aon/format/host_stack.h"
 #include "json_trace_writer.h"
+#include "packet_file.h"
 #include "proto_wire.h"
 
 namespace aon::merge {
@@ -97,7 +93,8 @@ constexpr uint64_t kSeqIncrementalStateCleared = 1;
 constexpr uint64_t kSeqNeedsIncrementalState = 2;
 constexpr int kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounterEvent = 4;
 constexpr uint64_t kChildOrderingExplicit = 3;
-constexpr size_t kOutChunk = 256 << 10;
+// Plain bytes per compressed chunk at most (see OpenFile).
+constexpr uint64_t kChunkBytes = 256 << 10;
 
 std::string PartNumber(size_t part) {
   char digits[24];
@@ -110,7 +107,7 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
 }
 
-constexpr std::string_view kSuffix = ".pftrace.gz";
+constexpr std::string_view kSuffix = ".pftrace";
 
 }  // namespace
 
@@ -128,208 +125,12 @@ std::string PerfettoIndexPath(const std::string& path) {
   return path + ".index.json";
 }
 
-// One gzip file being written through AtomicFile, with a bound on the size it
-// will have when finished now (see perfetto_writer.h, "Splitting").
-//
-// zlib's deflate is most of an export's CPU time (level 6: ~65 % of it), so it
-// runs on a thread of its own beside the encoding: Write() fills a batch of
-// kBatch bytes and hands it over (one batch in flight, one filling: memory
-// stays bounded and the encoder waits when the compressor falls behind). The
-// compressor ends a batch with Z_SYNC_FLUSH every sync_interval bytes of input
-// and publishes (compressed bytes, input bytes) at that point. The bound is
-// taken from the sync point before the last one asked for: the encoder waits
-// for it to be published before asking for the next, so the bound (and where
-// files split) depends on the input alone, never on the threads' timing. It is
-// those compressed bytes plus deflateBound of all input given since plus
-// kFlushSlack for the one sync flush in between (deflateBound does not count
-// flushes).
-class GzipFile {
- public:
-  static StatusOr<std::unique_ptr<GzipFile>> Create(const std::string& path, int level,
-                                                    uint64_t sync_interval) {
-    AON_ASSIGN_OR_RETURN(auto file, AtomicTextFile::Create(path));
-    auto gz = std::unique_ptr<GzipFile>(new GzipFile(std::move(file), sync_interval));
-    // windowBits 15 + 16: a gzip wrapper; memLevel 8, zlib's default. A second
-    // stream with the same parameters, never fed, answers deflateBound on the
-    // encoding thread while the compressor owns the first.
-    if (deflateInit2(&gz->zs_, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-      return Internal("'" + path + "': zlib could not start a gzip stream");
-    }
-    gz->open_ = true;
-    if (deflateInit2(&gz->bound_, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-      return Internal("'" + path + "': zlib could not start a gzip stream");
-    }
-    gz->bound_open_ = true;
-    try {
-      gz->worker_ = std::thread([g = gz.get()] { g->CompressOrFail(); });
-    } catch (const std::exception& e) {
-      return Internal("'" + path + "': cannot start the compressing thread: " + e.what());
-    }
-    return gz;
-  }
-  ~GzipFile() {
-    Stop();
-    if (open_) deflateEnd(&zs_);
-    if (bound_open_) deflateEnd(&bound_);
-  }
-
-  // The file's size if `more` bytes were added and the stream finished.
-  uint64_t BoundWith(size_t more) {
-    return base_out_ + kFlushSlack +
-           deflateBound(&bound_, static_cast<uLong>(given_ - base_in_ + more));
-  }
-  Status Write(std::string_view data) {
-    batch_.append(data);
-    given_ += data.size();
-    since_sync_ += data.size();
-    if (since_sync_ >= sync_interval_) {
-      since_sync_ = 0;
-      return HandOver(/*sync=*/true);
-    }
-    if (batch_.size() >= kBatch) return HandOver(/*sync=*/false);
-    return Status::Ok();
-  }
-  // Finishes the stream and renames the file into place; returns its size.
-  StatusOr<uint64_t> Commit() {
-    AON_RETURN_IF_ERROR(HandOver(/*sync=*/false));
-    Stop();
-    AON_RETURN_IF_ERROR(error_);
-    AON_RETURN_IF_ERROR(Deflate({}, Z_FINISH));
-    const uint64_t bytes = zs_.total_out;
-    deflateEnd(&zs_);
-    open_ = false;
-    AON_RETURN_IF_ERROR(file_->Commit());
-    return bytes;
-  }
-
- private:
-  static constexpr size_t kBatch = 1 << 20;
-  static constexpr uint64_t kFlushSlack = 16;
-
-  GzipFile(std::unique_ptr<AtomicTextFile> file, uint64_t sync_interval)
-      : file_(std::move(file)), sync_interval_(sync_interval) {
-    std::memset(&zs_, 0, sizeof zs_);
-    std::memset(&bound_, 0, sizeof bound_);
-    out_.resize(kOutChunk);
-    batch_.reserve(kBatch + (64 << 10));
-  }
-  // Waits for the slot, puts the batch in it; returns the compressor's error.
-  // A sync request first waits for the previous one to be published and makes
-  // it the bound's base.
-  Status HandOver(bool sync) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock,
-             [&] { return (!full_ && (!sync || syncs_done_ == syncs_asked_)) || !error_.ok(); });
-    if (!error_.ok()) return error_;
-    if (sync) {
-      base_out_ = synced_out_;
-      base_in_ = synced_in_;
-      ++syncs_asked_;
-    }
-    if (batch_.empty() && !sync) return Status::Ok();
-    slot_.swap(batch_);
-    batch_.clear();
-    slot_sync_ = sync;
-    full_ = true;
-    cv_.notify_all();
-    return Status::Ok();
-  }
-  void Stop() {
-    if (!worker_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
-  // The compressor thread's body: an exception (out of memory) is its error.
-  void CompressOrFail() {
-    try {
-      Compress();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu_);
-      error_ = Internal("'" + file_->path() + "': compressing: " + e.what());
-      cv_.notify_all();
-    }
-  }
-  // Takes each batch from the slot and deflates it.
-  void Compress() {
-    std::string work;
-    work.reserve(kBatch + (64 << 10));
-    for (;;) {
-      bool sync = false;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return full_ || done_; });
-        if (!full_) return;  // done, nothing left
-        work.swap(slot_);
-        sync = slot_sync_;
-        full_ = false;
-        cv_.notify_all();
-      }
-      Status s = Deflate(work, Z_NO_FLUSH);
-      if (s.ok() && sync) s = Deflate({}, Z_SYNC_FLUSH);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!s.ok()) {
-        error_ = s;
-        cv_.notify_all();
-        return;
-      }
-      if (sync) {
-        synced_out_ = zs_.total_out;
-        synced_in_ = zs_.total_in;
-        ++syncs_done_;
-        cv_.notify_all();
-      }
-    }
-  }
-  Status Deflate(std::string_view data, int flush) {
-    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    zs_.avail_in = static_cast<uInt>(data.size());
-    for (;;) {
-      zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
-      zs_.avail_out = static_cast<uInt>(out_.size());
-      const int rc = deflate(&zs_, flush);
-      if (rc == Z_STREAM_ERROR) return Internal("'" + file_->path() + "': zlib stream error");
-      const size_t produced = out_.size() - zs_.avail_out;
-      if (produced > 0) file_->Write(std::string_view(out_.data(), produced));
-      if (flush == Z_FINISH ? rc == Z_STREAM_END : (zs_.avail_in == 0 && zs_.avail_out != 0)) {
-        return Status::Ok();
-      }
-    }
-  }
-
-  std::unique_ptr<AtomicTextFile> file_;
-  z_stream zs_;     // the compressor's; the encoding thread's again after Stop()
-  z_stream bound_;  // deflateBound only
-  bool open_ = false, bound_open_ = false;
-  uint64_t sync_interval_;
-  std::string out_;  // compressor's output chunk
-
-  // Encoding thread.
-  std::string batch_;
-  uint64_t given_ = 0;                   // bytes given to Write
-  uint64_t since_sync_ = 0;              // of which since the last sync request
-  uint64_t base_out_ = 0, base_in_ = 0;  // the bound's sync point (see above)
-  uint64_t syncs_asked_ = 0;
-
-  std::thread worker_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  // Under mu_.
-  std::string slot_;
-  bool slot_sync_ = false, full_ = false, done_ = false;
-  Status error_;
-  uint64_t synced_out_ = 0;  // compressed bytes at the last completed sync flush
-  uint64_t synced_in_ = 0;   // input bytes at that point
-  uint64_t syncs_done_ = 0;
-};
-
-PerfettoWriter::PerfettoWriter(std::string path, uint64_t max_file_bytes, int gzip_level)
+PerfettoWriter::PerfettoWriter(std::string path, uint64_t max_file_bytes, int level,
+                               unsigned threads)
     : path_(std::move(path)),
       max_file_bytes_(std::max(max_file_bytes, kMinPerfettoFileBytes)),
-      gzip_level_(gzip_level) {
+      level_(level),
+      threads_(threads) {
   names_.field = f::kEventNames;
   categories_.field = f::kEventCategories;
   arg_names_.field = f::kDebugAnnotationNames;
@@ -408,8 +209,10 @@ void PerfettoWriter::ResetSequence() {
 
 Status PerfettoWriter::OpenFile() {
   const std::string path = PerfettoPartPath(path_, files_.size());
-  const uint64_t sync = std::clamp<uint64_t>(max_file_bytes_ / 8, 4 << 10, 4 << 20);
-  AON_ASSIGN_OR_RETURN(file_, GzipFile::Create(path, gzip_level_, sync));
+  // Chunks of at most an eighth of a file keep the size bound close (and
+  // within Perfetto's 512 KB per compressed packet).
+  const size_t chunk = std::clamp<uint64_t>(max_file_bytes_ / 8, 4 << 10, kChunkBytes);
+  AON_ASSIGN_OR_RETURN(file_, PacketFile::Create(path, level_, chunk, threads_));
   current_ = PerfettoFileInfo{};
   current_.path = path;
   std::fill(described_.begin(), described_.end(), 0);
@@ -633,7 +436,7 @@ void PerfettoWriter::WriteUnit(uint64_t ts, F&& encode) {
   if (interned_count_ > kMaxInterned) ResetSequence();
   unit_.clear();
   encode();
-  if (current_.events > 0 && file_->BoundWith(unit_.size()) > max_file_bytes_) {
+  if (current_.events > 0 && !file_->Fits(unit_.size(), max_file_bytes_)) {
     // Full: this event starts the next file, encoded afresh for its new sequence.
     if (status_ = CloseFile(); !status_.ok()) return;
     if (status_ = OpenFile(); !status_.ok()) return;
@@ -700,7 +503,9 @@ Status PerfettoWriter::Finish(const TraceMetadata& metadata) {
   JsonWriter json(&text);
   json.BeginObject();
   json.Key("format");
-  json.String("perfetto protobuf trace (perfetto.protos.Trace), gzip");
+  json.String(
+      "perfetto protobuf trace (perfetto.protos.Trace), its packets in zlib-compressed chunks "
+      "(TracePacket.compressed_packets)");
   json.Key("max_file_bytes");
   json.Uint(max_file_bytes_);
   json.Key("events");

@@ -1,9 +1,11 @@
 // The trace-event model (trace_events.h) as Perfetto's protobuf trace format,
-// gzip-compressed and split by time into files of a bounded size, with an index.
-// ui.perfetto.dev and trace_processor open each file (they inflate gzip).
+// compressed and split by time into files of a bounded size, with an index.
+// ui.perfetto.dev and trace_processor open each file.
 //
-// A file is a gzip stream of one perfetto.protos.Trace message, i.e. of
-// TracePackets (Trace field 1), all on one packet sequence
+// A file is one perfetto.protos.Trace message whose packets are compressed in
+// chunks (packet_file.h: TracePacket.compressed_packets, each a zlib stream of
+// TracePackets, as Perfetto's tracing service writes them). Inflated, the
+// TracePackets (Trace field 1) are all on one packet sequence
 // (trusted_packet_sequence_id 1); field numbers are those of
 // protos/perfetto/trace/perfetto_trace.proto (a copy is in tests/data/perfetto/):
 //   TrackDescriptor packets, each before the first event on its track in that
@@ -25,12 +27,12 @@
 //   cleared after kMaxInterned strings, which bounds memory when names are
 //   unique (step numbers).
 // Splitting: a file is closed before the event that could take it over
-// max_file_bytes (the bound: the compressed bytes at the sync flush before the
-// last one, exact there, plus deflateBound of what came after and 16 bytes for
-// the flush between; it depends on the input alone), and the event opens the
+// max_file_bytes (the bound: the exact compressed size of the chunks begun so
+// far plus the worst case for the chunk the event would end in; it depends on
+// the input alone, PacketFile::Fits), and the event opens the
 // next one. A slice's begin and end stay in one file, so a file holds the
 // events that *start* in its time range. Files: `path`, then path with
-// ".00001", ".00002", ... before ".pftrace.gz" (or after `path` when it has
+// ".00001", ".00002", ... before ".pftrace" (or after `path` when it has
 // another name); the index (PerfettoIndexPath) lists them with their time
 // ranges and is written last. A file is written as <file>.partial and renamed.
 #pragma once
@@ -55,13 +57,15 @@
 
 namespace aon::merge {
 
-class GzipFile;
+class PacketFile;
 
 class PerfettoWriter final : public trace::TraceSink {
  public:
   using MetaValue = TraceMetadata::value_type::second_type;
 
-  PerfettoWriter(std::string path, uint64_t max_file_bytes, int gzip_level);
+  // `level`: the compression level (1 fast .. 9 small); `threads`: compressing
+  // threads beside the encoding one.
+  PerfettoWriter(std::string path, uint64_t max_file_bytes, int level, unsigned threads);
   ~PerfettoWriter() override;
 
   void OnProcess(const trace::ProcessInfo& process) override;
@@ -137,7 +141,8 @@ class PerfettoWriter final : public trace::TraceSink {
 
   std::string path_;
   uint64_t max_file_bytes_;
-  int gzip_level_;
+  int level_;
+  unsigned threads_;
   Status status_;
 
   std::vector<TrackEntry> tracks_;
@@ -147,7 +152,7 @@ class PerfettoWriter final : public trace::TraceSink {
   uint64_t next_uuid_ = 1;
 
   // Per file.
-  std::unique_ptr<GzipFile> file_;
+  std::unique_ptr<PacketFile> file_;
   std::vector<char> described_;  // by index in tracks_
   Interned names_, categories_, arg_names_;
   Interned function_names_, source_paths_, mapping_paths_;

@@ -100,14 +100,14 @@ int main(int argc, char** argv) {
   auto* out_opt =
       app.add_option(
              "-o,--output", output,
-             "trace to write (default: trace.json, trace.pftrace.gz with --format perfetto, or the "
+             "trace to write (default: trace.json, trace.pftrace with --format perfetto, or the "
              "directory otf2/ with --format otf2, next to the timeline; trace-<selection>.json / "
-             ".pftrace.gz / otf2-<selection> with --window/--ranks/--kinds, e.g. "
+             ".pftrace / otf2-<selection> with --window/--ranks/--kinds, e.g. "
              "trace-10s-20s.json)")
           ->type_name("PATH");
   app.add_option("--format", format,
                  "json: Chrome trace-event JSON (small traces, --max-trace-records); perfetto: "
-                 "Perfetto protobuf, gzip, no record limit, split into files of at most "
+                 "Perfetto protobuf, compressed, no record limit, split into files of at most "
                  "--max-file-mb with an index; otf2: an OTF2 archive directory for Vampir, "
                  "Scalasca and otf2-print (open <dir>/traces.otf2), no record limit")
       ->check(CLI::IsMember({"json", "perfetto", "otf2"}))

@@ -60,7 +60,7 @@ std::string Footer() {
       "\n"
       "Results: the job directory (-o, default ./aon-<SLURM_JOB_ID> or\n"
       "./aon-<date>-<time>-<pid>) gets one rank-NNNNN.h5 per process; at the end the merge\n"
-      "writes timeline.h5 (all ranks, one clock), trace.pftrace.gz (open it at\n"
+      "writes timeline.h5 (all ranks, one clock), trace.pftrace (open it at\n"
       "https://ui.perfetto.dev; trace.json too while the run is small) and overview.json, and\n"
       "the report prints its findings and writes report.html. Then: aon report, aon stats,\n"
       "aon diff, aon export, aon inspect on the directory. Records dropped under --memory-cap\n"

@@ -124,8 +124,8 @@ void AddOutputOptions(CLI::App& app, CommandLine& cl) {
       ->excludes(chrome);
   auto* perfetto =
       app.add_option("--perfetto", cl.exports.perfetto_path,
-                     "Perfetto protobuf trace to write, gzip, no record limit (default: "
-                     "JOB/trace.pftrace.gz, or trace-<selection>.pftrace.gz); more files and an "
+                     "Perfetto protobuf trace to write, compressed, no record limit (default: "
+                     "JOB/trace.pftrace, or trace-<selection>.pftrace); more files and an "
                      "index when it is split")
           ->type_name("FILE");
   app.add_flag("--no-perfetto", cl.no_perfetto, "do not write the Perfetto trace")
@@ -260,7 +260,7 @@ int ReportOutcome(const aon::Status& status, const aon::merge::MergeOptions& opt
 int main(int argc, char** argv) {
   CLI::App app{
       "aon-merge: merge a job directory's per-rank AON traces (rank-NNNNN.h5) into one "
-      "cluster timeline (HDF5), a Perfetto trace (protobuf, gzip), a Chrome trace (JSON, "
+      "cluster timeline (HDF5), a Perfetto trace (protobuf, compressed), a Chrome trace (JSON, "
       "while small) and a downsampled overview of the whole run (JSON)",
       "aon-merge"};
   g_name = aon::cli::ToolName(argv[0], "aon-merge");

@@ -180,7 +180,7 @@ void ExpectProfiledStep(const ProcessResult& r, size_t ranks, const std::string&
   uint64_t records = 0;
   for (const auto& [rank, counts] : t.counts)
     for (const auto& [kind, n] : counts) records += n;
-  EXPECT_TRUE(fs::exists(dir + "/trace.pftrace.gz"));
+  EXPECT_TRUE(fs::exists(dir + "/trace.pftrace"));
   EXPECT_EQ(fs::exists(dir + "/trace.json"), records <= aon::merge::kDefaultMaxTraceRecords)
       << records << " records";
   EXPECT_EQ(t.status.size(), ranks);

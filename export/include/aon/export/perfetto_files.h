@@ -22,8 +22,8 @@ struct PerfettoFileInfo {
 };
 
 // The file after `path` holding part `part` (0: `path` itself):
-// "trace.pftrace.gz" -> "trace.00001.pftrace.gz"; "x.bin" -> "x.bin.00001".
+// "trace.pftrace" -> "trace.00001.pftrace"; "x.bin" -> "x.bin.00001".
 std::string PerfettoPartPath(const std::string& path, size_t part);
-// "trace.pftrace.gz" -> "trace.index.json"; "x.bin" -> "x.bin.index.json".
+// "trace.pftrace" -> "trace.index.json"; "x.bin" -> "x.bin.index.json".
 std::string PerfettoIndexPath(const std::string& path);
 }  // namespace aon::merge

@@ -1,9 +1,9 @@
 // Export of a merged timeline to Perfetto's protobuf trace format: the default
-// viewer file of aon-merge (trace.pftrace.gz) and `aon-export --format perfetto`.
+// viewer file of aon-merge (trace.pftrace) and `aon-export --format perfetto`.
 // The same events as the Chrome JSON (chrome_trace.h; both come from one model,
 // export/src/trace_events.h), plus chained flows between the ranks' instances of
 // each NCCL collective, without a record limit: written streaming in bounded
-// memory, gzip-compressed, split by time into files of at most max_file_bytes,
+// memory, compressed in chunks, split by time into files of at most max_file_bytes,
 // listed by an index (export/README.md, "Perfetto trace"; docs/trace-format.md).
 #pragma once
 
@@ -11,18 +11,22 @@
 #include <string>
 #include <vector>
 
+#include "aon/base/status.h"
 #include "aon/export/export_filter.h"
 #include "aon/export/perfetto_files.h"
-#include "aon/base/status.h"
 
 namespace aon::merge {
 
 struct PerfettoExportOptions {
   ExportFilter filter;  // empty = everything
   uint64_t max_file_bytes = kDefaultPerfettoFileBytes;
-  // zlib's 1 (fast) .. 9 (small); 1: 2.6x less CPU than 6 for 1.27x the bytes
-  // (export/README.md, "Perfetto trace").
-  int gzip_level = 1;
+  // Deflate level of the compressed chunks: 1 (fast) .. 9 (small; libdeflate
+  // goes to 12); 1: 2.6x less CPU than 6 for 1.27x the bytes (export/README.md,
+  // "Perfetto trace").
+  int level = 1;
+  // Compressing threads beside the encoding one; 0: one per CPU but one, at
+  // least 1, at most 4.
+  unsigned threads = 0;
 };
 
 struct PerfettoTraceStats {
@@ -33,7 +37,7 @@ struct PerfettoTraceStats {
   std::string index_path;
 };
 
-// "<dir>/trace.pftrace.gz", or "<dir>/trace-<filter label>.pftrace.gz".
+// "<dir>/trace.pftrace", or "<dir>/trace-<filter label>.pftrace".
 std::string FilteredPerfettoPath(const std::string& dir, const ExportFilter& filter);
 
 // Reads the timeline and writes the files and the index. Errors name the path.

@@ -27,7 +27,7 @@ struct MergeExportOptions {
   // More records than this in the Chrome export: it is not written (not an
   // error; MergeReport::chrome_not_written says why). 0 = no limit.
   uint64_t max_trace_records = kDefaultMaxTraceRecords;
-  // "" = <job_dir>/trace.pftrace.gz, or trace-<filter label>.pftrace.gz.
+  // "" = <job_dir>/trace.pftrace, or trace-<filter label>.pftrace.
   std::string perfetto_path;
   bool write_perfetto = true;
   uint64_t perfetto_max_file_bytes = kDefaultPerfettoFileBytes;
