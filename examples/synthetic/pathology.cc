@@ -52,21 +52,29 @@
 //                --delay-ms (NVTX "straggler_delay"). The all-reduce plays NCCL:
 //                its profiler plugin (NCCL_PROFILER_PLUGIN, AON's agent) gets the
 //                Coll event at each rank's arrival, the device runs the
-//                collective's kernel from the arrival to the last rank's (the
-//                planted delay, for the others) and its transfer, and MPI
-//                exchanges the arrivals, so the ranks really wait for the last
-//                one. Then a small broadcast (the ranks tied within
-//                microseconds: which one is last there is noise). Rank 0 prints
-//                the TRUTH line: straggle_ms = median over measured steps of the
-//                last arrival at the all-reduce minus the second-last,
-//                straggler_rank the rank last most often there.
+//                collective's kernel from the arrival to the last rank's and its
+//                transfer (an open kernel, closed once MPI has exchanged the
+//                arrivals: the ranks really wait for the last one, on the GPU as
+//                NCCL's do, and a loaded host's late MPI wake-up keeps the
+//                kernel running instead of idling the GPU). Then a small broadcast (the ranks tied
+//                within microseconds: which one is last there is noise). Rank 0 prints the TRUTH
+//                line: straggle_ms = median over measured steps of the last arrival at the
+//                all-reduce minus the second-last, straggler_rank the rank last most often there.
+#include <fcntl.h>
+#include <linux/futex.h>
 #include <mpi.h>
 #include <nvtx3/nvToolsExt.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -151,6 +159,21 @@ class Run {
   void Sync() {
     gpu_->synchronize(kStream);
     returned_ = NowNs();
+  }
+  // Whether the device (an agent of this build or an older one) has open kernels.
+  bool CanOpenKernels() const {
+    return gpu_->struct_size >= offsetof(AonSyntheticDeviceV1, close_kernel) + sizeof(void*);
+  }
+  // A kernel that runs until CloseKernel gives its end (NCCL's kernels wait on
+  // the GPU for their peers). Needs CanOpenKernels().
+  void OpenKernel(const char* name) {
+    Issue(0);
+    gpu_->launch_open_kernel(kStream, name, 1024, 256);
+    returned_ = NowNs();
+  }
+  void CloseKernel(uint64_t end_ns) {
+    gpu_->close_kernel(kStream, end_ns);
+    busy_until_ = std::max(busy_until_, end_ns);
   }
   void Profile(double sm, double dram, double tensor) {
     gpu_->set_kernel_profile(sm, dram, tensor);
@@ -367,19 +390,103 @@ Figures CompileCase(Run& run, const Options& o, bool every_step) {
   return f;
 }
 
+// The ranks meeting on the host, each giving a value and getting every rank's,
+// through shared memory: each writes its value and counts itself in, the last
+// one wakes the others (a futex). MPI's collectives busy-poll (Open MPI yields,
+// which the scheduler mostly ignores) and progress only while each rank polls:
+// with more ranks than cores, or a loaded host, the waiting ranks took the CPU
+// from the one they waited for and learned of its arrival milliseconds late.
+// All ranks are on one host (the corpus runs mpirun on one machine).
+class HostRendezvous {
+ public:
+  static constexpr int kMaxRanks = 64;
+  ~HostRendezvous() {
+    if (shared_ != nullptr) munmap(shared_, sizeof(Shared));
+  }
+  // Collective over MPI_COMM_WORLD. False with the reason on stderr.
+  bool Open(int rank, int nranks) {
+    if (nranks > kMaxRanks) {
+      std::fprintf(stderr, "%s: at most %d ranks\n", kProgram, kMaxRanks);
+      return false;
+    }
+    rank_ = rank;
+    nranks_ = nranks;
+    char name[64] = {};
+    if (rank == 0) {
+      std::snprintf(name, sizeof(name), "/aon-pathology-%d-%llu", static_cast<int>(getpid()),
+                    static_cast<unsigned long long>(NowNs()));
+    }
+    MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, MPI_COMM_WORLD);
+    int fd = -1;
+    if (rank == 0) {
+      fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+      if (fd >= 0 && ftruncate(fd, sizeof(Shared)) != 0) {
+        close(fd);
+        fd = -1;
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) fd = shm_open(name, O_RDWR, 0600);
+    void* at = fd >= 0 ? mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                       : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    int ok = at != MAP_FAILED, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (rank == 0) shm_unlink(name);
+    if (at != MAP_FAILED) shared_ = static_cast<Shared*>(at);
+    if (!all_ok)
+      std::fprintf(stderr, "%s: rank %d: shared memory %s: %s\n", kProgram, rank, name,
+                   ok ? "another rank failed" : std::strerror(errno));
+    return all_ok != 0;
+  }
+  // Every rank's `value`, once all have given theirs.
+  void Exchange(int64_t value, std::vector<int64_t>* all) {
+    const uint32_t round = round_++;
+    int64_t* values = shared_->values[round % 2];
+    values[rank_] = value;
+    if (shared_->arrived.fetch_add(1) + 1 == static_cast<uint32_t>(nranks_)) {
+      shared_->arrived.store(0);
+      shared_->round.store(round + 1);
+      syscall(SYS_futex, &shared_->round, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+    } else {
+      for (uint32_t r; (r = shared_->round.load()) == round;) {
+        syscall(SYS_futex, &shared_->round, FUTEX_WAIT, r, nullptr, nullptr, 0);
+      }
+    }
+    all->assign(values, values + nranks_);
+  }
+
+ private:
+  // Two rounds' values: a rank may give the next round's before a slower one
+  // has read this round's, never two rounds ahead.
+  struct Shared {
+    std::atomic<uint32_t> arrived;
+    std::atomic<uint32_t> round;
+    int64_t values[2][kMaxRanks];
+  };
+  Shared* shared_ = nullptr;
+  int rank_ = 0, nranks_ = 0;
+  uint32_t round_ = 0;
+};
+
 Figures StragglerCase(Run& run, const Options& o) {
   int rank = 0, nranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   aon::synthetic::FakeNccl nccl;
-  if (nranks < 2 || o.delay_rank >= nranks || !nccl.Open(kProgram, rank, nranks)) {
+  HostRendezvous meet;
+  if (nranks < 2 || o.delay_rank >= nranks || !run.CanOpenKernels() || !meet.Open(rank, nranks) ||
+      !nccl.Open(kProgram, rank, nranks)) {
     if (nranks < 2 || o.delay_rank >= nranks)
       std::fprintf(stderr, "%s: the straggler case needs mpirun -np N (N >= 2, > --delay-rank)\n",
+                   kProgram);
+    else if (!run.CanOpenKernels())
+      std::fprintf(stderr, "%s: the synthetic device of this agent has no open kernels (older)\n",
                    kProgram);
     MPI_Abort(MPI_COMM_WORLD, 3);
   }
   constexpr uint64_t kTransferNs = 300000, kBroadcastNs = 50000;
-  std::vector<int64_t> arrivals(static_cast<size_t>(nranks));
+  std::vector<int64_t> arrivals(static_cast<size_t>(nranks)), ignored;
   std::vector<double> straggle;
   std::vector<int> last_count(static_cast<size_t>(nranks), 0);
   for (int s = 0; s < o.steps; ++s) {
@@ -391,19 +498,27 @@ Figures StragglerCase(Run& run, const Options& o) {
       HostWork(Ns(o.delay_ms));
       nvtxRangePop();
     }
-    // The all-reduce: arrival, the kernel (waiting for the last rank, then the
-    // transfer), the ranks meeting, the end.
+    // The all-reduce: arrival, the kernel (waiting on the GPU for the last
+    // rank, then the transfer), the ranks meeting on the host, the end. The
+    // kernel ends at the last arrival plus the transfer, or when this rank's
+    // host learned of the last arrival if that was later (a loaded host): the
+    // GPU never idles for the host's own waiting to meet, which is this
+    // program's plumbing, not what it plays (NCCL's host calls return at once).
     const auto arrival = static_cast<int64_t>(NowNs());
     void* coll = nccl.Begin("AllReduce", static_cast<uint64_t>(2 * s), 1 << 20);
-    const uint64_t wait = rank == o.delay_rank ? 0 : Ns(o.delay_ms);
-    run.Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", wait + kTransferNs);
-    MPI_Allgather(&arrival, 1, MPI_INT64_T, arrivals.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+    run.OpenKernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    meet.Exchange(arrival, &arrivals);
+    const auto last_arrival =
+        static_cast<uint64_t>(*std::max_element(arrivals.begin(), arrivals.end()));
+    run.CloseKernel(std::max(last_arrival + kTransferNs, NowNs()));
     run.Sync();
     nccl.End(coll);
     // A small broadcast that every rank reaches together.
     void* bcast = nccl.Begin("Broadcast", static_cast<uint64_t>(2 * s + 1), 1024);
-    run.Kernel("ncclDevKernel_Broadcast_RING_LL", kBroadcastNs);
-    MPI_Barrier(MPI_COMM_WORLD);
+    run.OpenKernel("ncclDevKernel_Broadcast_RING_LL");
+    const uint64_t bcast_issued = NowNs();
+    meet.Exchange(0, &ignored);
+    run.CloseKernel(std::max(bcast_issued + kBroadcastNs, NowNs()));
     run.Sync();
     nccl.End(bcast);
     run.EndStep();

@@ -273,6 +273,25 @@ std::map<uint32_t, uint64_t>& StreamBusyUntil() {
   static auto* m = new std::map<uint32_t, uint64_t>();
   return *m;
 }
+// Kernels launched open (launch_open_kernel) and not yet closed, by stream:
+// what their record needs when close_kernel gives their end. Under g_streams_mu.
+struct OpenKernel {
+  uint64_t start_ns;
+  std::string name;
+  int grid_x, block_x;
+  uint32_t corr;
+};
+std::map<uint32_t, OpenKernel>& OpenKernels() {
+  static auto* m = new std::map<uint32_t, OpenKernel>();
+  return *m;
+}
+// Whether `stream` (any stream for AON_SYNTHETIC_ALL_STREAMS) has an open
+// kernel: nothing else may be queued on it or waited for until it is closed.
+bool HasOpenKernel(uint32_t stream) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  if (stream == AON_SYNTHETIC_ALL_STREAMS) return !OpenKernels().empty();
+  return OpenKernels().count(stream) != 0;
+}
 
 uint32_t ThreadId() {
   thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -372,13 +391,14 @@ bool NodeCallbacks() {
          (g_graph_nodes.load(std::memory_order_acquire) && g_agent->enabled(RecordKind::kGraphOps));
 }
 
-// A kernel record of `duration_ns` on `stream` issued at `now` (pushed when
-// kernels are recorded).
-void RunKernel(uint32_t stream, uint64_t now, const char* name, uint64_t duration_ns, int grid_x,
-               int block_x, uint32_t corr, uint64_t node_id, uint32_t graph_id) {
+// The record of a kernel that ran [start, end) on `stream` (pushed when kernels
+// are recorded).
+void PushKernel(uint32_t stream, uint64_t start_ns, uint64_t end_ns, const char* name, int grid_x,
+                int block_x, uint32_t corr, uint64_t node_id, uint32_t graph_id) {
   const SourceContext& agent = *g_agent;
   KernelRecord k{};
-  k.start_ns = Schedule(stream, now, duration_ns, &k.end_ns);
+  k.start_ns = start_ns;
+  k.end_ns = end_ns;
   AppendActivity(k.start_ns, k.end_ns);
   if (g_sampler != nullptr) g_sampler->Kernel(k.start_ns, k.end_ns, t_profile);
   k.correlation_id = corr;
@@ -398,8 +418,16 @@ void RunKernel(uint32_t stream, uint64_t now, const char* name, uint64_t duratio
   }
 }
 
+// A kernel of `duration_ns` on `stream` issued at `now`.
+void RunKernel(uint32_t stream, uint64_t now, const char* name, uint64_t duration_ns, int grid_x,
+               int block_x, uint32_t corr, uint64_t node_id, uint32_t graph_id) {
+  uint64_t end = 0;
+  const uint64_t start = Schedule(stream, now, duration_ns, &end);
+  PushKernel(stream, start, end, name, grid_x, block_x, corr, node_id, graph_id);
+}
+
 int LaunchKernel(uint32_t stream, const char* name, uint64_t duration_ns, int grid_x, int block_x) {
-  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  if (!g_enabled.load(std::memory_order_acquire) || HasOpenKernel(stream)) return 1;
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
   if (t_capture.capturing && t_capture.stream == stream) {
@@ -450,7 +478,7 @@ int EndCapture(uint32_t stream, uint64_t* graph) {
 }
 
 int LaunchGraph(uint64_t graph, uint32_t stream) {
-  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  if (!g_enabled.load(std::memory_order_acquire) || HasOpenKernel(stream)) return 1;
   std::vector<GraphNode> nodes;
   {
     std::lock_guard<std::mutex> lock(g_graphs_mu);
@@ -470,7 +498,7 @@ int LaunchGraph(uint64_t graph, uint32_t stream) {
 }
 
 int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
-  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  if (!g_enabled.load(std::memory_order_acquire) || HasOpenKernel(stream)) return 1;
   const SourceContext& agent = *g_agent;
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
@@ -499,7 +527,7 @@ int Memcpy(uint32_t stream, uint8_t copy_kind, uint64_t bytes, int async) {
 }
 
 int Memset(uint32_t stream, uint64_t bytes, int async) {
-  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  if (!g_enabled.load(std::memory_order_acquire) || HasOpenKernel(stream)) return 1;
   const SourceContext& agent = *g_agent;
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
@@ -519,8 +547,46 @@ int Memset(uint32_t stream, uint64_t bytes, int async) {
   return 0;
 }
 
-int Synchronize(uint32_t stream) {
+// NCCL's kernels wait on the GPU for their peers: a kernel launched open runs
+// from its start until close_kernel gives its end (the host learns when the
+// peers arrived only after the fact).
+int LaunchOpenKernel(uint32_t stream, const char* name, int grid_x, int block_x) {
   if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  const uint64_t now = TimebaseNowNs();
+  const uint32_t corr =
+      g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    if (OpenKernels().count(stream) != 0) return 1;
+    uint64_t& busy = StreamBusyUntil()[stream];
+    const uint64_t start = std::max(now + kLaunchLatencyNs, busy);
+    busy = start;
+    OpenKernels().emplace(
+        stream, OpenKernel{start, name ? name : "synthetic_kernel", grid_x, block_x, corr});
+  }
+  PushApi(now, corr, kCbidLaunchKernel, "cudaLaunchKernel");
+  return 0;
+}
+
+int CloseKernel(uint32_t stream, uint64_t end_ns) {
+  if (!g_enabled.load(std::memory_order_acquire)) return 1;
+  OpenKernel k;
+  uint64_t end = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    auto it = OpenKernels().find(stream);
+    if (it == OpenKernels().end()) return 1;
+    k = std::move(it->second);
+    OpenKernels().erase(it);
+    end = std::max(k.start_ns, end_ns);
+    StreamBusyUntil()[stream] = end;
+  }
+  PushKernel(stream, k.start_ns, end, k.name.c_str(), k.grid_x, k.block_x, k.corr, 0, 0);
+  return 0;
+}
+
+int Synchronize(uint32_t stream) {
+  if (!g_enabled.load(std::memory_order_acquire) || HasOpenKernel(stream)) return 1;
   const SourceContext& agent = *g_agent;
   uint64_t now = TimebaseNowNs();
   uint32_t corr = g_correlation.Map(g_next_correlation.fetch_add(1, std::memory_order_relaxed));
@@ -555,7 +621,9 @@ const AonSyntheticDeviceV1 kDevice = {sizeof(AonSyntheticDeviceV1),
                                       SetKernelProfile,
                                       BeginCapture,
                                       EndCapture,
-                                      LaunchGraph};
+                                      LaunchGraph,
+                                      LaunchOpenKernel,
+                                      CloseKernel};
 
 }  // namespace
 

@@ -62,6 +62,14 @@ typedef struct AonSyntheticDeviceV1 {
   int (*begin_capture)(uint32_t stream);
   int (*end_capture)(uint32_t stream, uint64_t* graph);
   int (*launch_graph)(uint64_t graph, uint32_t stream);
+  // Present when struct_size covers them: a kernel whose end the host gives
+  // later, as NCCL's kernels wait on the GPU for their peers' data. It starts
+  // as any launch on `stream` would; close_kernel ends it at end_ns
+  // (CLOCK_MONOTONIC ns; its start if earlier) and records it. Until then
+  // nothing else may be queued on `stream` or waited for (those calls return
+  // 1), and a second open kernel on it is refused.
+  int (*launch_open_kernel)(uint32_t stream, const char* name, int grid_x, int block_x);
+  int (*close_kernel)(uint32_t stream, uint64_t end_ns);
 } AonSyntheticDeviceV1;
 
 // NULL unless the agent runs with AON_SOURCE=synthetic.

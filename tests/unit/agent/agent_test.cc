@@ -211,6 +211,53 @@ TEST_F(AgentTest, SyntheticDeviceRecordsEveryCallLabeledSynthetic) {
   }
 }
 
+// A kernel launched open (the straggler pathology's NCCL kernels, waiting for
+// their peers) runs after the stream's work from its launch until the end its
+// close gives; nothing refused while it was open left a record.
+TEST_F(AgentTest, SyntheticOpenKernelRunsUntilItsCloseGivesTheEnd) {
+  const std::string log = dir_ + "/open-kernel.log";
+  int st = RunChild("open-kernel", {{"AON_SOURCE", "synthetic"}, {"OPEN_KERNEL_LOG", log}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  uint64_t end = 0;
+  std::ifstream(log) >> end;
+  ASSERT_GT(end, 0u);
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto strings = r->ReadStrings();
+  auto kernels = r->ReadAll<KernelRecord>();
+  auto api = r->ReadAll<ApiRecord>();
+  auto copies = r->ReadAll<MemcpyRecord>();
+  auto sets = r->ReadAll<MemsetRecord>();
+  auto syncs = r->ReadAll<SyncRecord>();
+  ASSERT_TRUE(strings.ok() && kernels.ok() && api.ok() && copies.ok() && sets.ok() && syncs.ok());
+  std::map<std::string, KernelRecord> by_name;
+  for (const KernelRecord& k : *kernels) by_name[strings->Get(k.name_id)] = k;
+  ASSERT_EQ(kernels->size(), 3u);
+  ASSERT_EQ(by_name.size(), 3u);
+  const KernelRecord& before = by_name["k_before"];
+  const KernelRecord& open = by_name["k_open"];
+  EXPECT_EQ(open.stream_id, 1u);
+  EXPECT_EQ(open.grid_x, 2);
+  EXPECT_EQ(open.block_x, 64);
+  EXPECT_GE(open.start_ns, before.end_ns);
+  EXPECT_EQ(open.end_ns, end);
+  EXPECT_EQ(by_name.count("k_other"), 1u);
+  EXPECT_TRUE(copies->empty());
+  EXPECT_TRUE(sets->empty());
+  ASSERT_EQ(syncs->size(), 1u);
+  EXPECT_GE((*syncs)[0].end_ns, end);
+  // Its launch call is recorded with it, as every kernel's.
+  size_t launches = 0;
+  for (const ApiRecord& a : *api) {
+    if (a.correlation_id == open.correlation_id) {
+      EXPECT_EQ(strings->Get(a.name_id), "cudaLaunchKernel");
+      EXPECT_LE(a.start_ns, open.start_ns);
+      ++launches;
+    }
+  }
+  EXPECT_EQ(launches, 1u);
+}
+
 // ---- Budgeted mode: capture windows on steps ---------------------------------
 
 struct StepsFile {

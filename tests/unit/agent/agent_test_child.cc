@@ -366,6 +366,31 @@ int main(int argc, char** argv) {
     gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
     return 0;
   }
+  if (mode == "open-kernel") {
+    // A kernel on stream 1, then one launched open there: while it is open,
+    // stream 1 refuses launches, copies, memsets, waits and a second open
+    // kernel (status 1), and stream 2 takes work; it is closed at a time 2 ms
+    // ahead, which a wait on stream 1 then reaches. Writes that end to
+    // OPEN_KERNEL_LOG.
+    const AonSyntheticDeviceV1* gpu = FakeDriver();
+    if (!gpu || gpu->struct_size < sizeof(AonSyntheticDeviceV1)) return 10;
+    if (gpu->launch_kernel(1, "k_before", 10000, 1, 32) != 0) return 11;
+    if (gpu->launch_open_kernel(1, "k_open", 2, 64) != 0) return 12;
+    if (gpu->launch_kernel(1, "k_refused", 10000, 1, 32) != 1) return 13;
+    if (gpu->memcpy(1, 1, 4096, 1) != 1 || gpu->memset(1, 4096, 1) != 1) return 14;
+    if (gpu->synchronize(1) != 1 || gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS) != 1) return 15;
+    if (gpu->launch_open_kernel(1, "k_open2", 1, 1) != 1) return 16;
+    if (gpu->launch_kernel(2, "k_other", 10000, 1, 32) != 0) return 17;
+    usleep(1000);
+    const uint64_t end = MonotonicNs() + 2000000;
+    if (gpu->close_kernel(1, end) != 0 || gpu->close_kernel(1, end) != 1) return 18;
+    if (gpu->synchronize(1) != 0 || MonotonicNs() < end) return 19;
+    FILE* log = std::fopen(std::getenv("OPEN_KERNEL_LOG"), "w");
+    if (log == nullptr) return 20;
+    std::fprintf(log, "%llu\n", static_cast<unsigned long long>(end));
+    std::fclose(log);
+    return 0;
+  }
   if (mode == "steps") {
     // STEPS steps (default 100), after START_US, each marked by STEP_MARK:
     // "nvtx" (a range "step <i>"), "api" (aon_step()) or "none" (for the time
