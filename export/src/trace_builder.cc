@@ -53,24 +53,6 @@ const char* NcclTypeName(uint8_t type) {
   return kLabels[type].c_str();
 }
 
-// Just the columns the flow pass needs; the reader matches members by name.
-struct RankCorrelation {
-  uint32_t rank;
-  uint32_t correlation_id;
-  uint64_t start_ns;
-  uint64_t end_ns;
-};
-
-TableSchema RankCorrelationSchema(const std::string& table) {
-  return TableSchema{
-      table,
-      sizeof(RankCorrelation),
-      {Field{"rank", offsetof(RankCorrelation, rank), FieldType::kU32},
-       Field{"correlation_id", offsetof(RankCorrelation, correlation_id), FieldType::kU32},
-       Field{"start_ns", offsetof(RankCorrelation, start_ns), FieldType::kU64},
-       Field{"end_ns", offsetof(RankCorrelation, end_ns), FieldType::kU64}}};
-}
-
 // API -> GPU flows: rank and correlation id (below 2^63).
 uint64_t FlowKey(uint32_t rank, uint32_t correlation_id) {
   return (uint64_t{rank} << 32) | correlation_id;
@@ -119,22 +101,34 @@ class Selection {
   std::vector<char> ranks_;
 };
 
-Status CollectKeys(const TraceReader& reader, const std::string& table, const Selection& sel,
-                   std::vector<uint64_t>* keys) {
-  const TableSchema schema = RankCorrelationSchema(table);
+// Every row of T's table, in order, to `visit` until it returns false. Whole
+// rows: a table read in its own layout goes through the direct chunk path
+// (libdeflate, on the reader's threads), where reading only some columns made
+// HDF5 inflate (zlib) and convert every chunk itself, several times slower.
+template <typename T, typename Visit>
+Status ScanRows(const TraceReader& reader, Visit&& visit) {
+  const TableSchema& schema = MergedSchemaOf<T>();
   AON_ASSIGN_OR_RETURN(uint64_t n, reader.TableSize(schema));
-  std::vector<RankCorrelation> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
+  std::vector<Merged<T>> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
   for (uint64_t first = 0; first < n; first += kChunkRecords) {
     const uint64_t count = std::min(kChunkRecords, n - first);
     AON_RETURN_IF_ERROR(reader.ReadTable(schema, first, count, chunk.data()));
     for (uint64_t i = 0; i < count; ++i) {
-      const RankCorrelation& c = chunk[i];
-      if (sel.PastWindow(c.start_ns)) return Status::Ok();
-      if (c.correlation_id != 0 && sel.Keep(c.rank, c.start_ns, c.end_ns))
-        keys->push_back(FlowKey(c.rank, c.correlation_id));
+      if (!visit(chunk[i])) return Status::Ok();
     }
   }
   return Status::Ok();
+}
+
+// The flow keys of T's records that the selection keeps.
+template <typename T>
+Status CollectKeys(const TraceReader& reader, const Selection& sel, std::vector<uint64_t>* keys) {
+  return ScanRows<T>(reader, [&](const Merged<T>& m) {
+    if (sel.PastWindow(StartOf(m.record))) return false;
+    if (m.record.correlation_id != 0 && sel.Keep(m.rank, StartOf(m.record), EndOf(m.record)))
+      keys->push_back(FlowKey(m.rank, m.record.correlation_id));
+    return true;
+  });
 }
 
 void SortUnique(std::vector<uint64_t>* v) {
@@ -670,11 +664,13 @@ class Builder {
   Status CollectFlows() {
     if (!sel_.Kind(RecordKind::kApi)) return Status::Ok();
     std::vector<uint64_t> api, gpu;
-    AON_RETURN_IF_ERROR(CollectKeys(reader_, RecordKindName(RecordKind::kApi), sel_, &api));
-    for (RecordKind k : {RecordKind::kKernel, RecordKind::kMemcpy, RecordKind::kMemset}) {
-      if (!sel_.Kind(k)) continue;
-      AON_RETURN_IF_ERROR(CollectKeys(reader_, RecordKindName(k), sel_, &gpu));
-    }
+    AON_RETURN_IF_ERROR(CollectKeys<ApiRecord>(reader_, sel_, &api));
+    if (sel_.Kind(RecordKind::kKernel))
+      AON_RETURN_IF_ERROR(CollectKeys<KernelRecord>(reader_, sel_, &gpu));
+    if (sel_.Kind(RecordKind::kMemcpy))
+      AON_RETURN_IF_ERROR(CollectKeys<MemcpyRecord>(reader_, sel_, &gpu));
+    if (sel_.Kind(RecordKind::kMemset))
+      AON_RETURN_IF_ERROR(CollectKeys<MemsetRecord>(reader_, sel_, &gpu));
     SortUnique(&api);
     SortUnique(&gpu);
     std::set_intersection(api.begin(), api.end(), gpu.begin(), gpu.end(),
@@ -686,36 +682,23 @@ class Builder {
   // record (kernels, then memcpy, then memset, each in start order) ran on, read
   // from the whole timeline so that a window gets the full export's tracks.
   Status CollectStreamDevices() {
-    AON_ASSIGN_OR_RETURN(
-        uint64_t syncs,
-        reader_.TableSize(RankCorrelationSchema(RecordKindName(RecordKind::kSync))));
+    AON_ASSIGN_OR_RETURN(uint64_t syncs, reader_.TableSize(MergedSchemaOf<SyncRecord>()));
     if (syncs == 0) return Status::Ok();
     AON_RETURN_IF_ERROR(CollectStreamDevicesOf<KernelRecord>());
     AON_RETURN_IF_ERROR(CollectStreamDevicesOf<MemcpyRecord>());
     return CollectStreamDevicesOf<MemsetRecord>();
   }
-  // Whole rows, not the three columns: a table read in its own layout goes
-  // through the direct chunk path (libdeflate, on the reader's threads), where
-  // picking columns made HDF5 inflate and convert every chunk itself, several
-  // times slower (it was a seventh of a Perfetto export's CPU time).
   template <typename T>
   Status CollectStreamDevicesOf() {
-    const TableSchema schema = MergedSchemaOf<T>();
-    AON_ASSIGN_OR_RETURN(uint64_t n, reader_.TableSize(schema));
-    std::vector<Merged<T>> chunk(static_cast<size_t>(std::min(n, kChunkRecords)));
     std::pair<uint32_t, uint32_t> last{UINT32_MAX, UINT32_MAX};
-    for (uint64_t first = 0; first < n; first += kChunkRecords) {
-      const uint64_t count = std::min(kChunkRecords, n - first);
-      AON_RETURN_IF_ERROR(reader_.ReadTable(schema, first, count, chunk.data()));
-      for (uint64_t i = 0; i < count; ++i) {
-        const Merged<T>& m = chunk[i];
-        const std::pair<uint32_t, uint32_t> key{m.rank, m.record.stream_id};
-        if (key == last || !sel_.Rank(m.rank)) continue;
+    return ScanRows<T>(reader_, [&](const Merged<T>& m) {
+      const std::pair<uint32_t, uint32_t> key{m.rank, m.record.stream_id};
+      if (key != last && sel_.Rank(m.rank)) {
         last = key;
         stream_device_.emplace(key, m.record.device_id);
       }
-    }
-    return Status::Ok();
+      return true;
+    });
   }
 
   // The flow id of a correlation id: for kBothEndsKept only when linked.
