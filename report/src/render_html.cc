@@ -103,6 +103,20 @@ struct Frame {
   double Y(double v) const { return bottom - (v - y0) / (y1 - y0) * (bottom - top); }
 };
 
+// Ticks and labels under the frame's bottom edge at the values `xs`.
+template <typename XLabel>
+std::string XTicks(const Frame& f, const std::vector<double>& xs, XLabel xl) {
+  std::string s;
+  for (double v : xs) {
+    const std::string x = F("%.1f", f.X(v));
+    s += "<line x1=" + x + " y1=" + std::to_string(f.bottom) + " x2=" + x +
+         " y2=" + std::to_string(f.bottom + 4) + " stroke=#888 /><text x=" + x +
+         " y=" + std::to_string(f.bottom + 15) + " font-size=10 text-anchor=middle>" + E(xl(v)) +
+         "</text>";
+  }
+  return s;
+}
+
 // `xs` / `ys`: the tick values; `xl` / `yl`: their labels.
 template <typename XLabel, typename YLabel>
 std::string Axes(const Frame& f, const std::vector<double>& xs, XLabel xl,
@@ -121,13 +135,7 @@ std::string Axes(const Frame& f, const std::vector<double>& xs, XLabel xl,
          " stroke=#888 /><text x=" + std::to_string(f.left - 6) + " y=" + y +
          " dy=4 font-size=10 text-anchor=end>" + E(yl(v)) + "</text>";
   }
-  for (double v : xs) {
-    const std::string x = F("%.1f", f.X(v));
-    s += "<line x1=" + x + " y1=" + std::to_string(f.bottom) + " x2=" + x +
-         " y2=" + std::to_string(f.bottom + 4) + " stroke=#888 /><text x=" + x +
-         " y=" + std::to_string(f.bottom + 15) + " font-size=10 text-anchor=middle>" + E(xl(v)) +
-         "</text>";
-  }
+  s += XTicks(f, xs, xl);
   if (!xtitle.empty()) {
     s += "<text x=" + std::to_string((f.left + f.right) / 2) +
          " y=" + std::to_string(f.bottom + 28) + " font-size=11 text-anchor=middle>" + E(xtitle) +
@@ -198,13 +206,13 @@ std::string HeatStrip(const Report& r) {
   // Time ticks under the strip, from the timeline's start.
   const double span = static_cast<double>(r.end_ns - r.start_ns);
   const int y = static_cast<int>(r.heat.size()) * row;
-  for (double v : Ticks(0, span, 8)) {
-    const std::string x = F("%.1f", label + v / span * Report::kHeatBins * cell);
-    s += "<line x1=" + x + " y1=" + std::to_string(y) + " x2=" + x +
-         " y2=" + std::to_string(y + 4) + " stroke=#888 /><text x=" + x +
-         " y=" + std::to_string(y + 15) + " font-size=10 text-anchor=middle>" + E(TickDuration(v)) +
-         "</text>";
-  }
+  Frame f;
+  f.left = label;
+  f.right = label + Report::kHeatBins * cell;
+  f.top = 0;
+  f.bottom = y;
+  f.x1 = span > 0 ? span : 1;
+  s += XTicks(f, Ticks(0, span, 8), [](double v) { return TickDuration(v); });
   s += "<text x=" + std::to_string(label) + " y=" + std::to_string(y + 28) +
        " font-size=11>time from the first record; white = idle, dark blue = GPU busy</text></svg>";
   return s;
