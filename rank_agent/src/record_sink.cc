@@ -1,5 +1,7 @@
 #include "record_sink.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "aon/ipc/record_batches.h"
@@ -30,7 +32,16 @@ bool RecordSink::ReserveExternal(uint64_t bytes) {
   return true;
 }
 
+std::atomic<bool> g_sink_in_forked_child{false};
+
+namespace {
+// Registered when the library is loaded, before any record can be pushed.
+const int g_sink_atfork = pthread_atfork(
+    nullptr, nullptr, [] { g_sink_in_forked_child.store(true, std::memory_order_relaxed); });
+}  // namespace
+
 void RecordSink::CountDropped(RecordKind kind, uint64_t n) {
+  if (g_sink_in_forked_child.load(std::memory_order_relaxed)) return;
   if (producer_.attached()) {
     producer_.CountDropped(static_cast<size_t>(kind), n);
   } else {
@@ -48,7 +59,7 @@ std::array<uint64_t, kRecordKindCount> RecordSink::Dropped() const {
 }
 
 uint32_t RecordSink::Intern(std::string_view s, RecordKind kind) {
-  if (s.empty()) return 0;
+  if (s.empty() || g_sink_in_forked_child.load(std::memory_order_relaxed)) return 0;
   // Strings are stored NUL-terminated (rank files, timelines): a NUL inside
   // one (a Python frame's name, read from the interpreter, may hold any byte)
   // would make two strings read back the same, and a reader refuses the

@@ -32,6 +32,13 @@
 
 namespace aon::agent {
 
+// Set in a child forked from this process (pthread_atfork, record_sink.cc):
+// the ring it inherited is the parent's, and a forked child (a DataLoader
+// worker, a compile worker) is not this rank. Its records, strings and drops
+// go nowhere and are not counted: they would land in the parent's rank file as
+// the parent's (seen: a child's kernels and steps counted as the rank's).
+extern std::atomic<bool> g_sink_in_forked_child;
+
 class RecordSink {
  public:
   // Never fails: without shared memory (error in *why) every record is
@@ -40,6 +47,7 @@ class RecordSink {
 
   template <typename T>
   void Push(const T& record) {
+    if (g_sink_in_forked_child.load(std::memory_order_relaxed)) return;
     if (closed_.load(std::memory_order_acquire) || !producer_.attached()) {
       CountDropped(RecordTraits<T>::kKind, 1);
       return;

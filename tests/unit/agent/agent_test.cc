@@ -211,6 +211,28 @@ TEST_F(AgentTest, SyntheticDeviceRecordsEveryCallLabeledSynthetic) {
   }
 }
 
+// A child forked from a recording process is not the rank: what it records
+// (kernels through the device, NVTX ranges) stays out of the parent's file,
+// uncounted, and the parent's own records before and after the fork are all
+// there.
+TEST_F(AgentTest, AForkedChildsRecordsStayOutOfTheParentsFile) {
+  int st = RunChild("fork-push", {{"AON_SOURCE", "synthetic"}});
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto r = OpenRank0();
+  ASSERT_TRUE(r);
+  auto strings = r->ReadStrings();
+  auto kernels = r->ReadAll<KernelRecord>();
+  auto nvtx = r->ReadAll<NvtxRecord>();
+  auto meta = r->ReadRankMetadata();
+  ASSERT_TRUE(strings.ok() && kernels.ok() && nvtx.ok() && meta.ok());
+  std::map<std::string, int> kernel_names, range_names;
+  for (const KernelRecord& k : *kernels) ++kernel_names[strings->Get(k.name_id)];
+  for (const NvtxRecord& n : *nvtx) ++range_names[strings->Get(n.name_id)];
+  EXPECT_EQ(kernel_names, (std::map<std::string, int>{{"k_parent", 10}}));
+  EXPECT_EQ(range_names, (std::map<std::string, int>{{"parent", 10}}));
+  for (uint64_t d : meta->dropped) EXPECT_EQ(d, 0u);
+}
+
 // A kernel launched open (the straggler pathology's NCCL kernels, waiting for
 // their peers) runs after the stream's work from its launch until the end its
 // close gives; nothing refused while it was open left a record.

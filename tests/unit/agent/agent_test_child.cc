@@ -366,6 +366,35 @@ int main(int argc, char** argv) {
     gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
     return 0;
   }
+  if (mode == "fork-push") {
+    // The parent: 5 kernels and NVTX ranges "parent" before a fork and 5
+    // after; its forked child launches 50 kernels, pushes 50 ranges "child"
+    // and exits without the agent's exit path (as a DataLoader worker does).
+    const AonSyntheticDeviceV1* gpu = FakeDriver();
+    if (!gpu) return 10;
+    auto parent_work = [&] {
+      for (int i = 0; i < 5; ++i) {
+        nvtxRangePushA("parent");
+        gpu->launch_kernel(1, "k_parent", 2000, 1, 32);
+        nvtxRangePop();
+      }
+    };
+    parent_work();
+    const pid_t child = fork();
+    if (child == 0) {
+      for (int i = 0; i < 50; ++i) {
+        nvtxRangePushA("child");
+        gpu->launch_kernel(1, "k_child", 2000, 1, 32);
+        nvtxRangePop();
+      }
+      _exit(0);
+    }
+    int st = 0;
+    if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st)) return 11;
+    parent_work();
+    gpu->synchronize(AON_SYNTHETIC_ALL_STREAMS);
+    return 0;
+  }
   if (mode == "open-kernel") {
     // A kernel on stream 1, then one launched open there: while it is open,
     // stream 1 refuses launches, copies, memsets, waits and a second open
