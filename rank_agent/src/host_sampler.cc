@@ -259,8 +259,12 @@ struct HostSampler::Impl {
   uint64_t memory = 0;
   std::string first_failure;
   int drains = 0;
-  uint64_t samples = 0, dropped = 0, threads_sampled = 0, unarmed = 0;
+  uint64_t samples = 0, dropped = 0, threads_sampled = 0;
   std::set<int> blocked_tids;  // threads found blocking the signal and not sampled since
+  // Threads that could not be armed and were not since: a set, as a thread is
+  // tried again at every scan (a count of attempts said thousands of threads
+  // where a few were refused for seconds).
+  std::set<int> unarmed_tids;
 
   bool Prepare();
   // A forked child inherits this object (and maybe a held lock): it never
@@ -372,8 +376,8 @@ void HostSampler::Finish() {
     s.context.notes().Note("host sampling: " + std::to_string(s.dropped) +
                            " samples lost (a thread's ring was full)");
   }
-  if (s.unarmed > 0) {
-    s.context.notes().Note("host sampling: " + std::to_string(s.unarmed) +
+  if (!s.unarmed_tids.empty()) {
+    s.context.notes().Note("host sampling: " + std::to_string(s.unarmed_tids.size()) +
                            " thread(s) not sampled: " + s.first_failure);
   }
   if (!s.blocked_tids.empty()) {
@@ -443,8 +447,10 @@ void HostSampler::Impl::Scan(bool masks) {
     Armed a;
     if (!Arm(tid, &a)) continue;
     // A thread blocks every signal while pthread_create sets it up: one seen
-    // blocking then and armed now is sampled after all.
+    // blocking then and armed now is sampled after all (and one refused
+    // before, when rings or descriptors were short).
     blocked_tids.erase(tid);
+    unarmed_tids.erase(tid);
     a.seen = true;
     a.name_id = context.sink().Intern(name, RecordKind::kHostSamples);
     added.emplace_back(tid, a);
@@ -506,7 +512,7 @@ void HostSampler::Impl::Release(Slot* slot) {
 bool HostSampler::Impl::Arm(int tid, Armed* a) {
   a->slot = NewSlot(tid);
   if (a->slot == nullptr) {
-    ++unarmed;
+    unarmed_tids.insert(tid);
     if (first_failure.empty())
       first_failure = "their rings would take more than an eighth of AON_MEMORY_CAP";
     return false;
@@ -551,7 +557,7 @@ bool HostSampler::Impl::Arm(int tid, Armed* a) {
         err != EINVAL) {
       // Out of descriptors or memory: this thread goes unsampled.
       Release(a->slot);
-      ++unarmed;
+      unarmed_tids.insert(tid);
       if (first_failure.empty())
         first_failure = std::string("perf_event_open: ") + std::strerror(err);
       return false;
@@ -576,7 +582,7 @@ bool HostSampler::Impl::Arm(int tid, Armed* a) {
   err = errno;
   Release(a->slot);
   if (err == EINVAL || err == ESRCH) return false;  // the thread ended meanwhile
-  ++unarmed;
+  unarmed_tids.insert(tid);
   if (first_failure.empty()) first_failure = std::string("timer_create: ") + std::strerror(err);
   return false;
 }
