@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the aon package's generated schema module from `aon-inspect --schema`
-(stdin): for each table, its string-id fields, its enum value names and its flag bits' names,
+(stdin): for each table, its string-id fields, its enum value names, its flag bits' names
+and the value of each field that means none,
 so aon.reader follows the
 format's field tables (format/include/aon/format/records.h) without a copy of them."""
 import pprint
@@ -9,7 +10,7 @@ import sys
 
 
 def main():
-    strings, enums, flags, tables, table = {}, {}, {}, [], None
+    strings, enums, flags, nones, tables, table = {}, {}, {}, {}, [], None
     for line in sys.stdin:
         m = re.match(r"^#### `([a-z_]+)`", line)
         if m:
@@ -20,9 +21,11 @@ def main():
                 line.startswith("|---"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 4:
+        if len(cells) < 5:
             continue
-        field, role, meaning = cells[0], cells[2], "|".join(cells[3:])
+        field, role, none, meaning = cells[0], cells[2], cells[3], "|".join(cells[4:])
+        if none:
+            nones.setdefault(table, {})[field] = int(none)
         if role == "string id":
             strings.setdefault(table, []).append(field)
         elif role == "enum" and ": " in meaning:
@@ -46,6 +49,9 @@ def main():
     print("ENUMS = " + pprint.pformat(enums, width=100))
     print("FLAGS = " + pprint.pformat(flags, width=100))
     print("TABLES = " + pprint.pformat(tables, width=100))
+    # The stored value that means none or unknown, per table and field: NA in
+    # the reader's DataFrames.
+    print("NONE = " + pprint.pformat(nones, width=100))
 
 
 if __name__ == "__main__":

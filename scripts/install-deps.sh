@@ -15,13 +15,14 @@ PACKAGES=(build-essential cmake ninja-build pkg-config libhdf5-dev zlib1g-dev hd
 # the Perfetto traces the merge writes (tests/unit/merge/perfetto_trace_test.cc),
 # and Debian's CPU PyTorch with its headers, h5py and numpy for the PyTorch hook's
 # test (tests/python/test_torch_hook.py; the build compiles the operator observer
-# against that torch), otf2-print to read the OTF2 archives back
+# against that torch), pandas for the reader's DataFrame conventions
+# (tests/python/test_reader.py: "none" values as NA), otf2-print to read the OTF2 archives back
 # (tests/unit/merge/otf2_trace_test.cc), and pip to install the Python package's
 # wheel the way users do (tests/python/test_wheel.py; the build makes the wheel
 # with the standard library alone).
 TEST_PACKAGES=(slurmctld slurmd slurm-client libslurm-dev munge chromium clang-14
                libclang-rt-14-dev protobuf-compiler python3-torch libtorch-dev python3-h5py
-               python3-numpy otf2-tools python3-pip)
+               python3-numpy python3-pandas otf2-tools python3-pip)
 if [[ ${1:-} == --test ]]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 # Commands that stand for those packages when they were installed another way.
 COMMANDS=(c++ cmake ninja pkg-config mpicxx mpirun python3)

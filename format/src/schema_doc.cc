@@ -32,6 +32,21 @@ const char* TypeName(FieldType t) {
   return "?";
 }
 
+// The field's "none" value as a number ("" when it has none): unsigned types
+// as unsigned, the others as signed.
+std::string NoneText(const Field& f) {
+  if (!f.has_none) return "";
+  switch (f.type) {
+    case FieldType::kU8:
+    case FieldType::kU16:
+    case FieldType::kU32:
+    case FieldType::kU64:
+      return std::to_string(f.none_bits);
+    default:
+      return std::to_string(static_cast<int64_t>(f.none_bits));
+  }
+}
+
 // '|' would end a Markdown table cell.
 std::string Cell(std::string_view text) {
   std::string out;
@@ -47,7 +62,7 @@ void Table(std::string& out, const char* name, const char* doc, std::span<const 
   out += name;
   out += "`\n\n";
   out += Cell(doc);
-  out += ".\n\n| field | type | role | meaning |\n|---|---|---|---|\n";
+  out += ".\n\n| field | type | role | none | meaning |\n|---|---|---|---|---|\n";
   for (const Field& f : fields) {
     if (f.role == FieldRole::kPadding) continue;
     out += "| ";
@@ -56,6 +71,8 @@ void Table(std::string& out, const char* name, const char* doc, std::span<const 
     out += TypeName(f.type);
     out += " | ";
     out += FieldRoleName(f.role);
+    out += " | ";
+    out += NoneText(f);
     out += " | ";
     out += Cell(f.doc);
     if (!f.values.empty()) {

@@ -32,7 +32,12 @@ start_ns, end_ns, records and drops per kind, ...), and its repr lists the
 tables and their rows.
 
 Tables are pandas DataFrames when pandas can be imported, else numpy
-structured arrays (string columns of dtype object).
+structured arrays (string columns of dtype object). In DataFrames a field's
+value that means none or unknown (the "none" column of the format's tables in
+docs/trace-format.md: -1 for a root rank, 0 for no parent op, UINT32_MAX for
+no stream, ...; `aon._schema.NONE`) is NA, in a nullable integer column of the
+field's width (pandas' UInt32, Int64, ...) or NaN for floats; numpy arrays keep
+the stored values.
 """
 import os
 import re
@@ -357,17 +362,38 @@ def _attribute_xla(t):
         tab["hlo_module"] = module
 
 
-def _frame(cols):
+def _nullable(pandas, column, value):
+    """`column` with `value` (the format's "none": -1, 0, UINT32_MAX ...) as NA:
+    integers as pandas' nullable integer of the same width, floats as NaN."""
+    values = column.to_numpy()
+    kind = values.dtype.kind
+    if kind not in "iuf":
+        return column
+    mask = values == value
+    if kind == "f":
+        return column.mask(mask)
+    out = column.astype("%sInt%d" % ("U" if kind == "u" else "", values.dtype.itemsize * 8))
+    out[mask] = pandas.NA
+    return out
+
+
+def _frame(cols, nones=None):
     try:
         import pandas
-        return pandas.DataFrame(cols)
     except ImportError:
+        pandas = None
+    if pandas is None:
         n = len(next(iter(cols.values()))) if cols else 0
         dtype = [(k, v.dtype if v.dtype != object else object) for k, v in cols.items()]
         out = np.empty(n, dtype=dtype)
         for k, v in cols.items():
             out[k] = v
         return out
+    frame = pandas.DataFrame(cols)
+    for field, value in (nones or {}).items():
+        if field in frame.columns:
+            frame[field] = _nullable(pandas, frame[field], value)
+    return frame
 
 
 def load(job_dir, kinds=None):
@@ -416,6 +442,7 @@ def load(job_dir, kinds=None):
         start = min(starts) if starts else 0
     for c in cols.values():
         _times(c, start)
-    out = Tables({name: _frame(c) for name, c in cols.items()})
+    nones = getattr(_schema, "NONE", {})
+    out = Tables({name: _frame(c, nones.get(name)) for name, c in cols.items()})
     out.meta = meta
     return out

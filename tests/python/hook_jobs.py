@@ -34,8 +34,14 @@ def run(job, args, extra_env=None, aon_args=()):
 
 
 def col(table, name):
+    """A column as a list, from a DataFrame or a numpy array; a DataFrame's NA
+    (a field's "none" value, aon.reader) as None, so that `if v` means "has a
+    value" both ways (numpy keeps the stored 0 / -1)."""
     v = table[name]
-    return list(v.to_numpy() if hasattr(v, "to_numpy") else v)
+    if not hasattr(v, "to_numpy"):
+        return list(v)
+    na = list(v.isna())
+    return [None if missing else x for x, missing in zip(v.to_numpy(), na)]
 
 
 def marked_steps(test, t, source):

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """CI test of the reader's conventions (aon.load; python/aon/reader.py): its
 kinds argument checked, duration and time-from-start columns, the job's
-metadata, a short repr, flag bits as boolean columns. Reads a real aon-run job of the labeled SYNTHETIC GPU.
+metadata, a short repr, flag bits as boolean columns, "none" values as NA in
+DataFrames (and as stored in numpy arrays). Reads a real aon-run job of the labeled SYNTHETIC GPU.
 
-usage: test_reader.py BIN_DIR   (with a python that has h5py and numpy)
+usage: test_reader.py BIN_DIR   (with a python that has h5py, numpy and pandas)
 """
 import os
 import shutil
@@ -88,6 +89,51 @@ class Reader(unittest.TestCase):
                                  [bool(int(f) & bit) for f in flags], (table, name))
         self.assertTrue(all(col(t.steps, "captured")))
         self.assertTrue(any(col(t.host_samples, "python")))
+
+    def test_none_values_are_na_in_dataframes_and_kept_in_numpy(self):
+        # Every field the format says has a "none" value, in every table of the
+        # job: NA exactly where the stored value (read without pandas) is that
+        # value, in a nullable column of the field's width.
+        import numpy as np
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            self.fail("pandas is not installed (scripts/install-deps.sh --test installs "
+                      "python3-pandas): the DataFrame conventions are not checked")
+        from aon import _schema
+        with_pandas = aon.load(self.job())
+        saved = sys.modules.get("pandas")
+        sys.modules["pandas"] = None  # import pandas now raises ImportError
+        try:
+            stored = aon.load(self.job())
+        finally:
+            sys.modules["pandas"] = saved
+        checked, na_total = 0, 0
+        for table, fields in _schema.NONE.items():
+            if table not in stored:
+                continue
+            self.assertIsInstance(stored[table], np.ndarray, table)
+            for field, none in fields.items():
+                if field not in stored[table].dtype.names:
+                    continue
+                raw = stored[table][field]
+                frame_col = with_pandas[table][field]
+                self.assertEqual(list(frame_col.isna()), list(raw == none), (table, field))
+                present = frame_col.dropna().to_numpy()
+                self.assertEqual([int(v) if raw.dtype.kind in "iu" else float(v) for v in present],
+                                 [v for v in raw[raw != none].tolist()], (table, field))
+                if raw.dtype.kind in "iu":
+                    want = "%sInt%d" % ("U" if raw.dtype.kind == "u" else "", raw.dtype.itemsize * 8)
+                    self.assertEqual(str(frame_col.dtype), want, (table, field))
+                checked += 1
+                na_total += int(frame_col.isna().sum())
+        # This job has such values: no kernel from a CUDA graph, no capture
+        # windows in full mode.
+        self.assertGreaterEqual(checked, 5)
+        self.assertEqual(int(with_pandas.kernels["graph_node_id"].isna().sum()),
+                         len(with_pandas.kernels))
+        self.assertEqual(list(stored.kernels["graph_node_id"]), [0] * len(stored.kernels))
+        self.assertGreater(na_total, len(with_pandas.kernels))
 
 
 if __name__ == "__main__":

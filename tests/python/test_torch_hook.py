@@ -76,7 +76,7 @@ class TorchHook(unittest.TestCase):
         self.assertIn("graph_ops", t)
         replayed = [(n, o, m, ph) for n, o, m, ph, g in
                     zip(col(t.kernels, "name"), col(t.kernels, "op"), col(t.kernels, "module"),
-                        col(t.kernels, "phase"), col(t.kernels, "graph_node_id")) if g != 0]
+                        col(t.kernels, "phase"), col(t.kernels, "graph_node_id")) if g]
         # Each replay (one per step, inside the user range "replay") runs the two
         # kernels captured in the forward: their ops and modules are the capture's.
         want = [("synthetic_kernel_2", "aon_test::gpu_work", "Net.block", "forward"),
@@ -108,7 +108,7 @@ class TorchHook(unittest.TestCase):
                     zip(col(t.kernels, "name"), col(t.kernels, "op"), col(t.kernels, "module"),
                         col(t.kernels, "phase"), col(t.kernels, "graph_node_id"),
                         col(t.kernels, "start_ns"))
-                    if g != 0 and step_of(ts) in captured]
+                    if g and step_of(ts) in captured]
         # One replay per captured step, its kernels with the capture's ops and modules.
         want = [("synthetic_kernel_2", "aon_test::gpu_work", "Net.block", "forward"),
                 ("synthetic_kernel_1", "aon_test::gpu_work", "Net", "forward")] * len(captured)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <regex>
 #include <set>
 #include <string>
 #include <variant>
@@ -91,6 +92,30 @@ TEST(Schema, EveryByteOfEveryStoredStructBelongsToOneField) {
 
 TEST(Schema, RolesFitTheirTypes) {
   ForEachStoredTable([](auto tag) { ExpectRolesFitTypes<decltype(tag)>(); });
+}
+
+// A field whose doc line names a value that means none or unknown carries it
+// as its `none` (the reader's NA), and a `none` is said in its doc line: the
+// two cannot drift apart as fields are added.
+template <typename T>
+void ExpectNoneValuesDeclared() {
+  // The value, then within a few characters a word that says it stands for
+  // nothing ("0 = outermost" is a value; "0: not known" is none).
+  static const std::regex kSaysNone(
+      R"((-1|\b0|UINT32_MAX|UINT64_MAX)\b[^,;)]{0,12}?\b(none|unknown|not|no|otherwise|unless)\b)");
+  for (const Field& f : TableTraits<T>::kFields) {
+    if (f.role == FieldRole::kPadding || f.role == FieldRole::kEnum || f.role == FieldRole::kFlags)
+      continue;
+    const std::string doc = f.doc;
+    EXPECT_EQ(std::regex_search(doc, kSaysNone), f.has_none)
+        << TableTraits<T>::kName << "." << f.name << ": \"" << doc << "\" "
+        << (f.has_none ? "has a none value its doc line does not name"
+                       : "names a none value: declare it (.None(v) in its table)");
+  }
+}
+
+TEST(Schema, EveryNoneValueTheDocsNameIsDeclared) {
+  ForEachStoredTable([](auto tag) { ExpectNoneValuesDeclared<decltype(tag)>(); });
 }
 
 TEST(Schema, KindNamesAndScopesComeFromTheTables) {

@@ -551,14 +551,15 @@ struct TableTraits<KernelRecord> {
   static constexpr Field kFields[] = {
       AON_FIELD(T, start_ns, kStart, "GPU start"),
       AON_FIELD(T, end_ns, kEnd, "GPU end"),
-      AON_FIELD(T, graph_node_id, kId, "CUPTI graph node id, 0 unless launched from a CUDA graph"),
+      AON_FIELD(T, graph_node_id, kId, "CUPTI graph node id, 0 unless launched from a CUDA graph")
+          .None(0),
       AON_FIELD(T, correlation_id, kId,
                 "CUPTI correlation id, shared with its launch's api record"),
       AON_FIELD(T, device_id, kId, "CUDA device ordinal"),
       AON_FIELD(T, context_id, kId, "CUDA context id"),
       AON_FIELD(T, stream_id, kId, "CUPTI stream id"),
       AON_FIELD(T, name_id, kStringId, "demangled kernel name"),
-      AON_FIELD(T, graph_id, kId, "CUDA graph id, 0 unless launched from a CUDA graph"),
+      AON_FIELD(T, graph_id, kId, "CUDA graph id, 0 unless launched from a CUDA graph").None(0),
       AON_FIELD(T, grid_x, kQuantity, "grid size x"),
       AON_FIELD(T, grid_y, kQuantity, "grid size y"),
       AON_FIELD(T, grid_z, kQuantity, "grid size z"),
@@ -629,7 +630,8 @@ struct TableTraits<SyncRecord> {
       AON_FIELD(T, end_ns, kEnd, "wait end"),
       AON_FIELD(T, correlation_id, kId, "CUPTI correlation id"),
       AON_FIELD(T, context_id, kId, "CUDA context id"),
-      AON_FIELD(T, stream_id, kId, "CUPTI stream id, UINT32_MAX when not stream-related"),
+      AON_FIELD(T, stream_id, kId, "CUPTI stream id, UINT32_MAX when not stream-related")
+          .NoneBits(UINT32_MAX),
       AON_FIELD(T, event_id, kId, "CUDA event id"),
       AON_FIELD(T, sync_type, kEnum, "what was waited for (CUpti_ActivitySynchronizationType)",
                 kSyncTypeValues),
@@ -669,7 +671,7 @@ struct TableTraits<NvtxRecord> {
       AON_FIELD(T, domain_id, kStringId, "NVTX domain name, 0 for the default domain"),
       AON_FIELD(T, name_id, kStringId, "range or mark name"),
       AON_FIELD(T, category, kId, "NVTX category"),
-      AON_FIELD(T, color, kQuantity, "ARGB, 0 if none"),
+      AON_FIELD(T, color, kQuantity, "ARGB, 0 if none").None(0),
       AON_FIELD(T, depth, kQuantity, "push/pop nesting depth at push, 0 = outermost"),
       AON_FIELD(T, type, kEnum, "kind of range", kNvtxTypeValues),
       AON_PADDING(T, padding_)};
@@ -686,23 +688,24 @@ struct TableTraits<NcclRecord> {
   static constexpr Field kFields[] = {
       AON_FIELD(T, start_ns, kStart, "host start (event_type says of what)"),
       AON_FIELD(T, end_ns, kEnd, "end: GPU end for GPU-timed operations, else host end"),
-      AON_FIELD(T, gpu_start_ns, kTime, "GPU start of an operation, 0 = not GPU-timed"),
+      AON_FIELD(T, gpu_start_ns, kTime, "GPU start of an operation, 0 = not GPU-timed").None(0),
       AON_FIELD(T, comm_hash, kId, "communicator"),
       AON_FIELD(T, seq_number, kId, "NCCL's sequence number per communicator and function"),
       AON_FIELD(T, count, kQuantity, "elements (proxy rows: steps or step number; group: depth)"),
       AON_FIELD(T, bytes, kQuantity, "bytes (proxy rows: per step)"),
-      AON_FIELD(T, external_id, kId, "AON's external correlation id of the launch, 0 = none"),
+      AON_FIELD(T, external_id, kId, "AON's external correlation id of the launch, 0 = none")
+          .None(0),
       AON_FIELD(T, correlation_id, kId, "CUPTI correlation id of the kernel that ran it"),
       AON_FIELD(T, func_id, kStringId, "function (AllReduce, Send, ...); comm rows: its name"),
       AON_FIELD(T, algo_id, kStringId, "algorithm"),
       AON_FIELD(T, proto_id, kStringId, "protocol"),
       AON_FIELD(T, datatype_id, kStringId, "data type"),
-      AON_FIELD(T, root, kId, "root rank, -1 = none"),
-      AON_FIELD(T, peer, kId, "peer rank of point-to-point, -1 = none"),
+      AON_FIELD(T, root, kId, "root rank, -1 = none").None(-1),
+      AON_FIELD(T, peer, kId, "peer rank of point-to-point, -1 = none").None(-1),
       AON_FIELD(T, n_channels, kQuantity, "channels used"),
       AON_FIELD(T, n_warps, kQuantity, "warps per channel (API and proxy rows: flags)"),
       AON_FIELD(T, stream_id, kId, "CUPTI stream id of its kernel"),
-      AON_FIELD(T, channel_id, kId, "channel of a kernel-channel row, -1 otherwise"),
+      AON_FIELD(T, channel_id, kId, "channel of a kernel-channel row, -1 otherwise").None(-1),
       AON_FIELD(T, comm_rank, kId, "rank in the communicator"),
       AON_FIELD(T, comm_nranks, kQuantity, "ranks in the communicator"),
       AON_FIELD(T, comm_nnodes, kQuantity, "nodes in the communicator"),
@@ -740,15 +743,18 @@ struct TableTraits<StepRecord> {
       AON_FIELD(T, end_ns, kEnd, "the next boundary: the step ended"),
       AON_FIELD(T, step, kId, "step number, counted from 0 by its source: equal on every rank"),
       AON_FIELD(T, window_first_step, kId,
-                "first step of the capture window it belongs to (UINT64_MAX: none)"),
-      AON_FIELD(T, window, kId, "n-th capture window of this rank, 0: none"),
-      AON_FIELD(T, period, kQuantity, "capture period in force (steps), 0: no budgeted windows"),
+                "first step of the capture window it belongs to (UINT64_MAX: none)")
+          .NoneBits(UINT64_MAX),
+      AON_FIELD(T, window, kId, "n-th capture window of this rank, 0: none").None(0),
+      AON_FIELD(T, period, kQuantity, "capture period in force (steps), 0: no budgeted windows")
+          .None(0),
       AON_FIELD(T, source, kEnum, "what marked the step boundaries", kStepSourceValues),
       AON_FIELD(T, flags, kFlags, "capture state of the step", kStepFlagValues),
       AON_PADDING(T, padding_),
       AON_FIELD(T, thread_cpu_ns, kQuantity,
                 "CPU time of the thread that marked both boundaries, between them (1.9; 0: not "
-                "measured)")};
+                "measured)")
+          .None(0)};
 };
 
 template <>
@@ -786,14 +792,17 @@ struct TableTraits<OpRecord> {
       AON_FIELD(T, end_ns, kEnd, "aon_op_end"),
       AON_FIELD(T, op_id, kId,
                 "unique in the process; external_correlation.external_id (external_kind 3)"),
-      AON_FIELD(T, parent_id, kId, "op_id of the innermost range open on its thread, 0 = none"),
+      AON_FIELD(T, parent_id, kId, "op_id of the innermost range open on its thread, 0 = none")
+          .None(0),
       AON_FIELD(T, sequence_nr, kId,
-                "framework sequence number linking backward to forward, -1 = none"),
+                "framework sequence number linking backward to forward, -1 = none")
+          .None(-1),
       AON_FIELD(T, name_id, kStringId, "operator name, module path or range name"),
       AON_FIELD(T, thread_id, kId, "OS thread id (gettid), as api.thread_id"),
       AON_FIELD(T, framework_thread, kId, "the framework's id of its thread"),
       AON_FIELD(T, forward_thread, kId,
-                "backward ops: framework id of the thread that ran the forward, 0 = unknown"),
+                "backward ops: framework id of the thread that ran the forward, 0 = unknown")
+          .None(0),
       AON_FIELD(T, kind, kEnum, "what the range is", kOpKindValues),
       AON_PADDING(T, padding_)};
 };
@@ -811,7 +820,9 @@ struct TableTraits<GraphOpRecord> {
   static constexpr Field kFields[] = {
       AON_FIELD(T, node_id, kId, "CUPTI graph node id, as kernels.graph_node_id"),
       AON_FIELD(T, op_id, kId, "ops.op_id of the op open on the capturing thread"),
-      AON_FIELD(T, original_node_id, kId, "clones: the node it is a clone of; 0 = created")};
+      AON_FIELD(T, original_node_id, kId,
+                "clones: the node it is a clone of; 0 = none (a node created, not cloned)")
+          .None(0)};
 };
 
 template <>
@@ -854,7 +865,7 @@ struct TableTraits<NcclGraphRecord> {
       AON_FIELD(T, bytes, kQuantity, "captured calls: bytes"),
       AON_FIELD(T, func_id, kStringId, "captured calls: function"),
       AON_FIELD(T, datatype_id, kStringId, "captured calls: data type"),
-      AON_FIELD(T, root, kId, "captured collectives: root rank, -1 = none"),
+      AON_FIELD(T, root, kId, "captured collectives: root rank, -1 = none").None(-1),
       AON_FIELD(T, comm_rank, kId, "rank in the communicator"),
       AON_FIELD(T, comm_nranks, kQuantity, "ranks in the communicator"),
       AON_FIELD(T, comm_nnodes, kQuantity, "nodes in the communicator"),

@@ -81,6 +81,11 @@ struct Field {
   const char* doc;                    // one line for docs/trace-format.md
   std::span<const EnumValue> values;  // kEnum / kFlags
   size_t size;                        // bytes in the struct
+  // The stored value that means "none" or "unknown" (-1, 0, UINT32_MAX, ...),
+  // as the field's bits in 64 (signed values sign-extended): the Python reader
+  // makes it NA. has_none false: every value is a value.
+  bool has_none = false;
+  uint64_t none_bits = 0;
 
   constexpr Field(const char* name_, size_t offset_, FieldType type_, FieldRole role_,
                   const char* doc_, std::span<const EnumValue> values_ = {}, size_t size_ = 0)
@@ -91,6 +96,19 @@ struct Field {
         doc(doc_),
         values(values_),
         size(size_ != 0 ? size_ : FieldTypeSize(type_)) {}
+  // This field with `v` as its "none" value (see has_none).
+  constexpr Field None(int64_t v) const {
+    Field f = *this;
+    f.has_none = true;
+    f.none_bits = static_cast<uint64_t>(v);
+    return f;
+  }
+  constexpr Field NoneBits(uint64_t bits) const {
+    Field f = *this;
+    f.has_none = true;
+    f.none_bits = bits;
+    return f;
+  }
   // A column read by name into a struct of the reader's own (a projection of a
   // stored table: the stored table's entry is where its role is declared).
   constexpr Field(const char* name_, size_t offset_, FieldType type_)
@@ -243,8 +261,8 @@ struct TableSchema {
 TableSchema BuildTableSchema(const char* name, size_t record_size, std::span<const Field> fields);
 template <StoredTable T>
 const TableSchema& SchemaOf() {
-  static const TableSchema& schema = *new TableSchema(
-      BuildTableSchema(TableTraits<T>::kName, sizeof(T), TableTraits<T>::kFields));
+  static const TableSchema& schema =
+      *new TableSchema(BuildTableSchema(TableTraits<T>::kName, sizeof(T), TableTraits<T>::kFields));
   return schema;
 }
 

@@ -100,8 +100,8 @@ struct TableTraits<DeviceInfo> {
       AON_FIELD(T, global_memory_bytes, kQuantity, "device memory"),
       AON_FIELD(T, compute_major, kQuantity, "compute capability, major"),
       AON_FIELD(T, compute_minor, kQuantity, "compute capability, minor"),
-      AON_FIELD(T, pcie_gen, kQuantity, "PCIe link generation (1.10; 0: not known)"),
-      AON_FIELD(T, pcie_width, kQuantity, "PCIe link lanes (1.10; 0: not known)")};
+      AON_FIELD(T, pcie_gen, kQuantity, "PCIe link generation (1.10; 0: not known)").None(0),
+      AON_FIELD(T, pcie_width, kQuantity, "PCIe link lanes (1.10; 0: not known)").None(0)};
 };
 inline const TableSchema& DeviceInfoSchema() { return SchemaOf<DeviceInfo>(); }
 
@@ -317,7 +317,7 @@ struct TableTraits<RankSummary> {
       AON_FIELD(T, first_ns, kQuantity, "first record time, on the timeline clock"),
       AON_FIELD(T, last_ns, kQuantity, "last record time, on the timeline clock"),
       AON_FIELD(T, clock_offset_ns, kQuantity, "clock correction applied"),
-      AON_FIELD(T, clock_error_bound_ns, kQuantity, "its error bound, -1 = unknown"),
+      AON_FIELD(T, clock_error_bound_ns, kQuantity, "its error bound, -1 = unknown").None(-1),
       AON_FIELD(T, nccl_gpu_clock_offset_ns, kQuantity, "NCCL %globaltimer -> host offset"),
       AON_FIELD(T, nccl_gpu_clock_pairs, kQuantity, "kernels the offset was measured on"),
       AON_FIELD(T, nccl_gpu_clock_spread_ns, kQuantity, "spread of the per-kernel offsets"),
@@ -329,7 +329,8 @@ struct TableTraits<RankSummary> {
       AON_FIELD(T, window_step_ratio, kQuantity,
                 "median step time in windows / outside them, measured by the rank (1.5)"),
       AON_FIELD(T, amortized_cost, kQuantity,
-                "step time the windows added, as a share of all step time; -1 unknown (1.5)"),
+                "step time the windows added, as a share of all step time; -1 unknown (1.5)")
+          .None(-1),
       AON_FIELD(T, status, kEnum,
                 "ok, missing, corrupt, truncated, unsupported, damaged (1.12: merged but for the "
                 "part its message names)",
