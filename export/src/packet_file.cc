@@ -3,12 +3,7 @@
 #include <algorithm>
 #include <exception>
 
-#ifdef AON_HAVE_LIBDEFLATE
-#include <libdeflate.h>
-#else
-#include <zlib.h>
-#endif
-
+#include "aon/format/zlib_stream.h"
 #include "proto_wire.h"
 
 namespace aon::merge {
@@ -26,69 +21,18 @@ size_t VarintSize(uint64_t v) {
   return n;
 }
 
+// The compressed_packets field of `packed` bytes, and the Trace.packet around it.
+uint64_t InnerSize(uint64_t packed) {
+  return VarintSize(uint64_t{kCompressedPackets} << 3 | 2) + VarintSize(packed) + packed;
+}
 uint64_t FramedSize(uint64_t packed) {
-  const uint64_t inner =
-      VarintSize(uint64_t{kCompressedPackets} << 3 | 2) + VarintSize(packed) + packed;
+  const uint64_t inner = InnerSize(packed);
   return VarintSize(uint64_t{kTracePacket} << 3 | 2) + VarintSize(inner) + inner;
 }
 
-uint64_t CompressBound(size_t plain) {
-#ifdef AON_HAVE_LIBDEFLATE
-  return libdeflate_zlib_compress_bound(nullptr, plain);
-#else
-  return compressBound(static_cast<uLong>(plain));
-#endif
-}
-
-// One compressing thread's state.
-class Compressor {
- public:
-  explicit Compressor(int level) {
-#ifdef AON_HAVE_LIBDEFLATE
-    c_ = libdeflate_alloc_compressor(std::clamp(level, 0, 12));
-#else
-    level_ = std::clamp(level, 0, 9);
-#endif
-  }
-  ~Compressor() {
-#ifdef AON_HAVE_LIBDEFLATE
-    if (c_ != nullptr) libdeflate_free_compressor(c_);
-#endif
-  }
-  Compressor(const Compressor&) = delete;
-  Compressor& operator=(const Compressor&) = delete;
-
-  // `plain` as one zlib stream into `packed`; false when the library failed.
-  bool Compress(const std::string& plain, std::string* packed) {
-    packed->resize(CompressBound(plain.size()));
-#ifdef AON_HAVE_LIBDEFLATE
-    if (c_ == nullptr) return false;
-    const size_t n =
-        libdeflate_zlib_compress(c_, plain.data(), plain.size(), packed->data(), packed->size());
-    if (n == 0) return false;
-#else
-    uLongf n = static_cast<uLongf>(packed->size());
-    if (compress2(reinterpret_cast<Bytef*>(packed->data()), &n,
-                  reinterpret_cast<const Bytef*>(plain.data()), static_cast<uLong>(plain.size()),
-                  level_) != Z_OK) {
-      return false;
-    }
-#endif
-    packed->resize(n);
-    return true;
-  }
-
- private:
-#ifdef AON_HAVE_LIBDEFLATE
-  libdeflate_compressor* c_ = nullptr;
-#else
-  int level_ = 1;
-#endif
-};
-
 }  // namespace
 
-uint64_t PacketFile::FramedBound(size_t plain) { return FramedSize(CompressBound(plain)); }
+uint64_t PacketFile::FramedBound(size_t plain) { return FramedSize(ZlibCompressor::Bound(plain)); }
 
 PacketFile::PacketFile(std::unique_ptr<AtomicTextFile> file, int level, size_t chunk_bytes)
     : file_(std::move(file)), level_(level), chunk_bytes_(std::max<size_t>(chunk_bytes, 1)) {}
@@ -125,7 +69,7 @@ void PacketFile::Stop() {
 
 void PacketFile::Work() {
   try {
-    Compressor compressor(level_);
+    ZlibCompressor compressor(level_);
     for (;;) {
       Chunk* chunk = nullptr;
       {
@@ -135,7 +79,11 @@ void PacketFile::Work() {
         chunk = queue_.front();
         queue_.pop_front();
       }
-      const bool ok = compressor.Compress(chunk->plain, &chunk->packed);
+      chunk->packed.resize(ZlibCompressor::Bound(chunk->plain.size()));
+      const size_t n =
+          compressor.Compress(chunk->plain.data(), chunk->plain.size(), chunk->packed.data());
+      chunk->packed.resize(n);
+      const bool ok = n > 0;
       std::lock_guard<std::mutex> lock(mu_);
       if (!ok && error_.empty()) error_ = "the compressor failed";
       chunk->done = true;
@@ -194,10 +142,8 @@ Status PacketFile::WriteDone(bool all) {
     }
     frame.clear();
     const uint64_t packed = chunk.packed.size();
-    const uint64_t inner =
-        VarintSize(uint64_t{kCompressedPackets} << 3 | 2) + VarintSize(packed) + packed;
     proto::AppendVarint(&frame, uint64_t{kTracePacket} << 3 | 2);
-    proto::AppendVarint(&frame, inner);
+    proto::AppendVarint(&frame, InnerSize(packed));
     proto::AppendVarint(&frame, uint64_t{kCompressedPackets} << 3 | 2);
     proto::AppendVarint(&frame, packed);
     file_->Write(frame);

@@ -14,8 +14,8 @@
 // against them: where files split depends on the input alone, never on the
 // threads' timing.
 //
-// Compression is libdeflate's (about twice zlib's speed at level 1 for the same
-// size); zlib's when AON was built without it. Both write standard zlib streams.
+// Compression: aon/format/zlib_stream.h (libdeflate, about twice zlib's speed
+// at level 1 for the same size; zlib when AON was built without it).
 #pragma once
 
 #include <condition_variable>

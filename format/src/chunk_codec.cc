@@ -171,36 +171,26 @@ bool CheckAndStripChecksum(const uint8_t* chunk, size_t* n) {
   return true;
 }
 
-#ifdef AON_HAVE_LIBDEFLATE
-
-Deflater::Deflater(int level) : level_(level) {}
-Deflater::~Deflater() {
-  if (compressor_ != nullptr)
-    libdeflate_free_compressor(static_cast<libdeflate_compressor*>(compressor_));
-  if (matching_ != nullptr)
-    libdeflate_free_compressor(static_cast<libdeflate_compressor*>(matching_));
-}
-// Deflates with libdeflate at `level`, through the compressor kept in *slot.
-bool Deflater::LibraryCompress(int level, void** slot, const uint8_t* in, size_t n,
-                               ChunkBuffer* out) {
-  if (*slot == nullptr) *slot = libdeflate_alloc_compressor(std::clamp(level, 1, 12));
-  auto* c = static_cast<libdeflate_compressor*>(*slot);
-  if (c == nullptr) return false;
-  out->resize(libdeflate_zlib_compress_bound(c, n));
-  const size_t size = libdeflate_zlib_compress(c, in, n, out->data(), out->size());
+Deflater::Deflater(int level) : level_(level), library_(level) {}
+Deflater::~Deflater() = default;
+bool Deflater::LibraryCompress(ZlibCompressor& c, const uint8_t* in, size_t n, ChunkBuffer* out) {
+  out->resize(ZlibCompressor::Bound(n));
+  const size_t size = c.Compress(in, n, out->data());
   out->resize(size);
-  return size > 0;  // the bound always fits
+  return size > 0;
 }
 bool Deflater::CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out) {
-  return LibraryCompress(1, &matching_, in, n, out);
+  return LibraryCompress(matching_, in, n, out);
 }
 bool Deflater::Compress(const uint8_t* in, size_t n, ChunkBuffer* out) {
   if (level_ <= 1) {
     RunDeflate(in, n, out, &symbols_);
     return true;
   }
-  return LibraryCompress(level_, &compressor_, in, n, out);
+  return LibraryCompress(library_, in, n, out);
 }
+
+#ifdef AON_HAVE_LIBDEFLATE
 
 Inflater::Inflater() = default;
 Inflater::~Inflater() {
@@ -218,30 +208,6 @@ bool Inflater::InflateExact(const uint8_t* in, size_t n, uint8_t* out, size_t ou
 }
 
 #else  // zlib
-
-Deflater::Deflater(int level) : level_(level) {}
-Deflater::~Deflater() = default;
-// Deflates with zlib at `level` (no compressor is kept: *slot stays null).
-bool Deflater::LibraryCompress(int level, void** /*slot*/, const uint8_t* in, size_t n,
-                               ChunkBuffer* out) {
-  uLongf size = compressBound(static_cast<uLong>(n));
-  out->resize(size);
-  if (compress2(out->data(), &size, in, static_cast<uLong>(n), std::clamp(level, 1, 9)) != Z_OK) {
-    return false;
-  }
-  out->resize(size);
-  return true;
-}
-bool Deflater::CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out) {
-  return LibraryCompress(1, &matching_, in, n, out);
-}
-bool Deflater::Compress(const uint8_t* in, size_t n, ChunkBuffer* out) {
-  if (level_ <= 1) {
-    RunDeflate(in, n, out, &symbols_);
-    return true;
-  }
-  return LibraryCompress(level_, &compressor_, in, n, out);
-}
 
 Inflater::Inflater() = default;
 Inflater::~Inflater() = default;

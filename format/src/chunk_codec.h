@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "aon/format/schema.h"
+#include "aon/format/zlib_stream.h"
 #include "chunk_buffer.h"
 
 namespace aon::chunk_codec {
@@ -87,13 +88,12 @@ class Deflater {
   bool CompressMatching(const uint8_t* in, size_t n, ChunkBuffer* out);
 
  private:
-  static bool LibraryCompress(int level, void** slot, const uint8_t* in, size_t n,
-                              ChunkBuffer* out);
+  static bool LibraryCompress(ZlibCompressor& c, const uint8_t* in, size_t n, ChunkBuffer* out);
 
   int level_;
   std::vector<uint16_t> symbols_;  // the run-length encoder's scratch
-  void* matching_ = nullptr;       // libdeflate's level-1 compressor, when built with it
-  void* compressor_ = nullptr;     // libdeflate's, when built with it
+  ZlibCompressor matching_{1};     // the library's level 1
+  ZlibCompressor library_;         // the library at `level`
 };
 
 class Inflater {
