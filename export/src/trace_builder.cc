@@ -444,7 +444,8 @@ class Builder {
     if (sel_.Kind(RecordKind::kSync)) AON_RETURN_IF_ERROR(CollectStreamDevices());
 
     // Every exported kind's table, merged by start (ties: kind order). The
-    // ReadAhead goes before the cursors whose chunks it fills.
+    // ReadAhead is declared after the cursors whose chunks it fills, so it is
+    // destroyed first: its thread stops before their buffers go.
     std::vector<std::unique_ptr<Cursor>> cursors;
     ReadAhead ahead;
     ForEachRecordType([&](auto tag) {
